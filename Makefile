@@ -1,0 +1,31 @@
+# Two entry points, each creating or reusing the local virtual environment .venv:
+#   make demo   the main job      make test   the whole test suite
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# the real data beside the project (CI and developers); elsewhere the loader downloads into the user cache
+export DASKGP_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || "$$(.ci/find-python)" -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/daskgp demo --data concrete
+
+test: $(STAMP)
+	$(PY) -m pytest -q --durations=10
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check daskgp tests benchmarks
+
+bench: $(STAMP)
+	$(PY) benchmarks/exact_gradient.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

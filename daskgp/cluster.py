@@ -1,0 +1,54 @@
+"""Getting a dask.distributed Client: a scheduler address, the current default client, or a new local
+cluster (a LocalCUDACluster where GPUs and dask-cuda are present)."""
+
+from __future__ import annotations
+
+__all__ = ["get_client", "gpu_available"]
+
+
+def gpu_available() -> bool:
+    """True when cupy imports and sees a CUDA device. (No GPU on the CI machines: this path is untested.)"""
+    try:
+        import cupy
+
+        return bool(cupy.is_available())
+    except Exception:  # ImportError, or a CUDA driver error raised at import
+        return False
+
+
+def get_client(address: str | None = None, *, n_workers: int | None = None, threads_per_worker: int = 1,
+               gpu: str | bool = "auto", timeout: float = 30, **cluster_kwargs):
+    """A ``distributed.Client``.
+
+    address : 'tcp://host:8786' to connect to a running dask-scheduler; None to reuse the default client
+        of this process or, failing that, start a local cluster (processes, dashboard off unless asked).
+    gpu : 'auto' starts a dask-cuda LocalCUDACluster when GPUs and dask-cuda are present; True requires it.
+
+    Raises ``ConnectionError`` with the address when the scheduler cannot be reached.
+    """
+    from distributed import Client, LocalCluster
+
+    if address is not None:
+        try:
+            return Client(address, timeout=timeout)
+        except (OSError, TimeoutError) as e:
+            raise ConnectionError(f"cannot reach the dask scheduler at {address}: {e}") from None
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except ValueError:
+        pass
+    want_gpu = gpu_available() if gpu == "auto" else bool(gpu)
+    if want_gpu:
+        # Untested here (no GPU on these machines): one worker per GPU, chunks moved to cupy by the caller.
+        from dask_cuda import LocalCUDACluster
+
+        cluster = LocalCUDACluster(**cluster_kwargs)
+    else:
+        cluster_kwargs.setdefault("dashboard_address", None)
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                               processes=True, **cluster_kwargs)
+    client = Client(cluster)
+    client.wait_for_workers(1, timeout=timeout)
+    return client

@@ -1,0 +1,163 @@
+"""Regression data sets: lookup, download on demand, standardisation.
+
+Files are CSV with one header row and the target in the last column. They are looked up in
+``data_dir``, then ``$DASKGP_DATA``, then the user cache (``$XDG_CACHE_HOME/daskgp`` or
+``~/.cache/daskgp``). A missing file is downloaded from its public source into the user cache; with
+no network the error names the file and where to put it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.preprocessing import StandardScaler
+
+from ._validation import check_X, check_y
+
+__all__ = ["Dataset", "load", "load_csv", "DATASETS", "data_dirs"]
+
+
+def _uci_excel(member_suffix: str):
+    def convert(raw: bytes) -> pd.DataFrame:
+        with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+            name = next(n for n in zf.namelist() if n.lower().endswith(member_suffix))
+            return pd.read_excel(io.BytesIO(zf.read(name)))  # needs xlrd/openpyxl: said in the error
+    return convert
+
+
+def _openml_arff(raw: bytes) -> pd.DataFrame:
+    from scipy.io import arff
+
+    data, _ = arff.loadarff(io.StringIO(raw.decode()))
+    return pd.DataFrame(data)
+
+
+@dataclass(frozen=True)
+class _Source:
+    url: str
+    convert: object
+    description: str
+
+
+DATASETS: dict[str, _Source] = {
+    "concrete": _Source(
+        "https://archive.ics.uci.edu/static/public/165/concrete+compressive+strength.zip",
+        _uci_excel(".xls"), "UCI Concrete Compressive Strength (Yeh 1998), 1030 x 8"),
+    "power_plant": _Source(
+        "https://archive.ics.uci.edu/static/public/294/combined+cycle+power+plant.zip",
+        _uci_excel(".xlsx"), "UCI Combined Cycle Power Plant (Tüfekci 2014), 9568 x 4"),
+    "house_8L": _Source(
+        "https://www.openml.org/data/download/3645/house_8L.arff",
+        _openml_arff, "Delve census-house, prototask house-8L (as mirrored by OpenML), 22784 x 8"),
+}
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "daskgp"
+
+
+def data_dirs(data_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The folders searched, in order: ``data_dir``, ``$DASKGP_DATA``, the user cache."""
+    dirs = [Path(data_dir)] if data_dir is not None else []
+    if os.environ.get("DASKGP_DATA"):
+        dirs.append(Path(os.environ["DASKGP_DATA"]))
+    dirs.append(_cache_dir())
+    return dirs
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A standardised regression problem. X (n, d) and y (n,) have zero mean and unit variance;
+    ``x_scaler`` / ``y_scaler`` (scikit-learn StandardScaler) undo it."""
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray
+    x_scaler: StandardScaler
+    y_scaler: StandardScaler
+    feature_names: tuple[str, ...]
+    target_name: str
+    path: Path | None = None
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    def y_original(self, y_std) -> np.ndarray:
+        """Targets in original units from standardised ones."""
+        return self.y_scaler.inverse_transform(np.asarray(y_std, dtype=float).reshape(-1, 1))[:, 0]
+
+
+def _download(name: str, dest: Path) -> Path:
+    src = DATASETS[name]
+    print(f"daskgp: {dest.name} not found locally; downloading {src.description} from {src.url}",
+          file=sys.stderr)
+    try:
+        with urllib.request.urlopen(src.url, timeout=30) as r:
+            raw = r.read()
+        df = src.convert(raw)
+    except (urllib.error.URLError, OSError, TimeoutError) as e:
+        raise FileNotFoundError(
+            f"data file {dest.name!r} is not in any of {[str(d) for d in data_dirs()]} and the download "
+            f"from {src.url} failed ({e}); put {dest.name} (CSV, header row, target in the last column) "
+            f"in one of those folders or point DASKGP_DATA at a folder holding it") from None
+    except ImportError as e:
+        raise FileNotFoundError(f"downloaded {name} but could not read it: {e}") from None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, dest)
+    return dest
+
+
+def _locate(name: str, data_dir) -> Path:
+    fname = f"{name}.csv"
+    for d in data_dirs(data_dir):
+        if (d / fname).is_file():
+            return d / fname
+    return _download(name, _cache_dir() / fname)
+
+
+def load_csv(path, target: str | int = -1, name: str | None = None) -> Dataset:
+    """Standardised Dataset from a numeric CSV with a header row; ``target`` is a column name or index."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not a readable CSV file: {e}") from None
+    if df.shape[1] < 2:
+        raise ValueError(f"{path} needs at least two columns (features and a target), got {df.shape[1]}")
+    non_numeric = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
+    if non_numeric:
+        raise ValueError(f"{path} has non-numeric column(s) {non_numeric}")
+    if df.isna().any().any():
+        col = df.columns[df.isna().any()].tolist()
+        raise ValueError(f"{path} has missing values in column(s) {col}")
+    tcol = df.columns[target] if isinstance(target, int) else target
+    if tcol not in df.columns:
+        raise ValueError(f"target column {target!r} not in {list(df.columns)}")
+    X = check_X(df.drop(columns=[tcol]).to_numpy(np.float64), name=f"{path.name} features")
+    y = check_y(df[tcol].to_numpy(np.float64), X.shape[0], name=f"{path.name} target")
+    xs, ys = StandardScaler().fit(X), StandardScaler().fit(y[:, None])
+    return Dataset(name or path.stem, xs.transform(X), ys.transform(y[:, None])[:, 0], xs, ys,
+                   tuple(str(c) for c in df.columns if c != tcol), str(tcol), path)
+
+
+def load(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
+    """Load 'concrete' | 'house_8L' | 'power_plant', standardised (see :class:`Dataset`)."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; available: {sorted(DATASETS)} "
+                         "(or use daskgp.datasets.load_csv for your own file)")
+    return load_csv(_locate(name, data_dir), name=name)

@@ -1,0 +1,33 @@
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# Tests read the real data in ../shared/data through the project's loader unless told otherwise.
+_SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+if not os.environ.get("DASKGP_DATA") and _SHARED.is_dir():
+    os.environ["DASKGP_DATA"] = str(_SHARED)
+
+
+@pytest.fixture(scope="session")
+def concrete():
+    import daskgp
+
+    return daskgp.load("concrete")
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20261122)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A real two-worker dask.distributed LocalCluster."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      memory_limit="4GiB") as cluster, Client(cluster) as c:
+        c.wait_for_workers(2, timeout=60)
+        yield c

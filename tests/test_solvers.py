@@ -1,0 +1,110 @@
+import numpy as np
+import pytest
+import scipy.linalg
+
+from daskgp import KernelOperator, PivotedCholesky, cg, make_kernel, ulisse
+
+
+@pytest.fixture(scope="module")
+def system(concrete):
+    op = KernelOperator(concrete.X, make_kernel("rbf", lengthscale=2.0), 0.3, mode="local")
+    K = op.to_dense()
+    return op, K, concrete.y
+
+
+def test_cg_equals_cholesky_on_concrete(system):
+    op, K, y = system
+    exact = scipy.linalg.cho_solve(scipy.linalg.cho_factor(K), y)
+    res = cg(op, y, tol=1e-10)
+    assert res.converged.all()
+    assert np.linalg.norm(res.x - exact) / np.linalg.norm(exact) < 1e-8
+    assert res.residuals.shape == (res.iterations[0] + 1, 1)
+    assert res.residuals[-1, 0] <= 1e-10 < res.residuals[0, 0]
+
+
+def test_multi_rhs_equals_column_by_column(system, rng):
+    op, K, y = system
+    B = np.column_stack([y, rng.standard_normal((op.n, 3))])
+    many = cg(op, B, tol=1e-9)
+    for j in range(B.shape[1]):
+        one = cg(op, B[:, j], tol=1e-9)
+        # same algorithm per column; only BLAS rounding differs (matrix vs vector products)
+        np.testing.assert_allclose(many.x[:, j], one.x, rtol=1e-7, atol=1e-9)
+        assert abs(int(many.iterations[j]) - int(one.iterations[0])) <= 3
+    assert many.n_products == many.iterations.max()  # every column shares each pass
+
+
+def test_warm_start_and_preconditioner(system, rng):
+    op, K, y = system
+    cold = cg(op, y, tol=1e-9)
+    warm = cg(op, y, x0=cold.x + 1e-4 * rng.standard_normal(op.n), tol=1e-9)
+    assert warm.iterations[0] < cold.iterations[0]
+    P = PivotedCholesky(op, rank=200)
+    assert P.rank == 200 and P.residual_trace < 0.2 * op.n
+    pre = cg(op, y, tol=1e-9, precond=P)
+    np.testing.assert_allclose(pre.x, cold.x, rtol=1e-6, atol=1e-7)
+    assert pre.iterations[0] < cold.iterations[0] / 2
+    # the preconditioner's Woodbury solve and log-determinant equal the dense ones
+    Pd = P.L @ P.L.T + op.noise * np.eye(op.n)
+    np.testing.assert_allclose(P.solve(y), np.linalg.solve(Pd, y), rtol=1e-8)
+    assert P.logdet() == pytest.approx(np.linalg.slogdet(Pd)[1], rel=1e-10)
+
+
+def test_ulisse_is_unbiased(system):
+    """4000 independent ULISSE estimates (one CG run, 4000 identical columns with their own uniform draws).
+    Tolerance: every component's mean within 5 standard errors of the CG solution (per-component false
+    alarm probability ~6e-7 under the CLT; 1030 components). β is small enough that every continuation
+    length up to the full solution is reached by many of the runs, so the CLT applies (with the paper's
+    larger β the estimator is still unbiased but so heavy-tailed that no finite sample shows it)."""
+    op, K, y = system
+    M = 4000
+    full = cg(K, y, tol=1e-5)
+    res = ulisse(K, np.repeat(y[:, None], M, axis=1), es_tol=1e-3, tol=1e-5, beta=0.01, rng=1)
+    assert full.iterations[0] - res.es_iteration.max() >= 10  # a real stretch of randomised steps
+    est = res.estimates[0]
+    assert np.all(res.es_iteration > 0) and res.iterations.mean() < full.iterations[0]
+    spread = est.std(axis=1, ddof=1)
+    assert spread.max() > 1e-4  # really random
+    z = (est.mean(axis=1) - full.x) / (spread / np.sqrt(M) + 1e-300)
+    assert np.abs(z).max() < 5.0
+    # and it is an estimate of the CG solution, not of the early-stopped iterate
+    early = cg(K, y, tol=1e-3).x
+    z_early = (est.mean(axis=1) - early) / (spread / np.sqrt(M))
+    assert np.abs(z_early).max() > 5.0
+
+
+def test_ulisse_two_estimates_are_independent(system):
+    """Two estimates from one run: their errors are uncorrelated (|corr| < 4/sqrt(M), M = 2000 runs)."""
+    op, K, y = system
+    M = 2000
+    full = cg(K, y, tol=1e-5).x
+    res = ulisse(K, np.repeat(y[:, None], M, axis=1), es_tol=1e-3, tol=1e-5, beta=0.01, n_estimates=2,
+                 rng=2)
+    ea = res.estimates[0] - full[:, None]
+    eb = res.estimates[1] - full[:, None]
+    a, b = ea.T @ y, eb.T @ y  # one scalar summary per run
+    corr = np.corrcoef(a, b)[0, 1]
+    assert abs(corr) < 4 / np.sqrt(M)
+    assert not np.allclose(res.estimates[0], res.estimates[1])
+
+
+def test_ulisse_per_column_estimate_counts(system, rng):
+    op, K, y = system
+    B = np.column_stack([y, rng.standard_normal(op.n)])
+    res = ulisse(op, B, es_tol=1e-1, tol=1e-8, n_estimates=[2, 1], rng=0)
+    assert np.isfinite(res.estimates[:, :, 0]).all()
+    assert np.isfinite(res.estimates[0, :, 1]).all() and np.isnan(res.estimates[1, :, 1]).all()
+
+
+def test_solver_input_errors(system):
+    op, K, y = system
+    with pytest.raises(ValueError, match="es_tol > tol"):
+        ulisse(op, y, es_tol=1e-9, tol=1e-8)
+    with pytest.raises(ValueError, match="beta"):
+        ulisse(op, y, beta=0.0)
+    with pytest.raises(ValueError, match="shape"):
+        cg(op, y[:10])
+    with pytest.raises(ValueError, match="square"):
+        cg(np.ones((3, 4)), np.ones(3))
+    with pytest.raises(FloatingPointError, match="positive definite"):
+        cg(-np.eye(3), np.ones(3))
