@@ -44,6 +44,14 @@ def _clear_cache(op_id: str) -> int:
     return len(keys)
 
 
+def _invalidate_cache(op_id: str) -> int:
+    with _CACHE_LOCK:
+        keys = [k for k in _CACHE if k[0] == op_id]
+        for k in keys:
+            _CACHE[k] = (None, _CACHE[k][1])
+    return len(keys)
+
+
 def _tiles(n: int, rows: int):
     step = max(256, _TILE_ENTRIES // max(rows, 1))
     return [(c, min(c + step, n)) for c in range(0, n, step)]
@@ -347,6 +355,14 @@ class KernelOperator:
             _clear_cache(self._id)
         elif self.client is not None and self.client.status == "running":
             self.client.run(_clear_cache, self._id)
+
+    def invalidate_cache(self) -> None:
+        """Mark the cached kernel rows stale but keep their memory: the next product recomputes them in
+        place (what a θ change does; fresh allocations of that size cost page faults)."""
+        if self.mode == "local":
+            _invalidate_cache(self._id)
+        elif self.client is not None and self.client.status == "running":
+            self.client.run(_invalidate_cache, self._id)
 
     def close(self) -> None:
         self.clear_cache()
