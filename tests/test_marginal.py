@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from daskgp import KernelOperator, exact_log_marginal, log_marginal_gradient, make_kernel
+from daskgp import KernelOperator, PivotedCholesky, exact_log_marginal, log_marginal_gradient, make_kernel
 
 THETA = dict(variance=1.0, lengthscale=2.0)  # with noise 0.3: the benchmark's point, standardised data
 
@@ -23,12 +23,16 @@ def test_exact_value_matches_scipy(concrete):
         multivariate_normal(np.zeros(200), K).logpdf(y), rel=1e-10)
 
 
-@pytest.mark.parametrize("name,ard", [("rbf", False), ("matern32", True)])
-def test_exact_gradient_matches_finite_differences(concrete, name, ard):
+@pytest.mark.parametrize("name,ard,block_rows,single_thread", [
+    ("rbf", False, 1024, False), ("matern32", True, 64, False), ("rbf", False, 97, True)])
+def test_exact_gradient_matches_finite_differences(concrete, name, ard, block_rows, single_thread,
+                                                   monkeypatch):
+    if single_thread:  # the branch large n takes (one BLAS thread), exercised at small n
+        monkeypatch.setattr("daskgp.marginal._SAFE_THREADED_N", 10)
     X, y = concrete.X[:250], concrete.y[:250]
     k = make_kernel(name, variance=1.2, lengthscale=np.linspace(1, 2, 8) if ard else 1.5, ard=ard)
     noise = 0.25
-    _, g = exact_log_marginal(X, y, k, noise)
+    _, g = exact_log_marginal(X, y, k, noise, block_rows=block_rows)
     lp = np.concatenate([k.log_params, [np.log(noise)]])
 
     def f(p):
@@ -84,6 +88,31 @@ def test_preconditioned_control_variate_gradient_is_unbiased(problem):
                                         control_variate=True).grad for s in range(M)])
     se = G.std(axis=0, ddof=1) / np.sqrt(M)
     assert np.all(np.abs(G.mean(axis=0) - exact) < 4.5 * se)
+
+
+def test_nystrom_derivative_traces_match_dense(problem):
+    """tr(P⁻¹∂_jP) and (P⁻¹r)ᵀ∂_jP r of the pivoted-Cholesky preconditioner with its pivots fixed, against
+    dense matrices and central finite differences of P(θ)."""
+    op, _, _, _ = problem
+    P = PivotedCholesky(op, rank=60)
+    cv = P.derivative_control(op)
+    X, S, lp = op.X, P.pivots, op.log_params
+
+    def dense_P(p):
+        k = op.kernel.with_log_params(p[:-1])
+        return k(X, X[S]) @ np.linalg.solve(k(X[S], X[S]), k(X[S], X)) + np.exp(p[-1]) * np.eye(op.n)
+
+    Pd = dense_P(lp)
+    np.testing.assert_allclose(Pd, P.L @ P.L.T + op.noise * np.eye(op.n), atol=1e-8)
+    R = np.random.default_rng(3).standard_normal((op.n, 2))
+    quad = cv.quad(R)
+    for j in range(op.n_params):
+        e = np.zeros(op.n_params)
+        e[j] = 1e-6
+        dP = (dense_P(lp + e) - dense_P(lp - e)) / 2e-6
+        assert cv.traces[j] == pytest.approx(np.trace(np.linalg.solve(Pd, dP)), rel=1e-5, abs=1e-4)
+        np.testing.assert_allclose(quad[j], np.einsum("ik,ik->k", np.linalg.solve(Pd, R), dP @ R),
+                                   rtol=1e-5, atol=1e-4)
 
 
 def test_fixed_probes_and_warm_start(problem):
