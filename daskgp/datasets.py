@@ -171,7 +171,7 @@ def _load_flights() -> Dataset:
     f = pd.read_csv(folder / "flights.csv.zip")
     planes = pd.read_csv(folder / "planes.csv", usecols=["tailnum", "year"]).rename(columns={"year": "built"})
     f = f.merge(planes, on="tailnum", how="inner")
-    f["day_of_week"] = pd.to_datetime(f[["year", "month", "day"]]).dt.dayofweek
+    f["day_of_week"] = pd.to_datetime(f[["year", "month", "day"]]).dt.day_of_week
     f["plane_age"] = 2013 - f["built"]
     df = f[list(FLIGHT_FEATURES) + ["arr_delay"]].dropna()
     X = df[list(FLIGHT_FEATURES)].to_numpy(np.float64)

@@ -338,12 +338,17 @@ class KernelOperator:
         """(n,) diagonal of K: prior variance plus noise."""
         return np.asarray(self.kernel.diag(self.X)) + self.noise
 
-    def rows(self, idx) -> np.ndarray:
-        """(len(idx), n) rows K[idx, :] (noise included on the diagonal), computed directly."""
+    def kernel_rows(self, idx) -> np.ndarray:
+        """(len(idx), n) rows k(X[idx], X) of the kernel part (no noise), computed tile by tile in place
+        (no n-sized temporaries)."""
         idx = np.asarray(idx, dtype=np.intp)
-        R = np.asarray(self.kernel(self.X[idx], self.X))
-        R[np.arange(len(idx)), idx] += self.noise
-        return R
+        A, B = self.kernel.augmented(self.X)
+        A = A[idx]
+        out = np.empty((idx.size, self.n))
+        for r0, r1, c0, c1 in _np_tiles(0, idx.size, self.n):
+            self.kernel.tile_numpy(A[r0:r1], B[c0:c1], _workspace(r1 - r0, c1 - c0), need_g=False,
+                                   out=out[r0:r1, c0:c1])
+        return out
 
     def to_dense(self) -> np.ndarray:
         """(n, n) dense K, for tests and small n only."""

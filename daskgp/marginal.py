@@ -127,8 +127,8 @@ class GradientEstimate:
 
 
 def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: str = "ulisse",
-                          probes=None, x0=None, rng=None, es_tol: float = 1e-2, tol: float = 1e-8,
-                          beta: float = 0.5, max_iter: int | None = None, precond=None,
+                          probes=None, x0=None, rng=None, es_tol: float = 1e-2, tol: float = 1e-6,
+                          beta: float = 1.0, max_iter: int | None = None, precond=None,
                           precond_rank: int = 100, control_variate: bool = False) -> GradientEstimate:
     """Unbiased stochastic gradient of log p(y|θ) w.r.t. log θ at the operator's current θ.
 

@@ -220,31 +220,50 @@ class PivotedCholesky:
         rank = max(1, min(rank, n // 2))
         d = np.asarray(kernel.diag(X), dtype=np.float64).copy()
         stop = rel_tol * d.max()
-        L = np.zeros((n, rank))
+        Lt = np.zeros((rank, n))  # Lᵀ, so that the growing factor is a contiguous block of rows
         pivots: list[int] = []
         m = 0
         while m < rank and d.max() > stop:
             b = min(block, rank - m, int(np.count_nonzero(d > stop)))
             S = np.argpartition(-d, b - 1)[:b]
-            G = np.asarray(kernel(X[S], X)) - L[S, :m] @ L[:, :m].T  # residual rows (b, n)
+            G = op.kernel_rows(S)
+            G -= Lt[:m, S].T @ Lt[:m]  # residual rows (b, n)
             c, piv, rk, info = scipy.linalg.lapack.dpstrf(G[:, S], tol=stop, lower=1)
             if rk == 0:
                 break
             piv = piv[:rk] - 1
-            new = scipy.linalg.solve_triangular(np.tril(c[:rk, :rk]), G[piv], lower=True).T
-            L[:, m:m + rk] = new
-            d -= np.einsum("ij,ij->i", new, new)
+            new = scipy.linalg.solve_triangular(np.tril(c[:rk, :rk]), G[piv], lower=True)  # (rk, n)
+            Lt[m:m + rk] = new
+            d -= np.einsum("ij,ij->j", new, new)
             d[S[piv]] = 0.0
             np.maximum(d, 0.0, out=d)
             pivots.extend(S[piv].tolist())
             m += rk
-        self.pivots = np.asarray(pivots)
-        self.L = L[:, :m]
-        self.noise = op.noise
-        self.rank = m
-        inner = self.noise * np.eye(m) + self.L.T @ self.L
+        self._set(op, np.asarray(pivots, dtype=np.intp), Lt[:m].T, float(d.sum()))
+
+    def _set(self, op, pivots, L, residual_trace):
+        self.pivots, self.L, self.noise, self.rank = pivots, L, op.noise, L.shape[1]
+        inner = self.noise * np.eye(self.rank) + L.T @ L
         self._chol = scipy.linalg.cho_factor(inner, lower=True)
-        self.residual_trace = float(d.sum())  # tr(k(X,X) − L Lᵀ): how much the low rank misses
+        self.residual_trace = residual_trace  # tr(k(X,X) − L Lᵀ): how much the low rank misses
+
+    @classmethod
+    def from_pivots(cls, op, pivots) -> PivotedCholesky:
+        """The same preconditioner at the operator's current θ for a given pivot set (the Nyström
+        approximation K_nS K_SS⁻¹ K_Sn + σ²I): O(n m²) matrix products, no pivot search. A sampler keeps the
+        pivots for several iterations and refreshes L when θ moves."""
+        X, kernel = op.X, op.kernel
+        pivots = np.asarray(pivots, dtype=np.intp)
+        m = pivots.size
+        Kss = np.asarray(kernel(X[pivots], X[pivots])) + 1e-10 * kernel.variance * np.eye(m)
+        Ls = np.linalg.cholesky(Kss)
+        # L = K_nS Ls⁻ᵀ in place: K_Sn (C order) is K_nS in Fortran order, what dtrsm works on
+        L = scipy.linalg.blas.dtrsm(1.0, Ls, op.kernel_rows(pivots).T, side=1, lower=1, trans_a=1,
+                                    overwrite_b=1)
+        self = cls.__new__(cls)
+        resid = float(np.sum(np.asarray(kernel.diag(X))) - np.einsum("ij,ij->", L, L))
+        self._set(op, pivots, L, max(resid, 0.0))
+        return self
 
     def solve(self, R) -> np.ndarray:
         """P⁻¹ R for R (n,) or (n, k)."""
