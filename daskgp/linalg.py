@@ -185,8 +185,9 @@ class KernelOperator:
     noise : σ² > 0, the noise variance added to the diagonal (units of y²).
     client : a ``dask.distributed.Client``; with ``mode='distributed'`` and none given, one is obtained
         from :func:`daskgp.cluster.get_client` (an existing default client, or a new LocalCluster).
-    mode : 'auto' (local for n ≤ ``local_max_n`` or when no client is given and n is small), 'local',
-        'distributed'.
+    mode : 'local', 'distributed', or 'auto': local when n ≤ ``local_max_n``, or when no client is given
+        and n ≤ 4·``local_max_n`` (one process with a thread pool beats the scheduler's per-task overhead
+        there); distributed otherwise.
     cache : 'auto' (cache kernel rows when they fit ``cache_fraction`` of the memory budget), True, False.
     block_rows : rows per block (per task in distributed mode).
     n_threads : threads of the local backend (default: CPU count).
@@ -196,10 +197,10 @@ class KernelOperator:
 
     def __init__(self, X, kernel: Kernel, noise: float, *, client=None, mode: str = "auto",
                  cache="auto", block_rows: int | None = None, n_threads: int | None = None,
-                 local_max_n: int = 10_000, cache_fraction: float = 0.4, dtype=np.float64):
+                 local_max_n: int = 10_000, cache_fraction: float = 0.4):
         if hasattr(X, "compute") and not isinstance(X, np.ndarray):
             X = X.compute()
-        X = check_X(X).astype(dtype, copy=False)
+        X = check_X(X)  # float64 throughout: CG on single-precision products loses too much
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel must be a daskgp Kernel, got {type(kernel).__name__}")
         kernel.check_dims(X.shape[1])
@@ -322,6 +323,12 @@ class KernelOperator:
             with threadpool_limits(limits=1, user_api="blas"):  # the threads already use every core
                 return list(self._pool.map(one, self.blocks))
         client = self.client
+        current = set(client.scheduler_info()["workers"])
+        if not current:
+            raise RuntimeError("the dask cluster has no workers left")
+        if not set(self._workers) <= current:  # a worker died: re-pin the blocks, drop orphaned caches
+            self._workers = sorted(current)
+            client.run(_clear_cache, self._id)
         V_future = client.scatter(V, broadcast=True, hash=False)
         full = args[:slot] + (V_future,) + args[slot + 1:]
         w = len(self._workers)

@@ -131,3 +131,26 @@ def test_operator_rejects_bad_noise_params_and_rhs(concrete):
         op.set_log_params([0.0, 0.0])
     with pytest.raises(ValueError, match="finite"):
         op.set_log_params([0.0, np.nan, 0.0])
+
+
+@pytest.mark.cluster
+def test_distributed_survives_a_killed_worker(concrete, client, rng):
+    """A worker killed between products: the nanny restarts it under a new address; the operator re-pins
+    its blocks and the next product is still right."""
+    import os
+    import signal
+    import time
+
+    X = concrete.X
+    V = rng.standard_normal((X.shape[0], 2))
+    dist = _op(X, "rbf", False, mode="distributed", client=client, block_rows=300)
+    ref = _op(X, "rbf", False, mode="local", cache=False).matmul(V)
+    np.testing.assert_allclose(dist.matmul(V), ref, rtol=1e-12)
+    victim, pid = next(iter(client.run(os.getpid).items()))
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 60
+    while victim in client.scheduler_info()["workers"] or len(client.scheduler_info()["workers"]) < 2:
+        assert time.time() < deadline, "worker was not restarted"
+        time.sleep(0.2)
+    np.testing.assert_allclose(dist.matmul(V), ref, rtol=1e-12)
+    dist.close()
