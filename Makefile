@@ -26,6 +26,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/exact_gradient.py
+	$(PY) benchmarks/cmvp_memory.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -66,7 +66,7 @@ def cg(A, B, x0=None, *, tol: float = 1e-8, max_iter: int | None = None, precond
                 n_estimates=None, rng=None)
 
 
-def ulisse(A, B, x0=None, *, es_tol: float = 1e-2, tol: float = 1e-8, beta: float = 0.5,
+def ulisse(A, B, x0=None, *, es_tol: float = 1e-2, tol: float = 1e-6, beta: float = 1.0,
            n_estimates=1, rng=None, max_iter: int | None = None, precond=None) -> UlisseResult:
     """ULISSE: unbiased estimates of the CG solution of A X = B from an early-stopped CG run.
 
