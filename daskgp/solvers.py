@@ -101,14 +101,13 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
         r = B2 - matmul(x)
         n_products = 1
     bnorm = np.linalg.norm(B2, axis=0)
-    bnorm[bnorm == 0] = 1.0
+    zero = bnorm == 0  # b = 0: the solution is 0, whatever the warm start
+    x[:, zero], r[:, zero], bnorm[zero] = 0.0, 0.0, 1.0
     res = np.linalg.norm(r, axis=0) / bnorm
     history = [res.copy()]
     iterations = np.zeros(k, dtype=np.int64)
     converged = res <= tol
     active = ~converged
-    if np.any(np.linalg.norm(B2, axis=0) == 0):
-        x[:, np.linalg.norm(B2, axis=0) == 0] = 0.0
 
     use_ulisse = es_tol is not None
     if use_ulisse:

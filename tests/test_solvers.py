@@ -96,6 +96,15 @@ def test_ulisse_per_column_estimate_counts(system, rng):
     assert np.isfinite(res.estimates[0, :, 1]).all() and np.isnan(res.estimates[1, :, 1]).all()
 
 
+def test_zero_right_hand_side_gives_zero(system, rng):
+    op, K, y = system
+    B = np.column_stack([np.zeros(op.n), y])
+    res = cg(op, B, x0=rng.standard_normal((op.n, 2)), tol=1e-8)
+    assert np.all(res.x[:, 0] == 0) and res.iterations[0] == 0 and res.converged.all()
+    est = ulisse(op, B, es_tol=1e-2, tol=1e-6, rng=0).estimates
+    assert np.all(est[0, :, 0] == 0)
+
+
 def test_solver_input_errors(system):
     op, K, y = system
     with pytest.raises(ValueError, match="es_tol > tol"):
