@@ -36,19 +36,16 @@ _CACHE_LOCK = threading.Lock()
 _TILE_ENTRIES = 1 << 22  # 4M entries = 32 MiB per float64 temporary
 
 
-def _clear_cache(op_id: str) -> int:
+def _drop_cache(op_id: str, keep_memory: bool = False) -> int:
+    """Forget an operator's cached kernel rows: delete them, or only mark them stale so the next product
+    rebuilds them in the same memory."""
     with _CACHE_LOCK:
         keys = [k for k in _CACHE if k[0] == op_id]
         for k in keys:
-            del _CACHE[k]
-    return len(keys)
-
-
-def _invalidate_cache(op_id: str) -> int:
-    with _CACHE_LOCK:
-        keys = [k for k in _CACHE if k[0] == op_id]
-        for k in keys:
-            _CACHE[k] = (None, _CACHE[k][1])
+            if keep_memory:
+                _CACHE[k] = (None, _CACHE[k][1])
+            else:
+                del _CACHE[k]
     return len(keys)
 
 
@@ -328,7 +325,7 @@ class KernelOperator:
             raise RuntimeError("the dask cluster has no workers left")
         if not set(self._workers) <= current:  # a worker died: re-pin the blocks, drop orphaned caches
             self._workers = sorted(current)
-            client.run(_clear_cache, self._id)
+            client.run(_drop_cache, self._id)
         V_future = client.scatter(V, broadcast=True, hash=False)
         full = args[:slot] + (V_future,) + args[slot + 1:]
         w = len(self._workers)
@@ -361,20 +358,20 @@ class KernelOperator:
         """(n, n) dense K, for tests and small n only."""
         return dense_covariance(self.X, self.kernel, self.noise)
 
-    def clear_cache(self) -> None:
-        """Free the cached kernel rows wherever they are."""
-        if self.mode == "local":
-            _clear_cache(self._id)
-        elif self.client is not None and self.client.status == "running":
-            self.client.run(_clear_cache, self._id)
-
     def invalidate_cache(self) -> None:
         """Mark the cached kernel rows stale but keep their memory: the next product recomputes them in
         place (what a θ change does; fresh allocations of that size cost page faults)."""
+        self._drop(keep_memory=True)
+
+    def clear_cache(self) -> None:
+        """Free the cached kernel rows wherever they are."""
+        self._drop(keep_memory=False)
+
+    def _drop(self, keep_memory: bool) -> None:
         if self.mode == "local":
-            _invalidate_cache(self._id)
+            _drop_cache(self._id, keep_memory)
         elif self.client is not None and self.client.status == "running":
-            self.client.run(_invalidate_cache, self._id)
+            self.client.run(_drop_cache, self._id, keep_memory)
 
     def close(self) -> None:
         self.clear_cache()

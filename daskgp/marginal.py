@@ -23,7 +23,7 @@ import scipy.linalg
 
 from ._validation import check_positive, check_X, check_y
 from .kernels import Kernel
-from .linalg import KernelOperator
+from .linalg import KernelOperator, dense_covariance
 from .solvers import PivotedCholesky, cg, ulisse
 
 __all__ = ["exact_log_marginal", "log_marginal_gradient", "GradientEstimate", "rademacher",
@@ -71,8 +71,7 @@ _SAFE_THREADED_N = 8192
 
 def _exact(X, y, kernel, noise, gradient, block_rows):
     n = X.shape[0]
-    K = np.asarray(kernel(X, X), dtype=np.float64)
-    K[np.diag_indices(n)] += noise
+    K = dense_covariance(X, kernel, noise)
     try:
         L = np.linalg.cholesky(K)
     except np.linalg.LinAlgError:

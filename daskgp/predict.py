@@ -15,7 +15,7 @@ from scipy.special import ndtr
 
 from ._validation import check_X, check_y
 from .kernels import Kernel
-from .linalg import KernelOperator
+from .linalg import KernelOperator, dense_covariance
 from .solvers import PivotedCholesky, cg
 
 __all__ = ["predictive", "mixture_quantiles"]
@@ -64,9 +64,7 @@ def predictive(X, y, kernel: Kernel, log_draws, X_new, *, y_scaler=None, level: 
         noise = float(np.exp(phi[-1]))
         Ks = np.asarray(k(X, X_new))  # (n, m)
         if exact:
-            K = np.asarray(k(X, X))
-            K[np.diag_indices(n)] += noise
-            c = scipy.linalg.cho_factor(K, lower=True)
+            c = scipy.linalg.cho_factor(dense_covariance(X, k, noise), lower=True)
             sol = scipy.linalg.cho_solve(c, np.column_stack([y, Ks]))
         else:
             op.set_log_params(phi)

@@ -198,6 +198,12 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
                     residuals=residuals, n_products=n_products)
 
 
+def _pivot_cholesky_factor(kernel, Xs) -> np.ndarray:
+    """Lower Cholesky factor of k(X_S, X_S), with a 1e-10·s2 jitter against round-off."""
+    Kss = np.asarray(kernel(Xs, Xs)) + 1e-10 * kernel.variance * np.eye(Xs.shape[0])
+    return np.linalg.cholesky(Kss)
+
+
 class PivotedCholesky:
     """Preconditioner P = L Lᵀ + σ² I, L (n, r) from a greedy pivoted Cholesky of k(X, X) (Harbrecht et al.
     2012; the preconditioner of Gardner et al. 2018), applied with the Woodbury identity:
@@ -253,9 +259,7 @@ class PivotedCholesky:
         pivots for several iterations and refreshes L when θ moves."""
         X, kernel = op.X, op.kernel
         pivots = np.asarray(pivots, dtype=np.intp)
-        m = pivots.size
-        Kss = np.asarray(kernel(X[pivots], X[pivots])) + 1e-10 * kernel.variance * np.eye(m)
-        Ls = np.linalg.cholesky(Kss)
+        Ls = _pivot_cholesky_factor(kernel, X[pivots])
         # L = K_nS Ls⁻ᵀ in place: K_Sn (C order) is K_nS in Fortran order, what dtrsm works on
         L = scipy.linalg.blas.dtrsm(1.0, Ls, op.kernel_rows(pivots).T, side=1, lower=1, trans_a=1,
                                     overwrite_b=1)
@@ -291,8 +295,7 @@ class NystromDerivative:
     def __init__(self, pc: PivotedCholesky, op):
         X, kernel, S = op.X, op.kernel, pc.pivots
         L, s2n = pc.L, pc.noise
-        m = L.shape[1]
-        Ls = np.linalg.cholesky(np.asarray(kernel(X[S], X[S])) + 1e-10 * kernel.variance * np.eye(m))
+        Ls = _pivot_cholesky_factor(kernel, X[S])
         A = np.asarray(kernel.gradients(X, X[S]))  # (p_k, n, m)
         B = np.asarray(kernel.gradients(X[S], X[S]))  # (p_k, m, m)
         self.At = np.stack([scipy.linalg.solve_triangular(Ls, a.T, lower=True).T for a in A])
