@@ -128,6 +128,12 @@ def _locate(name: str, data_dir) -> Path:
     return _download(name, _cache_dir() / fname)
 
 
+def _standardised(name, X, y, feature_names, target_name, path) -> Dataset:
+    xs, ys = StandardScaler().fit(X), StandardScaler().fit(y[:, None])
+    return Dataset(name, xs.transform(X), ys.transform(y[:, None])[:, 0], xs, ys, tuple(feature_names),
+                   target_name, path)
+
+
 def load_csv(path, target: str | int = -1, name: str | None = None) -> Dataset:
     """Standardised Dataset from a numeric CSV with a header row; ``target`` is a column name or index."""
     path = Path(path)
@@ -150,9 +156,8 @@ def load_csv(path, target: str | int = -1, name: str | None = None) -> Dataset:
         raise ValueError(f"target column {target!r} not in {list(df.columns)}")
     X = check_X(df.drop(columns=[tcol]).to_numpy(np.float64), name=f"{path.name} features")
     y = check_y(df[tcol].to_numpy(np.float64), X.shape[0], name=f"{path.name} target")
-    xs, ys = StandardScaler().fit(X), StandardScaler().fit(y[:, None])
-    return Dataset(name or path.stem, xs.transform(X), ys.transform(y[:, None])[:, 0], xs, ys,
-                   tuple(str(c) for c in df.columns if c != tcol), str(tcol), path)
+    return _standardised(name or path.stem, X, y, tuple(str(c) for c in df.columns if c != tcol), str(tcol),
+                         path)
 
 
 FLIGHT_FEATURES = ("month", "day", "day_of_week", "plane_age", "air_time", "distance", "dep_time", "arr_time")
@@ -176,9 +181,7 @@ def _load_flights() -> Dataset:
     df = f[list(FLIGHT_FEATURES) + ["arr_delay"]].dropna()
     X = df[list(FLIGHT_FEATURES)].to_numpy(np.float64)
     y = df["arr_delay"].to_numpy(np.float64)
-    xs, ys = StandardScaler().fit(X), StandardScaler().fit(y[:, None])
-    return Dataset("flights", xs.transform(X), ys.transform(y[:, None])[:, 0], xs, ys, FLIGHT_FEATURES,
-                   "arr_delay", folder / "flights.csv.zip")
+    return _standardised("flights", X, y, FLIGHT_FEATURES, "arr_delay", folder / "flights.csv.zip")
 
 
 def load(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:

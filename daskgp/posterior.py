@@ -15,7 +15,7 @@ from .linalg import KernelOperator
 from .marginal import exact_log_marginal, log_marginal_gradient, rademacher
 from .priors import GammaPrior
 
-__all__ = ["GPPosterior", "subset_map"]
+__all__ = ["GPPosterior", "exact_log_posterior", "subset_map"]
 
 
 class GPPosterior:
@@ -54,12 +54,18 @@ class GPPosterior:
 
     def exact(self, phi, gradient: bool = True):
         """Exact log posterior (and gradient) at φ by Cholesky: small n only."""
-        kernel = self.op.kernel.with_log_params(np.asarray(phi)[:-1])
-        noise = float(np.exp(phi[-1]))
-        out = exact_log_marginal(self.op.X, self.y, kernel, noise, gradient=gradient)
-        if not gradient:
-            return out + self.prior.logpdf(phi)
-        return out[0] + self.prior.logpdf(phi), out[1] + self.prior.grad(phi)
+        return exact_log_posterior(self.op.X, self.y, self.op.kernel, self.prior, phi, gradient)
+
+
+def exact_log_posterior(X, y, kernel: Kernel, prior: GammaPrior, phi, gradient: bool = True):
+    """log p(φ | y) up to a constant (and its gradient (p,)) at φ, by dense Cholesky; ``kernel`` gives the
+    family, its parameters are replaced by φ[:-1] and the noise by exp(φ[-1])."""
+    phi = np.asarray(phi, dtype=float)
+    k = kernel.with_log_params(phi[:-1])
+    out = exact_log_marginal(X, y, k, float(np.exp(phi[-1])), gradient=gradient)
+    if not gradient:
+        return out + prior.logpdf(phi)
+    return out[0] + prior.logpdf(phi), out[1] + prior.grad(phi)
 
 
 def subset_map(X, y, kernel: Kernel, noise: float, *, prior: GammaPrior | None = None, size: int = 800,
@@ -75,9 +81,8 @@ def subset_map(X, y, kernel: Kernel, noise: float, *, prior: GammaPrior | None =
     Xs, ys = X[idx], y[idx]
 
     def neg(phi):
-        k = kernel.with_log_params(phi[:-1])
-        v, g = exact_log_marginal(Xs, ys, k, float(np.exp(phi[-1])))
-        return -(v + prior.logpdf(phi)), -(g + prior.grad(phi))
+        v, g = exact_log_posterior(Xs, ys, kernel, prior, phi)
+        return -v, -g
 
     phi0 = np.concatenate([kernel.log_params, [np.log(noise)]])
     res = scipy.optimize.minimize(neg, phi0, jac=True, method="L-BFGS-B",
