@@ -16,17 +16,19 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/daskgp demo --data concrete
+	$(VENV)/bin/daskgp sample --data concrete --method sgld --chains 4 --iterations 600 --out demo-run.zarr --overwrite
 
 test: $(STAMP)
 	$(PY) -m pytest -q --durations=10
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check daskgp tests benchmarks
+	$(VENV)/bin/ruff check daskgp tests benchmarks apps
 
 bench: $(STAMP)
 	$(PY) benchmarks/exact_gradient.py
 	$(PY) benchmarks/cmvp_memory.py
+	$(PY) benchmarks/sgld_concrete.py
+	$(PY) benchmarks/sgld_house8l.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

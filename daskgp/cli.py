@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -58,6 +59,200 @@ def _demo(args) -> int:
     return 0
 
 
+def _progress_printer(method: str, stream=None):
+    """A progress bar on stderr: iterations per chain, the current R-hat, elapsed seconds."""
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    t0 = time.perf_counter()
+
+    def show(done, n_iter, rhat, messages):
+        frac = min(done) / n_iter
+        bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
+        r = "  R-hat  n/a" if rhat is None else f"  R-hat {rhat:5.3f}"
+        per = " ".join(str(d) for d in done)
+        stopped = f"  stopped: {','.join(sorted(messages))}" if messages else ""
+        line = (f"{method} [{bar}] {min(done)}/{n_iter} per chain ({per}){r}"
+                f"  {time.perf_counter() - t0:.0f} s{stopped}")
+        stream.write(("\r" + line) if tty else line + "\n")
+        if tty and min(done) >= n_iter:
+            stream.write("\n")
+        stream.flush()
+
+    return show
+
+
+def _close(client, scheduler) -> None:
+    if scheduler is None:
+        cluster = getattr(client, "cluster", None)
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _print_summary(dt, psrf: bool = False) -> None:
+    import pandas as pd
+
+    from .diagnostics import post_warmup, psrf_evolution, run_summary
+
+    cfg = dt.attrs["config"]
+    table, notes = run_summary(dt)
+    with pd.option_context("display.width", 140, "display.max_columns", 20):
+        print(f"\n{cfg['method'].upper()} on {dt.attrs.get('data', {}).get('dataset', 'data')} "
+              f"(n={dt.attrs['n']}): {dt['posterior'].sizes['chain']} chains × {dt.attrs['n_draws']} draws "
+              f"of {cfg['n_iter']}, {dt.attrs['elapsed']:.1f} s wall; summary of the "
+              f"{dt.attrs['n_draws'] - post_warmup(dt)[0].attrs['warmup_draws']} post-warmup draws per chain")
+        print(table.round(4).to_string())
+    for c, msg in sorted(dt.attrs.get("messages", {}).items()):
+        print(f"chain {c} stopped: {msg}")
+    for note in notes:
+        print(f"note: {note}")
+    if psrf:
+        sampled, _ = post_warmup(dt)
+        ev = psrf_evolution(sampled, n_points=10)
+        print("\nPSRF evolution (R-hat, classic Gelman–Rubin, over the first n post-warmup draws)")
+        print(ev[["median", "q975"]].to_dataframe().round(4).to_string())
+
+
+def _sample(args) -> int:
+    from .chains import resume, sample
+    from .cluster import get_client
+
+    ds = spec = None
+    if args.resume:
+        from .checkpoint import read_checkpoint
+
+        out = args.resume
+        if not os.path.isdir(out):
+            raise FileNotFoundError(f"no run to resume at {out}")
+        read_checkpoint(out)  # before starting a cluster: is it a run at all?
+    else:
+        if args.out is None:
+            raise ValueError("--out run.zarr is required (or --resume run.zarr)")
+        out = args.out
+        for name in ("chains", "iterations", "probes", "checkpoint_every", "workers"):
+            v = getattr(args, name)
+            if v is not None and v < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+        if os.path.exists(out) and not args.overwrite:
+            raise FileExistsError(f"{out} exists: resume it with --resume {out}, or pass --overwrite")
+        ds, spec = _dataset(args)
+    client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
+    n_workers = len(client.scheduler_info()["workers"])
+    print(f"dask cluster: {n_workers} workers at {client.scheduler.address}", file=sys.stderr)
+    try:
+        if args.resume:
+            dt = resume(out, client=client, progress=_progress_printer("resume"))
+        else:
+            opts = dict(method=args.method, n_chains=args.chains, n_iter=args.iterations, seed=args.seed,
+                        kernel=args.kernel, ard=args.ard, n_probes=args.probes,
+                        checkpoint_every=args.checkpoint_every, step_start=args.step_start,
+                        step_end=args.step_end, freeze_threshold=args.freeze_threshold)
+            dt = sample(ds.X, ds.y, out=out, client=client, data_spec=spec, overwrite=args.overwrite,
+                        progress=_progress_printer(args.method), **opts)
+    except KeyboardInterrupt:
+        import logging
+
+        for name in ("distributed", "tornado", "asyncio"):  # a torn-down cluster logs broken comms
+
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+        _close(client, args.scheduler)
+        from .checkpoint import read_checkpoint
+
+        try:
+            n = read_checkpoint(out)["n_draws"]
+        except FileNotFoundError:
+            n = 0
+        print(f"\ndaskgp: interrupted; {n} draws per chain are saved in {out}; continue with "
+              f"'daskgp sample --resume {out}'", file=sys.stderr)
+        return 130
+    except BaseException:
+        _close(client, args.scheduler)
+        raise
+    _close(client, args.scheduler)
+    _print_summary(dt)
+    print(f"\nrun saved in {out} (daskgp summary {out}; daskgp predict {out} --x new.csv --out pred.csv)")
+    return 0
+
+
+
+
+def _dataset(args):
+    from .datasets import load, load_csv
+
+    if args.csv:
+        ds = load_csv(args.csv, args.target if args.target is not None else -1)
+        return ds, {"csv": os.path.abspath(args.csv), "target": ds.target_name}
+    ds = load(args.data, data_dir=args.data_dir)
+    spec = {"dataset": args.data}
+    if args.data_dir:
+        spec["data_dir"] = os.path.abspath(args.data_dir)
+    return ds, spec
+
+
+def _summary(args) -> int:
+    from .diagnostics import open_run
+
+    if not os.path.isdir(args.run):
+        raise FileNotFoundError(f"no run at {args.run}")
+    _print_summary(open_run(args.run), psrf=args.psrf)
+    return 0
+
+
+def _predict(args) -> int:
+    import pandas as pd
+
+    from .estimator import BayesianGPRegressor
+
+    if not os.path.isdir(args.run):
+        raise FileNotFoundError(f"no run at {args.run}")
+    if args.draws < 1:
+        raise ValueError(f"--draws must be >= 1, got {args.draws}")
+    if not 0 < args.level < 1:
+        raise ValueError(f"--level must be in (0, 1), got {args.level}")
+    est = BayesianGPRegressor.from_run(args.run, n_predict_draws=args.draws, level=args.level)
+    Xnew = _read_features(args.x, est)
+    pred = est.predictive(Xnew)
+    df = pd.DataFrame({"mean": pred["mean"].values, "sd": pred["sd"].values,
+                       "lower": pred["lower"].values, "upper": pred["upper"].values})
+    df.to_csv(args.out, index=False)
+    print(f"{len(df)} predictions ({len(est.log_draws_)} posterior draws, {args.level:.0%} intervals, "
+          f"units of the target) written to {args.out}")
+    return 0
+
+
+def _read_features(path, est) -> np.ndarray:
+    """The new inputs from a CSV: the training feature columns by name (when the run knows them), else all
+    columns; numeric, no missing values."""
+    import pandas as pd
+
+    from .datasets import load_spec
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {path}")
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not a readable CSV file: {str(e).splitlines()[0]}") from None
+    if len(df) == 0:
+        raise ValueError(f"{path} has no rows")
+    try:
+        names = list(load_spec(est.run_.attrs["data"]).feature_names)
+    except (ValueError, FileNotFoundError):
+        names = []
+    if names and set(names) <= set(df.columns):
+        df = df[names]
+    elif df.shape[1] != est.n_features_in_:
+        raise ValueError(f"{path} has {df.shape[1]} columns; the model needs {est.n_features_in_} features"
+                         + (f" named {names}" if names else ""))
+    bad = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
+    if bad:
+        raise ValueError(f"{path} has non-numeric column(s) {bad}")
+    if df.isna().any().any():
+        raise ValueError(f"{path} has missing values in column(s) {df.columns[df.isna().any()].tolist()}")
+    return df.to_numpy(np.float64)
+
+
+
 class _OneLineParser(argparse.ArgumentParser):
     def error(self, message):
         print(f"daskgp: error: {message} (see 'daskgp --help')", file=sys.stderr)
@@ -83,6 +278,44 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
     d.add_argument("--exact-max-n", type=int, default=12_000, help="skip the exact gradient above this n")
     d.set_defaults(func=_demo)
+
+    sm = sub.add_parser("sample", help="sample the GP hyperparameter posterior with chains on a Dask cluster")
+    src = sm.add_mutually_exclusive_group()
+    src.add_argument("--data", default="concrete", help="concrete | house_8L | power_plant | flights")
+    src.add_argument("--csv", default=None, help="your own numeric CSV with a header row")
+    sm.add_argument("--target", default=None, help="target column of --csv (default: the last)")
+    sm.add_argument("--data-dir", default=None, help="folder with <name>.csv (else $DASKGP_DATA, user cache)")
+    sm.add_argument("--method", default="sgld", choices=["sgld", "mh"])
+    sm.add_argument("--chains", type=int, default=4)
+    sm.add_argument("--iterations", type=int, default=2000, help="iterations per chain")
+    sm.add_argument("--kernel", default="rbf", choices=["rbf", "matern32", "matern52"])
+    sm.add_argument("--ard", action="store_true", help="one lengthscale per input dimension")
+    sm.add_argument("--probes", type=int, default=4, help="SGLD: Hutchinson probe vectors N_r")
+    sm.add_argument("--step-start", type=float, default=0.1, help="SGLD: first step size")
+    sm.add_argument("--step-end", type=float, default=1e-3, help="SGLD: last step size (if never frozen)")
+    sm.add_argument("--freeze-threshold", type=float, default=0.01, help="SGLD: freeze rule threshold")
+    sm.add_argument("--checkpoint-every", type=int, default=100, help="iterations per checkpoint")
+    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--out", default=None, help="zarr store for the run, e.g. run.zarr")
+    sm.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    sm.add_argument("--resume", default=None, metavar="RUN", help="continue an interrupted run")
+    sm.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
+    sm.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
+    sm.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    sm.set_defaults(func=_sample)
+
+    su = sub.add_parser("summary", help="ArviZ summary, time per effective sample, PSRF of a run")
+    su.add_argument("run", help="a run written by 'daskgp sample' (run.zarr)")
+    su.add_argument("--psrf", action="store_true", help="also print the PSRF evolution")
+    su.set_defaults(func=_summary)
+
+    pr = sub.add_parser("predict", help="posterior predictive of a run at new inputs")
+    pr.add_argument("run", help="a run written by 'daskgp sample' (run.zarr)")
+    pr.add_argument("--x", required=True, help="CSV of new inputs (the training feature columns)")
+    pr.add_argument("--out", required=True, help="CSV to write: mean, sd, lower, upper")
+    pr.add_argument("--draws", type=int, default=50, help="posterior draws to mix over")
+    pr.add_argument("--level", type=float, default=0.95, help="central interval probability")
+    pr.set_defaults(func=_predict)
     return p
 
 

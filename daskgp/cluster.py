@@ -3,7 +3,7 @@ cluster (a LocalCUDACluster where GPUs and dask-cuda are present)."""
 
 from __future__ import annotations
 
-__all__ = ["get_client", "gpu_available"]
+__all__ = ["get_client", "gpu_available", "borrowed_client"]
 
 
 def gpu_available() -> bool:
@@ -46,9 +46,40 @@ def get_client(address: str | None = None, *, n_workers: int | None = None, thre
 
         cluster = LocalCUDACluster(**cluster_kwargs)
     else:
-        cluster_kwargs.setdefault("dashboard_address", None)
+        cluster_kwargs.setdefault("dashboard_address", ":0")  # a free port: no clash with other clusters
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                                processes=True, **cluster_kwargs)
     client = Client(cluster)
     client.wait_for_workers(1, timeout=timeout)
     return client
+
+
+class borrowed_client:
+    """``with borrowed_client(client, address) as c:`` — the given client, else one for ``address``, else the
+    process's default client, else a new local cluster; on exit closes only what it started itself."""
+
+    def __init__(self, client=None, address: str | None = None, **kwargs):
+        self.client, self.address, self.kwargs = client, address, kwargs
+        self.owned = False
+
+    def __enter__(self):
+        if self.client is None:
+            if self.address is None:
+                try:
+                    from distributed import default_client
+
+                    self.client = default_client()
+                    return self.client
+                except ValueError:
+                    pass
+            self.client = get_client(self.address, **self.kwargs)
+            self.owned = True
+        return self.client
+
+    def __exit__(self, *exc):
+        if self.owned:
+            cluster = getattr(self.client, "cluster", None) if self.address is None else None
+            self.client.close()
+            if cluster is not None:
+                cluster.close()
+        return False

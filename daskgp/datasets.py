@@ -23,7 +23,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ._validation import check_X, check_y
 
-__all__ = ["Dataset", "load", "load_csv", "DATASETS", "data_dirs"]
+__all__ = ["Dataset", "load", "load_csv", "load_spec", "DATASETS", "data_dirs"]
 
 
 def _uci_excel(member_suffix: str):
@@ -193,3 +193,13 @@ def load(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
         raise ValueError(f"unknown dataset {name!r}; available: {sorted(DATASETS) + ['flights']} "
                          "(or use daskgp.datasets.load_csv for your own file)")
     return load_csv(_locate(name, data_dir), name=name)
+
+
+def load_spec(spec: dict) -> Dataset:
+    """Reload a data set from the spec a run stored: {'dataset': name, 'data_dir': ...} or
+    {'csv': path, 'target': column}."""
+    if "dataset" in spec:
+        return load(spec["dataset"], data_dir=spec.get("data_dir"))
+    if "csv" in spec:
+        return load_csv(spec["csv"], spec.get("target", -1))
+    raise ValueError("this run was started from arrays, not a named data set or CSV: pass X and y to resume")

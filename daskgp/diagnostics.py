@@ -5,6 +5,9 @@
 * :func:`psrf_evolution` — R-hat on growing prefixes of the chains: median and 97.5% quantile across
   parameters, as in the paper's figures (ArviZ has no R-hat evolution plot).
 * :func:`summary` — ArviZ's summary table plus seconds per effective sample.
+* :func:`open_run` — a run written by :mod:`daskgp.chains` (repaired, loaded, attributes decoded);
+  :func:`post_warmup` — its sampling-phase draws (after every chain froze its step size / stopped adapting),
+  without chains that diverged; :func:`run_summary` — the summary of a run on disk.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["to_datatree", "psrf_evolution", "summary"]
+__all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "run_summary"]
 
 
 def to_datatree(log_draws, param_names, sample_stats: dict | None = None, attrs: dict | None = None):
@@ -59,3 +62,76 @@ def summary(dt, seconds: float | None = None) -> pd.DataFrame:
     if seconds is not None:
         table["sec_per_ess"] = seconds / table["ess_bulk"]
     return table
+
+
+def open_run(path) -> xr.DataTree:
+    """The run at ``path`` as an ArviZ DataTree in memory: posterior (chain, draw) in natural units,
+    sample_stats, and attrs with the decoded configuration plus 'elapsed' (wall seconds so far),
+    'n_draws' (committed draws per chain) and 'messages' ({chain: why it stopped})."""
+    import json
+
+    from .checkpoint import read_checkpoint, repair
+
+    path = str(path).rstrip("/")
+    try:
+        repair(path)
+        ckpt = read_checkpoint(path)
+        dt = xr.open_datatree(path, engine="zarr", consolidated=False).load()
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{path} is not a readable daskgp run: {e}") from None
+    attrs = {k: json.loads(v) if isinstance(v, str) else v for k, v in dt.attrs.items()}
+    attrs.update(elapsed=float(ckpt["elapsed"]), n_draws=int(ckpt["n_draws"]),
+                 messages={str(k): v for k, v in ckpt.get("messages", {}).items()})
+    dt.attrs = attrs
+    return dt
+
+
+def post_warmup(dt) -> tuple[xr.DataTree, list[str]]:
+    """The sampling phase of a run: chains that diverged are dropped, and draws start where the last chain
+    left its warmup (SGLD: step size frozen; MH: adaptation over). If some chain never left warmup, the
+    second half of the draws is used. Returns (DataTree with posterior and sample_stats, notes)."""
+    post = dt["posterior"].to_dataset()
+    stats = dt["sample_stats"].to_dataset() if "sample_stats" in dt.children else None
+    notes = []
+    first = next(iter(post.data_vars))
+    ok = ~np.isnan(post[first].values).any(axis=1)
+    messages = dt.attrs.get("messages", {})
+    for c in np.flatnonzero(~ok):
+        notes.append(f"chain {c} dropped: {messages.get(str(c), 'it stopped early')}")
+    if not ok.any():
+        raise ValueError("every chain diverged: " + "; ".join(notes))
+    post = post.isel(chain=np.flatnonzero(ok))
+    D = post.sizes["draw"]
+    start = D // 2
+    if stats is not None and "warmup" in stats:
+        stats = stats.isel(chain=np.flatnonzero(ok))
+        warm = stats["warmup"].values.astype(bool)
+        left = [int(np.argmin(w)) if not w.all() else None for w in warm]
+        if all(v is not None for v in left):
+            start = max(left)
+            if warm[:, start:].any():  # SGLD/MH never re-enter warmup; guard against odd stores
+                start = D // 2
+        else:
+            notes.append("some chains are still in warmup (step size not frozen / still adapting): "
+                         "using the second half of the draws; run longer")
+        stats = stats.isel(draw=slice(start, None))
+    post = post.isel(draw=slice(start, None))
+    if post.sizes["draw"] < 4:
+        raise ValueError(f"only {post.sizes['draw']} post-warmup draws: run longer")
+    groups = {"posterior": post} if stats is None else {"posterior": post, "sample_stats": stats}
+    out = xr.DataTree.from_dict(groups)
+    out.attrs = dict(dt.attrs, warmup_draws=int(start))
+    return out, notes
+
+
+def run_summary(dt) -> tuple[pd.DataFrame, list[str]]:
+    """ArviZ summary of a run's post-warmup draws with seconds (wall time of the whole run) per bulk
+    effective sample; plus the notes of :func:`post_warmup`."""
+    sampled, notes = post_warmup(dt)
+    if sampled["posterior"].sizes["chain"] < 2:
+        notes.append("R-hat needs at least 2 chains")
+    table = summary(sampled, dt.attrs.get("elapsed"))
+    order = [nm for nm in dt.attrs.get("param_names", []) if nm in table.index]
+    return (table.loc[order] if order else table), notes

@@ -53,16 +53,18 @@ def exact_log_marginal(X, y, kernel: Kernel, noise: float, *, gradient: bool = T
     noise = check_positive("noise", noise)
     kernel.check_dims(X.shape[1])
     n = X.shape[0]
-    limit = max_exact_n() if max_n is None else max_n
+    limit = max_n if max_n is not None else (n if n <= 4096 else max_exact_n())  # n ≤ 4096: < 300 MB
     if n > limit:
         raise MemoryError(f"exact Cholesky path refused for n={n}: it needs two {n}x{n} float64 matrices "
                           f"({2 * 8 * n * n / 2**30:.1f} GiB); the limit here is n={limit}. "
                           "Use log_marginal_gradient (iterative) instead.")
     # Multithreaded OpenBLAS potrf segfaulted here at n = 22,784 (numpy's and scipy's alike) and ran fine
     # on one thread: large factorisations run single-threaded.
+    if n <= _SAFE_THREADED_N:  # (threadpoolctl costs milliseconds per call: MH calls this every step)
+        return _exact(X, y, kernel, noise, gradient, block_rows)
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=1 if n > _SAFE_THREADED_N else None, user_api="blas"):
+    with threadpool_limits(limits=1, user_api="blas"):
         return _exact(X, y, kernel, noise, gradient, block_rows)
 
 

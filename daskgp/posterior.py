@@ -50,7 +50,18 @@ class GPPosterior:
         est = log_marginal_gradient(self.op, self.y, probes=self._probes, x0=self._x0, rng=self.rng,
                                     **self.grad_kwargs)
         self._x0 = est.warm_start
-        return est.grad + self.prior.grad(phi), {"cg_iterations": int(est.cg_iterations.max())}
+        return est.grad + self.prior.grad(phi), {"cg_iterations": int(est.cg_iterations.max()),
+                                                 "n_products": int(est.n_products)}
+
+    def get_state(self) -> dict:
+        """The probes, warm starts and generator state, so a resumed chain continues identically."""
+        return {"probes": self._probes, "x0": self._x0, "rng": self.rng.bit_generator.state}
+
+    def set_state(self, state: dict) -> None:
+        from .mcmc import rng_from_state
+
+        self._probes, self._x0 = state["probes"], state["x0"]
+        self.rng = rng_from_state(state["rng"])
 
     def exact(self, phi, gradient: bool = True):
         """Exact log posterior (and gradient) at φ by Cholesky: small n only."""

@@ -27,7 +27,7 @@ def client():
     """A real two-worker dask.distributed LocalCluster."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                       memory_limit="4GiB") as cluster, Client(cluster) as c:
         c.wait_for_workers(2, timeout=60)
         yield c

@@ -1,0 +1,25 @@
+"""The notebooks execute top to bottom with their quick settings (nbclient, a real kernel)."""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("name", ["01_sgld_vs_mh_concrete.ipynb"])
+def test_notebook_executes_with_quick_settings(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("DASKGP_NOTEBOOK_QUICK", "1")
+    monkeypatch.setenv("DASKGP_NOTEBOOK_RUNS", str(tmp_path))
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) >= 3  # running statistics, trace, PSRF evolution
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "|mean_SGLD - mean_MH| / sd_MH" in text
