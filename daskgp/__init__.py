@@ -1,13 +1,17 @@
 """daskgp: Bayesian Gaussian processes on data too big for a Cholesky factorisation, on Dask."""
 
+__version__ = "0.2.0"  # first: submodules record it in their outputs
+
+from .chains import SamplerConfig, resume, sample
 from .datasets import Dataset, load, load_csv
+from .diagnostics import open_run, psrf_evolution, run_summary
+from .estimator import BayesianGPRegressor
 from .kernels import RBF, Kernel, Matern32, Matern52, make_kernel
 from .linalg import KernelOperator
 from .marginal import GradientEstimate, exact_log_marginal, log_marginal_gradient
 from .solvers import PivotedCholesky, cg, ulisse
 
-__version__ = "0.1.0"
-
 __all__ = ["Dataset", "load", "load_csv", "Kernel", "RBF", "Matern32", "Matern52", "make_kernel",
            "KernelOperator", "cg", "ulisse", "PivotedCholesky", "exact_log_marginal",
-           "log_marginal_gradient", "GradientEstimate"]
+           "log_marginal_gradient", "GradientEstimate", "SamplerConfig", "sample", "resume", "open_run",
+           "run_summary", "psrf_evolution", "BayesianGPRegressor"]

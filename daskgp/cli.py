@@ -153,7 +153,6 @@ def _sample(args) -> int:
         import logging
 
         for name in ("distributed", "tornado", "asyncio"):  # a torn-down cluster logs broken comms
-
             logging.getLogger(name).setLevel(logging.CRITICAL)
         _close(client, args.scheduler)
         from .checkpoint import read_checkpoint
