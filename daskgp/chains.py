@@ -37,7 +37,7 @@ from .mcmc import SGLD, MHState, RandomWalkMH, SGLDState, StepSchedule, rng_from
 from .posterior import GPPosterior, exact_log_posterior, subset_map
 from .priors import GammaPrior
 
-__all__ = ["SamplerConfig", "sample", "resume", "fingerprint"]
+__all__ = ["SamplerConfig", "sample", "resume", "fingerprint", "RunControl", "RunStopped"]
 
 METHODS = ("sgld", "mh")
 
@@ -217,6 +217,73 @@ def _safe_logp(X, y, kernel, prior, phi) -> float:
 
 
 # ------------------------------------------------------------------------------------------ driver side
+class RunStopped(Exception):
+    """Raised by :func:`sample` / :func:`resume` when their :class:`RunControl` was stopped; the draws
+    committed so far stay in the store and the run can be resumed."""
+
+
+class RunControl:
+    """Pause, resume or stop a running :func:`sample` / :func:`resume` from another thread (a dashboard).
+
+    Pausing stops submitting chain segments (those in flight finish and are written); stopping cancels the
+    segments in flight at once and makes the run raise :class:`RunStopped`. ``paused_seconds`` is kept out
+    of the run's wall time."""
+
+    def __init__(self):
+        self._running = threading.Event()
+        self._running.set()
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._futures: set = set()
+        self._client = None
+        self._paused_at: float | None = None
+        self.paused_seconds = 0.0
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    def pause(self) -> None:
+        with self._lock:
+            if self._running.is_set() and not self._stopped:
+                self._paused_at = time.perf_counter()
+                self._running.clear()
+
+    def resume(self) -> None:
+        with self._lock:
+            if not self._running.is_set():
+                self.paused_seconds += time.perf_counter() - (self._paused_at or time.perf_counter())
+                self._paused_at = None
+                self._running.set()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            futures, client = list(self._futures), self._client
+        self._running.set()  # wake a paused driver so that it can exit
+        if client is not None and futures:
+            client.cancel(futures)
+
+    def _check(self) -> None:
+        """Called by the driver before each submission: blocks while paused, raises once stopped."""
+        self._running.wait()
+        if self._stopped:
+            raise RunStopped("the run was stopped; its committed draws are kept")
+
+    def _track(self, client, future) -> None:
+        with self._lock:
+            self._client = client
+            self._futures.add(future)
+
+    def _untrack(self, future) -> None:
+        with self._lock:
+            self._futures.discard(future)
+
+
 def _initial_states(X, y, cfg: SamplerConfig, phi_init: np.ndarray, M: np.ndarray, seeds) -> list[dict]:
     states = []
     p = phi_init.shape[1]
@@ -249,13 +316,16 @@ def check_method_fits(cfg: SamplerConfig, n: int, memory_bytes: float | None = N
 
 
 def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
-           data_spec: dict | None = None, overwrite: bool = False, progress=None, **overrides):
+           data_spec: dict | None = None, overwrite: bool = False, progress=None,
+           control: RunControl | None = None, on_block=None, **overrides):
     """Run ``config.n_chains`` chains in parallel on the Dask cluster, checkpointing to the zarr store
     ``out``.
 
     X (n, d), y (n,): standardised training data. ``data_spec`` (e.g. {'dataset': 'concrete'} or
     {'csv': path, 'target': col}) is stored so ``resume`` can reload the data by itself.
-    progress(done (chains,) iterations, n_iter, rhat or None): called after every block.
+    progress(done (chains,) iterations, n_iter, rhat or None, messages): called after every block;
+    on_block(posterior, sample_stats, first_draw): the block just committed ({name: (chains, B)} arrays);
+    control: a :class:`RunControl` to pause / resume / stop the run from another thread.
     Returns the run as an ArviZ DataTree (see :func:`daskgp.diagnostics.open_run`).
     """
     cfg = SamplerConfig.from_dict({**asdict(config or SamplerConfig()), **overrides})
@@ -281,10 +351,11 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
     store = DrawStore.create(out, attrs, cfg.checkpoint_every, overwrite=overwrite)
     setup = time.perf_counter() - t0
     ckpt = {"states": states, "elapsed": setup, "messages": {}}
-    return _drive(store, X, y, cfg, M, ckpt, names, client, progress)
+    return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block))
 
 
-def resume(out: str, *, X=None, y=None, client=None, progress=None):
+def resume(out: str, *, X=None, y=None, client=None, progress=None, control: RunControl | None = None,
+           on_block=None):
     """Continue an interrupted run to its configured length, every chain from its last committed state.
 
     The data are reloaded from the run's data spec unless X, y are given; either way they must match the
@@ -301,7 +372,8 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None):
     y = check_y(y, X.shape[0])
     if fingerprint(X, y) != attrs["fingerprint"]:
         raise ValueError(f"the data given to resume {out} differ from the data the run started with")
-    return _drive(store, X, y, cfg, np.array(attrs["M"]), ckpt, attrs["param_names"], client, progress)
+    return _drive(store, X, y, cfg, np.array(attrs["M"]), ckpt, attrs["param_names"], client,
+                  (progress, control, on_block))
 
 
 def _running_rhat(phis: list[np.ndarray], warm: list[np.ndarray]) -> float | None:
@@ -321,25 +393,28 @@ def _running_rhat(phis: list[np.ndarray], warm: list[np.ndarray]) -> float | Non
     return float(max(az.rhat(P[:, :, j]) for j in range(P.shape[2])))
 
 
-def _drive(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, client, progress):
+def _drive(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, client, hooks):
     from .cluster import borrowed_client
 
     with borrowed_client(client) as client:
-        _loop(store, X, y, cfg, M, ckpt, names, client, progress)
+        _loop(store, X, y, cfg, M, ckpt, names, client, hooks)
     from .diagnostics import open_run
 
     return open_run(store.path)
 
 
-def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, client, progress) -> None:
+def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, client, hooks) -> None:
     """The driver loop: submit each chain's next segment as soon as its last one returns, write every
     complete block in order, commit."""
+    progress, control, on_block = hooks
+    control = control or RunControl()
     C, B, N = cfg.n_chains, cfg.checkpoint_every, cfg.n_iter
     states = list(ckpt["states"])
     elapsed0 = float(ckpt["elapsed"])
     messages = dict(ckpt.get("messages", {}))
     done0 = store.n_draws
     t_start = time.perf_counter()
+    paused0 = control.paused_seconds
     cfg_dict = asdict(cfg)
     data_key = fingerprint(X, y)
     pending: dict[int, dict[int, dict]] = {}  # block index -> {chain: records}
@@ -354,10 +429,12 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
         ac = as_completed()
 
         def submit(c: int, block: int):
+            control._check()
             n = min(B, N - block * B)
             f = client.submit(run_segment, Xf, yf, cfg_dict, Mf, states[c], n, data_key, pure=False,
                               key=f"daskgp-chain{c}-block{block}-{data_key[:8]}-{time.time_ns()}")
             futures[f.key] = (c, block, f)
+            control._track(client, f)
             ac.add(f)
 
         next_block = done0 // B
@@ -367,6 +444,9 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
         expected_blocks = math.ceil(N / B)
         for f in ac:
             c, block, _ = futures.pop(f.key)
+            control._untrack(f)
+            if control.stopped:
+                raise RunStopped("the run was stopped; its committed draws are kept")
             records, new_state = f.result()
             pending.setdefault(block, {})[c] = (records, new_state)
             if block + 1 < expected_blocks:
@@ -381,12 +461,14 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
                     if chain_states[c].get("stopped") and str(c) not in messages:
                         messages[str(c)] = chain_states[c]["stopped"]
                 post, stats = _block_arrays(recs, n, names)
-                elapsed = elapsed0 + time.perf_counter() - t_start
+                elapsed = elapsed0 + time.perf_counter() - t_start - (control.paused_seconds - paused0)
                 store.append(post, stats, {"states": chain_states, "elapsed": elapsed, "messages": messages})
                 for c in range(C):
                     history[0][c] = np.concatenate([history[0][c], np.log(np.column_stack(
                         [post[nm][c] for nm in names]))])
                     history[1][c] = np.concatenate([history[1][c], stats["warmup"][c]])
+                if on_block is not None:
+                    on_block(post, stats, next_block * B)
                 next_block += 1
                 if progress is not None:
                     done = [len(h) for h in history[0]]
