@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # the real data beside the project (CI and developers); elsewhere the loader downloads into the user cache
 export DASKGP_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || "$$(.ci/find-python)" -m venv $(VENV)
@@ -18,7 +18,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/daskgp sample --data concrete --method sgld --chains 4 --iterations 600 --out demo-run.zarr --overwrite
 
-test: $(STAMP)
+# Debian's Chromium for the dashboard's browser test (Playwright drives it; no browser download)
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	    || echo "could not install chromium: the browser test will be skipped"; }
+
+test: $(STAMP) browser
 	$(PY) -m pytest -q --durations=10
 
 lint: $(STAMP)

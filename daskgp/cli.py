@@ -252,6 +252,32 @@ def _read_features(path, est) -> np.ndarray:
 
 
 
+def _dashboard(args) -> int:
+    import os as _os
+
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port must be in 1..65535, got {args.port}")
+    if args.max_runs < 1 or args.max_upload_mb <= 0:
+        raise ValueError("--max-runs must be >= 1 and --max-upload-mb > 0")
+    _os.environ["DASKGP_DASHBOARD_MAX_RUNS"] = str(args.max_runs)
+    _os.environ["DASKGP_DASHBOARD_MAX_UPLOAD_MB"] = str(args.max_upload_mb)
+    import panel as pn
+
+    from .app import create_app
+
+    origins = [f"{args.address}:{args.port}", f"localhost:{args.port}", f"127.0.0.1:{args.port}"]
+    print(f"daskgp dashboard on http://{args.address}:{args.port}/sgld"
+          + ("" if args.address in ("127.0.0.1", "localhost") else
+             "  (exposed beyond this machine: anyone who can reach it can start runs)"), flush=True)
+    if args.address in ("127.0.0.1", "localhost"):
+        print("only this machine can reach it; to expose it deliberately: --address 0.0.0.0 "
+              "--allow-origin yourhost:PORT (and put it behind authentication)", flush=True)
+    pn.serve({"sgld": create_app}, address=args.address, port=args.port, show=False,
+             websocket_origin=origins + list(args.allow_origin), title="daskgp — SGLD dashboard",
+             websocket_max_message_size=int(args.max_upload_mb * 2**20 * 1.5) + 2**20)
+    return 0
+
+
 class _OneLineParser(argparse.ArgumentParser):
     def error(self, message):
         print(f"daskgp: error: {message} (see 'daskgp --help')", file=sys.stderr)
@@ -315,6 +341,15 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--draws", type=int, default=50, help="posterior draws to mix over")
     pr.add_argument("--level", type=float, default=0.95, help="central interval probability")
     pr.set_defaults(func=_predict)
+
+    db = sub.add_parser("dashboard", help="serve the live SGLD dashboard (Panel)")
+    db.add_argument("--address", default="127.0.0.1", help="interface to bind (default: this machine only)")
+    db.add_argument("--port", type=int, default=5006)
+    db.add_argument("--allow-origin", action="append", default=[], metavar="HOST:PORT",
+                    help="extra websocket origin allowed (when exposing the dashboard deliberately)")
+    db.add_argument("--max-runs", type=int, default=2, help="concurrent runs across all sessions")
+    db.add_argument("--max-upload-mb", type=float, default=50, help="largest CSV upload accepted")
+    db.set_defaults(func=_dashboard)
     return p
 
 

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "run_summary"]
+__all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "run_summary",
+           "save_netcdf"]
 
 
 def to_datatree(log_draws, param_names, sample_stats: dict | None = None, attrs: dict | None = None):
@@ -135,3 +136,12 @@ def run_summary(dt) -> tuple[pd.DataFrame, list[str]]:
     table = summary(sampled, dt.attrs.get("elapsed"))
     order = [nm for nm in dt.attrs.get("param_names", []) if nm in table.index]
     return (table.loc[order] if order else table), notes
+
+
+def save_netcdf(dt, path) -> None:
+    """Write a run (as from :func:`open_run`) to netCDF; structured attributes become JSON strings."""
+    import json
+
+    out = dt.copy()
+    out.attrs = {k: v if isinstance(v, (str, int, float)) else json.dumps(v) for k, v in dt.attrs.items()}
+    out.to_netcdf(path)
