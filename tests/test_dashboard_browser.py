@@ -80,6 +80,14 @@ def test_dashboard_end_to_end_in_chromium(served, tmp_path):
         page = browser.new_page(viewport={"width": 1700, "height": 2300}, accept_downloads=True)
         page.goto(served)
         expect(page.get_by_role("button", name="Start")).to_be_visible(timeout=60_000)
+        # invalid settings: a message in the page, nothing starts
+        page.get_by_label("Scheduler (empty: local cluster)").fill("my-laptop:8786")
+        page.get_by_label("Scheduler (empty: local cluster)").press("Enter")
+        page.get_by_role("button", name="Start").click()
+        expect(page.locator(".run-error")).to_contain_text("tcp://host:8786", timeout=30_000)
+        expect(page.locator(".run-status")).to_contain_text("idle")
+        page.get_by_label("Scheduler (empty: local cluster)").fill("")
+        page.get_by_label("Scheduler (empty: local cluster)").press("Enter")
         page.get_by_label("Iterations per chain").fill("600")
         page.get_by_label("Iterations per chain").press("Enter")
         page.get_by_role("button", name="Start").click()
@@ -92,12 +100,18 @@ def test_dashboard_end_to_end_in_chromium(served, tmp_path):
         time.sleep(2.5)  # two refreshes, so the screenshot shows the plots drawn
         page.screenshot(path=str(ARTIFACTS / "dashboard_running.png"), full_page=True)
         # pause: no more draws (a block already in flight may still land)
+        n_at_pause = _count(page)
         page.get_by_role("button", name="Pause").click()
         expect(page.get_by_role("button", name="Resume")).to_be_visible()
-        time.sleep(3)
-        n_paused = _count(page)
-        time.sleep(3)
-        assert _count(page) == n_paused
+        history = []  # the count must settle and stay put; a block of 20 draws in flight may still land
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            history.append(_count(page))
+            if len(history) >= 9 and len(set(history[-9:])) == 1:
+                break
+            time.sleep(0.5)
+        n_paused = history[-1]
+        assert len(set(history[-9:])) == 1 and n_paused - n_at_pause <= 20, history
         page.get_by_role("button", name="Resume").click()
         assert _wait(lambda: _count(page) > n_paused)
         page.get_by_role("button", name="Stop").click()
