@@ -145,7 +145,11 @@ class SGLD:
         while done < n_iter and state.stopped is None:
             t, phi = state.t, state.phi
             t0 = time.perf_counter()
-            out = self.grad_fn(phi, t)
+            try:
+                out = self.grad_fn(phi, t)
+            except (ValueError, FloatingPointError, np.linalg.LinAlgError) as e:  # φ beyond the model's range
+                state.stopped = f"divergence at iteration {t}: the gradient failed at φ={phi.tolist()}: {e}"
+                break
             g, extra = out if isinstance(out, tuple) else (out, {})
             g = np.asarray(g, dtype=float)
             if g.shape != (p,) or not np.all(np.isfinite(g)):

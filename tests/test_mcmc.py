@@ -105,3 +105,13 @@ def test_adaptive_mh_on_a_known_gaussian():
     se = post.std(axis=0) / np.sqrt(ess)
     assert np.all(np.abs(post.mean(axis=0) - MU) < 4 * se)
     np.testing.assert_allclose(np.cov(post, rowvar=False), SIGMA, rtol=0.2, atol=0.15)
+
+
+def test_a_failing_gradient_stops_the_chain_keeping_its_draws():
+    def grad(phi, t):
+        if t == 7:
+            raise np.linalg.LinAlgError("K is not positive definite")
+        return -phi
+
+    res = sgld(grad, np.zeros(2), 50, rng=0)
+    assert res.draws.shape == (7, 2) and "not positive definite" in res.stopped
