@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .chains import RunControl, RunStopped
+from .chains import RunControl, RunStopped, SamplerConfig
 
 __all__ = ["DashboardSettings", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "max_runs",
            "max_upload_bytes"]
@@ -83,14 +83,14 @@ class DashboardSettings:
     dataset: str = "concrete"
     upload: pd.DataFrame | None = field(default=None, repr=False)
     target: str | None = None
-    kernel: str = "rbf"
-    ard: bool = False
+    kernel: str = SamplerConfig.kernel  # the sampler's defaults, so the two never drift apart
+    ard: bool = SamplerConfig.ard
     n_chains: int = 2
-    n_iter: int = 2000
-    n_probes: int = 4
-    step_start: float = 0.1
-    step_end: float = 1e-3
-    seed: int = 0
+    n_iter: int = SamplerConfig.n_iter
+    n_probes: int = SamplerConfig.n_probes
+    step_start: float = SamplerConfig.step_start
+    step_end: float = SamplerConfig.step_end
+    seed: int = SamplerConfig.seed
     scheduler: str | None = None
     block: int = 20
     test_fraction: float = 0.1
