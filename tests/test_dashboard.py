@@ -82,6 +82,11 @@ def test_live_run_transitions_and_draws(client, monkeypatch):
     post, _ = run.snapshot()
     dt = xr.open_datatree(run.export_netcdf())
     assert dt["posterior"].sizes["draw"] == post["variance"].shape[1]
+    import pandas as pd
+
+    table = pd.read_csv(run.export_summary_csv(), index_col=0)
+    assert {"mean", "sd", "ess_bulk", "r_hat", "sec_per_ess"} <= set(table.columns)
+    assert list(table.index) == ["variance", "lengthscale", "noise"]
     other.start()  # the cap is free again once the first run stopped
     other.close()
     run.close()
