@@ -114,6 +114,10 @@ def post_warmup(dt) -> tuple[xr.DataTree, list[str]]:
             start = max(left)
             if warm[:, start:].any():  # SGLD/MH never re-enter warmup; guard against odd stores
                 start = D // 2
+            elif D - start < 4 <= D - D // 2:  # a run stopped just after the last chain froze
+                notes.append(f"only {D - start} draws after the last chain left warmup: using the second "
+                             "half of the draws; run longer")
+                start = D // 2
         else:
             notes.append("some chains are still in warmup (step size not frozen / still adapting): "
                          "using the second half of the draws; run longer")

@@ -46,3 +46,16 @@ def test_summary_has_time_per_effective_sample(rng):
     assert list(table.index) == NAMES
     np.testing.assert_allclose(table["sec_per_ess"], 100.0 / table["ess_bulk"])
     assert (table["r_hat"] < 1.05).all()
+
+
+def test_post_warmup_falls_back_when_a_run_stopped_just_after_freezing():
+    from daskgp.diagnostics import post_warmup
+
+    rng = np.random.default_rng(0)
+    warm = np.ones((2, 100), bool)
+    warm[:, 99:] = False  # both chains froze at the very last draw
+    post = xr.Dataset({"s2": (("chain", "draw"), rng.gamma(2, 1, (2, 100)))})
+    dt = xr.DataTree.from_dict({"posterior": post,
+                                "sample_stats": xr.Dataset({"warmup": (("chain", "draw"), warm)})})
+    out, notes = post_warmup(dt)
+    assert out["posterior"].sizes["draw"] == 50 and "only 1 draws" in notes[0]
