@@ -106,6 +106,10 @@ def _print_summary(dt, psrf: bool = False) -> None:
         print(f"chain {c} stopped: {msg}")
     for note in notes:
         print(f"note: {note}")
+    worst = float(table["r_hat"].max())
+    if not worst < 1.1:
+        print(f"note: max R-hat {worst:.2f} >= 1.1: the chains have not mixed yet; run more iterations "
+              f"(SGLD's frozen steps mix slowly: the concrete benchmark uses 20,000 per chain)")
     if psrf:
         sampled, _ = post_warmup(dt)
         ev = psrf_evolution(sampled, n_points=10)
