@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("DASKGP_DATA", str(HERE.parents[0].parent / "shared" / "data"))
     import daskgp
     from daskgp.chains import resume, sample
-    from daskgp.cluster import get_client
+    from daskgp.cluster import close_client, get_client
     from daskgp.diagnostics import run_summary
 
     ds = daskgp.load("concrete")
@@ -85,10 +85,7 @@ def main(argv=None) -> int:
                 out[method]["_acceptance_after_adaptation"] = float(
                     st["accepted"].values[:, dt.attrs["config"]["n_iter"] // 5:].mean())
     finally:
-        cluster = getattr(client, "cluster", None)
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        close_client(client)
     names = [k for k in out["mh"] if not k.startswith("_")]
     comp = {}
     for nm in names:

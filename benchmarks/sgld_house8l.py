@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("DASKGP_DATA", str(HERE.parents[0].parent / "shared" / "data"))
     import daskgp
     from daskgp.chains import sample
-    from daskgp.cluster import get_client
+    from daskgp.cluster import close_client, get_client
 
     ds = daskgp.load("house_8L")
     runs = HERE / "runs"
@@ -122,10 +122,7 @@ def main(argv=None) -> int:
                     data_spec={"dataset": "house_8L"}, progress=progress)
         wall = time.perf_counter() - t0
     finally:
-        cluster = getattr(client, "cluster", None)
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        close_client(client)
     st = dt["sample_stats"].to_dataset()
     sec = st["seconds"].values  # (chains, draws) worker seconds per iteration
     # the first block includes the subset MAP and cold solves; throughput from the first mark on is steady

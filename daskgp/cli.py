@@ -16,7 +16,7 @@ EXIT_USAGE, EXIT_ERROR = 2, 1
 
 def _demo(args) -> int:
     from ._validation import check_positive
-    from .cluster import get_client
+    from .cluster import close_client, get_client
     from .datasets import load
     from .kernels import make_kernel
     from .linalg import KernelOperator
@@ -41,11 +41,7 @@ def _demo(args) -> int:
         exact = exact_log_marginal(ds.X, ds.y, kernel, args.noise)[1] if ds.n <= args.exact_max_n else None
         t_ex = time.perf_counter() - t0
     finally:
-        if args.scheduler is None:
-            cluster = getattr(client, "cluster", None)
-            client.close()
-            if cluster is not None:
-                cluster.close()
+        close_client(client)
     print(f"\n∂ log p(y|θ) / ∂ log θ  (ULISSE: N_r={args.probes} probes, seed {args.seed}, "
           f"CG iterations per column {est.cg_iterations.tolist()}, {t_sto:.2f} s)")
     print(f"{'parameter':>12} {'value':>9} {'ULISSE':>12} {'exact':>12}")
@@ -81,14 +77,6 @@ def _progress_printer(method: str, stream=None):
     return show
 
 
-def _close(client, scheduler) -> None:
-    if scheduler is None:
-        cluster = getattr(client, "cluster", None)
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
 def _print_summary(dt, psrf: bool = False) -> None:
     import pandas as pd
 
@@ -119,7 +107,7 @@ def _print_summary(dt, psrf: bool = False) -> None:
 
 def _sample(args) -> int:
     from .chains import resume, sample
-    from .cluster import get_client
+    from .cluster import close_client, get_client
 
     ds = spec = None
     if args.resume:
@@ -158,7 +146,7 @@ def _sample(args) -> int:
 
         for name in ("distributed", "tornado", "asyncio"):  # a torn-down cluster logs broken comms
             logging.getLogger(name).setLevel(logging.CRITICAL)
-        _close(client, args.scheduler)
+        close_client(client)
         from .checkpoint import read_checkpoint
 
         try:
@@ -169,9 +157,9 @@ def _sample(args) -> int:
               f"'daskgp sample --resume {out}'", file=sys.stderr)
         return 130
     except BaseException:
-        _close(client, args.scheduler)
+        close_client(client)
         raise
-    _close(client, args.scheduler)
+    close_client(client)
     _print_summary(dt)
     print(f"\nrun saved in {out} (daskgp summary {out}; daskgp predict {out} --x new.csv --out pred.csv)")
     return 0

@@ -3,7 +3,7 @@ cluster (a LocalCUDACluster where GPUs and dask-cuda are present)."""
 
 from __future__ import annotations
 
-__all__ = ["get_client", "gpu_available", "borrowed_client"]
+__all__ = ["get_client", "gpu_available", "borrowed_client", "close_client"]
 
 
 def gpu_available() -> bool:
@@ -54,6 +54,14 @@ def get_client(address: str | None = None, *, n_workers: int | None = None, thre
     return client
 
 
+def close_client(client) -> None:
+    """Close a client and, if it started its own local cluster, that cluster too."""
+    cluster = getattr(client, "cluster", None)  # None for a client of a remote scheduler
+    client.close()
+    if cluster is not None:
+        cluster.close()
+
+
 class borrowed_client:
     """``with borrowed_client(client, address) as c:`` — the given client, else one for ``address``, else the
     process's default client, else a new local cluster; on exit closes only what it started itself."""
@@ -78,8 +86,5 @@ class borrowed_client:
 
     def __exit__(self, *exc):
         if self.owned:
-            cluster = getattr(self.client, "cluster", None) if self.address is None else None
-            self.client.close()
-            if cluster is not None:
-                cluster.close()
+            close_client(self.client)
         return False

@@ -255,46 +255,56 @@ class LiveRun:
             return None
         return int(max(np.argmax(f) for f in frozen))
 
-    def diagnostics(self) -> dict:
-        """R-hat (rank), bulk ESS per parameter and the PSRF evolution on the post-freeze draws so far
-        (before every chain froze: on the second half of the draws, flagged)."""
-        import arviz as az
+    def as_run(self):
+        """The draws received so far as a run DataTree (the layout :func:`daskgp.diagnostics.open_run`
+        gives), or None before the first block."""
         import xarray as xr
 
-        from .diagnostics import psrf_evolution
-
         post, stats = self.snapshot()
-        out = {"rhat": {}, "ess": {}, "phase": "none", "evolution": None}
         if not post:
+            return None
+
+        def group(d):
+            return xr.Dataset({k: (("chain", "draw"), v) for k, v in d.items()})
+
+        dt = xr.DataTree.from_dict({"posterior": group(post), "sample_stats": group(stats)})
+        dt.attrs["param_names"] = list(self.names)
+        return dt
+
+    def diagnostics(self) -> dict:
+        """R-hat (rank), bulk ESS per parameter and the PSRF evolution on the sampling-phase draws so far,
+        cut by the same rule as the run summaries (:func:`daskgp.diagnostics.post_warmup`: before every
+        chain froze, the second half of the draws, with phase 'warmup')."""
+        import arviz as az
+
+        from .diagnostics import post_warmup, psrf_evolution
+
+        out = {"rhat": {}, "ess": {}, "phase": "none", "evolution": None}
+        dt = self.as_run()
+        if dt is None:
             return out
-        D = next(iter(post.values())).shape[1]
-        start = self.sampling_start(stats)
-        phase = "sampling" if start is not None else "warmup"
-        start = start if start is not None else D // 2
-        ok = ~np.isnan(next(iter(post.values()))).any(axis=1)
-        if D - start < 8 or ok.sum() < 2:
-            return out | {"phase": phase}
-        ds = xr.Dataset({k: (("chain", "draw"), v[ok, start:]) for k, v in post.items()})
+        try:
+            sampled, notes = post_warmup(dt)
+        except ValueError:  # too few draws yet, or every chain diverged
+            return out
+        out["phase"] = "warmup" if any("warmup" in note for note in notes) else "sampling"
+        ds = sampled["posterior"].to_dataset()
+        if ds.sizes["draw"] < 8 or ds.sizes["chain"] < 2:
+            return out
         out["rhat"] = {k: float(v) for k, v in az.rhat(ds).items()}
         out["ess"] = {k: float(v) for k, v in az.ess(ds).items()}
         ev = psrf_evolution(ds, n_points=15)
         out["evolution"] = (ev["n_draws"].values, ev["median"].values, ev["q975"].values)
-        out["phase"] = phase
         return out
 
     def _log_draws(self, n_draws: int) -> np.ndarray | None:
-        post, stats = self.snapshot()
-        if not post:
+        from .estimator import thinned_log_draws
+
+        dt = self.as_run()
+        try:
+            return None if dt is None else thinned_log_draws(dt, n_draws)
+        except ValueError:
             return None
-        start = self.sampling_start(stats)
-        D = next(iter(post.values())).shape[1]
-        start = start if start is not None else D // 2
-        flat = np.column_stack([post[k][:, start:].reshape(-1) for k in self.names])
-        flat = flat[np.isfinite(flat).all(axis=1)]
-        if len(flat) == 0:
-            return None
-        idx = np.unique(np.linspace(0, len(flat) - 1, min(n_draws, len(flat))).astype(int))
-        return np.log(flat[idx])
 
     def _kernel(self):
         from .kernels import make_kernel
