@@ -199,7 +199,7 @@ def create_app():
         dl_nc.disabled = dl_csv.disabled = False
         frozen = stats.get("frozen")
         freeze_at = [int(np.argmax(f)) if f.any() else D for f in frozen] if frozen is not None else [0] * C
-        start = run.sampling_start(stats)
+        start = run.sampling_start()
         for nm in names:
             f, src, box = figs["trace"][nm]
             src.data = multi(post[nm], C)

@@ -372,21 +372,27 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
                   (progress, control, on_block))
 
 
-def _running_rhat(phis: list[np.ndarray], warm: list[np.ndarray]) -> float | None:
-    """Largest rank R-hat over parameters on the post-warmup draws so far (all draws if none)."""
+def _running_rhat(history: dict[str, list]) -> float | None:
+    """Largest rank R-hat over parameters on the draws so far, cut to their sampling phase by the rule of
+    the run summaries (:func:`daskgp.diagnostics.post_warmup`); None while too short to judge."""
     import arviz as az
+    import xarray as xr
 
-    k = min(len(a) for a in phis)
-    if k < 8 or len(phis) < 2:
+    from .diagnostics import post_warmup
+
+    def group(keys):
+        return xr.Dataset({k: (("chain", "draw"), np.concatenate(history[k], axis=1)) for k in keys})
+
+    dt = xr.DataTree.from_dict({"posterior": group([k for k in history if k != "warmup"]),
+                                "sample_stats": group(["warmup"])})
+    try:
+        sampled, _ = post_warmup(dt)
+    except ValueError:  # too few draws yet, or every chain diverged
         return None
-    P = np.stack([a[:k] for a in phis])  # (C, k, p)
-    W = np.stack([w[:k] for w in warm])
-    start = int(max(np.argmin(w) if not w.all() else k for w in W))
-    if k - start >= 8:
-        P = P[:, start:]
-    if not np.all(np.isfinite(P)):
+    ds = sampled["posterior"].to_dataset()
+    if ds.sizes["draw"] < 8 or ds.sizes["chain"] < 2:
         return None
-    return float(max(az.rhat(P[:, :, j]) for j in range(P.shape[2])))
+    return float(max(az.rhat(ds).values()))
 
 
 def _drive(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, client, hooks):
@@ -414,8 +420,7 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
     cfg_dict = asdict(cfg)
     data_key = fingerprint(X, y)
     pending: dict[int, dict[int, dict]] = {}  # block index -> {chain: records}
-    history = (_history(store, names, C) if done0
-               else ([np.empty((0, len(names)))] * C, [np.empty(0, bool)] * C))
+    history = _history(store, names) if done0 else {k: [] for k in [*names, "warmup"]}
     futures: dict = {}  # key -> (chain, block, future)
     try:
         from distributed import as_completed
@@ -459,29 +464,26 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
                 post, stats = _block_arrays(recs, n, names)
                 elapsed = elapsed0 + time.perf_counter() - t_start - (control.paused_seconds - paused0)
                 store.append(post, stats, {"states": chain_states, "elapsed": elapsed, "messages": messages})
-                for c in range(C):
-                    history[0][c] = np.concatenate([history[0][c], np.log(np.column_stack(
-                        [post[nm][c] for nm in names]))])
-                    history[1][c] = np.concatenate([history[1][c], stats["warmup"][c]])
+                for nm in names:
+                    history[nm].append(post[nm])
+                history["warmup"].append(stats["warmup"])
                 if on_block is not None:
                     on_block(post, stats, next_block * B)
                 next_block += 1
                 if progress is not None:
-                    done = [len(h) for h in history[0]]
-                    progress(done, N, _running_rhat(history[0], history[1]), messages)
+                    progress([store.n_draws] * C, N, _running_rhat(history), messages)
     except BaseException:
         client.cancel([f for _, _, f in futures.values()])
         raise
 
 
-def _history(store: DrawStore, names, C):
+def _history(store: DrawStore, names) -> dict[str, list]:
+    """The committed draws (natural units) and warmup flags of a resumed run, as the first history block."""
     import xarray as xr
 
     dt = xr.open_datatree(store.path, engine="zarr", consolidated=False)
     post, stats = dt["posterior"].to_dataset(), dt["sample_stats"].to_dataset()
-    phis = [np.log(np.column_stack([post[nm].values[c] for nm in names])) for c in range(C)]
-    warm = [stats["warmup"].values[c].astype(bool) for c in range(C)]
-    return phis, warm
+    return {**{nm: [post[nm].values] for nm in names}, "warmup": [stats["warmup"].values.astype(bool)]}
 
 
 def _block_arrays(recs: list[dict], n: int, names) -> tuple[dict, dict]:

@@ -248,12 +248,17 @@ class LiveRun:
         post, _ = self.snapshot()
         return next(iter(post.values())).shape[1] if post else 0
 
-    def sampling_start(self, stats: dict) -> int | None:
-        """First draw after every chain froze its step size (None while some chain has not)."""
-        frozen = stats.get("frozen")
-        if frozen is None or not frozen[:, -1].all():
+    def sampling_start(self) -> int | None:
+        """First draw of the sampling phase by the run summaries' rule (every chain froze its step size);
+        None while some chain is still in warmup."""
+        from .diagnostics import post_warmup
+
+        dt = self.as_run()
+        try:
+            sampled, notes = post_warmup(dt) if dt is not None else (None, ["no draws"])
+        except ValueError:
             return None
-        return int(max(np.argmax(f) for f in frozen))
+        return None if any("warmup" in note for note in notes) else int(sampled.attrs["warmup_draws"])
 
     def as_run(self):
         """The draws received so far as a run DataTree (the layout :func:`daskgp.diagnostics.open_run`
