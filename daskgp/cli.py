@@ -214,16 +214,12 @@ def _predict(args) -> int:
 def _read_features(path, est) -> np.ndarray:
     """The new inputs from a CSV: the training feature columns by name (when the run knows them), else all
     columns; numeric, no missing values."""
-    import pandas as pd
 
-    from .datasets import load_spec
+    from .datasets import check_numeric_frame, load_spec, read_csv_frame
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path}")
-    try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not a readable CSV file: {str(e).splitlines()[0]}") from None
+    df = read_csv_frame(path, path)
     if len(df) == 0:
         raise ValueError(f"{path} has no rows")
     try:
@@ -235,12 +231,7 @@ def _read_features(path, est) -> np.ndarray:
     elif df.shape[1] != est.n_features_in_:
         raise ValueError(f"{path} has {df.shape[1]} columns; the model needs {est.n_features_in_} features"
                          + (f" named {names}" if names else ""))
-    bad = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
-    if bad:
-        raise ValueError(f"{path} has non-numeric column(s) {bad}")
-    if df.isna().any().any():
-        raise ValueError(f"{path} has missing values in column(s) {df.columns[df.isna().any()].tolist()}")
-    return df.to_numpy(np.float64)
+    return check_numeric_frame(df, path).to_numpy(np.float64)
 
 
 

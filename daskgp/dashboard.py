@@ -10,7 +10,6 @@ set and along one input dimension, beside the MAP plug-in). Start, pause, resume
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import tempfile
@@ -22,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .chains import RunControl, RunStopped, SamplerConfig
+from .datasets import check_numeric_frame, read_csv_frame
 
 __all__ = ["DashboardSettings", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "max_runs",
            "max_upload_bytes"]
@@ -55,21 +55,12 @@ def parse_upload(content: bytes | None, max_bytes: int | None = None) -> pd.Data
     if len(content) > max_bytes:
         raise ValueError(f"the uploaded file is {len(content) / 2**20:.1f} MB; the limit is "
                          f"{max_bytes / 2**20:.0f} MB")
-    try:
-        df = pd.read_csv(io.BytesIO(content))
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ValueError(f"not a readable CSV file ({why})") from None
+    df = read_csv_frame(content, "the uploaded file")
     if df.shape[1] < 2:
         raise ValueError(f"the CSV needs a header row and at least two columns, got {df.shape[1]}")
     if len(df) < 20:
         raise ValueError(f"the CSV has {len(df)} rows; at least 20 are needed")
-    bad = [str(c) for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
-    if bad:
-        raise ValueError(f"non-numeric column(s): {', '.join(bad[:5])}")
-    if df.isna().any().any():
-        cols = ", ".join(map(str, df.columns[df.isna().any()][:5]))
-        raise ValueError(f"missing values in column(s): {cols}")
+    check_numeric_frame(df, "the uploaded file")
     if not np.isfinite(df.to_numpy(np.float64)).all():
         raise ValueError("the CSV has infinite values")
     return df

@@ -23,7 +23,8 @@ from sklearn.preprocessing import StandardScaler
 
 from ._validation import check_X, check_y
 
-__all__ = ["Dataset", "load", "load_csv", "load_spec", "DATASETS", "data_dirs"]
+__all__ = ["Dataset", "load", "load_csv", "load_spec", "DATASETS", "data_dirs", "read_csv_frame",
+           "check_numeric_frame"]
 
 
 def _uci_excel(member_suffix: str):
@@ -134,23 +135,35 @@ def _standardised(name, X, y, feature_names, target_name, path) -> Dataset:
                    target_name, path)
 
 
+def read_csv_frame(source, name: str) -> pd.DataFrame:
+    """A CSV with a header row from a path or bytes; ValueError '<name> is not a readable CSV file' else."""
+    try:
+        return pd.read_csv(io.BytesIO(source) if isinstance(source, bytes) else source)
+    except (pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:  # ParserError is a ValueError
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"{name} is not a readable CSV file: {why}") from None
+
+
+def check_numeric_frame(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Every column numeric and complete; ValueError naming the offending columns otherwise."""
+    non_numeric = [str(c) for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
+    if non_numeric:
+        raise ValueError(f"{name} has non-numeric column(s) {non_numeric}")
+    if df.isna().any().any():
+        missing = [str(c) for c in df.columns[df.isna().any()]]
+        raise ValueError(f"{name} has missing values in column(s) {missing}")
+    return df
+
+
 def load_csv(path, target: str | int = -1, name: str | None = None) -> Dataset:
     """Standardised Dataset from a numeric CSV with a header row; ``target`` is a column name or index."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
-    try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not a readable CSV file: {e}") from None
+    df = read_csv_frame(path, str(path))
     if df.shape[1] < 2:
         raise ValueError(f"{path} needs at least two columns (features and a target), got {df.shape[1]}")
-    non_numeric = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
-    if non_numeric:
-        raise ValueError(f"{path} has non-numeric column(s) {non_numeric}")
-    if df.isna().any().any():
-        col = df.columns[df.isna().any()].tolist()
-        raise ValueError(f"{path} has missing values in column(s) {col}")
+    check_numeric_frame(df, str(path))
     tcol = df.columns[target] if isinstance(target, int) else target
     if tcol not in df.columns:
         raise ValueError(f"target column {target!r} not in {list(df.columns)}")
