@@ -100,9 +100,10 @@ def test_dashboard_end_to_end_in_chromium(served, tmp_path):
         time.sleep(2.5)  # two refreshes, so the screenshot shows the plots drawn
         page.screenshot(path=str(ARTIFACTS / "dashboard_running.png"), full_page=True)
         # pause: no more draws (a block already in flight may still land)
-        n_at_pause = _count(page)
         page.get_by_role("button", name="Pause").click()
         expect(page.get_by_role("button", name="Resume")).to_be_visible()
+        time.sleep(1.2)  # one refresh (1 s): the counter now shows at least the server's count at the pause
+        n_at_pause = _count(page)
         history = []  # the count must settle and stay put; a block of 20 draws in flight may still land
         deadline = time.time() + 60
         while time.time() < deadline:
