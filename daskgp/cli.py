@@ -235,6 +235,85 @@ def _read_features(path, est) -> np.ndarray:
 
 
 
+def _sgpr(args) -> int:
+
+    from .cluster import close_client, get_client
+    from .datasets import train_test
+    from .sgpr import SparseGPRegressor
+
+    for name in ("inducing", "max_iter", "chunk_rows", "workers"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if os.path.exists(args.out) and not args.overwrite:
+        raise FileExistsError(f"{args.out} exists; pass --overwrite to replace it")
+    if not str(args.out).endswith((".nc", ".nc4", ".netcdf")):
+        raise ValueError(f"--out must be a netCDF file ending in .nc, got {args.out}")
+    ds, _ = _dataset(args)
+    train_size = (None if args.train_size in ("all", "full")
+                  else _positive_int(args.train_size, "--train-size"))
+    Xtr, ytr, Xte, yte = train_test(ds, args.test_fraction, train_size, args.seed)
+    est = SparseGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, chunk_rows=args.chunk_rows,
+                            seed=args.seed)
+    est._check_params(len(Xtr))
+    print(f"daskgp sgpr: {ds.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
+          f"m={args.inducing}", flush=True)
+    client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
+    printer = _bound_printer(args.max_iter)
+    try:
+        est.fit(Xtr, ytr, callback=printer, client=client)
+        printer.done()
+        mean, sd = est.predict(Xte, return_std=True)
+    finally:
+        close_client(client)
+    rmse = float(np.sqrt(np.mean((mean - yte) ** 2)))
+    rmse_mean = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
+    res = est.to_dataset().assign_coords(feature=list(ds.feature_names))
+    res["test_mean"] = ("test", mean)
+    res["test_sd"] = ("test", sd)
+    res["test_y"] = ("test", yte)
+    res.attrs.update(dataset=ds.name, target=ds.target_name, test_rmse=rmse, mean_predictor_rmse=rmse_mean,
+                     n_test=len(yte), seed=args.seed, test_fraction=args.test_fraction,
+                     daskgp_version=__version__)
+    tmp = f"{args.out}.tmp"
+    res.to_netcdf(tmp)
+    os.replace(tmp, args.out)  # a finished file or none
+    print(f"bound {est.bound_:.1f} nats after {est.fit_info_['n_iterations']} iterations "
+          f"({est.fit_info_['n_evaluations']} evaluations, {est.fit_info_['seconds']:.1f} s)")
+    print(f"test RMSE {rmse:.3f} {ds.target_name} (mean predictor {rmse_mean:.3f}); results in {args.out}")
+    return 0
+
+
+def _positive_int(text, name: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a positive integer or 'all', got {text!r}") from None
+    if v < 1:
+        raise ValueError(f"{name} must be >= 1, got {v}")
+    return v
+
+
+def _bound_printer(max_iter: int, stream=None):
+    """A progress bar on stderr: L-BFGS-B iterations and the bound."""
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    t0 = time.perf_counter()
+
+    def show(it, bound):
+        frac = min(1.0, it / max_iter)
+        bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
+        line = f"L-BFGS-B [{bar}] {it}/{max_iter}  bound {bound:12.2f}  {time.perf_counter() - t0:.0f} s"
+        stream.write(("\r" + line) if tty else line + "\n")
+        stream.flush()
+
+    def done():
+        if tty:
+            stream.write("\n")
+
+    show.done = done
+    return show
+
+
 def _dashboard(args) -> int:
     import os as _os
 
@@ -324,6 +403,25 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--draws", type=int, default=50, help="posterior draws to mix over")
     pr.add_argument("--level", type=float, default=0.95, help="central interval probability")
     pr.set_defaults(func=_predict)
+
+    sg = sub.add_parser("sgpr", help="distributed sparse variational GP regression (map-reduce bound)")
+    src = sg.add_mutually_exclusive_group()
+    src.add_argument("--data", default="flights", help="flights | concrete | house_8L | power_plant")
+    src.add_argument("--csv", default=None, help="your own numeric CSV with a header row")
+    sg.add_argument("--target", default=None, help="target column of --csv (default: the last)")
+    sg.add_argument("--data-dir", default=None, help="folder with <name>.csv (else $DASKGP_DATA, user cache)")
+    sg.add_argument("--inducing", type=int, default=100, help="inducing points m")
+    sg.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
+    sg.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (fixed random split)")
+    sg.add_argument("--max-iter", type=int, default=200, help="L-BFGS-B iterations")
+    sg.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (one task each)")
+    sg.add_argument("--seed", type=int, default=0, help="split and k-means seed")
+    sg.add_argument("--out", default="sgpr.nc", help="netCDF file for parameters, bound trace, predictions")
+    sg.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    sg.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
+    sg.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
+    sg.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    sg.set_defaults(func=_sgpr)
 
     db = sub.add_parser("dashboard", help="serve the live SGLD dashboard (Panel)")
     db.add_argument("--address", default="127.0.0.1", help="interface to bind (default: this machine only)")

@@ -23,8 +23,8 @@ from sklearn.preprocessing import StandardScaler
 
 from ._validation import check_X, check_y
 
-__all__ = ["Dataset", "load", "load_csv", "load_spec", "DATASETS", "data_dirs", "read_csv_frame",
-           "check_numeric_frame"]
+__all__ = ["Dataset", "load", "load_csv", "load_spec", "train_test", "DATASETS", "data_dirs",
+           "read_csv_frame", "check_numeric_frame"]
 
 
 def _uci_excel(member_suffix: str):
@@ -216,3 +216,21 @@ def load_spec(spec: dict) -> Dataset:
     if "csv" in spec:
         return load_csv(spec["csv"], spec.get("target", -1))
     raise ValueError("this run was started from arrays, not a named data set or CSV: pass X and y to resume")
+
+
+def train_test(ds: Dataset, test_fraction: float = 0.1, train_size: int | None = None, seed: int = 0):
+    """A fixed random split in original units: (X_train, y_train, X_test, y_test). ``test_fraction`` of the
+    rows are held out (the same rows for every ``train_size``); ``train_size`` rows are drawn from the rest
+    (None: all of it), nested: the 7K training set is inside the 70K one."""
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    perm = np.random.default_rng(seed).permutation(ds.n)
+    n_test = max(1, int(round(test_fraction * ds.n)))
+    test, rest = perm[:n_test], perm[n_test:]
+    if train_size is not None:
+        if not 1 <= train_size <= len(rest):
+            raise ValueError(f"train_size must be in 1..{len(rest)} for {ds.name}, got {train_size}")
+        rest = rest[:train_size]
+    X = ds.x_scaler.inverse_transform(ds.X)
+    y = ds.y_original(ds.y)
+    return X[np.sort(rest)], y[np.sort(rest)], X[np.sort(test)], y[np.sort(test)]
