@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/cmvp_memory.py
 	$(PY) benchmarks/sgld_concrete.py
 	$(PY) benchmarks/sgld_house8l.py
+	$(PY) benchmarks/sgpr_flights.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

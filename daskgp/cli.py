@@ -257,14 +257,41 @@ def _sgpr(args) -> int:
     est._check_params(len(Xtr))
     print(f"daskgp sgpr: {ds.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
           f"m={args.inducing}", flush=True)
-    client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
+    from .chains import fingerprint
+
+    ckpt = f"{args.out}.checkpoint.npz"
+    key = fingerprint(Xtr, ytr) + f"|m={args.inducing}|seed={args.seed}"
+    init, previous = None, []
+    if os.path.exists(ckpt) and not (args.resume or args.overwrite):
+        raise FileExistsError(f"{ckpt} holds an interrupted fit: add --resume to continue it or --overwrite "
+                              "to start afresh")
+    if args.resume:
+        init, previous = _read_sgpr_checkpoint(ckpt, key, args.inducing, Xtr.shape[1])
+        print(f"resuming from {ckpt} after {len(previous)} iterations", flush=True)
+    est.max_iter = max(1, args.max_iter - len(previous))
     printer = _bound_printer(args.max_iter)
+
+    def checkpoint(theta, trace):  # atomically, every iteration: an interruption loses at most one
+        tmp = f"{ckpt}.tmp.npz"
+        np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(previous + list(trace)), key=key)
+        os.replace(tmp, ckpt)
+
+    client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
     try:
-        est.fit(Xtr, ytr, callback=printer, client=client)
+        est.fit(Xtr, ytr, callback=lambda it, F: printer(len(previous) + it, F), client=client, init=init,
+                on_params=checkpoint)
         printer.done()
         mean, sd = est.predict(Xte, return_std=True)
-    finally:
+    except KeyboardInterrupt:
         close_client(client)
+        print(f"\ndaskgp: interrupted; the parameters after the last finished iteration are in {ckpt}; "
+              f"continue with the same command plus --resume", file=sys.stderr)
+        return 130
+    except BaseException:
+        close_client(client)
+        raise
+    close_client(client)
+    est.bound_trace_ = previous + list(est.bound_trace_)
     rmse = float(np.sqrt(np.mean((mean - yte) ** 2)))
     rmse_mean = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
     res = est.to_dataset().assign_coords(feature=list(ds.feature_names))
@@ -277,10 +304,25 @@ def _sgpr(args) -> int:
     tmp = f"{args.out}.tmp"
     res.to_netcdf(tmp)
     os.replace(tmp, args.out)  # a finished file or none
+    if os.path.exists(ckpt):
+        os.remove(ckpt)
     print(f"bound {est.bound_:.1f} nats after {est.fit_info_['n_iterations']} iterations "
           f"({est.fit_info_['n_evaluations']} evaluations, {est.fit_info_['seconds']:.1f} s)")
     print(f"test RMSE {rmse:.3f} {ds.target_name} (mean predictor {rmse_mean:.3f}); results in {args.out}")
     return 0
+
+
+def _read_sgpr_checkpoint(path: str, key: str, m: int, q: int):
+    """(GlobalParams, bound trace) from a checkpoint of the same data, split and m; else ValueError."""
+    from .sparse import GlobalParams
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no checkpoint to resume at {path}")
+    with np.load(path) as f:
+        if str(f["key"]) != key:
+            raise ValueError(f"{path} was written for other data, split or --inducing: start afresh "
+                             "without --resume")
+        return GlobalParams.from_vector(f["theta"], m, q), [float(v) for v in f["trace"]]
 
 
 def _positive_int(text, name: str) -> int:
@@ -346,6 +388,16 @@ class _OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+def _data_arguments(parser, default: str) -> None:
+    """--data NAME | --csv FILE [--target COL], and --data-dir: what :func:`_dataset` reads."""
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--data", default=default, help="concrete | house_8L | power_plant | flights")
+    src.add_argument("--csv", default=None, help="your own numeric CSV with a header row")
+    parser.add_argument("--target", default=None, help="target column of --csv (default: the last)")
+    parser.add_argument("--data-dir", default=None,
+                        help="folder with <name>.csv (else $DASKGP_DATA, user cache)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _OneLineParser(prog="daskgp", description="Scalable Bayesian Gaussian processes on Dask.")
     p.add_argument("--version", action="version", version=f"daskgp {__version__}")
@@ -367,11 +419,7 @@ def _parser() -> argparse.ArgumentParser:
     d.set_defaults(func=_demo)
 
     sm = sub.add_parser("sample", help="sample the GP hyperparameter posterior with chains on a Dask cluster")
-    src = sm.add_mutually_exclusive_group()
-    src.add_argument("--data", default="concrete", help="concrete | house_8L | power_plant | flights")
-    src.add_argument("--csv", default=None, help="your own numeric CSV with a header row")
-    sm.add_argument("--target", default=None, help="target column of --csv (default: the last)")
-    sm.add_argument("--data-dir", default=None, help="folder with <name>.csv (else $DASKGP_DATA, user cache)")
+    _data_arguments(sm, "concrete")
     sm.add_argument("--method", default="sgld", choices=["sgld", "mh"])
     sm.add_argument("--chains", type=int, default=4)
     sm.add_argument("--iterations", type=int, default=2000, help="iterations per chain")
@@ -405,11 +453,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.set_defaults(func=_predict)
 
     sg = sub.add_parser("sgpr", help="distributed sparse variational GP regression (map-reduce bound)")
-    src = sg.add_mutually_exclusive_group()
-    src.add_argument("--data", default="flights", help="flights | concrete | house_8L | power_plant")
-    src.add_argument("--csv", default=None, help="your own numeric CSV with a header row")
-    sg.add_argument("--target", default=None, help="target column of --csv (default: the last)")
-    sg.add_argument("--data-dir", default=None, help="folder with <name>.csv (else $DASKGP_DATA, user cache)")
+    _data_arguments(sg, "flights")
     sg.add_argument("--inducing", type=int, default=100, help="inducing points m")
     sg.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
     sg.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (fixed random split)")
@@ -418,6 +462,8 @@ def _parser() -> argparse.ArgumentParser:
     sg.add_argument("--seed", type=int, default=0, help="split and k-means seed")
     sg.add_argument("--out", default="sgpr.nc", help="netCDF file for parameters, bound trace, predictions")
     sg.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    sg.add_argument("--resume", action="store_true",
+                    help="continue from OUT.checkpoint.npz (written every iteration) after an interruption")
     sg.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
     sg.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
     sg.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")

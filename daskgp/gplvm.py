@@ -27,7 +27,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_X
-from .mapreduce import ChunkedRows, _local_objective
+from .mapreduce import ChunkedRows, LocalRows, _local_objective
 from .sgpr import SparsePosterior, fit_global, kmeans_inducing
 from .sparse import GlobalParams, SuffStats, _psi1, bound_and_grads
 
@@ -95,7 +95,8 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
 
     def fit(self, Y, y=None, callback=None, client=None):
         """Fit on Y (n, p) (numpy, no missing values). ``callback(step, bound)`` after every global
-        iteration and local step. Returns self."""
+        iteration and local step; ``client``: a distributed Client, or "in-process" to compute every chunk
+        in this process (used inside a Dask task). Returns self."""
         Y = check_X(Y, "Y", min_rows=2)
         n, p = Y.shape
         self._check(n, p)
@@ -122,34 +123,16 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
         from .cluster import borrowed_client
 
         t_start = time.perf_counter()
-        with borrowed_client(client, self.scheduler) as c:
-            chunks = ChunkedRows.from_arrays(c, Ys, self.chunk_rows, mu=mu0, S=S0)
-            try:
-                for _ in range(int(self.n_outer)):
-                    theta, _, ginfo = fit_global(chunks, theta, self.global_iter,
-                                                 callback=lambda it, F: record(F))
-                    info["n_evaluations"] += ginfo["n_evaluations"]
-                    info["seconds_evaluating"] += ginfo["seconds_evaluating"]
-                    if int(self.local_iter) == 0:
-                        continue
-                    t0 = time.perf_counter()
-                    total = chunks.stats(theta)
-                    F_before = bound_and_grads(total, theta.Z, theta.variance, theta.lengthscales,
-                                               theta.beta, grads=False)
-                    old = chunks.futures
-                    chunks.local_step(theta, total, int(self.local_iter))
-                    F_after = bound_and_grads(chunks.stats(theta), theta.Z, theta.variance,
-                                              theta.lengthscales, theta.beta, grads=False)
-                    if not F_after >= F_before:
-                        chunks.futures = old  # the parallel block step went downhill: undo it
-                        info["local_steps_undone"] += 1
-                        F_after = F_before
-                    info["seconds_local"] += time.perf_counter() - t0
-                    record(F_after)
-                stats = chunks.stats(theta)
-                self.embedding_, self.embedding_var_ = chunks.field("mu"), chunks.field("S")
-            finally:
-                chunks.release()
+        if client == "in-process":  # inside one task (GPLVMClassifier): no scheduler round trips
+            rows = LocalRows.from_arrays(Ys, self.chunk_rows, mu=mu0, S=S0)
+            theta, stats = self._optimise(rows, theta, info, record)
+        else:
+            with borrowed_client(client, self.scheduler) as c:
+                rows = ChunkedRows.from_arrays(c, Ys, self.chunk_rows, mu=mu0, S=S0)
+                try:
+                    theta, stats = self._optimise(rows, theta, info, record)
+                finally:
+                    rows.release()
         info["seconds"] = time.perf_counter() - t_start
         self.params_, self.bound_trace_, self.fit_info_ = theta, trace, info
         self.bound_ = bound_and_grads(stats, theta.Z, theta.variance, theta.lengthscales, theta.beta,
@@ -162,10 +145,36 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
         self.n_features_in_ = p
         return self
 
+    def _optimise(self, rows, theta, info, record):
+        """Alternate global L-BFGS-B and local steps on ``rows`` (ChunkedRows or LocalRows); sets the
+        embedding and returns (θ, summed statistics)."""
+        for _ in range(int(self.n_outer)):
+            theta, _, ginfo = fit_global(rows, theta, self.global_iter, callback=lambda it, F: record(F))
+            info["n_evaluations"] += ginfo["n_evaluations"]
+            info["seconds_evaluating"] += ginfo["seconds_evaluating"]
+            if int(self.local_iter) == 0:
+                continue
+            t0 = time.perf_counter()
+            total = rows.stats(theta)
+            F_before = bound_and_grads(total, theta.Z, theta.variance, theta.lengthscales, theta.beta,
+                                       grads=False)
+            old = rows.futures
+            rows.local_step(theta, total, int(self.local_iter))
+            F_after = bound_and_grads(rows.stats(theta), theta.Z, theta.variance, theta.lengthscales,
+                                      theta.beta, grads=False)
+            if not F_after >= F_before:
+                rows.futures = old  # the parallel block step went downhill: undo it
+                info["local_steps_undone"] += 1
+                F_after = F_before
+            info["seconds_local"] += time.perf_counter() - t0
+            record(F_after)
+        self.embedding_, self.embedding_var_ = rows.field("mu"), rows.field("S")
+        return theta, rows.stats(theta)
+
     def fit_transform(self, Y, y=None, **fit_params):
         return self.fit(Y, **fit_params).embedding_
 
-    def _new_points(self, Y, n_iter: int, client=None, allow_missing: bool = False):
+    def _check_new(self, Y, allow_missing: bool = False) -> np.ndarray:
         check_is_fitted(self, "posterior_")
         Y = np.asarray(Y, dtype=float)
         Y = Y[None, :] if Y.ndim == 1 else Y
@@ -175,17 +184,25 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
             raise ValueError("Y contains non-finite values" + ("" if allow_missing else " (NaN or inf)"))
         if allow_missing and np.isnan(Y).all(axis=1).any():
             raise ValueError("a row of Y has no observed value: nothing to condition on")
-        Ys = (Y - self.y_mean_) / self.y_scale_
+        return Y
+
+    def _points_block(self, Y, n_iter: int):
+        """(μ, S, gain, filled Y in y units) for a block of new rows, computed in this process."""
+        mu, S, gain, filled = _new_points_task((Y - self.y_mean_) / self.y_scale_, self.stats_, self.A_cols_,
+                                               self.params_, self.posterior_.a, n_iter)
+        return mu, S, gain, filled * self.y_scale_ + self.y_mean_
+
+    def _blocks(self, Y) -> list[np.ndarray]:
+        step = max(1, int(self.chunk_rows) // 10)
+        return [Y[a:a + step] for a in range(0, len(Y), step)]
+
+    def _new_points(self, Y, n_iter: int, client=None, allow_missing: bool = False):
+        Y = self._check_new(Y, allow_missing)
         from .cluster import borrowed_client
 
-        step = max(1, int(self.chunk_rows) // 10)
-        blocks = [Ys[a:a + step] for a in range(0, len(Ys), step)]
-        with borrowed_client(client, self.scheduler) as c:
-            futs = [c.submit(_new_points_task, b, self.stats_, self.A_cols_, self.params_, self.posterior_.a,
-                             n_iter, pure=False) for b in blocks]
-            parts = c.gather(futs)
-        mu, S, gain, filled = (np.concatenate([pt[k] for pt in parts]) for k in range(4))
-        return mu, S, gain, filled * self.y_scale_ + self.y_mean_
+        with borrowed_client(client, self.scheduler) as c:  # blocks of rows in parallel on the workers
+            parts = c.gather([c.submit(self._points_block, b, n_iter, pure=False) for b in self._blocks(Y)])
+        return tuple(np.concatenate([pt[k] for pt in parts]) for k in range(4))
 
     def transform(self, Y, n_iter: int = 50, client=None):
         """Latent means (n, q) of new rows Y (n, p), q(x*) optimised against the fitted model."""
@@ -202,13 +219,21 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
         """Approximate log density (n,) of each new row in the units of Y (nats): the gain in the bound when
         the row joins the training set, minus p·log(scale) for the standardisation."""
         gain = self._new_points(Y, n_iter, client)[2]
-        return gain - self.n_features_in_ * math.log(self.y_scale_)
+        return gain - self.n_features_in_ * math.log(self.y_scale_)  # same as _log_density_block
 
     def predict_latent(self, mu) -> np.ndarray:
         """The predictive mean of Y (n, p) at latent points mu (n, q) (y units)."""
         check_is_fitted(self, "posterior_")
         mean, _ = self.posterior_.predict_block(check_X(mu, "mu", min_rows=1))
         return mean * self.y_scale_ + self.y_mean_
+
+
+def _log_density_block(model: BayesianGPLVM, Y, n_iter: int) -> np.ndarray:
+    return model._points_block(Y, n_iter)[2] - model.n_features_in_ * math.log(model.y_scale_)
+
+
+def _fit_in_process(params: dict, Y) -> BayesianGPLVM:
+    return BayesianGPLVM(**params).fit(Y, client="in-process")
 
 
 class GPLVMClassifier(ClassifierMixin, BaseEstimator):
@@ -229,13 +254,24 @@ class GPLVMClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError("GPLVMClassifier needs at least two classes")
         self.log_prior_ = np.log(counts / counts.sum())
         params = {"scheduler": self.scheduler, **(self.gplvm_params or {})}
-        self.models_ = [BayesianGPLVM(**params).fit(Y[labels == k], client=client) for k in self.classes_]
+        from .cluster import borrowed_client
+
+        # one task per class, each fitting its model inside the task: K small fits in parallel
+        with borrowed_client(client, self.scheduler) as c:
+            futures = [c.submit(_fit_in_process, params, Y[labels == k], pure=False) for k in self.classes_]
+            self.models_ = c.gather(futures)
         return self
 
     def decision_function(self, Y, client=None) -> np.ndarray:
         """(n, K) per-class log scores: approximate log p(y | class) + log p(class)."""
         check_is_fitted(self, "models_")
-        scores = [m.score_samples(Y, self.n_iter, client) for m in self.models_]
+        Y = self.models_[0]._check_new(Y)
+        from .cluster import borrowed_client
+
+        with borrowed_client(client, self.scheduler) as c:  # every (class, block of rows) pair in parallel
+            futures = [[c.submit(_log_density_block, m, b, self.n_iter, pure=False) for b in m._blocks(Y)]
+                       for m in self.models_]
+            scores = [np.concatenate(c.gather(fs)) for fs in futures]
         return np.column_stack(scores) + self.log_prior_
 
     def predict(self, Y, client=None) -> np.ndarray:

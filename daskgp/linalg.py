@@ -319,13 +319,23 @@ class KernelOperator:
 
             with threadpool_limits(limits=1, user_api="blas"):  # the threads already use every core
                 return list(self._pool.map(one, self.blocks))
+        from concurrent.futures import CancelledError
+
+        try:
+            return self._run_distributed(fn, V, args, slot)
+        except CancelledError:  # "lost dependencies": a worker died mid-pass; re-pin and go again once
+            return self._run_distributed(fn, V, args, slot, repin=True)
+
+    def _run_distributed(self, fn, V, args, slot, repin: bool = False):
         client = self.client
         current = set(client.scheduler_info()["workers"])
         if not current:
             raise RuntimeError("the dask cluster has no workers left")
-        if not set(self._workers) <= current:  # a worker died: re-pin the blocks, drop orphaned caches
+        if repin or not set(self._workers) <= current:  # a worker died: re-pin blocks, drop orphaned caches
             self._workers = sorted(current)
             client.run(_drop_cache, self._id)
+            # broadcast X afresh, not trusting the surviving replicas: the restarted worker needs it anyway
+            self._X_future = client.scatter(self.X, broadcast=True, hash=False)
         V_future = client.scatter(V, broadcast=True, hash=False)
         full = args[:slot] + (V_future,) + args[slot + 1:]
         w = len(self._workers)

@@ -28,7 +28,7 @@ from .sparse import (
     chunk_stats_cached,
 )
 
-__all__ = ["ChunkedRows", "tree_sum"]
+__all__ = ["ChunkedRows", "LocalRows", "tree_sum"]
 
 
 def _first(item):
@@ -43,16 +43,16 @@ def _sum(*items):
 
 
 def tree_sum(client, futures, fan_in: int = 4):
-    """One future holding the sum of ``futures`` (tuples contribute their first item), reduced in a tree of
-    fan-in ``fan_in`` on the workers."""
-    futures = list(futures)
+    """One future holding the sum of ``futures`` (tuples contribute their first item, taken on the worker
+    holding the tuple so the rest, e.g. a cached ψ1, never travels), reduced in a tree of fan-in ``fan_in``
+    on the workers."""
+    futures = client.map(_first, list(futures), pure=False)
     if not futures:
         raise ValueError("nothing to sum: no chunks")
-    while True:  # at least one level, so tuples always reduce to their first items
+    while len(futures) > 1:
         futures = [client.submit(_sum, *futures[i:i + fan_in], pure=False)
                    for i in range(0, len(futures), fan_in)]
-        if len(futures) == 1:
-            return futures[0]
+    return futures[0]
 
 
 def _stats_task(chunk, theta: GlobalParams):
@@ -94,6 +94,13 @@ def _local_task(chunk, total: SuffStats, theta: GlobalParams, n_iter: int):
     out = dict(chunk)
     out["mu"], out["S"] = x[:b * q].reshape(b, q), np.exp(x[b * q:]).reshape(b, q)
     return out
+
+
+def _assemble(theta: GlobalParams, g: BoundGrads, local: np.ndarray) -> np.ndarray:
+    """The gradient w.r.t. the unconstrained global vector: central part plus the chunks' summed share."""
+    m, q = theta.Z.shape
+    return theta.grad_vector(g.dZ + local[:m * q].reshape(m, q), g.dvar + local[m * q],
+                             g.dls + local[m * q + 1:], g.dbeta)
 
 
 def _chunk_rows(chunk):
@@ -162,10 +169,7 @@ class ChunkedRows:
         f2 = self.client.map(_grad_task, self.futures, f1, theta=theta, g=g, pure=False)
         local = tree_sum(self.client, f2).result()
         del f1, f2  # release the cached ψ1 on the workers
-        m, q = theta.Z.shape
-        grad = theta.grad_vector(g.dZ + local[:m * q].reshape(m, q), g.dvar + local[m * q],
-                                 g.dls + local[m * q + 1:], g.dbeta)
-        return g.F, grad, total
+        return g.F, _assemble(theta, g, local), total
 
     def local_step(self, theta: GlobalParams, total: SuffStats, n_iter: int) -> None:
         """Every chunk optimises its own (μ_i, S_i) for ``n_iter`` L-BFGS-B iterations on its worker, with
@@ -176,3 +180,57 @@ class ChunkedRows:
 
     def release(self) -> None:
         self.futures = []
+
+
+class LocalRows:
+    """The same computation as :class:`ChunkedRows` on chunks held in this process, one after another: for
+    models small enough to fit whole inside one Dask task (e.g. :class:`daskgp.gplvm.GPLVMClassifier`'s
+    per-class models, fitted as parallel tasks), where a round trip to the scheduler per map would cost more
+    than the work."""
+
+    def __init__(self, chunks):
+        self.chunks = list(chunks)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [c["Y"].shape[0] for c in self.chunks]
+
+    @property
+    def n(self) -> int:
+        return int(sum(self.sizes))
+
+    @classmethod
+    def from_arrays(cls, Y, chunk_rows: int, **inputs) -> LocalRows:
+        arrays = {"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}
+        n = arrays["Y"].shape[0]
+        edges = list(range(0, n, max(1, int(chunk_rows)))) + [n]
+        arrays = {k: (v[:, None] if v.ndim == 1 else v) for k, v in arrays.items()}
+        return cls([{k: np.ascontiguousarray(v[a:b]) for k, v in arrays.items()}
+                    for a, b in zip(edges[:-1], edges[1:], strict=True)])
+
+    def field(self, name: str) -> np.ndarray:
+        return np.concatenate([c[name] for c in self.chunks], axis=0)
+
+    def stats(self, theta: GlobalParams) -> SuffStats:
+        return _sum(*[_stats_task(c, theta) for c in self.chunks])
+
+    def bound_and_grad(self, theta: GlobalParams) -> tuple[float, np.ndarray, SuffStats]:
+        parts = [_stats_task(c, theta) for c in self.chunks]
+        total = _sum(*parts)
+        g = bound_and_grads(total, theta.Z, theta.variance, theta.lengthscales, theta.beta)
+        local = _sum(*[_grad_task(c, p, theta, g) for c, p in zip(self.chunks, parts, strict=True)])
+        return g.F, _assemble(theta, g, local), total
+
+    def local_step(self, theta: GlobalParams, total: SuffStats, n_iter: int) -> None:
+        self.chunks = [_local_task(c, total, theta, n_iter) for c in self.chunks]
+
+    @property
+    def futures(self):  # the state a caller may keep and restore (see BayesianGPLVM's undo)
+        return self.chunks
+
+    @futures.setter
+    def futures(self, chunks):
+        self.chunks = chunks
+
+    def release(self) -> None:
+        self.chunks = []

@@ -69,9 +69,11 @@ def kmeans_inducing(X, m: int, seed: int = 0, max_rows: int = 20_000) -> np.ndar
 
 
 def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: float = 1e-9,
-               callback=None, fixed_inducing: bool = False) -> tuple[GlobalParams, list, dict]:
+               callback=None, fixed_inducing: bool = False,
+               on_params=None) -> tuple[GlobalParams, list, dict]:
     """Maximise the bound over the global parameters with L-BFGS-B (unconstrained: Z, log σ², log l,
-    log β); ``callback(iteration, F)`` after every iteration. Returns (θ, bound trace, info)."""
+    log β); ``callback(iteration, F)`` and ``on_params(θ, trace)`` after every iteration. Returns (θ, bound
+    trace, info)."""
     m, q = theta0.Z.shape
     n = chunks.n
     v0 = theta0.to_vector()
@@ -99,6 +101,10 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
     def cb(intermediate_result):
         F = -float(intermediate_result.fun) * n
         trace.append(F)
+        if on_params is not None:
+            v = v0.copy()
+            v[free] = intermediate_result.x
+            on_params(GlobalParams.from_vector(v, m, q), trace)
         if callback is not None:
             callback(len(trace), F)
 
@@ -170,9 +176,11 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         if not 0 < self.noise_init < 10:
             raise ValueError(f"noise_init must be in (0, 10) (relative to var y), got {self.noise_init}")
 
-    def fit(self, X, y, callback=None, client=None):
+    def fit(self, X, y, callback=None, client=None, init: GlobalParams | None = None, on_params=None):
         """Fit on X (n, d), y (n,) (numpy or dask). ``callback(iteration, bound)`` after every L-BFGS-B
-        iteration; ``client``: a distributed Client to use. Returns self."""
+        iteration; ``client``: a distributed Client to use; ``init``: start from these parameters
+        (standardised units, e.g. a checkpoint's) instead of the k-means initialisation; ``on_params(θ,
+        trace)``: after every iteration (checkpointing). Returns self."""
         X, y = _validate_xy(X, y, min_rows=2)
         self._check_params(X.shape[0])
         mx, sx, my, sy = _moments(X, y)
@@ -185,11 +193,15 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             try:
                 Xsample = Xs if isinstance(Xs, np.ndarray) else _row_sample(Xs, 20_000, self.seed)
                 q = Xs.shape[1]
-                theta0 = GlobalParams(kmeans_inducing(Xsample, int(self.n_inducing), self.seed), 1.0,
-                                      np.full(q, math.sqrt(q)), 1.0 / self.noise_init)
+                theta0 = init if init is not None else GlobalParams(
+                    kmeans_inducing(Xsample, int(self.n_inducing), self.seed), 1.0, np.full(q, math.sqrt(q)),
+                    1.0 / self.noise_init)
+                if theta0.Z.shape != (int(self.n_inducing), q):
+                    raise ValueError(f"init has Z of shape {theta0.Z.shape}, expected "
+                                     f"({self.n_inducing}, {q})")
                 t0 = time.perf_counter()
                 theta, trace, info = fit_global(chunks, theta0, self.max_iter, self.tol, callback,
-                                                fixed_inducing=not self.learn_inducing)
+                                                fixed_inducing=not self.learn_inducing, on_params=on_params)
                 stats = chunks.stats(theta)
                 info["seconds"] = time.perf_counter() - t0
             finally:

@@ -34,6 +34,7 @@ import scipy.linalg
 from array_api_compat import array_namespace
 
 from ._validation import check_X
+from .kernels import RBF
 
 __all__ = ["SuffStats", "BoundGrads", "rbf_ard", "chunk_stats", "bound_and_grads", "collapsed_bound",
            "chunk_global_grad", "chunk_local_grad", "kl_gauss", "titsias_bound_dense",
@@ -98,12 +99,10 @@ class GlobalParams:
 
 
 def rbf_ard(X1, X2, variance: float, lengthscales):
-    """k(x, x′) = σ²·exp(−½ Σ_q (x_q − x′_q)²/l_q²): (n1, n2), in X1's array namespace."""
-    xp = array_namespace(X1, X2)
-    ls = xp.asarray(np.asarray(lengthscales, dtype=np.float64) * np.ones(X1.shape[1]))
-    A, B = X1 / ls, X2 / ls
-    d2 = xp.sum(A * A, axis=1)[:, None] + xp.sum(B * B, axis=1)[None, :] - 2 * (A @ B.T)
-    return variance * xp.exp(-0.5 * xp.clip(d2, 0.0, None))
+    """k(x, x′) = σ²·exp(−½ Σ_q (x_q − x′_q)²/l_q²): (n1, n2), in X1's array namespace — the foundation's
+    :class:`daskgp.kernels.RBF` with one lengthscale per input dimension."""
+    ls = np.asarray(lengthscales, dtype=np.float64) * np.ones(X1.shape[1])
+    return RBF(variance=float(variance), lengthscale=ls, ard=True)(X1, X2)
 
 
 def kl_gauss(mu, S) -> float:

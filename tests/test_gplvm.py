@@ -84,17 +84,19 @@ def test_imputation_beats_filling_with_the_mean(fitted, digits, client):
 
 
 def test_per_class_bound_ratio_classifies_digits(digits, client):
-    """One small GPLVM per digit (30 training rows each): accuracy on 60 held-out digits well above chance
-    (0.1); threshold 0.8 (0.96 measured on 100 digits with 50 rows per class)."""
+    """One small GPLVM per digit (20 training rows each): accuracy on 40 held-out digits well above chance
+    (0.1); threshold 0.75 (0.96 measured on 100 digits with 50 rows per class and larger models)."""
     Y, labels = digits
     idx = np.random.default_rng(0).permutation(len(Y))
-    tr, te = idx[:300], idx[300:360]
-    params = {"n_components": 3, "n_inducing": 10, "n_outer": 2, "global_iter": 10, "local_iter": 10,
-              "chunk_rows": 50}
+    tr, te = idx[:200], idx[200:240]
+    params = {"n_components": 3, "n_inducing": 8, "n_outer": 1, "global_iter": 10, "local_iter": 10,
+              "chunk_rows": 10}
     clf = GPLVMClassifier(params, n_iter=20).fit(Y[tr], labels[tr], client=client)
     assert len(clf.models_) == 10
-    acc = np.mean(clf.predict(Y[te], client=client) == labels[te])
-    assert acc > 0.8
+    scores = clf.decision_function(Y[te], client=client)
+    assert scores.shape == (40, 10) and np.all(np.isfinite(scores))
+    acc = np.mean(clf.classes_[np.argmax(scores, axis=1)] == labels[te])
+    assert acc > 0.75
 
 
 @pytest.mark.parametrize("case,msg", [

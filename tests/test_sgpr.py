@@ -187,3 +187,40 @@ def test_cli_sgpr_bad_input_one_line(argv, msg, capsys, tmp_path, monkeypatch):
     assert main(argv) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("daskgp: error:") and msg in err[0]
+
+
+def test_cli_sgpr_ctrl_c_keeps_the_checkpoint_and_resume_continues(tmp_path):
+    """SIGINT during the fit: exit 130 with a hint; the per-iteration checkpoint holds the finished
+    iterations, and --resume continues from them to a complete result whose bound trace starts with them."""
+    import signal
+    import time
+
+    import xarray as xr
+
+    out = str(tmp_path / "fl.nc")
+    ckpt = out + ".checkpoint.npz"
+    argv = ["sgpr", "--inducing", "40", "--train-size", "20000", "--max-iter", "40", "--out", out]
+    proc = subprocess.Popen([sys.executable, "-m", "daskgp.cli", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    deadline = time.time() + 240
+    while not os.path.exists(ckpt) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "--resume" in err.strip().splitlines()[-1] and "Traceback" not in err
+    assert not os.path.exists(out)
+    with np.load(ckpt) as f:
+        done = [float(v) for v in f["trace"]]
+    assert 1 <= len(done) < 40
+    again = _cli(*argv)  # refuses to silently restart over the checkpoint
+    assert again.returncode == 1 and "--resume" in again.stderr.strip().splitlines()[-1]
+    r = _cli(*argv, "--resume")
+    assert r.returncode == 0, r.stderr
+    assert f"after {len(done)} iterations" in r.stdout
+    with xr.open_dataset(out) as res:
+        trace = res["bound_trace"].values
+    assert np.allclose(trace[:len(done)], done) and len(trace) > len(done)
+    assert trace[-1] >= done[-1] - 1e-6 * abs(done[-1])
+    assert not os.path.exists(ckpt)
