@@ -236,7 +236,7 @@ def _read_features(path, est) -> np.ndarray:
 
 
 def _sgpr(args) -> int:
-
+    from .chains import fingerprint
     from .cluster import close_client, get_client
     from .datasets import train_test
     from .sgpr import SparseGPRegressor
@@ -257,8 +257,6 @@ def _sgpr(args) -> int:
     est._check_params(len(Xtr))
     print(f"daskgp sgpr: {ds.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
           f"m={args.inducing}", flush=True)
-    from .chains import fingerprint
-
     ckpt = f"{args.out}.checkpoint.npz"
     key = fingerprint(Xtr, ytr) + f"|m={args.inducing}|seed={args.seed}"
     init, previous = None, []

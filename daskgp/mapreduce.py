@@ -103,6 +103,15 @@ def _assemble(theta: GlobalParams, g: BoundGrads, local: np.ndarray) -> np.ndarr
                              g.dls + local[m * q + 1:], g.dbeta)
 
 
+def _split_rows(arrays: dict, chunk_rows: int) -> list[dict]:
+    """Numpy arrays (same number of rows) → chunk dicts of at most ``chunk_rows`` rows, 1-D made (n, 1)."""
+    arrays = {k: (v[:, None] if v.ndim == 1 else v) for k, v in arrays.items()}
+    n = arrays["Y"].shape[0]
+    edges = list(range(0, n, max(1, int(chunk_rows)))) + [n]
+    return [{k: np.ascontiguousarray(v[a:b]) for k, v in arrays.items()}
+            for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
 def _chunk_rows(chunk):
     return chunk["Y"].shape[0]
 
@@ -129,7 +138,6 @@ class ChunkedRows:
         import dask.array as da
 
         arrays = {"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}
-        n = arrays["Y"].shape[0]
         if any(isinstance(a, da.Array) for a in arrays.values()):
             blocks = max(1, int(chunk_rows))
             darr = {k: (a if isinstance(a, da.Array) else da.from_array(a)) for k, a in arrays.items()}
@@ -141,11 +149,7 @@ class ChunkedRows:
             parts = [delayed(dict)(**{k: v[i] for k, v in delayed_cols.items()}) for i in range(len(sizes))]
             futures = client.compute(parts)
             return cls(client, futures, sizes)
-        edges = list(range(0, n, max(1, int(chunk_rows)))) + [n]
-        parts = []
-        for a, b in zip(edges[:-1], edges[1:], strict=True):
-            parts.append({k: np.ascontiguousarray((v[:, None] if v.ndim == 1 else v)[a:b])
-                          for k, v in arrays.items()})
+        parts = _split_rows(arrays, chunk_rows)
         # hash=False: equal chunks of two row sets must not share a key, or releasing one loses the other's
         futures = client.scatter(parts, hash=False)
         return cls(client, futures, [p["Y"].shape[0] for p in parts])
@@ -201,12 +205,7 @@ class LocalRows:
 
     @classmethod
     def from_arrays(cls, Y, chunk_rows: int, **inputs) -> LocalRows:
-        arrays = {"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}
-        n = arrays["Y"].shape[0]
-        edges = list(range(0, n, max(1, int(chunk_rows)))) + [n]
-        arrays = {k: (v[:, None] if v.ndim == 1 else v) for k, v in arrays.items()}
-        return cls([{k: np.ascontiguousarray(v[a:b]) for k, v in arrays.items()}
-                    for a, b in zip(edges[:-1], edges[1:], strict=True)])
+        return cls(_split_rows({"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}, chunk_rows))
 
     def field(self, name: str) -> np.ndarray:
         return np.concatenate([c[name] for c in self.chunks], axis=0)

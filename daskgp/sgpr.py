@@ -80,7 +80,6 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
     free = np.ones(v0.size, bool)
     if fixed_inducing:
         free[:m * q] = False
-    last = {}
     info = {"n_evaluations": 0, "seconds_evaluating": 0.0}
 
     def fun(x):
@@ -93,7 +92,6 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
             return math.inf, np.zeros_like(x)  # L-BFGS-B backtracks from a non-PD step
         info["n_evaluations"] += 1
         info["seconds_evaluating"] += time.perf_counter() - t0
-        last["F"] = F
         return -F / n, -g[free] / n
 
     trace = []
