@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import start  # benchmarks/ is on sys.path when run as a script
 
 HERE = Path(__file__).resolve().parent
 
@@ -44,16 +45,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resume", action="store_true", help="continue the runs in benchmarks/runs/")
     args = ap.parse_args(argv)
-    os.environ.setdefault("DASKGP_DATA", str(HERE.parents[0].parent / "shared" / "data"))
     import daskgp
     from daskgp.chains import resume, sample
-    from daskgp.cluster import close_client, get_client
+    from daskgp.cluster import close_client
     from daskgp.diagnostics import run_summary
 
-    ds = daskgp.load("concrete")
-    runs = HERE / "runs"
-    runs.mkdir(exist_ok=True)
-    client = get_client(n_workers=args.workers)
+    ds, runs, client = start("concrete", args.workers)
     out = {}
     try:
         for method, n_iter, every in (("mh", args.mh_iter, 500), ("sgld", args.sgld_iter, 500)):

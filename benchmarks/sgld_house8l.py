@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import start  # benchmarks/ is on sys.path when run as a script
 
 HERE = Path(__file__).resolve().parent
 PAPER_PER_DAY = 10_000
@@ -96,15 +97,11 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    os.environ.setdefault("DASKGP_DATA", str(HERE.parents[0].parent / "shared" / "data"))
     import daskgp
     from daskgp.chains import sample
-    from daskgp.cluster import close_client, get_client
+    from daskgp.cluster import close_client
 
-    ds = daskgp.load("house_8L")
-    runs = HERE / "runs"
-    runs.mkdir(exist_ok=True)
-    client = get_client(n_workers=args.workers)
+    ds, runs, client = start("house_8L", args.workers)
     try:
         comp = client.submit(_components, ds.X, ds.y, pure=False).result()
         print("components (one worker thread):", comp, flush=True)

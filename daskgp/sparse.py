@@ -36,9 +36,9 @@ from array_api_compat import array_namespace
 from ._validation import check_X
 from .kernels import RBF
 
-__all__ = ["SuffStats", "BoundGrads", "rbf_ard", "chunk_stats", "bound_and_grads", "collapsed_bound",
-           "chunk_global_grad", "chunk_local_grad", "kl_gauss", "titsias_bound_dense",
-           "bgplvm_bound_dense", "GlobalParams"]
+__all__ = ["SuffStats", "BoundGrads", "GlobalParams", "rbf_ard", "chunk_stats", "chunk_stats_cached",
+           "bound_and_grads", "collapsed_bound", "chunk_global_grad", "chunk_local_grad", "kl_gauss",
+           "titsias_bound_dense", "bgplvm_bound_dense"]
 
 _JITTER = 1e-6  # relative to the kernel variance; keeps K_mm's Cholesky stable when inducing inputs cluster
 
@@ -61,11 +61,6 @@ class SuffStats:
     def __sub__(self, other: SuffStats) -> SuffStats:
         return SuffStats(self.n - other.n, self.A - other.A, self.B - other.B, self.C - other.C,
                          self.D - other.D, self.KL - other.KL)
-
-    def columns(self, cols) -> SuffStats:
-        """The statistics of output dimensions ``cols`` only (A is then that of the chosen columns only when
-        it was computed per column; callers pass A explicitly where it matters)."""
-        return SuffStats(self.n, self.A, self.B, self.C[:, cols], self.D, self.KL)
 
 
 @dataclass(frozen=True)
