@@ -48,7 +48,7 @@ def _new_points_task(Y, base: SuffStats, A_cols, theta: GlobalParams, a, n_iter:
         fun = _local_objective(Y[i, obs][None, :], st, theta, 1, q)
         # start from the best inducing input (small variance): the bound is multimodal in x*
         starts = [np.concatenate([z, np.full(q, math.log(0.05))]) for z in theta.Z]
-        x0 = min(starts, key=lambda x: fun(x)[0])
+        x0 = min(starts, key=lambda x: fun(x, grad=False))
         res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
                                       bounds=[(None, None)] * q + [(-12.0, 3.0)] * q,
                                       options={"maxiter": n_iter})

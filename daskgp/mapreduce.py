@@ -66,14 +66,17 @@ def _grad_task(chunk, cached, theta: GlobalParams, g: BoundGrads):
 
 
 def _local_objective(chunk_Y, others: SuffStats, theta: GlobalParams, b: int, q: int):
-    """−F(others + this chunk's statistics) and its gradient w.r.t. (μ, log S) of the chunk's rows."""
-    def fun(x):
+    """−F(others + this chunk's statistics) and its gradient w.r.t. (μ, log S) of the chunk's rows;
+    ``fun(x, grad=False)`` gives the value alone (half the work: for choosing among starting points)."""
+    def fun(x, grad: bool = True):
         mu, S = x[:b * q].reshape(b, q), np.exp(x[b * q:]).reshape(b, q)
         st = others + chunk_stats(chunk_Y, theta.Z, theta.variance, theta.lengthscales, mu=mu, S=S)
         try:
-            g = bound_and_grads(st, theta.Z, theta.variance, theta.lengthscales, theta.beta)
+            g = bound_and_grads(st, theta.Z, theta.variance, theta.lengthscales, theta.beta, grads=grad)
         except np.linalg.LinAlgError:
-            return math.inf, np.zeros_like(x)
+            return (math.inf, np.zeros_like(x)) if grad else math.inf
+        if not grad:
+            return -g
         dmu, dS = chunk_local_grad(chunk_Y, theta.Z, theta.variance, theta.lengthscales, g, mu, S)
         return -g.F, -np.concatenate([dmu.ravel(), (dS * S).ravel()])
     return fun
@@ -90,7 +93,7 @@ def _local_task(chunk, total: SuffStats, theta: GlobalParams, n_iter: int):
     res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
                                   bounds=[(None, None)] * (b * q) + [(-12.0, 3.0)] * (b * q),
                                   options={"maxiter": n_iter})
-    x = res.x if np.isfinite(res.fun) and res.fun <= fun(x0)[0] else x0  # never step downhill
+    x = res.x if np.isfinite(res.fun) and res.fun <= fun(x0, grad=False) else x0  # never step downhill
     out = dict(chunk)
     out["mu"], out["S"] = x[:b * q].reshape(b, q), np.exp(x[b * q:]).reshape(b, q)
     return out
