@@ -55,6 +55,19 @@ def _demo(args) -> int:
     return 0
 
 
+def _bar(frac: float) -> str:
+    k = int(30 * min(1.0, frac))
+    return "#" * k + "." * (30 - k)
+
+
+def _show_line(stream, tty: bool, line: str, final: bool = False) -> None:
+    """A terminal redraws the line in place (a newline after the final one); a log gets one line each."""
+    stream.write(("\r" + line) if tty else line + "\n")
+    if tty and final:
+        stream.write("\n")
+    stream.flush()
+
+
 def _progress_printer(method: str, stream=None):
     """A progress bar on stderr: iterations per chain, the current R-hat, elapsed seconds."""
     stream = stream or sys.stderr
@@ -62,17 +75,12 @@ def _progress_printer(method: str, stream=None):
     t0 = time.perf_counter()
 
     def show(done, n_iter, rhat, messages):
-        frac = min(done) / n_iter
-        bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
         r = "  R-hat  n/a" if rhat is None else f"  R-hat {rhat:5.3f}"
         per = " ".join(str(d) for d in done)
         stopped = f"  stopped: {','.join(sorted(messages))}" if messages else ""
-        line = (f"{method} [{bar}] {min(done)}/{n_iter} per chain ({per}){r}"
+        line = (f"{method} [{_bar(min(done) / n_iter)}] {min(done)}/{n_iter} per chain ({per}){r}"
                 f"  {time.perf_counter() - t0:.0f} s{stopped}")
-        stream.write(("\r" + line) if tty else line + "\n")
-        if tty and min(done) >= n_iter:
-            stream.write("\n")
-        stream.flush()
+        _show_line(stream, tty, line, final=min(done) >= n_iter)
 
     return show
 
@@ -340,11 +348,9 @@ def _bound_printer(max_iter: int, stream=None):
     t0 = time.perf_counter()
 
     def show(it, bound):
-        frac = min(1.0, it / max_iter)
-        bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
-        line = f"L-BFGS-B [{bar}] {it}/{max_iter}  bound {bound:12.2f}  {time.perf_counter() - t0:.0f} s"
-        stream.write(("\r" + line) if tty else line + "\n")
-        stream.flush()
+        line = (f"L-BFGS-B [{_bar(it / max_iter)}] {it}/{max_iter}  bound {bound:12.2f}"
+                f"  {time.perf_counter() - t0:.0f} s")
+        _show_line(stream, tty, line)
 
     def done():
         if tty:

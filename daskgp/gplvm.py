@@ -218,8 +218,12 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
     def score_samples(self, Y, n_iter: int = 50, client=None) -> np.ndarray:
         """Approximate log density (n,) of each new row in the units of Y (nats): the gain in the bound when
         the row joins the training set, minus p·log(scale) for the standardisation."""
-        gain = self._new_points(Y, n_iter, client)[2]
-        return gain - self.n_features_in_ * math.log(self.y_scale_)  # same as _log_density_block
+        return self._log_density(self._new_points(Y, n_iter, client)[2])
+
+    def _log_density(self, gain) -> np.ndarray:
+        """Bound gains (standardised units) → log densities in the units of Y: the standardisation's
+        Jacobian, −p·log(scale)."""
+        return gain - self.n_features_in_ * math.log(self.y_scale_)
 
     def predict_latent(self, mu) -> np.ndarray:
         """The predictive mean of Y (n, p) at latent points mu (n, q) (y units)."""
@@ -229,7 +233,7 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
 
 
 def _log_density_block(model: BayesianGPLVM, Y, n_iter: int) -> np.ndarray:
-    return model._points_block(Y, n_iter)[2] - model.n_features_in_ * math.log(model.y_scale_)
+    return model._log_density(model._points_block(Y, n_iter)[2])
 
 
 def _fit_in_process(params: dict, Y) -> BayesianGPLVM:

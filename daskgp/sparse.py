@@ -145,7 +145,8 @@ def chunk_stats(Y, Z, variance: float, lengthscales, mu=None, S=None) -> SuffSta
 
 
 def chunk_stats_cached(Y, Z, variance: float, lengthscales, mu, S=None):
-    """:func:`chunk_stats` plus ψ1 (b, m), kept on the worker so the gradient map need not recompute it."""
+    """:func:`chunk_stats` plus, for observed inputs, K_mn (m, b), kept on the worker so the gradient map
+    need not recompute it (None for latent inputs)."""
     Y = _as_2d(Y)
     b, m, p = mu.shape[0], Z.shape[0], Y.shape[1]
     if b == 0:  # an empty chunk adds nothing
@@ -163,7 +164,8 @@ def chunk_stats_cached(Y, Z, variance: float, lengthscales, mu, S=None):
     Dsum = np.zeros((m, m))
     for _, psi2, _, _ in _psi2_blocks(mu, S, Z, variance, ls):
         Dsum += psi2.sum(axis=0)
-    return SuffStats(b, float(np.sum(Y * Y)), float(b * variance), psi1.T @ Y, Dsum, kl_gauss(mu, S)), psi1
+    # nothing cached: the gradient needs ψ1's intermediate terms too and recomputes it with them
+    return SuffStats(b, float(np.sum(Y * Y)), float(b * variance), psi1.T @ Y, Dsum, kl_gauss(mu, S)), None
 
 
 def _to_numpy(a):
@@ -260,7 +262,7 @@ def chunk_global_grad(Y, Z, variance: float, lengthscales, g: BoundGrads, mu, S=
                       psi1=None) -> np.ndarray:
     """One chunk's contribution to ∂F/∂(Z, σ², l) through its statistics C and D, as one vector
     [dZ.ravel(), dvar, dls] (the central :func:`bound_and_grads` adds the K_mm, B and β parts).
-    ``psi1``: the cached ψ1 (b, m) (observed inputs: K_nm transposed as returned by the stats map)."""
+    ``psi1``: observed inputs only, the K_mn (m, b) the stats map cached."""
     Y = _as_2d(Y)
     m, q = Z.shape
     ls = np.asarray(lengthscales, float) * np.ones(q)
@@ -276,15 +278,14 @@ def chunk_global_grad(Y, Z, variance: float, lengthscales, g: BoundGrads, mu, S=
         dvar = float(xp.sum(W)) / variance
         return np.concatenate([dZ.ravel(), [dvar], dls])
     dZ, dvar, dls, _, _ = _latent_grads(np.asarray(Y, float), Z, variance, ls, g, np.asarray(mu, float),
-                                         np.asarray(S, float), psi1)
+                                         np.asarray(S, float))
     return np.concatenate([dZ.ravel(), [dvar], dls])
 
 
-def _latent_grads(Y, Z, variance, ls, g: BoundGrads, mu, S, psi1=None):
+def _latent_grads(Y, Z, variance, ls, g: BoundGrads, mu, S):
     """∂(Σ GC⊙C + Σ GD⊙D)/∂(Z, σ², l, μ, S) for latent inputs, the psi-statistic derivatives by hand."""
     t = ls**2
-    p1, diff, d1 = _psi1(mu, S, Z, variance, ls)
-    psi1 = p1 if psi1 is None else psi1
+    psi1, diff, d1 = _psi1(mu, S, Z, variance, ls)
     W1 = (Y @ g.GC.T) * psi1  # (b, m)
     r1 = diff / d1[:, None, :]  # (μ − z)/d1 (b, m, q)
     dmu = -np.einsum("bm,bmq->bq", W1, r1)
