@@ -8,8 +8,9 @@ and the new state. A segment is a pure function of its inputs, so a task lost wi
 to the same draws, and a resumed run continues exactly where the uninterrupted one would have been.
 
 The driver writes every block of ``checkpoint_every`` draws of all chains to a zarr store
-(:mod:`daskgp.checkpoint`) and commits the chain states with it: an interruption loses at most the block in
-flight, and :func:`resume` continues every chain with its random stream.
+(:mod:`daskgp.checkpoint`) and commits the chain states with it, as plain data: an interruption loses at
+most the block in flight, and :func:`resume` continues every chain with its random stream after checking
+every committed draw and every chain state it reads back.
 
 Methods: 'sgld' (SGLD with unbiased ULISSE gradients through the kernel operator; the step size decreases,
 then freezes by the paper's rule) and 'mh' (adaptive random-walk Metropolis–Hastings on the exact Cholesky
@@ -30,7 +31,7 @@ import numpy as np
 
 from . import __version__
 from ._validation import check_positive, check_X, check_y
-from .checkpoint import DrawStore
+from .checkpoint import DrawStore, RunDamaged, check_new_run_path
 from .kernels import make_kernel
 from .marginal import max_exact_n
 from .mcmc import SGLD, MHState, RandomWalkMH, SGLDState, StepSchedule, rng_from_state
@@ -328,6 +329,7 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
     X = check_X(X)
     y = check_y(y, X.shape[0])
     check_method_fits(cfg, X.shape[0])
+    check_new_run_path(out, overwrite)  # before the MAP: a refused output costs nothing
     n = X.shape[0]
     kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
     prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
@@ -355,21 +357,96 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
     """Continue an interrupted run to its configured length, every chain from its last committed state.
 
     The data are reloaded from the run's data spec unless X, y are given; either way they must match the
-    fingerprint stored with the run."""
+    fingerprint stored with the run. A run that is complete is returned as it is (no cluster is started).
+    Raises :class:`daskgp.checkpoint.RunError` (one line) when the run is damaged, locked by a live writer
+    or cannot be continued."""
     store, ckpt = DrawStore.open(out)
-    attrs = store.attrs()
-    cfg = SamplerConfig.from_dict(attrs["config"])
-    if X is None:
-        from .datasets import load_spec
+    try:
+        attrs = store.attrs()
+        try:
+            cfg = SamplerConfig.from_dict(attrs["config"])
+            names, M = list(attrs["param_names"]), np.array(attrs["M"], dtype=float)
+        except (KeyError, TypeError, ValueError) as e:
+            raise RunDamaged(f"{store.path}/zarr.json: the run's configuration is malformed ({e})") from None
+        check_states(ckpt["states"], cfg, len(names), attrs.get("n"), ckpt["n_draws"], store.path)
+        finished = store.n_draws >= cfg.n_iter
+        if X is None and not finished:
+            from .datasets import load_spec
 
-        ds = load_spec(attrs["data"])
-        X, y = ds.X, ds.y
-    X = check_X(X)
-    y = check_y(y, X.shape[0])
-    if fingerprint(X, y) != attrs["fingerprint"]:
-        raise ValueError(f"the data given to resume {out} differ from the data the run started with")
-    return _drive(store, X, y, cfg, np.array(attrs["M"]), ckpt, attrs["param_names"], client,
-                  (progress, control, on_block))
+            ds = load_spec(attrs["data"])
+            X, y = ds.X, ds.y
+        if X is not None:
+            X = check_X(X)
+            y = check_y(y, X.shape[0])
+            if fingerprint(X, y) != attrs["fingerprint"]:
+                raise ValueError(f"the data given to resume {out} differ from the data the run started with")
+        if finished:
+            store.close()
+            from .diagnostics import open_run
+
+            return open_run(store.path)
+    except BaseException:
+        store.close()
+        raise
+    return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block))
+
+
+def check_states(states, cfg: SamplerConfig, p: int, n, n_draws: int, where: str = "the checkpoint") -> None:
+    """Check chain states read back from a checkpoint before any worker runs them: the fields, shapes and
+    dtypes :func:`run_segment` expects for ``cfg.method``, finite parameters, valid random-generator states,
+    and an iteration count equal to the committed draws (unless the chain stopped). Raises RunDamaged."""
+    def bad(c, what):
+        return RunDamaged(f"{where}: the state of chain {c} is malformed ({what}); daskgp repair cannot "
+                          "rebuild it: sample the run again")
+
+    if not isinstance(states, list) or len(states) != cfg.n_chains:
+        raise RunDamaged(f"{where}: expected {cfg.n_chains} chain states, found "
+                         f"{len(states) if isinstance(states, list) else type(states).__name__}")
+
+    def array(v, shape, kind="f"):
+        return (isinstance(v, np.ndarray) and v.dtype.kind == kind and v.shape == shape
+                and (kind != "f" or np.all(np.isfinite(v))))
+
+    def number(v, positive=False):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and \
+            (not positive or v > 0)
+
+    for c, st in enumerate(states):
+        common = {"phi": (p,), "rng": None, "t": None, "stopped": None}
+        extra = ({"alpha_frozen", "grads", "posterior"} if cfg.method == "sgld" else
+                 {"logp", "scale", "chol", "adapt_draws", "adapt_accepted"})
+        if not isinstance(st, dict) or set(st) != set(common) | extra:
+            raise bad(c, f"fields {sorted(st) if isinstance(st, dict) else type(st).__name__}")
+        if not array(st["phi"], (p,)):
+            raise bad(c, "phi")
+        if not (type(st["t"]) is int and 0 <= st["t"] <= cfg.n_iter) or \
+                (st["stopped"] is None and st["t"] != n_draws):
+            raise bad(c, f"iteration {st['t']!r} for {n_draws} committed draws")
+        if not (st["stopped"] is None or isinstance(st["stopped"], str)):
+            raise bad(c, "stopped")
+        rngs = [st["rng"]]
+        if cfg.method == "sgld":
+            post = st["posterior"]
+            if not (st["alpha_frozen"] is None or number(st["alpha_frozen"], positive=True)):
+                raise bad(c, "alpha_frozen")
+            if not array(st["grads"], (cfg.batch, p)):
+                raise bad(c, "grads")
+            if not (isinstance(post, dict) and set(post) == {"probes", "x0", "rng"}):
+                raise bad(c, "posterior")
+            for key, cols in (("probes", cfg.n_probes), ("x0", cfg.n_probes + 1)):
+                if post[key] is not None and not array(post[key], (n, cols)):
+                    raise bad(c, f"posterior {key}")
+            rngs.append(post["rng"])
+        else:
+            k = cfg.adapt
+            if not (number(st["logp"]) and number(st["scale"], positive=True) and array(st["chol"], (p, p))
+                    and array(st["adapt_draws"], (k, p)) and array(st["adapt_accepted"], (k,), "b")):
+                raise bad(c, "MH proposal or adaptation state")
+        for r in rngs:
+            try:
+                rng_from_state(r)
+            except ValueError as e:
+                raise bad(c, str(e)) from None
 
 
 def _running_rhat(history: dict[str, list]) -> float | None:
@@ -398,8 +475,11 @@ def _running_rhat(history: dict[str, list]) -> float | None:
 def _drive(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, client, hooks):
     from .cluster import borrowed_client
 
-    with borrowed_client(client) as client:
-        _loop(store, X, y, cfg, M, ckpt, names, client, hooks)
+    try:
+        with borrowed_client(client) as client:
+            _loop(store, X, y, cfg, M, ckpt, names, client, hooks)
+    finally:
+        store.close()  # releases the run; a new run that committed nothing is deleted
     from .diagnostics import open_run
 
     return open_run(store.path)
@@ -461,7 +541,7 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
                 for c in range(C):
                     if chain_states[c].get("stopped") and str(c) not in messages:
                         messages[str(c)] = chain_states[c]["stopped"]
-                post, stats = _block_arrays(recs, n, names)
+                post, stats = _block_arrays(recs, n, names, cfg.method)
                 elapsed = elapsed0 + time.perf_counter() - t_start - (control.paused_seconds - paused0)
                 store.append(post, stats, {"states": chain_states, "elapsed": elapsed, "messages": messages})
                 for nm in names:
@@ -479,35 +559,31 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
 
 def _history(store: DrawStore, names) -> dict[str, list]:
     """The committed draws (natural units) and warmup flags of a resumed run, as the first history block."""
-    import xarray as xr
-
-    dt = xr.open_datatree(store.path, engine="zarr", consolidated=False)
-    post, stats = dt["posterior"].to_dataset(), dt["sample_stats"].to_dataset()
-    return {**{nm: [post[nm].values] for nm in names}, "warmup": [stats["warmup"].values.astype(bool)]}
+    data = store.committed().data
+    return {**{nm: [data["posterior"][nm]] for nm in names}, "warmup": [data["sample_stats"]["warmup"]]}
 
 
-def _block_arrays(recs: list[dict], n: int, names) -> tuple[dict, dict]:
-    """Per-chain records (a stopped chain's are short) → (chains, n) arrays; missing draws are NaN in the
-    posterior and flagged as warmup."""
+# the per-iteration records of each method and their dtypes: every block stores the same arrays
+RECORDS = {"sgld": {"step": float, "frozen": bool, "ratio": float, "cg_iterations": float, "n_products": float,
+                    "seconds": float, "warmup": bool},
+           "mh": {"accepted": bool, "logp": float, "scale": float, "seconds": float, "warmup": bool}}
+
+
+def _block_arrays(recs: list[dict], n: int, names, method: str) -> tuple[dict, dict]:
+    """Per-chain records (a stopped chain's are short, or empty) → (chains, n) arrays of the method's
+    records; missing draws are NaN in the posterior and True in flags (a stopped chain counts as warmup)."""
     C = len(recs)
     p = len(names)
     phi = np.full((C, n, p), np.nan)
-    keys = sorted({k for r in recs for k in r if k != "phi"})
-    stats = {}
     for c, r in enumerate(recs):
-        k = len(r["phi"])
-        phi[c, :k] = r["phi"]
-    for key in keys:
-        sample = next(r[key] for r in recs if key in r)
-        dtype = bool if np.asarray(sample).dtype == bool else float
-        fill = True if dtype is bool else np.nan
-        arr = np.full((C, n), fill, dtype=dtype)
+        phi[c, :len(r["phi"])] = r["phi"]
+    stats = {}
+    for key, dtype in RECORDS[method].items():
+        arr = np.full((C, n), True if dtype is bool else np.nan, dtype=dtype)
         for c, r in enumerate(recs):
             if key in r:
                 arr[c, :len(r[key])] = r[key]
         stats[key] = arr
-    if "warmup" not in stats:
-        stats["warmup"] = np.ones((C, n), dtype=bool)
     stats["diverged"] = np.isnan(phi[:, :, 0])
     post = {nm: np.exp(phi[:, :, j]) for j, nm in enumerate(names)}
     return post, stats

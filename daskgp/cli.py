@@ -100,6 +100,13 @@ def _print_summary(dt, psrf: bool = False) -> None:
         print(table.round(4).to_string())
     for c, msg in sorted(dt.attrs.get("messages", {}).items()):
         print(f"chain {c} stopped: {msg}")
+    if dt.attrs.get("writer"):
+        print(f"note: {dt.attrs['writer']}: this summary covers the {dt.attrs['n_draws']} draws per chain "
+              "committed so far")
+    if dt.attrs.get("salvaged"):
+        sv = dt.attrs["salvaged"]
+        print(f"note: 'daskgp repair --salvage' cut this run back from {sv['committed_draws']} to "
+              f"{sv['kept_draws']} draws per chain (damage: {sv['damage'][0]}); it cannot be resumed")
     for note in notes:
         print(f"note: {note}")
     worst = float(table["r_hat"].max())
@@ -115,16 +122,21 @@ def _print_summary(dt, psrf: bool = False) -> None:
 
 def _sample(args) -> int:
     from .chains import resume, sample
+    from .checkpoint import check_new_run_path, read_committed
     from .cluster import close_client, get_client
+    from .runlock import RunLocked
 
     ds = spec = None
+    replaced = None  # the folder a new run replaces once its first block is committed (by inode)
     if args.resume:
-        from .checkpoint import read_checkpoint
-
         out = args.resume
         if not os.path.isdir(out):
             raise FileNotFoundError(f"no run to resume at {out}")
-        read_checkpoint(out)  # before starting a cluster: is it a run at all?
+        lock = read_committed(out).lock  # before starting a cluster: a run, intact, and free?
+        if lock is not None and lock.state != "stale":
+            raise RunLocked(f"{out} cannot be resumed: {lock.describe()}")
+        if lock is not None:
+            print(f"daskgp: note: {lock.describe()}; taking over its lock", file=sys.stderr)
     else:
         if args.out is None:
             raise ValueError("--out run.zarr is required (or --resume run.zarr)")
@@ -133,8 +145,10 @@ def _sample(args) -> int:
             v = getattr(args, name)
             if v is not None and v < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
-        if os.path.exists(out) and not args.overwrite:
+        if os.path.lexists(out) and not args.overwrite:
             raise FileExistsError(f"{out} exists: resume it with --resume {out}, or pass --overwrite")
+        check_new_run_path(out, args.overwrite)  # only a daskgp run is ever overwritten
+        replaced = os.stat(out).st_ino if os.path.lexists(out) else None
         ds, spec = _dataset(args)
     client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
     n_workers = len(client.scheduler_info()["workers"])
@@ -155,14 +169,19 @@ def _sample(args) -> int:
         for name in ("distributed", "tornado", "asyncio"):  # a torn-down cluster logs broken comms
             logging.getLogger(name).setLevel(logging.CRITICAL)
         close_client(client)
-        from .checkpoint import read_checkpoint
+        from .checkpoint import RunError, read_checkpoint
 
-        try:
-            n = read_checkpoint(out)["n_draws"]
-        except FileNotFoundError:
+        try:  # a new run that never committed left the folder it was to replace as it was
+            n = read_checkpoint(out)["n_draws"] if os.stat(out).st_ino != replaced else 0
+        except (OSError, RunError):
             n = 0
-        print(f"\ndaskgp: interrupted; {n} draws per chain are saved in {out}; continue with "
-              f"'daskgp sample --resume {out}'", file=sys.stderr)
+        if n:
+            print(f"\ndaskgp: interrupted; {n} draws per chain are saved in {out}; continue with "
+                  f"'daskgp sample --resume {out}'", file=sys.stderr)
+        else:
+            kept = f"; the run that was at {out} is unchanged" if replaced is not None else ""
+            print(f"\ndaskgp: interrupted before the first block was committed: nothing was saved{kept}",
+                  file=sys.stderr)
         return 130
     except BaseException:
         close_client(client)
@@ -194,6 +213,14 @@ def _summary(args) -> int:
     if not os.path.isdir(args.run):
         raise FileNotFoundError(f"no run at {args.run}")
     _print_summary(open_run(args.run), psrf=args.psrf)
+    return 0
+
+
+def _repair(args) -> int:
+    from .checkpoint import repair
+
+    for line in repair(args.run, salvage=args.salvage, force=args.force):
+        print(line)
     return 0
 
 
@@ -244,6 +271,7 @@ def _read_features(path, est) -> np.ndarray:
 
 
 def _sgpr(args) -> int:
+    from ._files import replaced_atomically
     from .chains import fingerprint
     from .cluster import close_client, get_client
     from .datasets import train_test
@@ -278,9 +306,8 @@ def _sgpr(args) -> int:
     printer = _bound_printer(args.max_iter)
 
     def checkpoint(theta, trace):  # atomically, every iteration: an interruption loses at most one
-        tmp = f"{ckpt}.tmp.npz"
-        np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(previous + list(trace)), key=key)
-        os.replace(tmp, ckpt)
+        with replaced_atomically(ckpt, suffix=".npz") as tmp:
+            np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(previous + list(trace)), key=key)
 
     client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
     try:
@@ -307,9 +334,8 @@ def _sgpr(args) -> int:
     res.attrs.update(dataset=ds.name, target=ds.target_name, test_rmse=rmse, mean_predictor_rmse=rmse_mean,
                      n_test=len(yte), seed=args.seed, test_fraction=args.test_fraction,
                      daskgp_version=__version__)
-    tmp = f"{args.out}.tmp"
-    res.to_netcdf(tmp)
-    os.replace(tmp, args.out)  # a finished file or none
+    with replaced_atomically(args.out) as tmp:  # a finished file or none
+        res.to_netcdf(tmp)
     if os.path.exists(ckpt):
         os.remove(ckpt)
     print(f"bound {est.bound_:.1f} nats after {est.fit_info_['n_iterations']} iterations "
@@ -447,6 +473,14 @@ def _parser() -> argparse.ArgumentParser:
     su.add_argument("run", help="a run written by 'daskgp sample' (run.zarr)")
     su.add_argument("--psrf", action="store_true", help="also print the PSRF evolution")
     su.set_defaults(func=_summary)
+
+    rp = sub.add_parser("repair", help="mend a run after a crash (stale lock, torn append, bad checkpoint)")
+    rp.add_argument("run", help="a run written by 'daskgp sample' (run.zarr)")
+    rp.add_argument("--salvage", action="store_true",
+                    help="cut a run with damaged draws back to its intact blocks (no resume after that)")
+    rp.add_argument("--force", action="store_true",
+                    help="clear a lock from another host or an unreadable one (if nothing writes the run)")
+    rp.set_defaults(func=_repair)
 
     pr = sub.add_parser("predict", help="posterior predictive of a run at new inputs")
     pr.add_argument("run", help="a run written by 'daskgp sample' (run.zarr)")

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from sklearn.preprocessing import StandardScaler
 
+from ._files import replaced_atomically
 from ._validation import check_X, check_y
 
 __all__ = ["Dataset", "load", "load_csv", "load_spec", "train_test", "images", "DATASETS", "data_dirs",
@@ -115,9 +116,8 @@ def _download(name: str, dest: Path) -> Path:
     except ImportError as e:
         raise FileNotFoundError(f"downloaded {name} but could not read it: {e}") from None
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".tmp")
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, dest)
+    with replaced_atomically(dest) as tmp:
+        df.to_csv(tmp, index=False)
     return dest
 
 

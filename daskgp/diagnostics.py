@@ -5,7 +5,7 @@
 * :func:`psrf_evolution` — R-hat on growing prefixes of the chains: median and 97.5% quantile across
   parameters, as in the paper's figures (ArviZ has no R-hat evolution plot).
 * :func:`summary` — ArviZ's summary table plus seconds per effective sample.
-* :func:`open_run` — a run written by :mod:`daskgp.chains` (repaired, loaded, attributes decoded);
+* :func:`open_run` — a run written by :mod:`daskgp.chains` (committed draws, verified, read-only);
   :func:`post_warmup` — its sampling-phase draws (after every chain froze its step size / stopped adapting),
   without chains that diverged; :func:`run_summary` — the summary of a run on disk.
 """
@@ -68,25 +68,15 @@ def summary(dt, seconds: float | None = None) -> pd.DataFrame:
 def open_run(path) -> xr.DataTree:
     """The run at ``path`` as an ArviZ DataTree in memory: posterior (chain, draw) in natural units,
     sample_stats, and attrs with the decoded configuration plus 'elapsed' (wall seconds so far),
-    'n_draws' (committed draws per chain) and 'messages' ({chain: why it stopped})."""
-    import json
+    'n_draws' (committed draws per chain), 'messages' ({chain: why it stopped}) and 'writer' (what holds
+    the run while it is being written, else None).
 
-    from .checkpoint import read_checkpoint, repair
+    Reads only, and only the committed draws, each block checked against its digest: safe beside a running
+    writer. Raises FileNotFoundError, or :class:`daskgp.checkpoint.RunError` with one line saying what is
+    damaged and what ``daskgp repair`` can do."""
+    from .checkpoint import read_run
 
-    path = str(path).rstrip("/")
-    try:
-        repair(path)
-        ckpt = read_checkpoint(path)
-        dt = xr.open_datatree(path, engine="zarr", consolidated=False).load()
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"{path} is not a readable daskgp run: {e}") from None
-    attrs = {k: json.loads(v) if isinstance(v, str) else v for k, v in dt.attrs.items()}
-    attrs.update(elapsed=float(ckpt["elapsed"]), n_draws=int(ckpt["n_draws"]),
-                 messages={str(k): v for k, v in ckpt.get("messages", {}).items()})
-    dt.attrs = attrs
-    return dt
+    return read_run(path)
 
 
 def post_warmup(dt) -> tuple[xr.DataTree, list[str]]:

@@ -26,10 +26,20 @@ __all__ = ["StepSchedule", "SGLD", "SGLDState", "SGLDResult", "sgld", "RandomWal
            "random_walk_mh", "rng_from_state"]
 
 
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
+
+
 def rng_from_state(state: dict) -> np.random.Generator:
-    """A Generator continuing exactly from ``bit_generator.state`` (a plain dict, storable as JSON)."""
-    bg = getattr(np.random, state["bit_generator"])()
-    bg.state = state
+    """A Generator continuing exactly from ``bit_generator.state`` (a plain dict, storable as JSON).
+    Raises ValueError for anything but the state of one of numpy's bit generators."""
+    name = state.get("bit_generator") if isinstance(state, dict) else None
+    if name not in _BIT_GENERATORS:
+        raise ValueError(f"not a numpy random generator state (bit_generator {name!r})")
+    bg = getattr(np.random, name)()
+    try:
+        bg.state = state
+    except (TypeError, ValueError, KeyError, OverflowError) as e:
+        raise ValueError(f"malformed {name} state: {e}") from None
     return np.random.Generator(bg)
 
 

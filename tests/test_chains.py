@@ -8,7 +8,7 @@ import xarray as xr
 import zarr
 
 from daskgp.chains import SamplerConfig, check_method_fits, resume, sample
-from daskgp.checkpoint import checkpoint_path, read_checkpoint
+from daskgp.checkpoint import CHECKPOINT, read_checkpoint, repair
 from daskgp.diagnostics import open_run, post_warmup, run_summary
 
 pytestmark = pytest.mark.cluster
@@ -52,17 +52,24 @@ def test_interrupted_then_resumed_equals_uninterrupted(concrete, client, tmp_pat
         resume(part, X=X, y=y + 1.0, client=client)
 
 
-def test_torn_append_is_repaired_to_the_committed_draws(concrete, client, tmp_path):
+def test_torn_append_is_read_as_the_committed_draws_and_repaired_on_disk(concrete, client, tmp_path):
     X, y = concrete.X[:150], concrete.y[:150]
     out = str(tmp_path / "run.zarr")
     sample(X, y, out=out, client=client, method="mh", n_chains=2, n_iter=60, checkpoint_every=20, seed=1)
     # simulate a crash half-way through an append: one array grew, the others did not
-    arr = zarr.open_group(out, mode="r+")["posterior"]["noise"]
+    arr = zarr.open_group(out, mode="r+", use_consolidated=False)["posterior"]["noise"]
     arr.resize((2, 80))
+    arr[:, 60:] = 7.0
     with pytest.raises(ValueError):
         xr.open_datatree(out, engine="zarr", consolidated=False).load()
-    dt = open_run(out)
+    dt = open_run(out)  # the committed prefix, cut in memory: the store is not written
     assert dt["posterior"].sizes["draw"] == 60 and np.all(np.isfinite(dt["posterior"]["noise"].values))
+    assert zarr.open_group(out, mode="r", use_consolidated=False)["posterior"]["noise"].shape == (2, 80)
+    actions = repair(out)
+    assert len(actions) == 1 and "trimmed a torn append" in actions[0] and "posterior/noise" in actions[0]
+    assert zarr.open_group(out, mode="r", use_consolidated=False)["posterior"]["noise"].shape == (2, 60)
+    assert xr.open_datatree(out, engine="zarr")["posterior"].sizes["draw"] == 60
+    assert "nothing to repair" in repair(out)[0]
 
 
 def test_existing_output_is_not_overwritten_silently(concrete, client, tmp_path):
@@ -129,7 +136,7 @@ def test_short_mh_and_sgld_agree_on_concrete(concrete, client, tmp_path):
     assert ((t_sg["sd"] / t_mh["sd"]).between(0.6, 1.6)).all(), (t_sg, t_mh)
     assert np.isfinite(t_sg["sec_per_ess"]).all() and (t_sg["sec_per_ess"] > 0).all()
     assert sg["sample_stats"]["frozen"].values[:, -1].all()
-    assert os.path.exists(checkpoint_path(str(tmp_path / "sgld.zarr")))
+    assert os.path.exists(os.path.join(tmp_path, "sgld.zarr", CHECKPOINT))
 
 
 def test_run_control_pauses_stops_and_the_run_resumes(concrete, client, tmp_path):

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from daskgp.checkpoint import checkpoint_path, read_checkpoint
+from daskgp.checkpoint import CHECKPOINT, read_checkpoint
 from daskgp.cli import main
 
 SHARED = os.environ.get("DASKGP_DATA", "")
@@ -42,7 +42,7 @@ def test_sample_summary_predict_end_to_end(small_csv, tmp_path):
     for name in ("variance", "lengthscale", "noise"):
         assert name in r.stdout
     assert "ess_bulk" in r.stdout and "sec_per_ess" in r.stdout
-    dt = xr.open_datatree(run, engine="zarr", consolidated=False)
+    dt = xr.open_datatree(run, engine="zarr")
     assert dict(dt["posterior"].sizes) == {"chain": 2, "draw": 300}
     r = _cli("summary", run, "--psrf")
     assert r.returncode == 0 and "PSRF evolution" in r.stdout, r.stderr
@@ -67,7 +67,7 @@ def test_ctrl_c_keeps_the_checkpoint_and_resume_completes(small_csv, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "daskgp.cli", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     deadline = time.time() + 240
-    while not os.path.exists(checkpoint_path(run)) and time.time() < deadline and proc.poll() is None:
+    while not os.path.exists(os.path.join(run, CHECKPOINT)) and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGINT)
@@ -79,7 +79,7 @@ def test_ctrl_c_keeps_the_checkpoint_and_resume_completes(small_csv, tmp_path):
     assert 100 <= n < 600 and n % 100 == 0
     r = _cli("sample", "--resume", run)
     assert r.returncode == 0, r.stderr
-    dt = xr.open_datatree(run, engine="zarr", consolidated=False)
+    dt = xr.open_datatree(run, engine="zarr")
     np.testing.assert_array_equal(dt["posterior"]["draw"].values, np.arange(600))
     assert np.all(np.isfinite(dt["posterior"]["noise"].values))
 
@@ -106,9 +106,9 @@ def _bad_csvs(folder):
     (["sample", "--out", "{tmp}/r.zarr", "--scheduler", "tcp://127.0.0.1:9", "--timeout", "1"],
      "cannot reach the dask scheduler"),
     (["sample", "--resume", "{tmp}/nothing.zarr"], "no run to resume"),
-    (["sample", "--resume", "{tmp}/exists"], "has no checkpoint"),
+    (["sample", "--resume", "{tmp}/exists"], "is not a daskgp run"),
     (["summary", "{tmp}/nothing.zarr"], "no run at"),
-    (["summary", "{tmp}/exists"], "has no checkpoint"),
+    (["summary", "{tmp}/exists"], "is not a daskgp run"),
     (["predict", "{tmp}/nothing.zarr", "--x", "a.csv", "--out", "p.csv"], "no run at"),
     (["predict", "{tmp}/exists"], "required"),
 ])
