@@ -31,14 +31,14 @@ import numpy as np
 
 from . import __version__
 from ._validation import check_positive, check_X, check_y
-from .checkpoint import DrawStore, RunDamaged, check_new_run_path
+from .checkpoint import DrawStore, RunDamaged, RunLocked, check_appendable, check_new_run_path, read_committed
 from .kernels import make_kernel
 from .marginal import max_exact_n
 from .mcmc import SGLD, MHState, RandomWalkMH, SGLDState, StepSchedule, rng_from_state
 from .posterior import GPPosterior, exact_log_posterior, subset_map
 from .priors import GammaPrior
 
-__all__ = ["SamplerConfig", "sample", "resume", "fingerprint", "RunControl", "RunStopped"]
+__all__ = ["SamplerConfig", "sample", "resume", "check_resumable", "fingerprint", "RunControl", "RunStopped"]
 
 METHODS = ("sgld", "mh")
 
@@ -363,12 +363,7 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
     store, ckpt = DrawStore.open(out)
     try:
         attrs = store.attrs()
-        try:
-            cfg = SamplerConfig.from_dict(attrs["config"])
-            names, M = list(attrs["param_names"]), np.array(attrs["M"], dtype=float)
-        except (KeyError, TypeError, ValueError) as e:
-            raise RunDamaged(f"{store.path}/zarr.json: the run's configuration is malformed ({e})") from None
-        check_states(ckpt["states"], cfg, len(names), attrs.get("n"), ckpt["n_draws"], store.path)
+        cfg, names, M = _resume_plan(attrs, ckpt, store.path)
         finished = store.n_draws >= cfg.n_iter
         if X is None and not finished:
             from .datasets import load_spec
@@ -389,6 +384,29 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
         store.close()
         raise
     return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block))
+
+
+def _resume_plan(attrs: dict, ckpt: dict, where: str) -> tuple[SamplerConfig, list[str], np.ndarray]:
+    """The configuration, parameter names and preconditioner of a run to continue, after checking that it
+    can be continued (not salvaged, every chain state well formed)."""
+    check_appendable(where, ckpt)
+    try:
+        cfg = SamplerConfig.from_dict(attrs["config"])
+        names, M = list(attrs["param_names"]), np.array(attrs["M"], dtype=float)
+    except (KeyError, TypeError, ValueError) as e:
+        raise RunDamaged(f"{where}/zarr.json: the run's configuration is malformed ({e})") from None
+    check_states(ckpt["states"], cfg, len(names), attrs.get("n"), ckpt["n_draws"], where)
+    return cfg, names, M
+
+
+def check_resumable(path):
+    """Everything :func:`resume` checks before it runs a chain — an intact run, no live writer, well-formed
+    chain states — reading only (no lock is taken). Returns (the run's committed content, its config)."""
+    c = read_committed(path)
+    if c.lock is not None and c.lock.state != "stale":
+        raise RunLocked(f"{c.path} cannot be resumed: {c.lock.describe()}")
+    cfg, _, _ = _resume_plan(c.attrs, c.checkpoint, c.path)
+    return c, cfg
 
 
 def check_states(states, cfg: SamplerConfig, p: int, n, n_draws: int, where: str = "the checkpoint") -> None:
@@ -564,8 +582,8 @@ def _history(store: DrawStore, names) -> dict[str, list]:
 
 
 # the per-iteration records of each method and their dtypes: every block stores the same arrays
-RECORDS = {"sgld": {"step": float, "frozen": bool, "ratio": float, "cg_iterations": float, "n_products": float,
-                    "seconds": float, "warmup": bool},
+RECORDS = {"sgld": {"step": float, "frozen": bool, "ratio": float, "cg_iterations": float,
+                    "n_products": float, "seconds": float, "warmup": bool},
            "mh": {"accepted": bool, "logp": float, "scale": float, "seconds": float, "warmup": bool}}
 
 

@@ -53,7 +53,8 @@ from ._files import write_atomically
 from .runlock import LOCK_NAME, LockInfo, RunLocked, acquire, lock_info, release
 
 __all__ = ["DrawStore", "Committed", "RunError", "RunDamaged", "RunLocked", "read_committed", "read_run",
-           "repair", "check_new_run_path", "encode", "decode", "CHECKPOINT", "PREVIOUS", "FORMAT", "KIND"]
+           "read_checkpoint", "repair", "check_new_run_path", "check_appendable", "encode", "decode",
+           "CHECKPOINT", "PREVIOUS", "FORMAT", "KIND"]
 
 FORMAT = 2
 KIND = "gp-hyperparameter-chains"
@@ -353,11 +354,15 @@ class Committed:
     lock: LockInfo | None
 
 
+_NO_REBUILD = "daskgp repair cannot rebuild it: sample the run again"
+
+
 @dataclass
 class _Damage:
     key: str
     first_bad: int  # first draw that cannot be trusted
     text: str
+    fix: str | None = None  # what to do, when not a salvage of the draws before first_bad
 
 
 def _block_starts(ends: list[int]) -> list[int]:
@@ -380,7 +385,15 @@ def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
     try:
         root = zarr.open_group(path, mode="r", use_consolidated=False)  # each array's own metadata
     except Exception as e:  # any failure of the metadata is damage, named below
-        return data, [_Damage("zarr.json", 0, f"{path}/zarr.json is unreadable ({type(e).__name__})")]
+        return data, [_Damage("zarr.json", 0, f"{path}/zarr.json is unreadable ({type(e).__name__})",
+                              _NO_REBUILD)]
+    for g in GROUPS:
+        try:
+            ok = isinstance(root[g], zarr.Group)
+        except Exception:
+            ok = False
+        if not ok:
+            damage.append(_Damage(g, 0, f"{path}/{g}/zarr.json is missing or unreadable", _NO_REBUILD))
     for key, digests in ckpt["digests"].items():
         where = f"{path}/{key}"
         group, name = key.split("/")
@@ -390,7 +403,7 @@ def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
                 raise TypeError("not an array")
         except Exception as e:
             damage.append(_Damage(key, 0, f"{where} is missing or its metadata is unreadable "
-                                          f"({type(e).__name__})"))
+                                          f"({type(e).__name__})", _NO_REBUILD))
             continue
         have = arr.shape[-1] if arr.ndim else 0
         if have < n:
@@ -430,11 +443,12 @@ def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
 
 
 def _damage_message(path: str, damage: list[_Damage], ends: list[int]) -> str:
-    first = min(damage, key=lambda d: d.first_bad)
+    first = min(damage, key=lambda d: (d.fix is None, d.first_bad))  # unrepairable metadata first
     keep = max([e for e in ends if e <= first.first_bad], default=0)
     more = f" (and {len(damage) - 1} more damaged arrays)" if len(damage) > 1 else ""
-    fix = (f"'daskgp repair {path} --salvage' keeps the {keep} intact draws per chain (the run can then no "
-           "longer be resumed)" if keep else "no intact draws remain: sample the run again")
+    salvage = (f"'daskgp repair {path} --salvage' keeps the {keep} intact draws per chain (the run can then "
+               "no longer be resumed)" if keep else "no intact draws remain: sample the run again")
+    fix = first.fix or salvage
     return f"{first.text}{more}; {fix}"
 
 
@@ -488,6 +502,12 @@ def read_run(path):
     return dt
 
 
+def check_appendable(path, ckpt: dict) -> None:
+    """Refuse to continue a run that ``daskgp repair --salvage`` cut back (its chain states are gone)."""
+    if ckpt.get("salvaged"):
+        raise RunError(f"{path} was cut back by 'daskgp repair --salvage' and cannot be resumed")
+
+
 # ------------------------------------------------------------------------------------------ the writer
 class DrawStore:
     """Writes the (chain, draw) blocks of one run; the only code that changes a run besides :func:`repair`.
@@ -533,10 +553,8 @@ class DrawStore:
         _check_is_run(path)
         took_over = acquire(path)
         try:
-            c = read_committed(path)
-            ckpt = c.checkpoint
-            if ckpt.get("salvaged"):
-                raise RunError(f"{path} was cut back by 'daskgp repair --salvage' and cannot be resumed")
+            ckpt = read_committed(path).checkpoint
+            check_appendable(path, ckpt)
             store = cls(path, ckpt["chunk"])
             store.n_draws, store.block_ends = ckpt["n_draws"], list(ckpt["block_ends"])
             store.digests = {k: list(v) for k, v in ckpt["digests"].items()}
@@ -716,6 +734,8 @@ def repair(path, *, salvage: bool = False, force: bool = False) -> list[str]:
 
 
 def _salvaged(path: str, ckpt: dict, damage: list[_Damage]) -> dict:
+    if any(d.fix for d in damage):
+        raise RunDamaged(_damage_message(path, damage, ckpt["block_ends"]))
     first = min(d.first_bad for d in damage)
     keep = [e for e in ckpt["block_ends"] if e <= first]
     if not keep:

@@ -121,10 +121,9 @@ def _print_summary(dt, psrf: bool = False) -> None:
 
 
 def _sample(args) -> int:
-    from .chains import resume, sample
-    from .checkpoint import check_new_run_path, read_committed
+    from .chains import check_resumable, resume, sample
+    from .checkpoint import check_new_run_path
     from .cluster import close_client, get_client
-    from .runlock import RunLocked
 
     ds = spec = None
     replaced = None  # the folder a new run replaces once its first block is committed (by inode)
@@ -132,11 +131,15 @@ def _sample(args) -> int:
         out = args.resume
         if not os.path.isdir(out):
             raise FileNotFoundError(f"no run to resume at {out}")
-        lock = read_committed(out).lock  # before starting a cluster: a run, intact, and free?
-        if lock is not None and lock.state != "stale":
-            raise RunLocked(f"{out} cannot be resumed: {lock.describe()}")
-        if lock is not None:
-            print(f"daskgp: note: {lock.describe()}; taking over its lock", file=sys.stderr)
+        run, cfg = check_resumable(out)  # before starting a cluster: intact, free, states well formed
+        if run.checkpoint["n_draws"] >= cfg.n_iter:
+            from .diagnostics import open_run
+
+            print(f"daskgp: {out} is complete ({run.checkpoint['n_draws']} draws per chain)", file=sys.stderr)
+            _print_summary(open_run(out))
+            return 0
+        if run.lock is not None:
+            print(f"daskgp: note: {run.lock.describe()}; taking over its lock", file=sys.stderr)
     else:
         if args.out is None:
             raise ValueError("--out run.zarr is required (or --resume run.zarr)")

@@ -67,7 +67,8 @@ def test_ctrl_c_keeps_the_checkpoint_and_resume_completes(small_csv, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "daskgp.cli", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     deadline = time.time() + 240
-    while not os.path.exists(os.path.join(run, CHECKPOINT)) and time.time() < deadline and proc.poll() is None:
+    committed = os.path.join(run, CHECKPOINT)
+    while not os.path.exists(committed) and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGINT)
