@@ -34,7 +34,6 @@ damaged back to its intact prefix (which can then no longer be resumed).
 
 from __future__ import annotations
 
-import base64
 import glob
 import hashlib
 import json
@@ -50,6 +49,7 @@ import numpy as np
 import zarr
 
 from ._files import write_atomically
+from .plaindata import decode, encode
 from .runlock import LOCK_NAME, LockInfo, RunLocked, acquire, lock_info, release
 
 __all__ = ["DrawStore", "Committed", "RunError", "RunDamaged", "RunLocked", "read_committed", "read_run",
@@ -75,58 +75,6 @@ class RunDamaged(RunError):
     """Part of a run on disk is missing, torn or altered."""
 
 
-# ------------------------------------------------------------------------------------------ plain-data codec
-_DTYPES = {"<f8", "<f4", "<i8", "<i4", "|b1", "<u8", "<u4"}
-
-
-def encode(obj):
-    """Chain states and records → JSON-ready data: arrays become {'__ndarray__': base64, 'dtype', 'shape'}
-    (dtypes from a fixed numeric list), non-finite floats {'__float__': 'nan' | 'inf' | '-inf'}."""
-    if isinstance(obj, np.ndarray):
-        a = np.ascontiguousarray(obj)
-        if a.dtype.str not in _DTYPES:
-            raise TypeError(f"cannot store an array of dtype {a.dtype} in a checkpoint")
-        return {"__ndarray__": base64.b64encode(a.tobytes()).decode("ascii"), "dtype": a.dtype.str,
-                "shape": list(a.shape)}
-    if isinstance(obj, dict):
-        if not all(isinstance(k, str) for k in obj):
-            raise TypeError(f"checkpoint keys must be strings, got {list(obj)}")
-        return {k: encode(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [encode(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return encode(obj.item())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return {"__float__": repr(obj)}
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    raise TypeError(f"cannot store a {type(obj).__name__} in a checkpoint")
-
-
-def decode(obj):
-    """The inverse of :func:`encode`; raises ValueError on anything it would not have written."""
-    if isinstance(obj, dict):
-        if "__ndarray__" in obj:
-            if set(obj) != {"__ndarray__", "dtype", "shape"} or obj["dtype"] not in _DTYPES:
-                raise ValueError(f"malformed array entry (keys {sorted(obj)}, dtype {obj.get('dtype')!r})")
-            shape = obj["shape"]
-            if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape)):
-                raise ValueError(f"malformed array shape {shape!r}")
-            raw = base64.b64decode(obj["__ndarray__"], validate=True)
-            dt = np.dtype(obj["dtype"])
-            if len(raw) != math.prod(shape) * dt.itemsize:
-                raise ValueError(f"array data of {len(raw)} bytes does not fill shape {shape}")
-            return np.frombuffer(raw, dtype=dt).reshape(shape).copy()
-        if "__float__" in obj:
-            if set(obj) != {"__float__"} or obj["__float__"] not in ("nan", "inf", "-inf"):
-                raise ValueError(f"malformed float entry {obj!r}")
-            return float(obj["__float__"])
-        return {k: decode(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [decode(v) for v in obj]
-    return obj
-
-
 def _digest(values: np.ndarray) -> str:
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{values.dtype.str}{values.shape}".encode())
@@ -147,7 +95,7 @@ def _root_attributes(path: str) -> dict | None:
             doc = json.loads(f.read().decode("utf-8"))
         attrs = doc.get("attributes", {}) if isinstance(doc, dict) else None
         return attrs if isinstance(attrs, dict) else None
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):  # deep nesting: not metadata
         return None
 
 
@@ -307,15 +255,15 @@ def _read_checkpoint_file(path: str, name: str = CHECKPOINT) -> tuple[dict, byte
         raise RunDamaged(f"{file} cannot be read ({e.strerror})") from None
     try:
         doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         what = "empty" if not raw else "truncated" if raw[:1] == b"{" else "not JSON"
         raise RunDamaged(f"{file} is damaged ({what}: {str(e)[:60]})") from None
     problem = _problem(doc)
     if problem is None:
         try:
             doc["states"] = decode(doc["states"])
-        except (ValueError, TypeError, AttributeError) as e:
-            problem = f"a chain state is malformed: {e}"
+        except (ValueError, TypeError, AttributeError, RecursionError) as e:
+            problem = f"a chain state is malformed: {str(e)[:80]}"
     if problem is not None:
         raise RunDamaged(f"{file} is damaged ({problem})")
     return doc, raw

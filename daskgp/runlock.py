@@ -68,7 +68,7 @@ def lock_info(run_dir) -> LockInfo | None:
         doc = json.loads(raw.decode("utf-8"))
         host, pid, t0 = str(doc["host"]), int(doc["pid"]), float(doc["process_start"])
         started = str(doc.get("started", "?"))
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError):
         return LockInfo(path, "unreadable")
     if host != socket.gethostname():
         return LockInfo(path, "foreign", host, pid, started)

@@ -299,6 +299,7 @@ CHECKPOINT_DAMAGE = {
     "truncated": lambda raw: raw[: len(raw) // 2],
     "garbage": lambda raw: bytes(range(256)) * 8,
     "a list": lambda raw: b"[1, 2, 3]",
+    "deeply nested": lambda raw: b"[" * 100_000 + b"]" * 100_000,
     "no digests": _edit(lambda d: d.pop("digests")),
     "negative count": _edit(lambda d: d.update(n_draws=-5)),
     "digest key leaving the run": _edit(lambda d: d["digests"].update({"../../etc/passwd": ["0", "0"]})),
@@ -445,7 +446,7 @@ def test_a_stale_lock_is_reported_cleared_by_repair_and_a_foreign_one_needs_forc
     assert "cannot be checked from this host" in line and "--force" in line
     assert main(["repair", run, "--force"]) == 0 and lock_info(run) is None
     with open(os.path.join(run, LOCK_NAME), "wb") as f:
-        f.write(b"\x00garbage")
+        f.write(b"[" * 4000)
     assert lock_info(run).state == "unreadable"
     assert "unreadable" in _one_line_error(capsys, main(["sample", "--resume", run]))
 
