@@ -360,9 +360,9 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
     fingerprint stored with the run. A run that is complete is returned as it is (no cluster is started).
     Raises :class:`daskgp.checkpoint.RunError` (one line) when the run is damaged, locked by a live writer
     or cannot be continued."""
-    store, ckpt = DrawStore.open(out)
+    store, committed = DrawStore.open(out)
+    attrs, ckpt = committed.attrs, committed.checkpoint
     try:
-        attrs = store.attrs()
         cfg, names, M = _resume_plan(attrs, ckpt, store.path)
         finished = store.n_draws >= cfg.n_iter
         if X is None and not finished:
@@ -383,7 +383,9 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
     except BaseException:
         store.close()
         raise
-    return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block))
+    history = {**{nm: [committed.data["posterior"][nm]] for nm in names},
+               "warmup": [committed.data["sample_stats"]["warmup"]]}
+    return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block), history)
 
 
 def _resume_plan(attrs: dict, ckpt: dict, where: str) -> tuple[SamplerConfig, list[str], np.ndarray]:
@@ -429,11 +431,11 @@ def check_states(states, cfg: SamplerConfig, p: int, n, n_draws: int, where: str
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and \
             (not positive or v > 0)
 
+    own = ({"alpha_frozen", "grads", "posterior"} if cfg.method == "sgld" else
+           {"logp", "scale", "chol", "adapt_draws", "adapt_accepted"})
+    fields = {"phi", "rng", "t", "stopped"} | own
     for c, st in enumerate(states):
-        common = {"phi": (p,), "rng": None, "t": None, "stopped": None}
-        extra = ({"alpha_frozen", "grads", "posterior"} if cfg.method == "sgld" else
-                 {"logp", "scale", "chol", "adapt_draws", "adapt_accepted"})
-        if not isinstance(st, dict) or set(st) != set(common) | extra:
+        if not isinstance(st, dict) or set(st) != fields:
             raise bad(c, f"fields {sorted(st) if isinstance(st, dict) else type(st).__name__}")
         if not array(st["phi"], (p,)):
             raise bad(c, "phi")
@@ -490,12 +492,16 @@ def _running_rhat(history: dict[str, list]) -> float | None:
     return float(max(az.rhat(ds).values()))
 
 
-def _drive(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, client, hooks):
+def _drive(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, client, hooks,
+           history: dict | None = None):
+    """Run the driver loop on a borrowed client and release the store whatever happens. ``history``: the
+    committed draws and warmup flags of a resumed run ({name: [(chains, draws)]}), for the running R-hat."""
     from .cluster import borrowed_client
 
     try:
         with borrowed_client(client) as client:
-            _loop(store, X, y, cfg, M, ckpt, names, client, hooks)
+            _loop(store, X, y, cfg, M, ckpt, names, client, hooks,
+                  history or {k: [] for k in [*names, "warmup"]})
     finally:
         store.close()  # releases the run; a new run that committed nothing is deleted
     from .diagnostics import open_run
@@ -503,7 +509,7 @@ def _drive(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, cli
     return open_run(store.path)
 
 
-def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, client, hooks) -> None:
+def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, client, hooks, history) -> None:
     """The driver loop: submit each chain's next segment as soon as its last one returns, write every
     complete block in order, commit."""
     progress, control, on_block = hooks
@@ -518,7 +524,6 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
     cfg_dict = asdict(cfg)
     data_key = fingerprint(X, y)
     pending: dict[int, dict[int, dict]] = {}  # block index -> {chain: records}
-    history = _history(store, names) if done0 else {k: [] for k in [*names, "warmup"]}
     futures: dict = {}  # key -> (chain, block, future)
     try:
         from distributed import as_completed
@@ -573,12 +578,6 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
     except BaseException:
         client.cancel([f for _, _, f in futures.values()])
         raise
-
-
-def _history(store: DrawStore, names) -> dict[str, list]:
-    """The committed draws (natural units) and warmup flags of a resumed run, as the first history block."""
-    data = store.committed().data
-    return {**{nm: [data["posterior"][nm]] for nm in names}, "warmup": [data["sample_stats"]["warmup"]]}
 
 
 # the per-iteration records of each method and their dtypes: every block stores the same arrays

@@ -492,16 +492,17 @@ class DrawStore:
         return cls(staging, chunk, final=final)
 
     @classmethod
-    def open(cls, path) -> tuple[DrawStore, dict]:
+    def open(cls, path) -> tuple[DrawStore, Committed]:
         """Reopen a run to continue it: lock it, verify its committed draws, trim a torn append. Returns the
-        store and its checkpoint (RunError / RunLocked with one line when it cannot be continued)."""
+        store and the verified content it continues (RunError / RunLocked with one line when it cannot)."""
         path = _norm(path)
         if not os.path.isdir(path):
             raise FileNotFoundError(f"no run to resume at {path}")
         _check_is_run(path)
         took_over = acquire(path)
         try:
-            ckpt = read_committed(path).checkpoint
+            committed = read_committed(path)
+            ckpt = committed.checkpoint
             check_appendable(path, ckpt)
             store = cls(path, ckpt["chunk"])
             store.n_draws, store.block_ends = ckpt["n_draws"], list(ckpt["block_ends"])
@@ -513,13 +514,7 @@ class DrawStore:
             release(path)
             raise
         store.took_over = took_over
-        return store, ckpt
-
-    def attrs(self) -> dict:
-        return _decoded_attrs(self.path)
-
-    def committed(self) -> Committed:
-        return read_committed(self.path)
+        return store, committed
 
     def append(self, posterior: dict, stats: dict, checkpoint: dict) -> None:
         first = self.n_draws == 0
