@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/sgld_concrete.py
 	$(PY) benchmarks/sgld_house8l.py
 	$(PY) benchmarks/sgpr_flights.py
+	$(PY) benchmarks/run_store.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
