@@ -213,7 +213,8 @@ def _problem(doc) -> str | None:
     if not isinstance(doc, dict):
         return "not a JSON object"
     if doc.get("daskgp_checkpoint") != FORMAT:
-        return f"format {doc.get('daskgp_checkpoint')!r}, expected {FORMAT}"
+        return (f"checkpoint format {doc.get('daskgp_checkpoint')!r}; this daskgp reads format {FORMAT} "
+                "(a newer daskgp may read it)")
 
     def count(v, low):
         return type(v) is int and v >= low
