@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from . import __version__
 from ._validation import check_positive, check_X, check_y
+from ._version import __version__
 from .checkpoint import DrawStore, RunDamaged, RunLocked, check_appendable, check_new_run_path, read_committed
 from .kernels import make_kernel
 from .marginal import max_exact_n

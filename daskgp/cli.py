@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
 
