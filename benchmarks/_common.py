@@ -13,7 +13,7 @@ def start(dataset: str, n_workers: int):
     the ../shared/data folder beside the project."""
     os.environ.setdefault("DASKGP_DATA", str(HERE.parents[0].parent / "shared" / "data"))
     import daskgp
-    from daskgp.cluster import get_client
+    from daskgp.compute.cluster import get_client
 
     ds = daskgp.load(dataset)
     runs = HERE / "runs"

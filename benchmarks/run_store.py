@@ -8,9 +8,9 @@ per chain): n = 1,030 (concrete) over 200 blocks = 20,000 draws per chain, and n
 20 blocks. Sampling itself is not timed: only the store.
 
 Side by side in one run:
-* **daskgp format 2** (:class:`daskgp.checkpoint.DrawStore`): zarr arrays written directly, a BLAKE2b digest
-  per block, consolidated metadata, the checkpoint as JSON (base64 arrays) with the previous one kept, both
-  fsynced; opening = read-only read of the committed prefix with every block verified (:func:`open_run`).
+* **daskgp format 2** (:class:`daskgp.mcmc.runstore.DrawStore`): zarr arrays written directly, a BLAKE2b
+  digest per block, consolidated metadata, the checkpoint as JSON (base64 arrays) with the previous one kept,
+  both fsynced; opening = read-only read of the committed prefix with every block verified (:func:`open_run`).
 * **format 1** (as daskgp wrote runs before): ``xarray.Dataset.to_zarr(append_dim="draw")`` per group and a
   pickled checkpoint, fsynced; opening = ``xr.open_datatree(...).load()`` + ``pickle.load`` (which executes
   whatever the file says: the reason for format 2).
@@ -56,7 +56,7 @@ def _states(rng, n, t):
 
 
 def _format2(folder, n, blocks, rng):
-    from daskgp.checkpoint import DrawStore
+    from daskgp.mcmc.runstore import DrawStore
 
     store = DrawStore.create(os.path.join(folder, "v2.zarr"), {"config": {}, "param_names": NAMES}, B)
     times = []
@@ -118,8 +118,8 @@ def _median_time(fn, repeat=5):
 
 
 def _case(name, n, blocks):
-    from daskgp.checkpoint import CHECKPOINT
-    from daskgp.diagnostics import open_run
+    from daskgp.mcmc.diagnostics import open_run
+    from daskgp.mcmc.runstore import CHECKPOINT
 
     folder = tempfile.mkdtemp(prefix="daskgp-store-bench-")
     try:

@@ -46,9 +46,9 @@ def main(argv=None) -> int:
     ap.add_argument("--resume", action="store_true", help="continue the runs in benchmarks/runs/")
     args = ap.parse_args(argv)
     import daskgp
-    from daskgp.chains import resume, sample
-    from daskgp.cluster import close_client
-    from daskgp.diagnostics import run_summary
+    from daskgp.compute.cluster import close_client
+    from daskgp.mcmc.chains import resume, sample
+    from daskgp.mcmc.diagnostics import run_summary
 
     ds, runs, client = start("concrete", args.workers)
     out = {}

@@ -42,7 +42,7 @@ PAPER_PER_DAY = 10_000
 def _components(X, y, reps: int = 3) -> dict:
     """Seconds of the iteration's building blocks on this (single-threaded worker) process."""
     from daskgp import KernelOperator, make_kernel
-    from daskgp.solvers import PivotedCholesky
+    from daskgp.compute.solvers import PivotedCholesky
 
     op = KernelOperator(X, make_kernel("rbf", lengthscale=2.0), 0.3, mode="local", n_threads=1)
     rng = np.random.default_rng(0)
@@ -98,8 +98,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     import daskgp
-    from daskgp.chains import sample
-    from daskgp.cluster import close_client
+    from daskgp.compute.cluster import close_client
+    from daskgp.mcmc.chains import sample
 
     ds, runs, client = start("house_8L", args.workers)
     try:

@@ -70,7 +70,7 @@ def _time_evaluations(client, Xs, ys, theta, n_chunks: int, reps: int) -> dict:
     """Seconds per bound + gradient evaluation (after one warm-up), and per-worker task seconds."""
     from distributed import get_task_stream
 
-    from daskgp.mapreduce import ChunkedRows
+    from daskgp.sparse.chunks import ChunkedRows
 
     rows = ChunkedRows.from_arrays(client, ys, int(np.ceil(len(ys) / n_chunks)), X=Xs)
     rows.bound_and_grad(theta)  # warm-up: imports and first-touch allocations on the workers
@@ -104,10 +104,10 @@ def main() -> int:
     a = ap.parse_args()
 
     import daskgp
-    from daskgp.cluster import close_client
-    from daskgp.datasets import train_test
-    from daskgp.sgpr import SparseGPRegressor
-    from daskgp.sparse import bound_and_grads
+    from daskgp.compute.cluster import close_client
+    from daskgp.core.datasets import train_test
+    from daskgp.sparse.bound import bound_and_grads
+    from daskgp.sparse.sgpr import SparseGPRegressor
 
     ds = daskgp.load("flights")
     sizes = {"7K": 7000, "70K": 70_000, "full": None}
@@ -148,7 +148,7 @@ def main() -> int:
         scaling["weak_efficiency_half_on_1_vs_full_on_2"] = scaling["1_worker_half"]["seconds_median"] / t2
         result["scaling"] = scaling
         stats = None
-        from daskgp.mapreduce import ChunkedRows
+        from daskgp.sparse.chunks import ChunkedRows
 
         rows = ChunkedRows.from_arrays(client, ys, int(np.ceil(len(ys) / 4)), X=Xs)
         stats = rows.stats(theta)

@@ -1,0 +1,415 @@
+"""The covariance operator K(θ) = k(X, X) + σ²·I, applied blockwise and never materialised.
+
+One product is one pass over row blocks of X. A row block i evaluates its kernel rows K(X_i, X) tile by tile
+(bounded memory) and applies each tile to every column of V at once; a gradient pass also applies the
+derivative blocks ∂K/∂log θ_j in the same pass, reusing each tile for every column and every derivative.
+
+Two backends run the same block function:
+
+* ``local``: a thread pool in this process, no scheduler (chosen for small n);
+* ``distributed``: a ``dask.distributed`` Client, X broadcast to the workers once, V broadcast per product,
+  one task per row block pinned to a worker so that its cached kernel rows stay there.
+
+Caching: while θ is fixed (a whole CG solve), each row block's kernel rows K(X_i, X) are kept where they were
+computed if all blocks fit the memory budget; a product with a different θ drops and replaces them.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from array_api_compat import array_namespace
+
+from ..core.kernels import Kernel
+from ..core.validation import check_positive, check_rhs, check_X
+
+__all__ = ["KernelOperator", "dense_covariance"]
+
+# Worker-process (or this process, for the local backend) cache of kernel row blocks:
+# (operator id, first row) -> (θ key, (rows, n) array). Module level, so it lives in each worker process.
+_CACHE: dict[tuple[str, int], tuple[tuple, object]] = {}
+_CACHE_LOCK = threading.Lock()
+_TILE_ENTRIES = 1 << 22  # 4M entries = 32 MiB per float64 temporary
+
+
+def _drop_cache(op_id: str, keep_memory: bool = False) -> int:
+    """Forget an operator's cached kernel rows: delete them, or only mark them stale so the next product
+    rebuilds them in the same memory."""
+    with _CACHE_LOCK:
+        keys = [k for k in _CACHE if k[0] == op_id]
+        for k in keys:
+            if keep_memory:
+                _CACHE[k] = (None, _CACHE[k][1])
+            else:
+                del _CACHE[k]
+    return len(keys)
+
+
+def _tiles(n: int, rows: int):
+    step = max(256, _TILE_ENTRIES // max(rows, 1))
+    return [(c, min(c + step, n)) for c in range(0, n, step)]
+
+
+# numpy fast path: (rows × cols) tiles small enough to stay in cache, computed in place in a per-thread
+# workspace (fresh large allocations cost more in page faults than the kernel arithmetic itself).
+_TILE_ROWS, _TILE_COLS = 128, 2048
+_WS_NAMES = ("H", "K", "G", "E", "T")
+_local = threading.local()
+
+
+def _workspace(r: int, c: int) -> dict:
+    flat = getattr(_local, "flat", None)
+    if flat is None:
+        flat = _local.flat = {k: np.empty(_TILE_ROWS * _TILE_COLS) for k in _WS_NAMES}
+    return {k: v[: r * c].reshape(r, c) for k, v in flat.items()}
+
+
+def _np_tiles(i0: int, i1: int, n: int):
+    for r0 in range(i0, i1, _TILE_ROWS):
+        for c0 in range(0, n, _TILE_COLS):
+            yield r0, min(r0 + _TILE_ROWS, i1), c0, min(c0 + _TILE_COLS, n)
+
+
+def _is_numpy(*arrays) -> bool:
+    return all(type(a) is np.ndarray for a in arrays)
+
+
+def _row_block_matmul(X, i0, i1, kernel: Kernel, noise, V, op_id, theta_key, use_cache):
+    """(i1-i0, k) rows of K V for the row block X[i0:i1]."""
+    key = (op_id, i0)
+    entry = _CACHE.get(key) if use_cache else None
+    if entry is not None and entry[0] == theta_key:
+        return entry[1] @ V + noise * V[i0:i1, :]
+    if _is_numpy(X, V):
+        n = X.shape[0]
+        full = None
+        if use_cache:  # rebuild in the same memory when θ changed
+            full = entry[1] if entry is not None else np.empty((i1 - i0, n))
+            _CACHE[key] = (None, full)
+        A, B = kernel.augmented(X)
+        out = np.zeros((i1 - i0, V.shape[1]))
+        for r0, r1, c0, c1 in _np_tiles(i0, i1, n):
+            ws = _workspace(r1 - r0, c1 - c0)
+            dest = None if full is None else full[r0 - i0:r1 - i0, c0:c1]
+            K, _, _ = kernel.tile_numpy(A[r0:r1], B[c0:c1], ws, need_g=False, out=dest)
+            if full is None:
+                out[r0 - i0:r1 - i0] += K @ V[c0:c1]
+        if full is not None:
+            out = full @ V
+            _CACHE[key] = (theta_key, full)
+        return out + noise * V[i0:i1, :]
+    # any other array namespace (cupy, array_api_strict): allocate per tile, no cache
+    xp = array_namespace(X, V)
+    Z = kernel.scale(X)
+    Zi = Z[i0:i1, :]
+    out = xp.zeros((i1 - i0, V.shape[1]), dtype=V.dtype)
+    for c0, c1 in _tiles(X.shape[0], i1 - i0):
+        Kt, _, _ = kernel.blocks_from_scaled(Zi, Z[c0:c1, :])
+        out = out + Kt @ V[c0:c1, :]
+    return out + noise * V[i0:i1, :]
+
+
+def _ard_columns(xp, Z, V):
+    """[V, z_1 V, …, z_d V, z_1² V, …, z_d² V], (n, (2d+1)k)."""
+    d = Z.shape[1]
+    return xp.concat([V] + [Z[:, j:j + 1] * V for j in range(d)]
+                     + [Z[:, j:j + 1] ** 2 * V for j in range(d)], axis=1)
+
+
+def _row_block_grads(X, i0, i1, kernel: Kernel, noise, V):
+    """For the row block X[i0:i1]: (KV rows (b, k), dKV rows (p, b, k)), derivatives w.r.t. log θ in the
+    order kernel params..., noise. ∂K/∂log l_j = G ⊙ Δz_j², applied as
+    z_j²⊙(GV) − 2 z_j⊙(G(z_j V)) + G(z_j² V), so ARD costs one wider matrix product."""
+    xp = array_namespace(X, V)
+    n, d = X.shape
+    b, k = i1 - i0, V.shape[1]
+    fast = _is_numpy(X, V)
+    if fast:
+        A, B = kernel.augmented(X)
+        Z = A[:, :d]
+    else:
+        Z = kernel.scale(X)
+    W = _ard_columns(xp, Z, V) if kernel.ard else None
+    KV = xp.zeros((b, k), dtype=V.dtype)
+    acc = xp.zeros((b, W.shape[1] if kernel.ard else k), dtype=V.dtype)
+    if fast:
+        for r0, r1, c0, c1 in _np_tiles(i0, i1, n):
+            ws = _workspace(r1 - r0, c1 - c0)
+            K, G, H = kernel.tile_numpy(A[r0:r1], B[c0:c1], ws, need_g=True)
+            rows = slice(r0 - i0, r1 - i0)
+            KV[rows] += K @ V[c0:c1]
+            if kernel.ard:
+                acc[rows] += G @ W[c0:c1]
+            else:
+                np.multiply(G, H, out=ws["T"])  # G ⊙ (−r²/2); the −2 is applied once below
+                acc[rows] += ws["T"] @ V[c0:c1]
+        if not kernel.ard:
+            acc *= -2.0
+    else:
+        Zi = Z[i0:i1, :]
+        for c0, c1 in _tiles(n, b):
+            Kt, Gt, R2 = kernel.blocks_from_scaled(Zi, Z[c0:c1, :], need_g=True)
+            KV = KV + Kt @ V[c0:c1, :]
+            acc = acc + (Gt @ W[c0:c1, :] if kernel.ard else (Gt * R2) @ V[c0:c1, :])
+    if kernel.ard:
+        GV = acc[:, :k]
+        dl = []
+        for j in range(d):
+            zj = Z[i0:i1, j:j + 1]
+            dl.append(zj * zj * GV - 2.0 * zj * acc[:, (1 + j) * k:(2 + j) * k]
+                      + acc[:, (1 + d + j) * k:(2 + d + j) * k])
+    else:
+        dl = [acc]
+    Vi = V[i0:i1, :]
+    return KV + noise * Vi, xp.stack([KV] + dl + [noise * Vi])
+
+
+def _theta_key(kernel: Kernel, noise: float) -> tuple:
+    return (kernel.name, kernel.ard, *kernel.log_params.tolist(), float(noise))
+
+
+class KernelOperator:
+    """K(θ) = k(X, X) + noise·I as a linear operator, (n, n), never stored.
+
+    Parameters
+    ----------
+    X : (n, d) inputs (numpy; a dask array is computed once).
+    kernel : a :class:`daskgp.core.kernels.Kernel`.
+    noise : σ² > 0, the noise variance added to the diagonal (units of y²).
+    client : a ``dask.distributed.Client``; with ``mode='distributed'`` and none given, one is obtained
+        from :func:`daskgp.compute.cluster.get_client` (an existing default client, or a new LocalCluster).
+    mode : 'local', 'distributed', or 'auto': local when n ≤ ``local_max_n``, or when no client is given
+        and n ≤ 4·``local_max_n`` (one process with a thread pool beats the scheduler's per-task overhead
+        there); distributed otherwise.
+    cache : 'auto' (cache kernel rows when they fit ``cache_fraction`` of the memory budget), True, False.
+    block_rows : rows per block (per task in distributed mode).
+    n_threads : threads of the local backend (default: CPU count).
+
+    Log-parameter vector θ = [kernel.log_params..., log noise], names in ``param_names``.
+    """
+
+    def __init__(self, X, kernel: Kernel, noise: float, *, client=None, mode: str = "auto",
+                 cache="auto", block_rows: int | None = None, n_threads: int | None = None,
+                 local_max_n: int = 10_000, cache_fraction: float = 0.4):
+        if hasattr(X, "compute") and not isinstance(X, np.ndarray):
+            X = X.compute()
+        X = check_X(X)  # float64 throughout: CG on single-precision products loses too much
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"kernel must be a daskgp Kernel, got {type(kernel).__name__}")
+        kernel.check_dims(X.shape[1])
+        if mode not in ("auto", "local", "distributed"):
+            raise ValueError(f"mode must be 'auto', 'local' or 'distributed', got {mode!r}")
+        if cache not in ("auto", True, False):
+            raise ValueError(f"cache must be 'auto', True or False, got {cache!r}")
+        self.X, self.kernel, self.noise = X, kernel, check_positive("noise", noise)
+        self.n, self.d = X.shape
+        self.dtype = X.dtype
+        if mode == "auto":
+            mode = "local" if (self.n <= local_max_n or client is None and self.n <= 4 * local_max_n) \
+                else "distributed"
+        self.mode = mode
+        self._id = uuid.uuid4().hex
+        self._cache_opt, self._cache_fraction = cache, cache_fraction
+        self.n_products = 0  # operator passes so far (one per matmul / matmul_grads call)
+        if mode == "local":
+            self.client = None
+            self.n_threads = n_threads or _cpu_count()
+            rows = block_rows or max(256, min(2048, math.ceil(self.n / (4 * self.n_threads))))
+            self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
+            self._workers = None
+        else:
+            from .cluster import get_client
+
+            self.client = client if client is not None else get_client()
+            self._workers = sorted(self.client.scheduler_info()["workers"])
+            if not self._workers:
+                raise RuntimeError("the dask cluster has no workers")
+            w = len(self._workers)
+            rows = block_rows or max(256, min(4096, math.ceil(self.n / (2 * w))))
+            self._X_future = self.client.scatter(X, broadcast=True, hash=False)
+        self.blocks = [(i, min(i + rows, self.n)) for i in range(0, self.n, rows)]
+        self.use_cache = self._decide_cache()
+
+    # --- parameters ---------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.n)
+
+    @property
+    def param_names(self) -> list[str]:
+        return self.kernel.param_names + ["noise"]
+
+    @property
+    def n_params(self) -> int:
+        return self.kernel.n_params + 1
+
+    @property
+    def log_params(self) -> np.ndarray:
+        return np.concatenate([self.kernel.log_params, [math.log(self.noise)]])
+
+    def set_log_params(self, log_params) -> None:
+        """Move to θ (log space, kernel params then noise). Cached kernel rows of the old θ are dropped
+        lazily by the next product."""
+        lp = np.asarray(log_params, dtype=np.float64)
+        if lp.shape != (self.n_params,):
+            raise ValueError(f"expected {self.n_params} log-parameters {self.param_names}, "
+                             f"got shape {lp.shape}")
+        if not np.all(np.isfinite(lp)) or np.any(np.abs(lp) > 50):
+            raise ValueError(f"log-parameters must be finite and in [-50, 50], got {lp.tolist()}")
+        self.kernel = self.kernel.with_log_params(lp[:-1])
+        self.noise = float(np.exp(lp[-1]))
+
+    def _decide_cache(self) -> bool:
+        if self._cache_opt is not True and self._cache_opt is not False:
+            itemsize = np.dtype(self.dtype).itemsize
+            if self.mode == "local":
+                import psutil
+
+                budget = self._cache_fraction * psutil.virtual_memory().available
+                need = self.n * self.n * itemsize
+            else:
+                info = self.client.scheduler_info()["workers"]
+                limits = [info[w].get("memory_limit") or 0 for w in self._workers]
+                budget = self._cache_fraction * min(limits) if min(limits) > 0 else 0
+                per_worker = math.ceil(len(self.blocks) / len(self._workers))
+                need = per_worker * max(b1 - b0 for b0, b1 in self.blocks) * self.n * itemsize
+            return need <= budget
+        return bool(self._cache_opt)
+
+    # --- products -------------------------------------------------------------------------------------
+    def matmul(self, V) -> np.ndarray:
+        """K V for V (n,) or (n, k); returns the same shape."""
+        V2, was_1d = check_rhs(V, self.n)
+        V2 = np.ascontiguousarray(V2, dtype=self.dtype)
+        key = _theta_key(self.kernel, self.noise)
+        out = self._run(_row_block_matmul, V2, (self.kernel, self.noise, None, self._id, key, self.use_cache))
+        out = np.concatenate(out, axis=0)
+        return out[:, 0] if was_1d else out
+
+    __matmul__ = matmul
+
+    def matmul_grads(self, V) -> tuple[np.ndarray, np.ndarray]:
+        """(K V, dKV) with dKV[j] = ∂K/∂log θ_j · V, shapes (n, k) and (p, n, k); V (n,) or (n, k)."""
+        V2, was_1d = check_rhs(V, self.n)
+        V2 = np.ascontiguousarray(V2, dtype=self.dtype)
+        parts = self._run(_row_block_grads, V2, (self.kernel, self.noise, None))
+        KV = np.concatenate([p[0] for p in parts], axis=0)
+        dKV = np.concatenate([p[1] for p in parts], axis=1)
+        if was_1d:
+            return KV[:, 0], dKV[:, :, 0]
+        return KV, dKV
+
+    def _run(self, fn, V, args):
+        """One pass: fn(X, i0, i1, *args with V in the None slot) per row block, in block order."""
+        self.n_products += 1
+        slot = args.index(None)
+        if self.mode == "local":
+            full = args[:slot] + (V,) + args[slot + 1:]
+
+            def one(b):
+                return fn(self.X, b[0], b[1], *full)
+
+            if self._pool is None:
+                return [one(b) for b in self.blocks]
+            from threadpoolctl import threadpool_limits
+
+            with threadpool_limits(limits=1, user_api="blas"):  # the threads already use every core
+                return list(self._pool.map(one, self.blocks))
+        from concurrent.futures import CancelledError
+
+        try:
+            return self._run_distributed(fn, V, args, slot)
+        except CancelledError:  # "lost dependencies": a worker died mid-pass; re-pin and go again once
+            return self._run_distributed(fn, V, args, slot, repin=True)
+
+    def _run_distributed(self, fn, V, args, slot, repin: bool = False):
+        client = self.client
+        current = set(client.scheduler_info()["workers"])
+        if not current:
+            raise RuntimeError("the dask cluster has no workers left")
+        if repin or not set(self._workers) <= current:  # a worker died: re-pin blocks, drop orphaned caches
+            self._workers = sorted(current)
+            client.run(_drop_cache, self._id)
+            # broadcast X afresh, not trusting the surviving replicas: the restarted worker needs it anyway
+            self._X_future = client.scatter(self.X, broadcast=True, hash=False)
+        V_future = client.scatter(V, broadcast=True, hash=False)
+        full = args[:slot] + (V_future,) + args[slot + 1:]
+        w = len(self._workers)
+        futs = [client.submit(fn, self._X_future, b0, b1, *full, pure=False,
+                              workers=[self._workers[(j * w) // len(self.blocks)]],
+                              allow_other_workers=False)
+                for j, (b0, b1) in enumerate(self.blocks)]
+        try:
+            return client.gather(futs)
+        finally:
+            del V_future
+
+    def diag(self) -> np.ndarray:
+        """(n,) diagonal of K: prior variance plus noise."""
+        return np.asarray(self.kernel.diag(self.X)) + self.noise
+
+    def kernel_rows(self, idx) -> np.ndarray:
+        """(len(idx), n) rows k(X[idx], X) of the kernel part (no noise), computed tile by tile in place
+        (no n-sized temporaries)."""
+        idx = np.asarray(idx, dtype=np.intp)
+        A, B = self.kernel.augmented(self.X)
+        A = A[idx]
+        out = np.empty((idx.size, self.n))
+        for r0, r1, c0, c1 in _np_tiles(0, idx.size, self.n):
+            self.kernel.tile_numpy(A[r0:r1], B[c0:c1], _workspace(r1 - r0, c1 - c0), need_g=False,
+                                   out=out[r0:r1, c0:c1])
+        return out
+
+    def to_dense(self) -> np.ndarray:
+        """(n, n) dense K, for tests and small n only."""
+        return dense_covariance(self.X, self.kernel, self.noise)
+
+    def invalidate_cache(self) -> None:
+        """Mark the cached kernel rows stale but keep their memory: the next product recomputes them in
+        place (what a θ change does; fresh allocations of that size cost page faults)."""
+        self._drop(keep_memory=True)
+
+    def clear_cache(self) -> None:
+        """Free the cached kernel rows wherever they are."""
+        self._drop(keep_memory=False)
+
+    def _drop(self, keep_memory: bool) -> None:
+        if self.mode == "local":
+            _drop_cache(self._id, keep_memory)
+        elif self.client is not None and self.client.status == "running":
+            self.client.run(_drop_cache, self._id, keep_memory)
+
+    def close(self) -> None:
+        self.clear_cache()
+        if self.mode == "local" and self._pool is not None:
+            self._pool.shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"KernelOperator(n={self.n}, d={self.d}, kernel={self.kernel.name}, ard={self.kernel.ard}, "
+                f"mode={self.mode!r}, blocks={len(self.blocks)}, cache={self.use_cache})")
+
+
+def dense_covariance(X, kernel: Kernel, noise: float) -> np.ndarray:
+    """(n, n) dense K = k(X, X) + noise·I."""
+    K = np.asarray(kernel(X, X), dtype=np.float64)
+    K[np.diag_indices_from(K)] += noise
+    return K
+
+
+def _cpu_count() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

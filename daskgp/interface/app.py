@@ -1,0 +1,362 @@
+"""The Panel dashboard: start SGLD chains on the Dask cluster and watch them mix, live.
+
+``create_app()`` builds one session's page around a :class:`daskgp.interface.dashboard.LiveRun`; the chains
+run in a background thread on the cluster and a periodic callback (every second, on the session's event loop)
+redraws the Bokeh views from the draws received so far. Serve it with ``daskgp dashboard`` (127.0.0.1 by
+default) or ``panel serve apps/sgld_dashboard.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .dashboard import BUILTIN, DashboardSettings, LiveRun, RunCapReached, parse_upload
+
+__all__ = ["create_app", "shared_client"]
+
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+          "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"]
+_CLIENT = {"client": None}
+_CLIENT_LOCK = threading.Lock()
+MAX_POINTS = 1500  # per chain and line: older draws are thinned in the plots, never in the run
+
+
+def shared_client():
+    """One local cluster for every session of this server (started on first use)."""
+    with _CLIENT_LOCK:
+        if _CLIENT["client"] is None or _CLIENT["client"].status != "running":
+            from ..compute.cluster import get_client
+
+            _CLIENT["client"] = get_client(n_workers=2)
+        return _CLIENT["client"]
+
+
+def _thin(n: int) -> np.ndarray:
+    return np.unique(np.linspace(0, n - 1, min(n, MAX_POINTS)).astype(int)) if n else np.arange(0)
+
+
+def create_app():
+    import panel as pn
+    from bokeh.models import BoxAnnotation, ColumnDataSource, Span, Whisker
+    from bokeh.plotting import figure
+
+    pn.extension()
+    # ---------------------------------------------------------------------------------------- setup
+    dataset = pn.widgets.Select(name="Dataset", options=list(BUILTIN) + ["upload"], value="concrete")
+    upload = pn.widgets.FileInput(name="CSV upload", accept=".csv")
+    target = pn.widgets.Select(name="Target column", options=[], disabled=True)
+    kernel = pn.widgets.Select(name="Kernel", options={"RBF": "rbf", "Matérn 3/2": "matern32",
+                                                       "Matérn 5/2": "matern52"}, value="rbf")
+    ard = pn.widgets.Checkbox(name="ARD (one lengthscale per input)", value=False)
+    chains = pn.widgets.IntInput(name="Chains", value=2, start=2, end=16)
+    iterations = pn.widgets.IntInput(name="Iterations per chain", value=2000, start=100, step=100)
+    probes = pn.widgets.IntInput(name="Probes N_r", value=4, start=1, end=256)
+    step_start = pn.widgets.FloatInput(name="Step size start", value=0.1, step=0.01)
+    step_end = pn.widgets.FloatInput(name="Step size end", value=1e-3, step=1e-4)
+    seed = pn.widgets.IntInput(name="Seed", value=0)
+    scheduler = pn.widgets.TextInput(name="Scheduler (empty: local cluster)", placeholder="tcp://host:8786")
+    start_b = pn.widgets.Button(name="Start", button_type="primary")
+    pause_b = pn.widgets.Button(name="Pause", button_type="warning", disabled=True)
+    stop_b = pn.widgets.Button(name="Stop", button_type="danger", disabled=True)
+    error = pn.pane.Alert("", alert_type="danger", visible=False, css_classes=["run-error"])
+    status = pn.pane.Markdown("**status:** idle", css_classes=["run-status"])
+    counter = pn.pane.Markdown("draws per chain: 0", css_classes=["draw-count"])
+    rhat_md = pn.pane.Markdown("R-hat: n/a", css_classes=["rhat-value"])
+    converged = pn.pane.Markdown("", css_classes=["converged"])
+    table_md = pn.pane.Markdown("")
+    dask_md = pn.pane.Markdown("")
+    dl_nc = pn.widgets.FileDownload(label="Download posterior (netCDF)", filename="posterior.nc",
+                                    disabled=True, button_type="success")
+    dl_csv = pn.widgets.FileDownload(label="Download summary (CSV)", filename="summary.csv", disabled=True)
+    slice_dim = pn.widgets.Select(name="Slice along input", options=[])
+    session = {"run": None, "tick": 0, "last_pred": -1, "figs": None, "uploaded": None, "pred_busy": False,
+               "pred_result": None}
+
+    def show_error(msg: str) -> None:
+        error.object, error.visible = msg, bool(msg)
+
+    def on_upload(event):
+        try:
+            df = parse_upload(upload.value)
+        except ValueError as e:
+            session["uploaded"] = None
+            target.options, target.disabled = [], True
+            show_error(f"Upload rejected: {e}")
+            return
+        session["uploaded"] = df
+        target.options = [str(c) for c in df.columns]
+        target.value = str(df.columns[-1])
+        target.disabled = False
+        dataset.value = "upload"
+        show_error("")
+
+    upload.param.watch(on_upload, "value")
+
+    # ---------------------------------------------------------------------------------------- figures
+    def build_figures(names, n_inputs):
+        figs = {"trace": {}, "run": {}, "dens": {}, "src": {}}
+        for nm in names:
+            f = figure(height=180, width=330, title=f"trace: {nm}", x_axis_label="iteration")
+            src = ColumnDataSource({"xs": [], "ys": [], "color": []})
+            f.multi_line("xs", "ys", color="color", source=src, line_width=1)
+            box = BoxAnnotation(left=0, right=0, fill_color="orange", fill_alpha=0.12)
+            f.add_layout(box)
+            figs["trace"][nm] = (f, src, box)
+            g = figure(height=180, width=330, title=f"running mean ± 2 sd: {nm}", x_axis_label="draw")
+            rs = ColumnDataSource({"x": [], "m": [], "lo": [], "hi": []})
+            g.varea("x", "lo", "hi", source=rs, fill_alpha=0.2, fill_color="black")
+            g.line("x", "m", source=rs, color="black")
+            figs["run"][nm] = (g, rs)
+            h = figure(height=180, width=330, title=f"marginal (after freezing): {nm}")
+            hs = ColumnDataSource({"left": [], "right": [], "top": []})
+            h.quad(left="left", right="right", top="top", bottom=0, source=hs, fill_alpha=0.5)
+            figs["dens"][nm] = (h, hs)
+        health = {}
+        for key, title, log in (("step", "step size α", True), ("ratio", "freeze ratio", True),
+                                ("cg_iterations", "CG iterations", False), ("seconds", "seconds / iteration",
+                                                                             False)):
+            f = figure(height=170, width=330, title=title, y_axis_type="log" if log else "linear")
+            src = ColumnDataSource({"xs": [], "ys": [], "color": []})
+            if key == "ratio":
+                src = ColumnDataSource({"x": [], "y": []})
+                f.scatter("x", "y", source=src, size=5)
+                f.add_layout(Span(location=0.01, dimension="width", line_dash="dashed"))
+            else:
+                f.multi_line("xs", "ys", color="color", source=src)
+            health[key] = (f, src)
+        figs["health"] = health
+        p = figure(height=260, width=330, title="PSRF evolution (R-hat)", x_axis_label="draws per chain")
+        ps = ColumnDataSource({"n": [], "median": [], "q975": []})
+        p.line("n", "median", source=ps, legend_label="median", color="black")
+        p.line("n", "q975", source=ps, legend_label="97.5%", color="black", line_dash="dashed")
+        p.add_layout(Span(location=1.1, dimension="width", line_color="red", line_dash="dotted"))
+        figs["psrf"] = (p, ps)
+        q = figure(height=300, width=330, title="held-out: predicted vs observed (95%)",
+                   x_axis_label="observed", y_axis_label="predicted")
+        qs = ColumnDataSource({"obs": [], "mean": [], "lower": [], "upper": []})
+        q.scatter("obs", "mean", source=qs, size=4)
+        q.add_layout(Whisker(base="obs", lower="lower", upper="upper", source=qs, line_alpha=0.4))
+        diag = ColumnDataSource({"x": [], "y": []})
+        q.line("x", "y", source=diag, color="gray", line_dash="dashed")
+        figs["pred"] = (q, qs, diag)
+        s = figure(height=300, width=420, title="1-D slice: posterior mixture (band) vs MAP plug-in (dashed)")
+        ss = ColumnDataSource({"x": [], "mean": [], "lower": [], "upper": [], "map_mean": [], "map_lower": [],
+                               "map_upper": []})
+        s.varea("x", "lower", "upper", source=ss, fill_alpha=0.25, legend_label="mixture 95%")
+        s.line("x", "mean", source=ss, legend_label="mixture mean")
+        s.line("x", "map_lower", source=ss, color="red", line_dash="dashed", legend_label="MAP 95%")
+        s.line("x", "map_upper", source=ss, color="red", line_dash="dashed")
+        figs["slice"] = (s, ss)
+        return figs
+
+    views = pn.Column(pn.pane.Markdown("Start a run to see its chains."))
+
+    def layout_figures(figs, names):
+        B = pn.pane.Bokeh
+        views.objects = [
+            pn.pane.Markdown("### Traces (pre-freeze optimisation phase shaded)"),
+            pn.Row(*[B(figs["trace"][nm][0]) for nm in names]),
+            pn.pane.Markdown("### Running mean ± 2 sd, and marginal densities once frozen"),
+            pn.Row(*[B(figs["run"][nm][0]) for nm in names]),
+            pn.Row(*[B(figs["dens"][nm][0]) for nm in names]),
+            pn.pane.Markdown("### Convergence"),
+            pn.Row(B(figs["psrf"][0]), pn.Column(rhat_md, converged, table_md)),
+            pn.pane.Markdown("### Sampler health"),
+            pn.Row(*[B(f) for f, _ in figs["health"].values()]),
+            pn.pane.Markdown("### Posterior predictive (held-out 10 %)"),
+            pn.Row(B(figs["pred"][0]), pn.Column(slice_dim, B(figs["slice"][0]))),
+        ]
+
+    # ---------------------------------------------------------------------------------------- refresh
+    def multi(stats_arr, C):
+        idx = _thin(stats_arr.shape[1])
+        return {"xs": [idx.tolist()] * C, "ys": [stats_arr[c, idx].tolist() for c in range(C)],
+                "color": COLORS[:C]}
+
+    def refresh():
+        run = session["run"]
+        if run is None:
+            return
+        session["tick"] += 1
+        status.object = f"**status:** {run.status}" + (f" — {run.message}" if run.message else "")
+        if run.status == "failed":
+            show_error(f"The run failed: {run.message}")
+        if run.status not in ("running", "paused"):
+            start_b.disabled, pause_b.disabled, stop_b.disabled = False, True, True
+            pause_b.name = "Pause"
+        post, stats = run.snapshot()
+        if not post:
+            return
+        names = run.names
+        if session["figs"] is None:
+            session["figs"] = build_figures(names, run.X_train.shape[1])
+            layout_figures(session["figs"], names)
+        figs = session["figs"]
+        C, D = next(iter(post.values())).shape
+        counter.object = f"draws per chain: {D}"
+        dl_nc.disabled = dl_csv.disabled = False
+        frozen = stats.get("frozen")
+        freeze_at = [int(np.argmax(f)) if f.any() else D for f in frozen] if frozen is not None else [0] * C
+        start = run.sampling_start()
+        for nm in names:
+            f, src, box = figs["trace"][nm]
+            src.data = multi(post[nm], C)
+            box.right = float(max(freeze_at))
+            s0 = start if start is not None else 0
+            x = post[nm][:, s0:]
+            x = x[np.isfinite(x).all(axis=1)]
+            if x.size:
+                pooled = x.T.reshape(-1)  # draw-major: running statistics over time
+                k = np.arange(1, len(pooled) + 1)
+                m = np.cumsum(pooled) / k
+                sd = np.sqrt(np.maximum(np.cumsum(pooled**2) / k - m**2, 0))
+                idx = _thin(len(pooled))
+                figs["run"][nm][1].data = {"x": (s0 + idx / len(x)).tolist(), "m": m[idx].tolist(),
+                                           "lo": (m - 2 * sd)[idx].tolist(), "hi": (m + 2 * sd)[idx].tolist()}
+                if start is not None and x.shape[1] >= 8:
+                    top, edges = np.histogram(pooled, bins=30, density=True)
+                    figs["dens"][nm][1].data = {"left": edges[:-1], "right": edges[1:], "top": top}
+        for key, (_, src) in figs["health"].items():
+            if key not in stats:
+                continue
+            if key == "ratio":
+                r = stats["ratio"]
+                c_idx, d_idx = np.nonzero(np.isfinite(r))
+                src.data = {"x": d_idx.tolist(), "y": r[c_idx, d_idx].tolist()}
+            else:
+                src.data = multi(stats[key], C)
+        diag = run.diagnostics()
+        if diag["rhat"]:
+            worst = max(diag["rhat"].values())
+            phase = "" if diag["phase"] == "sampling" else " (chains still in warmup: second half of draws)"
+            rhat_md.object = f"**R-hat (max): {worst:.3f}**{phase}"
+            ok = worst < 1.1 and diag["phase"] == "sampling"
+            converged.object = ('<b style="color:#2ca02c">converged</b>: every R-hat < 1.1' if ok else
+                                '<b style="color:#d62728">not converged yet</b> (R-hat ≥ 1.1 or step size '
+                                'not frozen)')
+            rows = "\n".join(f"| {k} | {diag['rhat'][k]:.3f} | {diag['ess'][k]:.0f} |" for k in names)
+            table_md.object = "| parameter | R-hat | bulk ESS |\n|---|---|---|\n" + rows
+            if diag["evolution"] is not None:
+                n, med, q = diag["evolution"]
+                figs["psrf"][1].data = {"n": n.tolist(), "median": med.tolist(), "q975": q.tolist()}
+        apply_predictive(figs)
+        if D != session["last_pred"] and not session["pred_busy"]:
+            start_predictive(run)
+            session["last_pred"] = D
+
+    def compute_predictive(run, dim_name):
+        """Background thread: the Cholesky solves of the predictive views stay off the event loop."""
+        try:
+            pred = run.heldout_predictive(n_draws=10)
+            dim = run.feature_names.index(dim_name) if dim_name in run.feature_names else 0
+            session["pred_result"] = (pred, run.slice_predictive(dim, n_draws=10), None)
+        except Exception as e:  # shown in the page; the live views go on
+            session["pred_result"] = (None, None, f"{type(e).__name__}: {e}")
+        finally:
+            session["pred_busy"] = False
+
+    def start_predictive(run):
+        session["pred_busy"] = True
+        threading.Thread(target=compute_predictive, args=(run, slice_dim.value), daemon=True).start()
+
+    def apply_predictive(figs):
+        result, session["pred_result"] = session["pred_result"], None
+        if result is None:
+            return
+        pred, sl, err = result
+        if err:
+            show_error(f"Predictive view: {err}")
+            return
+        if pred is not None:
+            figs["pred"][1].data = {k: pred[v].values.tolist() for k, v in
+                                    (("obs", "observed"), ("mean", "mean"), ("lower", "lower"),
+                                     ("upper", "upper"))}
+            lo, hi = float(pred["observed"].min()), float(pred["observed"].max())
+            figs["pred"][2].data = {"x": [lo, hi], "y": [lo, hi]}
+        if sl is not None:
+            x, mix, plug = sl
+            figs["slice"][1].data = {"x": x.tolist(), "mean": mix["mean"].values.tolist(),
+                                     "lower": mix["lower"].values.tolist(),
+                                     "upper": mix["upper"].values.tolist(),
+                                     "map_mean": plug["mean"].values.tolist(),
+                                     "map_lower": plug["lower"].values.tolist(),
+                                     "map_upper": plug["upper"].values.tolist()}
+
+    def on_slice(event):
+        run = session["run"]
+        if run is not None and session["figs"] is not None and not session["pred_busy"]:
+            start_predictive(run)
+
+    slice_dim.param.watch(on_slice, "value")
+    cb = pn.state.add_periodic_callback(refresh, period=1000, start=False)
+
+    # ---------------------------------------------------------------------------------------- control
+    def on_start(event):
+        show_error("")
+        old = session["run"]
+        if old is not None and old.status in ("running", "paused"):
+            return
+        try:
+            settings = DashboardSettings(
+                dataset=dataset.value, upload=session["uploaded"], target=target.value or None,
+                kernel=kernel.value, ard=ard.value, n_chains=chains.value, n_iter=iterations.value,
+                n_probes=probes.value, step_start=float(step_start.value), step_end=float(step_end.value),
+                seed=int(seed.value), scheduler=scheduler.value.strip() or None).validate()
+            client = None if settings.scheduler else shared_client()
+            run = LiveRun(settings, client=client)
+            run.start()
+        except (ValueError, RunCapReached, FileNotFoundError, OSError) as e:
+            show_error(f"Cannot start: {e}")
+            return
+        if old is not None:
+            old.close()
+        session.update(run=run, figs=None, tick=0, last_pred=-1)
+        slice_dim.options = list(run.feature_names)
+        slice_dim.value = run.feature_names[0]
+        link = getattr(client, "dashboard_link", None) if client is not None else None
+        dask_md.object = f"[Dask dashboard]({link})" if link else "Dask dashboard: see your scheduler"
+        views.objects = [pn.pane.Markdown("Waiting for the first draws…")]
+        start_b.disabled, pause_b.disabled, stop_b.disabled = True, False, False
+        if not cb.running:
+            cb.start()
+
+    def on_pause(event):
+        run = session["run"]
+        if run is None:
+            return
+        if run.status == "running":
+            run.pause()
+            pause_b.name = "Resume"
+        elif run.status == "paused":
+            run.resume()
+            pause_b.name = "Pause"
+        status.object = f"**status:** {run.status}"
+
+    def on_stop(event):
+        run = session["run"]
+        if run is None:
+            return
+        stop_b.disabled = pause_b.disabled = True
+        run.stop()
+        refresh()
+
+    start_b.on_click(on_start)
+    pause_b.on_click(on_pause)
+    stop_b.on_click(on_stop)
+    dl_nc.callback = lambda: session["run"].export_netcdf()
+    dl_csv.callback = lambda: session["run"].export_summary_csv()
+
+    def on_destroyed(ctx):
+        run = session["run"]
+        if run is not None:
+            threading.Thread(target=run.close, daemon=True).start()  # stop its chains, free its workers
+
+    pn.state.on_session_destroyed(on_destroyed)
+
+    setup = pn.Column("## daskgp — SGLD hyperparameter posterior", dataset, upload, target, kernel, ard,
+                      chains, iterations, probes, step_start, step_end, seed, scheduler,
+                      pn.Row(start_b, pause_b, stop_b), error, status, counter, dask_md, dl_nc, dl_csv,
+                      width=340)
+    return pn.Row(setup, views)

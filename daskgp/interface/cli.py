@@ -1,0 +1,543 @@
+"""The ``daskgp`` command line. Errors end with one line on stderr and a non-zero exit, no traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from .._version import __version__
+
+EXIT_USAGE, EXIT_ERROR = 2, 1
+
+
+def _demo(args) -> int:
+    from ..compute.cluster import close_client, get_client
+    from ..compute.operator import KernelOperator
+    from ..core.datasets import load
+    from ..core.kernels import make_kernel
+    from ..core.validation import check_positive
+    from ..exact.marginal import exact_log_marginal, log_marginal_gradient
+
+    for name in ("variance", "lengthscale", "noise", "probes", "workers"):
+        check_positive(name, getattr(args, name))
+    ds = load(args.data, data_dir=args.data_dir)
+    kernel = make_kernel(args.kernel, variance=args.variance, lengthscale=args.lengthscale, ard=args.ard,
+                         n_dims=ds.X.shape[1])
+    print(f"daskgp {__version__}: {ds.name}, n={ds.n}, d={ds.X.shape[1]}, kernel={kernel.name}"
+          f"{' (ARD)' if kernel.ard else ''}, noise={args.noise}")
+    client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
+    try:
+        print(f"dask cluster: {len(client.scheduler_info()['workers'])} workers at "
+              f"{client.scheduler.address}")
+        with KernelOperator(ds.X, kernel, args.noise, client=client, mode="distributed") as op:
+            t0 = time.perf_counter()
+            est = log_marginal_gradient(op, ds.y, n_probes=args.probes, rng=args.seed)
+            t_sto = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        exact = exact_log_marginal(ds.X, ds.y, kernel, args.noise)[1] if ds.n <= args.exact_max_n else None
+        t_ex = time.perf_counter() - t0
+    finally:
+        close_client(client)
+    print(f"\n∂ log p(y|θ) / ∂ log θ  (ULISSE: N_r={args.probes} probes, seed {args.seed}, "
+          f"CG iterations per column {est.cg_iterations.tolist()}, {t_sto:.2f} s)")
+    print(f"{'parameter':>12} {'value':>9} {'ULISSE':>12} {'exact':>12}")
+    values = np.exp(np.concatenate([kernel.log_params, [np.log(args.noise)]]))
+    for j, name in enumerate(est.param_names):
+        ex = f"{exact[j]:12.3f}" if exact is not None else f"{'(n too big)':>12}"
+        print(f"{name:>12} {values[j]:9.3g} {est.grad[j]:12.3f} {ex}")
+    if exact is not None:
+        rel = np.linalg.norm(est.grad - exact) / np.linalg.norm(exact)
+        print(f"relative error ‖g − g_exact‖/‖g_exact‖ = {rel:.3f}   (exact Cholesky: {t_ex:.2f} s)")
+    return 0
+
+
+def _bar(frac: float) -> str:
+    k = int(30 * min(1.0, frac))
+    return "#" * k + "." * (30 - k)
+
+
+def _show_line(stream, tty: bool, line: str, final: bool = False) -> None:
+    """A terminal redraws the line in place (a newline after the final one); a log gets one line each."""
+    stream.write(("\r" + line) if tty else line + "\n")
+    if tty and final:
+        stream.write("\n")
+    stream.flush()
+
+
+def _progress_printer(method: str, stream=None):
+    """A progress bar on stderr: iterations per chain, the current R-hat, elapsed seconds."""
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    t0 = time.perf_counter()
+
+    def show(done, n_iter, rhat, messages):
+        r = "  R-hat  n/a" if rhat is None else f"  R-hat {rhat:5.3f}"
+        per = " ".join(str(d) for d in done)
+        stopped = f"  stopped: {','.join(sorted(messages))}" if messages else ""
+        line = (f"{method} [{_bar(min(done) / n_iter)}] {min(done)}/{n_iter} per chain ({per}){r}"
+                f"  {time.perf_counter() - t0:.0f} s{stopped}")
+        _show_line(stream, tty, line, final=min(done) >= n_iter)
+
+    return show
+
+
+def _print_summary(dt, psrf: bool = False) -> None:
+    import pandas as pd
+
+    from ..mcmc.diagnostics import post_warmup, psrf_evolution, run_summary
+
+    cfg = dt.attrs["config"]
+    table, notes = run_summary(dt)
+    with pd.option_context("display.width", 140, "display.max_columns", 20):
+        print(f"\n{cfg['method'].upper()} on {dt.attrs.get('data', {}).get('dataset', 'data')} "
+              f"(n={dt.attrs['n']}): {dt['posterior'].sizes['chain']} chains × {dt.attrs['n_draws']} draws "
+              f"of {cfg['n_iter']}, {dt.attrs['elapsed']:.1f} s wall; summary of the "
+              f"{dt.attrs['n_draws'] - post_warmup(dt)[0].attrs['warmup_draws']} post-warmup draws per chain")
+        print(table.round(4).to_string())
+    for c, msg in sorted(dt.attrs.get("messages", {}).items()):
+        print(f"chain {c} stopped: {msg}")
+    if dt.attrs.get("writer"):
+        print(f"note: {dt.attrs['writer']}: this summary covers the {dt.attrs['n_draws']} draws per chain "
+              "committed so far")
+    if dt.attrs.get("salvaged"):
+        sv = dt.attrs["salvaged"]
+        print(f"note: 'daskgp repair --salvage' cut this run back from {sv['committed_draws']} to "
+              f"{sv['kept_draws']} draws per chain (damage: {sv['damage'][0]}); it cannot be resumed")
+    for note in notes:
+        print(f"note: {note}")
+    worst = float(table["r_hat"].max())
+    if not worst < 1.1:
+        print(f"note: max R-hat {worst:.2f} >= 1.1: the chains have not mixed yet; run more iterations "
+              f"(SGLD's frozen steps mix slowly: the concrete benchmark uses 20,000 per chain)")
+    if psrf:
+        sampled, _ = post_warmup(dt)
+        ev = psrf_evolution(sampled, n_points=10)
+        print("\nPSRF evolution (R-hat, classic Gelman–Rubin, over the first n post-warmup draws)")
+        print(ev[["median", "q975"]].to_dataframe().round(4).to_string())
+
+
+def _sample(args) -> int:
+    from ..compute.cluster import close_client, get_client
+    from ..mcmc.chains import check_resumable, resume, sample
+    from ..mcmc.runstore import check_new_run_path
+
+    ds = spec = None
+    replaced = None  # the folder a new run replaces once its first block is committed (by inode)
+    if args.resume:
+        out = args.resume
+        if not os.path.isdir(out):
+            raise FileNotFoundError(f"no run to resume at {out}")
+        run, cfg = check_resumable(out)  # before starting a cluster: intact, free, states well formed
+        if run.checkpoint["n_draws"] >= cfg.n_iter:
+            from ..mcmc.diagnostics import open_run
+
+            print(f"daskgp: {out} is complete ({run.checkpoint['n_draws']} draws per chain)", file=sys.stderr)
+            _print_summary(open_run(out))
+            return 0
+        if run.lock is not None:
+            print(f"daskgp: note: {run.lock.describe()}; taking over its lock", file=sys.stderr)
+    else:
+        if args.out is None:
+            raise ValueError("--out run.zarr is required (or --resume run.zarr)")
+        out = args.out
+        for name in ("chains", "iterations", "probes", "checkpoint_every", "workers"):
+            v = getattr(args, name)
+            if v is not None and v < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+        if os.path.lexists(out) and not args.overwrite:
+            raise FileExistsError(f"{out} exists: resume it with --resume {out}, or pass --overwrite")
+        check_new_run_path(out, args.overwrite)  # only a daskgp run is ever overwritten
+        replaced = os.stat(out).st_ino if os.path.lexists(out) else None
+        ds, spec = _dataset(args)
+    client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
+    n_workers = len(client.scheduler_info()["workers"])
+    print(f"dask cluster: {n_workers} workers at {client.scheduler.address}", file=sys.stderr)
+    try:
+        if args.resume:
+            dt = resume(out, client=client, progress=_progress_printer("resume"))
+        else:
+            opts = dict(method=args.method, n_chains=args.chains, n_iter=args.iterations, seed=args.seed,
+                        kernel=args.kernel, ard=args.ard, n_probes=args.probes,
+                        checkpoint_every=args.checkpoint_every, step_start=args.step_start,
+                        step_end=args.step_end, freeze_threshold=args.freeze_threshold)
+            dt = sample(ds.X, ds.y, out=out, client=client, data_spec=spec, overwrite=args.overwrite,
+                        progress=_progress_printer(args.method), **opts)
+    except KeyboardInterrupt:
+        import logging
+
+        for name in ("distributed", "tornado", "asyncio"):  # a torn-down cluster logs broken comms
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+        close_client(client)
+        from ..mcmc.runstore import RunError, read_checkpoint
+
+        try:  # a new run that never committed left the folder it was to replace as it was
+            n = read_checkpoint(out)["n_draws"] if os.stat(out).st_ino != replaced else 0
+        except (OSError, RunError):
+            n = 0
+        if n:
+            print(f"\ndaskgp: interrupted; {n} draws per chain are saved in {out}; continue with "
+                  f"'daskgp sample --resume {out}'", file=sys.stderr)
+        else:
+            kept = f"; the run that was at {out} is unchanged" if replaced is not None else ""
+            print(f"\ndaskgp: interrupted before the first block was committed: nothing was saved{kept}",
+                  file=sys.stderr)
+        return 130
+    except BaseException:
+        close_client(client)
+        raise
+    close_client(client)
+    _print_summary(dt)
+    print(f"\nrun saved in {out} (daskgp summary {out}; daskgp predict {out} --x new.csv --out pred.csv)")
+    return 0
+
+
+
+
+def _dataset(args):
+    from ..core.datasets import load, load_csv
+
+    if args.csv:
+        ds = load_csv(args.csv, args.target if args.target is not None else -1)
+        return ds, {"csv": os.path.abspath(args.csv), "target": ds.target_name}
+    ds = load(args.data, data_dir=args.data_dir)
+    spec = {"dataset": args.data}
+    if args.data_dir:
+        spec["data_dir"] = os.path.abspath(args.data_dir)
+    return ds, spec
+
+
+def _summary(args) -> int:
+    from ..mcmc.diagnostics import open_run
+
+    if not os.path.isdir(args.run):
+        raise FileNotFoundError(f"no run at {args.run}")
+    _print_summary(open_run(args.run), psrf=args.psrf)
+    return 0
+
+
+def _repair(args) -> int:
+    from ..mcmc.runstore import repair
+
+    for line in repair(args.run, salvage=args.salvage, force=args.force):
+        print(line)
+    return 0
+
+
+def _predict(args) -> int:
+    import pandas as pd
+
+    from ..mcmc.estimator import BayesianGPRegressor
+
+    if not os.path.isdir(args.run):
+        raise FileNotFoundError(f"no run at {args.run}")
+    if args.draws < 1:
+        raise ValueError(f"--draws must be >= 1, got {args.draws}")
+    if not 0 < args.level < 1:
+        raise ValueError(f"--level must be in (0, 1), got {args.level}")
+    est = BayesianGPRegressor.from_run(args.run, n_predict_draws=args.draws, level=args.level)
+    Xnew = _read_features(args.x, est)
+    pred = est.predictive(Xnew)
+    df = pd.DataFrame({"mean": pred["mean"].values, "sd": pred["sd"].values,
+                       "lower": pred["lower"].values, "upper": pred["upper"].values})
+    df.to_csv(args.out, index=False)
+    print(f"{len(df)} predictions ({len(est.log_draws_)} posterior draws, {args.level:.0%} intervals, "
+          f"units of the target) written to {args.out}")
+    return 0
+
+
+def _read_features(path, est) -> np.ndarray:
+    """The new inputs from a CSV: the training feature columns by name (when the run knows them), else all
+    columns; numeric, no missing values."""
+
+    from ..core.datasets import check_numeric_frame, load_spec, read_csv_frame
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {path}")
+    df = read_csv_frame(path, path)
+    if len(df) == 0:
+        raise ValueError(f"{path} has no rows")
+    try:
+        names = list(load_spec(est.run_.attrs["data"]).feature_names)
+    except (ValueError, FileNotFoundError):
+        names = []
+    if names and set(names) <= set(df.columns):
+        df = df[names]
+    elif df.shape[1] != est.n_features_in_:
+        raise ValueError(f"{path} has {df.shape[1]} columns; the model needs {est.n_features_in_} features"
+                         + (f" named {names}" if names else ""))
+    return check_numeric_frame(df, path).to_numpy(np.float64)
+
+
+
+def _sgpr(args) -> int:
+    from ..compute.cluster import close_client, get_client
+    from ..core.datasets import train_test
+    from ..core.files import replaced_atomically
+    from ..mcmc.chains import fingerprint
+    from ..sparse.sgpr import SparseGPRegressor
+
+    for name in ("inducing", "max_iter", "chunk_rows", "workers"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if os.path.exists(args.out) and not args.overwrite:
+        raise FileExistsError(f"{args.out} exists; pass --overwrite to replace it")
+    if not str(args.out).endswith((".nc", ".nc4", ".netcdf")):
+        raise ValueError(f"--out must be a netCDF file ending in .nc, got {args.out}")
+    ds, _ = _dataset(args)
+    train_size = (None if args.train_size in ("all", "full")
+                  else _positive_int(args.train_size, "--train-size"))
+    Xtr, ytr, Xte, yte = train_test(ds, args.test_fraction, train_size, args.seed)
+    est = SparseGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, chunk_rows=args.chunk_rows,
+                            seed=args.seed)
+    est._check_params(len(Xtr))
+    print(f"daskgp sgpr: {ds.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
+          f"m={args.inducing}", flush=True)
+    ckpt = f"{args.out}.checkpoint.npz"
+    key = fingerprint(Xtr, ytr) + f"|m={args.inducing}|seed={args.seed}"
+    init, previous = None, []
+    if os.path.exists(ckpt) and not (args.resume or args.overwrite):
+        raise FileExistsError(f"{ckpt} holds an interrupted fit: add --resume to continue it or --overwrite "
+                              "to start afresh")
+    if args.resume:
+        init, previous = _read_sgpr_checkpoint(ckpt, key, args.inducing, Xtr.shape[1])
+        print(f"resuming from {ckpt} after {len(previous)} iterations", flush=True)
+    est.max_iter = max(1, args.max_iter - len(previous))
+    printer = _bound_printer(args.max_iter)
+
+    def checkpoint(theta, trace):  # atomically, every iteration: an interruption loses at most one
+        with replaced_atomically(ckpt, suffix=".npz") as tmp:
+            np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(previous + list(trace)), key=key)
+
+    client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
+    try:
+        est.fit(Xtr, ytr, callback=lambda it, F: printer(len(previous) + it, F), client=client, init=init,
+                on_params=checkpoint)
+        printer.done()
+        mean, sd = est.predict(Xte, return_std=True)
+    except KeyboardInterrupt:
+        close_client(client)
+        print(f"\ndaskgp: interrupted; the parameters after the last finished iteration are in {ckpt}; "
+              f"continue with the same command plus --resume", file=sys.stderr)
+        return 130
+    except BaseException:
+        close_client(client)
+        raise
+    close_client(client)
+    est.bound_trace_ = previous + list(est.bound_trace_)
+    rmse = float(np.sqrt(np.mean((mean - yte) ** 2)))
+    rmse_mean = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
+    res = est.to_dataset().assign_coords(feature=list(ds.feature_names))
+    res["test_mean"] = ("test", mean)
+    res["test_sd"] = ("test", sd)
+    res["test_y"] = ("test", yte)
+    res.attrs.update(dataset=ds.name, target=ds.target_name, test_rmse=rmse, mean_predictor_rmse=rmse_mean,
+                     n_test=len(yte), seed=args.seed, test_fraction=args.test_fraction,
+                     daskgp_version=__version__)
+    with replaced_atomically(args.out) as tmp:  # a finished file or none
+        res.to_netcdf(tmp)
+    if os.path.exists(ckpt):
+        os.remove(ckpt)
+    print(f"bound {est.bound_:.1f} nats after {est.fit_info_['n_iterations']} iterations "
+          f"({est.fit_info_['n_evaluations']} evaluations, {est.fit_info_['seconds']:.1f} s)")
+    print(f"test RMSE {rmse:.3f} {ds.target_name} (mean predictor {rmse_mean:.3f}); results in {args.out}")
+    return 0
+
+
+def _read_sgpr_checkpoint(path: str, key: str, m: int, q: int):
+    """(GlobalParams, bound trace) from a checkpoint of the same data, split and m; else ValueError."""
+    from ..sparse.bound import GlobalParams
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no checkpoint to resume at {path}")
+    with np.load(path) as f:
+        if str(f["key"]) != key:
+            raise ValueError(f"{path} was written for other data, split or --inducing: start afresh "
+                             "without --resume")
+        return GlobalParams.from_vector(f["theta"], m, q), [float(v) for v in f["trace"]]
+
+
+def _positive_int(text, name: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a positive integer or 'all', got {text!r}") from None
+    if v < 1:
+        raise ValueError(f"{name} must be >= 1, got {v}")
+    return v
+
+
+def _bound_printer(max_iter: int, stream=None):
+    """A progress bar on stderr: L-BFGS-B iterations and the bound."""
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    t0 = time.perf_counter()
+
+    def show(it, bound):
+        line = (f"L-BFGS-B [{_bar(it / max_iter)}] {it}/{max_iter}  bound {bound:12.2f}"
+                f"  {time.perf_counter() - t0:.0f} s")
+        _show_line(stream, tty, line)
+
+    def done():
+        if tty:
+            stream.write("\n")
+
+    show.done = done
+    return show
+
+
+def _dashboard(args) -> int:
+    import os as _os
+
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port must be in 1..65535, got {args.port}")
+    if args.max_runs < 1 or args.max_upload_mb <= 0:
+        raise ValueError("--max-runs must be >= 1 and --max-upload-mb > 0")
+    _os.environ["DASKGP_DASHBOARD_MAX_RUNS"] = str(args.max_runs)
+    _os.environ["DASKGP_DASHBOARD_MAX_UPLOAD_MB"] = str(args.max_upload_mb)
+    import panel as pn
+
+    from .app import create_app
+
+    origins = [f"{args.address}:{args.port}", f"localhost:{args.port}", f"127.0.0.1:{args.port}"]
+    print(f"daskgp dashboard on http://{args.address}:{args.port}/sgld"
+          + ("" if args.address in ("127.0.0.1", "localhost") else
+             "  (exposed beyond this machine: anyone who can reach it can start runs)"), flush=True)
+    if args.address in ("127.0.0.1", "localhost"):
+        print("only this machine can reach it; to expose it deliberately: --address 0.0.0.0 "
+              "--allow-origin yourhost:PORT (and put it behind authentication)", flush=True)
+    pn.serve({"sgld": create_app}, address=args.address, port=args.port, show=False,
+             websocket_origin=origins + list(args.allow_origin), title="daskgp — SGLD dashboard",
+             websocket_max_message_size=int(args.max_upload_mb * 2**20 * 1.5) + 2**20)
+    return 0
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message):
+        print(f"daskgp: error: {message} (see 'daskgp --help')", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _data_arguments(parser, default: str) -> None:
+    """--data NAME | --csv FILE [--target COL], and --data-dir: what :func:`_dataset` reads."""
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--data", default=default, help="concrete | house_8L | power_plant | flights")
+    src.add_argument("--csv", default=None, help="your own numeric CSV with a header row")
+    parser.add_argument("--target", default=None, help="target column of --csv (default: the last)")
+    parser.add_argument("--data-dir", default=None,
+                        help="folder with <name>.csv (else $DASKGP_DATA, user cache)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog="daskgp", description="Scalable Bayesian Gaussian processes on Dask.")
+    p.add_argument("--version", action="version", version=f"daskgp {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    d = sub.add_parser("demo", help="one unbiased gradient on a Dask cluster next to the exact one")
+    d.add_argument("--data", default="concrete", help="concrete | house_8L | power_plant")
+    d.add_argument("--data-dir", default=None, help="folder with <name>.csv (else $DASKGP_DATA, user cache)")
+    d.add_argument("--kernel", default="rbf", choices=["rbf", "matern32", "matern52"])
+    d.add_argument("--ard", action="store_true", help="one lengthscale per input dimension")
+    d.add_argument("--variance", type=float, default=1.0)
+    d.add_argument("--lengthscale", type=float, default=2.0)
+    d.add_argument("--noise", type=float, default=0.3)
+    d.add_argument("--probes", type=int, default=4, help="Hutchinson probe vectors N_r")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
+    d.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
+    d.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    d.add_argument("--exact-max-n", type=int, default=12_000, help="skip the exact gradient above this n")
+    d.set_defaults(func=_demo)
+
+    sm = sub.add_parser("sample", help="sample the GP hyperparameter posterior with chains on a Dask cluster")
+    _data_arguments(sm, "concrete")
+    sm.add_argument("--method", default="sgld", choices=["sgld", "mh"])
+    sm.add_argument("--chains", type=int, default=4)
+    sm.add_argument("--iterations", type=int, default=2000, help="iterations per chain")
+    sm.add_argument("--kernel", default="rbf", choices=["rbf", "matern32", "matern52"])
+    sm.add_argument("--ard", action="store_true", help="one lengthscale per input dimension")
+    sm.add_argument("--probes", type=int, default=4, help="SGLD: Hutchinson probe vectors N_r")
+    sm.add_argument("--step-start", type=float, default=0.1, help="SGLD: first step size")
+    sm.add_argument("--step-end", type=float, default=1e-3, help="SGLD: last step size (if never frozen)")
+    sm.add_argument("--freeze-threshold", type=float, default=0.01, help="SGLD: freeze rule threshold")
+    sm.add_argument("--checkpoint-every", type=int, default=100, help="iterations per checkpoint")
+    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--out", default=None, help="zarr store for the run, e.g. run.zarr")
+    sm.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    sm.add_argument("--resume", default=None, metavar="RUN", help="continue an interrupted run")
+    sm.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
+    sm.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
+    sm.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    sm.set_defaults(func=_sample)
+
+    su = sub.add_parser("summary", help="ArviZ summary, time per effective sample, PSRF of a run")
+    su.add_argument("run", help="a run written by 'daskgp sample' (run.zarr)")
+    su.add_argument("--psrf", action="store_true", help="also print the PSRF evolution")
+    su.set_defaults(func=_summary)
+
+    rp = sub.add_parser("repair", help="mend a run after a crash (stale lock, torn append, bad checkpoint)")
+    rp.add_argument("run", help="a run written by 'daskgp sample' (run.zarr)")
+    rp.add_argument("--salvage", action="store_true",
+                    help="cut a run with damaged draws back to its intact blocks (no resume after that)")
+    rp.add_argument("--force", action="store_true",
+                    help="clear a lock from another host or an unreadable one (if nothing writes the run)")
+    rp.set_defaults(func=_repair)
+
+    pr = sub.add_parser("predict", help="posterior predictive of a run at new inputs")
+    pr.add_argument("run", help="a run written by 'daskgp sample' (run.zarr)")
+    pr.add_argument("--x", required=True, help="CSV of new inputs (the training feature columns)")
+    pr.add_argument("--out", required=True, help="CSV to write: mean, sd, lower, upper")
+    pr.add_argument("--draws", type=int, default=50, help="posterior draws to mix over")
+    pr.add_argument("--level", type=float, default=0.95, help="central interval probability")
+    pr.set_defaults(func=_predict)
+
+    sg = sub.add_parser("sgpr", help="distributed sparse variational GP regression (map-reduce bound)")
+    _data_arguments(sg, "flights")
+    sg.add_argument("--inducing", type=int, default=100, help="inducing points m")
+    sg.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
+    sg.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (fixed random split)")
+    sg.add_argument("--max-iter", type=int, default=200, help="L-BFGS-B iterations")
+    sg.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (one task each)")
+    sg.add_argument("--seed", type=int, default=0, help="split and k-means seed")
+    sg.add_argument("--out", default="sgpr.nc", help="netCDF file for parameters, bound trace, predictions")
+    sg.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    sg.add_argument("--resume", action="store_true",
+                    help="continue from OUT.checkpoint.npz (written every iteration) after an interruption")
+    sg.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
+    sg.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
+    sg.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    sg.set_defaults(func=_sgpr)
+
+    db = sub.add_parser("dashboard", help="serve the live SGLD dashboard (Panel)")
+    db.add_argument("--address", default="127.0.0.1", help="interface to bind (default: this machine only)")
+    db.add_argument("--port", type=int, default=5006)
+    db.add_argument("--allow-origin", action="append", default=[], metavar="HOST:PORT",
+                    help="extra websocket origin allowed (when exposing the dashboard deliberately)")
+    db.add_argument("--max-runs", type=int, default=2, help="concurrent runs across all sessions")
+    db.add_argument("--max-upload-mb", type=float, default=50, help="largest CSV upload accepted")
+    db.set_defaults(func=_dashboard)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse printed its one-line usage error
+        return int(e.code or 0) and EXIT_USAGE
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("daskgp: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, FileNotFoundError, ConnectionError, MemoryError, OSError, FloatingPointError,
+            TimeoutError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"daskgp: error: {msg}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

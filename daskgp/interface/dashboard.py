@@ -1,0 +1,363 @@
+"""The state behind the SGLD dashboard, without any Panel: one :class:`LiveRun` per browser session.
+
+A run validates its settings, splits the data into a training set and a held-out test set, and runs the chains
+of :func:`daskgp.mcmc.chains.sample` on the Dask cluster in a background thread, checkpointing to a zarr store
+in its own folder. Draws arrive block by block (``on_block``); the page reads consistent snapshots and the
+summaries computed from them (ArviZ R-hat, ESS and PSRF evolution; the mixture predictive on the held-out set
+and along one input dimension, beside the MAP plug-in). Start, pause, resume and stop go through a
+:class:`daskgp.mcmc.chains.RunControl`. A process-wide cap limits concurrent runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..core.datasets import check_numeric_frame, read_csv_frame
+from ..mcmc.chains import RunControl, RunStopped, SamplerConfig
+
+__all__ = ["DashboardSettings", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "max_runs",
+           "max_upload_bytes"]
+
+BUILTIN = ("concrete", "house_8L", "power_plant")
+
+
+def max_upload_bytes() -> int:
+    """Largest CSV upload accepted ($DASKGP_DASHBOARD_MAX_UPLOAD_MB, default 50 MB)."""
+    return int(float(os.environ.get("DASKGP_DASHBOARD_MAX_UPLOAD_MB", "50")) * 2**20)
+
+
+def max_runs() -> int:
+    """Concurrent runs allowed across the server's sessions ($DASKGP_DASHBOARD_MAX_RUNS, default 2)."""
+    return int(os.environ.get("DASKGP_DASHBOARD_MAX_RUNS", "2"))
+
+
+_ACTIVE: set = set()
+_ACTIVE_LOCK = threading.Lock()
+
+
+class RunCapReached(RuntimeError):
+    pass
+
+
+def parse_upload(content: bytes | None, max_bytes: int | None = None) -> pd.DataFrame:
+    """A user's CSV upload → numeric DataFrame, or ValueError with a message meant for the page."""
+    max_bytes = max_upload_bytes() if max_bytes is None else max_bytes
+    if not content:
+        raise ValueError("the uploaded file is empty")
+    if len(content) > max_bytes:
+        raise ValueError(f"the uploaded file is {len(content) / 2**20:.1f} MB; the limit is "
+                         f"{max_bytes / 2**20:.0f} MB")
+    df = read_csv_frame(content, "the uploaded file")
+    if df.shape[1] < 2:
+        raise ValueError(f"the CSV needs a header row and at least two columns, got {df.shape[1]}")
+    if len(df) < 20:
+        raise ValueError(f"the CSV has {len(df)} rows; at least 20 are needed")
+    check_numeric_frame(df, "the uploaded file")
+    if not np.isfinite(df.to_numpy(np.float64)).all():
+        raise ValueError("the CSV has infinite values")
+    return df
+
+
+@dataclass
+class DashboardSettings:
+    """What the setup panel chooses. ``dataset``: a built-in name or 'upload' (then ``upload`` holds the
+    parsed DataFrame and ``target`` its target column)."""
+
+    dataset: str = "concrete"
+    upload: pd.DataFrame | None = field(default=None, repr=False)
+    target: str | None = None
+    kernel: str = SamplerConfig.kernel  # the sampler's defaults, so the two never drift apart
+    ard: bool = SamplerConfig.ard
+    n_chains: int = 2
+    n_iter: int = SamplerConfig.n_iter
+    n_probes: int = SamplerConfig.n_probes
+    step_start: float = SamplerConfig.step_start
+    step_end: float = SamplerConfig.step_end
+    seed: int = SamplerConfig.seed
+    scheduler: str | None = None
+    block: int = 20
+    test_fraction: float = 0.1
+
+    def validate(self) -> DashboardSettings:
+        if self.dataset not in BUILTIN + ("upload",):
+            raise ValueError(f"unknown dataset {self.dataset!r}")
+        if self.dataset == "upload":
+            if self.upload is None:
+                raise ValueError("upload a CSV file first")
+            if self.target not in self.upload.columns:
+                raise ValueError("choose the target column of the uploaded CSV")
+        if self.kernel not in ("rbf", "matern32", "matern52"):
+            raise ValueError(f"unknown kernel {self.kernel!r}")
+        for name, lo, hi in (("n_chains", 2, 16), ("n_iter", 100, 1_000_000), ("n_probes", 1, 256),
+                             ("block", 1, 10_000)):
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
+                raise ValueError(f"{name.replace('n_', '').replace('_', ' ')} must be an integer in "
+                                 f"[{lo}, {hi}], got {v!r}")
+        a, b = float(self.step_start), float(self.step_end)
+        if not (np.isfinite(a) and np.isfinite(b) and a >= b > 0):
+            raise ValueError(f"step sizes need start >= end > 0, got {self.step_start} and {self.step_end}")
+        if self.scheduler is not None and not str(self.scheduler).startswith(("tcp://", "tls://", "inproc://")):
+            raise ValueError(f"the scheduler address must look like tcp://host:8786, got {self.scheduler!r}")
+        return self
+
+
+class LiveRun:
+    """One session's run: ``start()`` → background chains; ``pause()``/``resume()``/``stop()``;
+    ``snapshot()`` and the summaries below for the views. ``status``: idle, running, paused, stopped,
+    finished or failed (then ``message`` says why)."""
+
+    def __init__(self, settings: DashboardSettings, *, client=None, workdir: str | None = None):
+        self.settings = settings.validate()
+        self.client = client
+        self._tmp = None if workdir else tempfile.mkdtemp(prefix="daskgp-dashboard-")
+        self.workdir = workdir or self._tmp
+        self.out = os.path.join(self.workdir, "run.zarr")
+        self.control = RunControl()
+        self.status, self.message = "idle", ""
+        self._lock = threading.Lock()
+        self._post: dict[str, list] = {}
+        self._stats: dict[str, list] = {}
+        self._thread: threading.Thread | None = None
+        self.t_start = None
+        self.names: list[str] = []
+        self._prepare_data()
+
+    # --- data -----------------------------------------------------------------------------------------
+    def _prepare_data(self) -> None:
+        from sklearn.preprocessing import StandardScaler
+
+        from ..core.datasets import load
+
+        s = self.settings
+        if s.dataset == "upload":
+            df = s.upload
+            X = df.drop(columns=[s.target]).to_numpy(np.float64)
+            y = df[s.target].to_numpy(np.float64)
+            self.feature_names = [str(c) for c in df.columns if c != s.target]
+        else:
+            ds = load(s.dataset)
+            X, y = ds.x_scaler.inverse_transform(ds.X), ds.y_original(ds.y)
+            self.feature_names = list(ds.feature_names)
+        rng = np.random.default_rng(s.seed)
+        idx = rng.permutation(len(y))
+        n_test = max(1, int(round(s.test_fraction * len(y))))
+        test, train = idx[:n_test], idx[n_test:]
+        self.x_scaler = StandardScaler().fit(X[train])
+        self.y_scaler = StandardScaler().fit(y[train, None])
+        self.X_train = self.x_scaler.transform(X[train])
+        self.y_train = self.y_scaler.transform(y[train, None])[:, 0]
+        self.X_test = self.x_scaler.transform(X[test])
+        self.y_test = y[test]  # original units
+        self.X_raw_train = X[train]
+
+    # --- control --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        with _ACTIVE_LOCK:
+            cap = max_runs()
+            if len(_ACTIVE) >= cap:
+                raise RunCapReached(f"{len(_ACTIVE)} runs are active on this server (the limit is {cap}); "
+                                    "stop one or try later")
+            _ACTIVE.add(id(self))
+        self.status, self.t_start = "running", time.perf_counter()
+        self._thread = threading.Thread(target=self._work, name="daskgp-dashboard-run", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        from ..compute.cluster import borrowed_client
+        from ..mcmc.chains import sample
+
+        s = self.settings
+        try:
+            with borrowed_client(self.client, s.scheduler, timeout=10) as client:
+                self.dask_link = getattr(client, "dashboard_link", None)
+                sample(self.X_train, self.y_train, out=self.out, client=client, overwrite=True,
+                       control=self.control, on_block=self._on_block, method="sgld", n_chains=s.n_chains,
+                       n_iter=s.n_iter, kernel=s.kernel, ard=s.ard, n_probes=s.n_probes,
+                       step_start=s.step_start, step_end=s.step_end, seed=s.seed,
+                       checkpoint_every=s.block, batch=min(100, s.n_iter))
+            self.status = "finished"
+        except RunStopped:
+            self.status = "stopped"
+        except Exception as e:  # shown in the page: the server and other sessions carry on
+            first = str(e).splitlines()[0] if str(e) else ""
+            self.status, self.message = "failed", f"{type(e).__name__}: {first}"
+        finally:
+            with _ACTIVE_LOCK:
+                _ACTIVE.discard(id(self))
+
+    def _on_block(self, post: dict, stats: dict, start: int) -> None:
+        with self._lock:
+            if not self.names:
+                self.names = list(post)
+            for k, v in post.items():
+                self._post.setdefault(k, []).append(np.asarray(v))
+            for k, v in stats.items():
+                self._stats.setdefault(k, []).append(np.asarray(v))
+
+    def pause(self) -> None:
+        if self.status == "running":
+            self.control.pause()
+            self.status = "paused"
+
+    def resume(self) -> None:
+        if self.status == "paused":
+            self.control.resume()
+            self.status = "running"
+
+    def stop(self, wait: float = 30.0) -> None:
+        """Stop the chains (their tasks are cancelled on the cluster) and wait for the thread to end."""
+        if self.status in ("running", "paused"):
+            self.control.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=wait)
+
+    def close(self) -> None:
+        """Stop and delete the run's files (closing the browser tab)."""
+        self.stop()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    # --- views ----------------------------------------------------------------------------------------
+    def snapshot(self) -> tuple[dict, dict]:
+        """({param: (chains, draws)} natural units, {stat: (chains, draws)}) of everything received."""
+        with self._lock:
+            post = {k: np.concatenate(v, axis=1) for k, v in self._post.items()}
+            stats = {k: np.concatenate(v, axis=1) for k, v in self._stats.items()}
+        return post, stats
+
+    @property
+    def n_draws(self) -> int:
+        post, _ = self.snapshot()
+        return next(iter(post.values())).shape[1] if post else 0
+
+    def sampling_start(self) -> int | None:
+        """First draw of the sampling phase by the run summaries' rule (every chain froze its step size);
+        None while some chain is still in warmup."""
+        from ..mcmc.diagnostics import post_warmup
+
+        dt = self.as_run()
+        try:
+            sampled, notes = post_warmup(dt) if dt is not None else (None, ["no draws"])
+        except ValueError:
+            return None
+        return None if any("warmup" in note for note in notes) else int(sampled.attrs["warmup_draws"])
+
+    def as_run(self):
+        """The draws received so far as a run DataTree (the layout :func:`daskgp.mcmc.diagnostics.open_run`
+        gives), or None before the first block."""
+        import xarray as xr
+
+        post, stats = self.snapshot()
+        if not post:
+            return None
+
+        def group(d):
+            return xr.Dataset({k: (("chain", "draw"), v) for k, v in d.items()})
+
+        dt = xr.DataTree.from_dict({"posterior": group(post), "sample_stats": group(stats)})
+        dt.attrs["param_names"] = list(self.names)
+        return dt
+
+    def diagnostics(self) -> dict:
+        """R-hat (rank), bulk ESS per parameter and the PSRF evolution on the sampling-phase draws so far,
+        cut by the same rule as the run summaries (:func:`daskgp.mcmc.diagnostics.post_warmup`: before every
+        chain froze, the second half of the draws, with phase 'warmup')."""
+        import arviz as az
+
+        from ..mcmc.diagnostics import post_warmup, psrf_evolution
+
+        out = {"rhat": {}, "ess": {}, "phase": "none", "evolution": None}
+        dt = self.as_run()
+        if dt is None:
+            return out
+        try:
+            sampled, notes = post_warmup(dt)
+        except ValueError:  # too few draws yet, or every chain diverged
+            return out
+        out["phase"] = "warmup" if any("warmup" in note for note in notes) else "sampling"
+        ds = sampled["posterior"].to_dataset()
+        if ds.sizes["draw"] < 8 or ds.sizes["chain"] < 2:
+            return out
+        out["rhat"] = {k: float(v) for k, v in az.rhat(ds).items()}
+        out["ess"] = {k: float(v) for k, v in az.ess(ds).items()}
+        ev = psrf_evolution(ds, n_points=15)
+        out["evolution"] = (ev["n_draws"].values, ev["median"].values, ev["q975"].values)
+        return out
+
+    def _log_draws(self, n_draws: int) -> np.ndarray | None:
+        from ..mcmc.estimator import thinned_log_draws
+
+        dt = self.as_run()
+        try:
+            return None if dt is None else thinned_log_draws(dt, n_draws)
+        except ValueError:
+            return None
+
+    def _kernel(self):
+        from ..core.kernels import make_kernel
+
+        return make_kernel(self.settings.kernel, ard=self.settings.ard, n_dims=self.X_train.shape[1])
+
+    def map_log_params(self) -> np.ndarray | None:
+        """φ_MAP of the subset posterior stored with the run (the MAP plug-in baseline)."""
+        import json
+
+        import zarr
+
+        try:
+            return np.array(json.loads(zarr.open_group(self.out, mode="r").attrs["phi_map"]))
+        except (FileNotFoundError, KeyError, ValueError, OSError):
+            return None
+
+    def heldout_predictive(self, n_draws: int = 20, max_train: int = 5000):
+        """Mixture predictive at the held-out inputs: Dataset (mean, lower, upper in y units), or None."""
+        from ..exact.predict import predictive
+
+        draws = self._log_draws(n_draws)
+        if draws is None or len(self.y_train) > max_train:
+            return None
+        pred = predictive(self.X_train, self.y_train, self._kernel(), draws, self.X_test,
+                          y_scaler=self.y_scaler, exact=True)
+        return pred.assign(observed=("point", self.y_test))
+
+    def slice_predictive(self, dim: int, n_points: int = 60, n_draws: int = 20, max_train: int = 5000):
+        """Along input ``dim`` (the others at their training median): the mixture predictive over draws and
+        the MAP plug-in predictive. Returns (x in original units, mixture Dataset, MAP Dataset) or None."""
+        from ..exact.predict import predictive
+
+        draws, phi_map = self._log_draws(n_draws), self.map_log_params()
+        if draws is None or phi_map is None or len(self.y_train) > max_train:
+            return None
+        lo, hi = np.percentile(self.X_train[:, dim], [1, 99])
+        grid = np.tile(np.median(self.X_train, axis=0), (n_points, 1))
+        grid[:, dim] = np.linspace(lo, hi, n_points)
+        kw = dict(y_scaler=self.y_scaler, exact=True)
+        mix = predictive(self.X_train, self.y_train, self._kernel(), draws, grid, **kw)
+        plug = predictive(self.X_train, self.y_train, self._kernel(), phi_map[None, :], grid, **kw)
+        x = self.x_scaler.inverse_transform(grid)[:, dim]
+        return x, mix, plug
+
+    def export_netcdf(self) -> str:
+        """The posterior (and sample_stats) committed so far, as a netCDF file; returns its path."""
+        from ..mcmc.diagnostics import open_run, save_netcdf
+
+        path = os.path.join(self.workdir, "posterior.nc")
+        save_netcdf(open_run(self.out), path)
+        return path
+
+    def export_summary_csv(self) -> str:
+        from ..mcmc.diagnostics import open_run, run_summary
+
+        path = os.path.join(self.workdir, "summary.csv")
+        table, _ = run_summary(open_run(self.out))
+        table.to_csv(path)
+        return path

@@ -1,0 +1,141 @@
+"""Runs as ArviZ posterior containers and the convergence summaries of the paper, computed by ArviZ.
+
+* :func:`to_datatree` — (chain, draw, p) log-parameter draws → an ``xarray.DataTree`` with a ``posterior``
+  group in natural units (one variable per parameter) and a ``sample_stats`` group (per-iteration records).
+* :func:`psrf_evolution` — R-hat on growing prefixes of the chains: median and 97.5% quantile across
+  parameters, as in the paper's figures (ArviZ has no R-hat evolution plot).
+* :func:`summary` — ArviZ's summary table plus seconds per effective sample.
+* :func:`open_run` — a run written by :mod:`daskgp.mcmc.chains` (committed draws, verified, read-only);
+  :func:`post_warmup` — its sampling-phase draws (after every chain froze its step size / stopped adapting),
+  without chains that diverged; :func:`run_summary` — the summary of a run on disk.
+"""
+
+from __future__ import annotations
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+__all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "run_summary",
+           "save_netcdf"]
+
+
+def to_datatree(log_draws, param_names, sample_stats: dict | None = None, attrs: dict | None = None):
+    """log_draws (chains, draws, p) of φ = log θ; sample_stats {name: (chains, draws)} → DataTree whose
+    posterior holds θ = exp(φ) per parameter (natural units)."""
+    d = np.asarray(log_draws, dtype=float)
+    if d.ndim != 3 or d.shape[2] != len(param_names):
+        raise ValueError(f"draws must be (chains, draws, {len(param_names)}), got {d.shape}")
+    post = {name: np.exp(d[:, :, j]) for j, name in enumerate(param_names)}
+    groups = {"posterior": post}
+    if sample_stats:
+        groups["sample_stats"] = {k: np.asarray(v) for k, v in sample_stats.items()}
+    dt = az.from_dict(groups)
+    if attrs:
+        dt.attrs.update(attrs)
+    return dt
+
+
+def _posterior_ds(dt) -> xr.Dataset:
+    return dt.posterior.to_dataset() if isinstance(dt, xr.DataTree) else dt
+
+
+def psrf_evolution(dt, n_points: int = 20, method: str = "identity") -> xr.Dataset:
+    """R-hat of every parameter on prefixes of n draws (n over ``n_points`` values), with the median and
+    97.5% quantile across parameters. ``method='identity'`` is the classic Gelman–Rubin PSRF of the paper."""
+    ds = _posterior_ds(dt)
+    D = ds.sizes["draw"]
+    if ds.sizes["chain"] < 2 or D < 8:
+        raise ValueError("PSRF needs at least 2 chains and 8 draws")
+    ns = np.unique(np.linspace(min(8, D), D, n_points).astype(int))
+    ev = xr.concat([az.rhat(ds.isel(draw=slice(0, k)), method=method) for k in ns], "n_draws")
+    ev = ev.assign_coords(n_draws=ns)
+    stacked = ev.to_array("parameter")
+    return xr.Dataset({"rhat": stacked, "median": stacked.median("parameter"),
+                       "q975": stacked.quantile(0.975, dim="parameter").drop_vars("quantile")})
+
+
+def summary(dt, seconds: float | None = None) -> pd.DataFrame:
+    """ArviZ summary (mean, sd, intervals, ESS bulk/tail, R-hat) plus ``sec_per_ess`` = wall seconds of the
+    whole run / bulk ESS when ``seconds`` is given."""
+    table = pd.DataFrame(az.summary(dt))
+    if seconds is not None:
+        table["sec_per_ess"] = seconds / table["ess_bulk"]
+    return table
+
+
+def open_run(path) -> xr.DataTree:
+    """The run at ``path`` as an ArviZ DataTree in memory: posterior (chain, draw) in natural units,
+    sample_stats, and attrs with the decoded configuration plus 'elapsed' (wall seconds so far),
+    'n_draws' (committed draws per chain), 'messages' ({chain: why it stopped}) and 'writer' (what holds
+    the run while it is being written, else None).
+
+    Reads only, and only the committed draws, each block checked against its digest: safe beside a running
+    writer. Raises FileNotFoundError, or :class:`daskgp.mcmc.runstore.RunError` with one line saying what is
+    damaged and what ``daskgp repair`` can do."""
+    from .runstore import read_run
+
+    return read_run(path)
+
+
+def post_warmup(dt) -> tuple[xr.DataTree, list[str]]:
+    """The sampling phase of a run: chains that diverged are dropped, and draws start where the last chain
+    left its warmup (SGLD: step size frozen; MH: adaptation over). If some chain never left warmup, the
+    second half of the draws is used. Returns (DataTree with posterior and sample_stats, notes)."""
+    post = dt["posterior"].to_dataset()
+    stats = dt["sample_stats"].to_dataset() if "sample_stats" in dt.children else None
+    notes = []
+    first = next(iter(post.data_vars))
+    ok = ~np.isnan(post[first].values).any(axis=1)
+    messages = dt.attrs.get("messages", {})
+    for c in np.flatnonzero(~ok):
+        notes.append(f"chain {c} dropped: {messages.get(str(c), 'it stopped early')}")
+    if not ok.any():
+        raise ValueError("every chain diverged: " + "; ".join(notes))
+    post = post.isel(chain=np.flatnonzero(ok))
+    D = post.sizes["draw"]
+    start = D // 2
+    if stats is not None and "warmup" in stats:
+        stats = stats.isel(chain=np.flatnonzero(ok))
+        warm = stats["warmup"].values.astype(bool)
+        left = [int(np.argmin(w)) if not w.all() else None for w in warm]
+        if all(v is not None for v in left):
+            start = max(left)
+            if warm[:, start:].any():  # SGLD/MH never re-enter warmup; guard against odd stores
+                start = D // 2
+            elif D - start < 4 <= D - D // 2:  # a run stopped just after the last chain froze
+                notes.append(f"only {D - start} draws after the last chain left warmup: using the second "
+                             "half of the draws; run longer")
+                start = D // 2
+        else:
+            notes.append("some chains are still in warmup (step size not frozen / still adapting): "
+                         "using the second half of the draws; run longer")
+        stats = stats.isel(draw=slice(start, None))
+    post = post.isel(draw=slice(start, None))
+    if post.sizes["draw"] < 4:
+        raise ValueError(f"only {post.sizes['draw']} post-warmup draws: run longer")
+    groups = {"posterior": post} if stats is None else {"posterior": post, "sample_stats": stats}
+    out = xr.DataTree.from_dict(groups)
+    out.attrs = dict(dt.attrs, warmup_draws=int(start))
+    return out, notes
+
+
+def run_summary(dt) -> tuple[pd.DataFrame, list[str]]:
+    """ArviZ summary of a run's post-warmup draws with seconds (wall time of the whole run) per bulk
+    effective sample; plus the notes of :func:`post_warmup`."""
+    sampled, notes = post_warmup(dt)
+    if sampled["posterior"].sizes["chain"] < 2:
+        notes.append("R-hat needs at least 2 chains")
+    table = summary(sampled, dt.attrs.get("elapsed"))
+    order = [nm for nm in dt.attrs.get("param_names", []) if nm in table.index]
+    return (table.loc[order] if order else table), notes
+
+
+def save_netcdf(dt, path) -> None:
+    """Write a run (as from :func:`open_run`) to netCDF; structured attributes become JSON strings."""
+    import json
+
+    out = dt.copy()
+    out.attrs = {k: v if isinstance(v, (str, int, float)) else json.dumps(v) for k, v in dt.attrs.items()}
+    out.to_netcdf(path)

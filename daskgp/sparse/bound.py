@@ -1,0 +1,370 @@
+"""The collapsed variational bound of sparse GP regression and the Bayesian GPLVM in the map-reduce form of
+Gal, van der Wilk & Rasmussen (2014), with its gradients.
+
+Given the inducing inputs Z (m, q), Titsias' collapsed bound is a function of sums over data points, which
+every chunk of rows computes on its own:
+
+    A = Σ_i y_iᵀ y_i,   B = Σ_i ⟨K_ii⟩,   C = Σ_i ⟨K_mi⟩ y_iᵀ (m, p),   D = Σ_i ⟨K_mi K_im⟩ (m, m),
+    KL = Σ_i KL(q(x_i) ‖ N(0, I)),
+
+with expectations under q(x_i) = N(μ_i, diag S_i) (the psi-statistics of the RBF-ARD kernel, closed form).
+For regression the inputs are observed (S_i = 0, KL = 0) and the expectations are plain kernel values. The
+bound, eq. (4.3) of the paper, for p output dimensions and noise precision β, with P = K_mm + β·D:
+
+    F = −np/2·log 2π + np/2·log β + p/2·log|K_mm| − p/2·log|P|
+        − β/2·A + β²/2·tr(Cᵀ P⁻¹ C) − βp/2·B + βp/2·tr(K_mm⁻¹ D) − KL.
+
+Gradients follow the paper's two maps: the centre turns the summed statistics into ∂F/∂(A, B, C, D) and the
+direct K_mm part (:func:`bound_and_grads`); every chunk then turns those partial derivatives into its
+contribution to ∂F/∂(Z, σ², l) (:func:`chunk_global_grad`) and, for latent inputs, into ∂F/∂(μ_i, S_i) of
+its own rows (:func:`chunk_local_grad`). The distributed driver is :mod:`daskgp.sparse.chunks`.
+
+Units: everything here is in the units the caller passes (the estimators standardise first). The observed-
+input path is written against the arrays' own namespace (``array_api_compat``), so cupy chunks work (untested
+here: no GPU); the psi-statistics of latent inputs are numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from array_api_compat import array_namespace
+
+from ..core.kernels import RBF
+from ..core.validation import check_X
+
+__all__ = ["SuffStats", "BoundGrads", "GlobalParams", "rbf_ard", "chunk_stats", "chunk_stats_cached",
+           "bound_and_grads", "collapsed_bound", "chunk_global_grad", "chunk_local_grad", "kl_gauss",
+           "titsias_bound_dense", "bgplvm_bound_dense"]
+
+_JITTER = 1e-6  # relative to the kernel variance; keeps K_mm's Cholesky stable when inducing inputs cluster
+
+
+@dataclass
+class SuffStats:
+    """The partial sums of one chunk (or of all of them): n rows, A, B, C (m, p), D (m, m), KL."""
+
+    n: int
+    A: float
+    B: float
+    C: np.ndarray
+    D: np.ndarray
+    KL: float = 0.0
+
+    def __add__(self, other: SuffStats) -> SuffStats:
+        return SuffStats(self.n + other.n, self.A + other.A, self.B + other.B, self.C + other.C,
+                         self.D + other.D, self.KL + other.KL)
+
+    def __sub__(self, other: SuffStats) -> SuffStats:
+        return SuffStats(self.n - other.n, self.A - other.A, self.B - other.B, self.C - other.C,
+                         self.D - other.D, self.KL - other.KL)
+
+
+@dataclass(frozen=True)
+class GlobalParams:
+    """The global parameters: inducing inputs Z (m, q), kernel variance σ² (y units²), ARD lengthscales l
+    (q,) (x units) and noise precision β (1/y units²). Unconstrained vector: Z, log σ², log l, log β."""
+
+    Z: np.ndarray
+    variance: float
+    lengthscales: np.ndarray
+    beta: float
+
+    @property
+    def m(self) -> int:
+        return self.Z.shape[0]
+
+    def to_vector(self) -> np.ndarray:
+        return np.concatenate([self.Z.ravel(), [math.log(self.variance)], np.log(self.lengthscales),
+                               [math.log(self.beta)]])
+
+    @classmethod
+    def from_vector(cls, v, m: int, q: int) -> GlobalParams:
+        v = np.asarray(v, dtype=float)
+        Z = v[:m * q].reshape(m, q).copy()
+        return cls(Z, float(np.exp(v[m * q])), np.exp(v[m * q + 1:m * q + 1 + q]), float(np.exp(v[-1])))
+
+    def grad_vector(self, dZ, dvar, dls, dbeta) -> np.ndarray:
+        """Chain rule to the unconstrained vector from gradients in natural parameters."""
+        return np.concatenate([np.asarray(dZ).ravel(), [dvar * self.variance],
+                               np.asarray(dls) * self.lengthscales, [dbeta * self.beta]])
+
+
+def rbf_ard(X1, X2, variance: float, lengthscales):
+    """k(x, x′) = σ²·exp(−½ Σ_q (x_q − x′_q)²/l_q²): (n1, n2), in X1's array namespace — the foundation's
+    :class:`daskgp.core.kernels.RBF` with one lengthscale per input dimension."""
+    ls = np.asarray(lengthscales, dtype=np.float64) * np.ones(X1.shape[1])
+    return RBF(variance=float(variance), lengthscale=ls, ard=True)(X1, X2)
+
+
+def kl_gauss(mu, S) -> float:
+    """Σ_i KL(N(μ_i, diag S_i) ‖ N(0, I)), nats."""
+    return 0.5 * float(np.sum(S + mu**2 - 1.0 - np.log(S)))
+
+
+def _as_2d(Y):
+    return Y[:, None] if Y.ndim == 1 else Y
+
+
+def _psi1(mu, S, Z, variance, ls):
+    """ψ1 (b, m) = ⟨k(x_i, z_j)⟩ under q(x_i), and the pieces its gradient needs."""
+    t = ls**2
+    d1 = t[None, :] + S  # (b, q)
+    diff = mu[:, None, :] - Z[None, :, :]  # (b, m, q)
+    psi1 = variance * np.exp(-0.5 * np.sum(diff**2 / d1[:, None, :], axis=2)
+                             - 0.5 * np.sum(np.log1p(S / t[None, :]), axis=1)[:, None])
+    return psi1, diff, d1
+
+
+def _psi2_blocks(mu, S, Z, variance, ls):
+    """Yield (rows, ψ2 (r, m, m), μ − z̄ (r, m, m, q), d2 (r, q)) over blocks of rows, so the temporaries
+    stay near 2·10⁶ numbers whatever the chunk size."""
+    m, q = Z.shape
+    t = ls**2
+    zdiff = Z[:, None, :] - Z[None, :, :]
+    zbar = 0.5 * (Z[:, None, :] + Z[None, :, :])  # (m, m, q)
+    base = -np.sum(zdiff**2 / (4 * t), axis=2)  # (m, m)
+    step = max(1, int(2e6 // max(1, m * m * q)))
+    for a in range(0, mu.shape[0], step):
+        mu_b, S_b = mu[a:a + step], S[a:a + step]
+        d2 = t[None, :] + 2 * S_b  # (r, q)
+        dd = mu_b[:, None, None, :] - zbar[None]  # (r, m, m, q)
+        expo = (base[None] - np.sum(dd**2 / d2[:, None, None, :], axis=3)
+                - 0.5 * np.sum(np.log1p(2 * S_b / t), axis=1)[:, None, None])
+        yield slice(a, a + step), variance**2 * np.exp(expo), dd, d2
+
+
+def chunk_stats(Y, Z, variance: float, lengthscales, mu=None, S=None) -> SuffStats:
+    """Statistics of one chunk. Y (b, p) outputs; Z (m, q) inducing inputs; inputs either observed (``mu``
+    = X (b, q), S None) or latent with q(x_i) = N(mu_i, diag S_i), S (b, q) variances."""
+    stats, _ = chunk_stats_cached(Y, Z, variance, lengthscales, mu, S)
+    return stats
+
+
+def chunk_stats_cached(Y, Z, variance: float, lengthscales, mu, S=None):
+    """:func:`chunk_stats` plus, for observed inputs, K_mn (m, b), kept on the worker so the gradient map
+    need not recompute it (None for latent inputs)."""
+    Y = _as_2d(Y)
+    b, m, p = mu.shape[0], Z.shape[0], Y.shape[1]
+    if b == 0:  # an empty chunk adds nothing
+        return SuffStats(0, 0.0, 0.0, np.zeros((m, p)), np.zeros((m, m))), None
+    if S is None:
+        xp = array_namespace(Y, mu)
+        Zx = xp.asarray(Z)
+        Kmn = rbf_ard(Zx, mu, variance, lengthscales)  # (m, b)
+        stats = SuffStats(b, float(xp.sum(Y * Y)), float(b * variance), _to_numpy(Kmn @ Y),
+                          _to_numpy(Kmn @ Kmn.T))
+        return stats, Kmn
+    mu, S, Y = np.asarray(mu, float), np.asarray(S, float), np.asarray(Y, float)
+    ls = np.asarray(lengthscales, float) * np.ones(Z.shape[1])
+    psi1, _, _ = _psi1(mu, S, Z, variance, ls)
+    Dsum = np.zeros((m, m))
+    for _, psi2, _, _ in _psi2_blocks(mu, S, Z, variance, ls):
+        Dsum += psi2.sum(axis=0)
+    # nothing cached: the gradient needs ψ1's intermediate terms too and recomputes it with them
+    return SuffStats(b, float(np.sum(Y * Y)), float(b * variance), psi1.T @ Y, Dsum, kl_gauss(mu, S)), None
+
+
+def _to_numpy(a):
+    """Small reduced statistics travel to the centre as numpy (cupy: device → host)."""
+    if hasattr(a, "get"):
+        return a.get()
+    return np.asarray(a)
+
+
+@dataclass
+class BoundGrads:
+    """F and its partial derivatives: w.r.t. the statistics (GA, GB scalars, GC (m, p), GD (m, m)
+    symmetric; ∂F/∂KL = −1) and the direct ones through K_mm and β (dZ (m, q), dvar, dls (q,), dbeta)."""
+
+    F: float
+    GB: float
+    GC: np.ndarray
+    GD: np.ndarray
+    dZ: np.ndarray
+    dvar: float
+    dls: np.ndarray
+    dbeta: float
+
+
+def _kmm(Z, variance, ls, jitter: float = _JITTER):
+    K0 = rbf_ard(Z, Z, variance, ls)
+    return K0, K0 + jitter * variance * np.eye(len(Z))
+
+
+def bound_and_grads(stats: SuffStats, Z, variance: float, lengthscales, beta: float,
+                    grads: bool = True, jitter: float = _JITTER) -> BoundGrads | float:
+    """Eq. (4.3) from the summed statistics and, with ``grads``, its partial derivatives (see
+    :class:`BoundGrads`); O(m³ + m²p) work, independent of n. ``jitter``: added to K_mm's diagonal,
+    relative to σ² (0 for comparisons with libraries that add none)."""
+    if not beta > 0:
+        raise ValueError(f"the noise precision beta must be > 0, got {beta}")
+    Z = np.asarray(Z, float)
+    ls = np.asarray(lengthscales, float) * np.ones(Z.shape[1])
+    n, p = stats.n, stats.C.shape[1]
+    K0, Kmm = _kmm(Z, variance, ls, jitter)
+    Lk = np.linalg.cholesky(Kmm)
+    P = Kmm + beta * stats.D
+    Lp = np.linalg.cholesky(P)
+    logdet_k, logdet_p = 2 * np.log(np.diag(Lk)).sum(), 2 * np.log(np.diag(Lp)).sum()
+    PiC = scipy.linalg.cho_solve((Lp, True), stats.C)  # P⁻¹C (m, p)
+    KiD = scipy.linalg.cho_solve((Lk, True), stats.D)
+    CPC = float(np.sum(stats.C * PiC))
+    F = float(-0.5 * n * p * math.log(2 * math.pi) + 0.5 * n * p * math.log(beta)
+              + 0.5 * p * (logdet_k - logdet_p) - 0.5 * beta * stats.A + 0.5 * beta**2 * CPC
+              - 0.5 * beta * p * stats.B + 0.5 * beta * p * np.trace(KiD) - stats.KL)
+    if not grads:
+        return F
+    Ki = scipy.linalg.cho_solve((Lk, True), np.eye(len(Z)))
+    Pi = scipy.linalg.cho_solve((Lp, True), np.eye(len(Z)))
+    PCCP = PiC @ PiC.T
+    GC = beta**2 * PiC
+    GD = -0.5 * p * beta * Pi - 0.5 * beta**3 * PCCP + 0.5 * beta * p * Ki
+    GK = 0.5 * p * Ki - 0.5 * p * Pi - 0.5 * beta**2 * PCCP - 0.5 * beta * p * KiD @ Ki
+    GK = 0.5 * (GK + GK.T)
+    GD = 0.5 * (GD + GD.T)
+    dbeta = (0.5 * n * p / beta - 0.5 * p * np.sum(Pi * stats.D) - 0.5 * stats.A + beta * CPC
+             - 0.5 * beta**2 * float(np.sum(PiC * (stats.D @ PiC))) - 0.5 * p * stats.B
+             + 0.5 * p * np.trace(KiD))
+    GB = -0.5 * beta * p
+    # K_mm = K0 + jitter·σ²·I: back-propagate GK through the RBF between inducing inputs
+    W = GK * K0
+    rs = W.sum(axis=1)
+    dZ = -2.0 * (rs[:, None] * Z - W @ Z) / ls**2
+    zz = (Z**2)
+    dls = (2 * (rs @ zz) - 2 * np.sum(Z * (W @ Z), axis=0)) / ls**3
+    dvar = float(np.sum(GK * Kmm)) / variance + GB * stats.B / variance
+    return BoundGrads(F, GB, GC, GD, dZ, dvar, dls, float(dbeta))
+
+
+def collapsed_bound(stats: SuffStats, Z, variance: float, lengthscales, beta: float) -> float:
+    """Eq. (4.3): the collapsed lower bound on log p(Y) from the summed statistics (nats)."""
+    Z = check_X(Z, "Z", min_rows=1)
+    return bound_and_grads(stats, Z, variance, lengthscales, beta, grads=False)
+
+
+def _rbf_backprop(W, X, Z, ls):
+    """Given W = G ⊙ K(X, Z) (b, m), return (∂/∂Z (m, q), ∂/∂l (q,)) of Σ G ⊙ K(X, Z)."""
+    xp = array_namespace(W, X)
+    Zx = xp.asarray(Z)
+    lsx = xp.asarray(ls)
+    cs = xp.sum(W, axis=0)  # (m,)
+    WX = W.T @ X  # (m, q)
+    dZ = (WX - cs[:, None] * Zx) / lsx**2
+    dls = (xp.sum(W, axis=1) @ (X * X) - 2 * xp.sum(WX * Zx, axis=0) + cs @ (Zx * Zx)) / lsx**3
+    return _to_numpy(dZ), _to_numpy(dls)
+
+
+def chunk_global_grad(Y, Z, variance: float, lengthscales, g: BoundGrads, mu, S=None,
+                      psi1=None) -> np.ndarray:
+    """One chunk's contribution to ∂F/∂(Z, σ², l) through its statistics C and D, as one vector
+    [dZ.ravel(), dvar, dls] (the central :func:`bound_and_grads` adds the K_mm, B and β parts).
+    ``psi1``: observed inputs only, the K_mn (m, b) the stats map cached."""
+    Y = _as_2d(Y)
+    m, q = Z.shape
+    ls = np.asarray(lengthscales, float) * np.ones(q)
+    if mu.shape[0] == 0:
+        return np.zeros(m * q + 1 + q)
+    if S is None:
+        xp = array_namespace(Y, mu)
+        Kmn = psi1 if psi1 is not None else rbf_ard(xp.asarray(Z), mu, variance, ls)
+        Knm = Kmn.T
+        G = Y @ xp.asarray(g.GC).T + 2 * (Knm @ xp.asarray(g.GD))  # ∂F/∂K_nm (b, m)
+        W = G * Knm
+        dZ, dls = _rbf_backprop(W, mu, Z, ls)
+        dvar = float(xp.sum(W)) / variance
+        return np.concatenate([dZ.ravel(), [dvar], dls])
+    dZ, dvar, dls, _, _ = _latent_grads(np.asarray(Y, float), Z, variance, ls, g, np.asarray(mu, float),
+                                         np.asarray(S, float))
+    return np.concatenate([dZ.ravel(), [dvar], dls])
+
+
+def _latent_grads(Y, Z, variance, ls, g: BoundGrads, mu, S):
+    """∂(Σ GC⊙C + Σ GD⊙D)/∂(Z, σ², l, μ, S) for latent inputs, the psi-statistic derivatives by hand."""
+    t = ls**2
+    psi1, diff, d1 = _psi1(mu, S, Z, variance, ls)
+    W1 = (Y @ g.GC.T) * psi1  # (b, m)
+    r1 = diff / d1[:, None, :]  # (μ − z)/d1 (b, m, q)
+    dmu = -np.einsum("bm,bmq->bq", W1, r1)
+    dZ = np.einsum("bm,bmq->mq", W1, r1)
+    sq1 = diff**2 / d1[:, None, :] ** 2
+    dS = np.einsum("bm,bmq->bq", W1, 0.5 * sq1) - 0.5 * W1.sum(axis=1)[:, None] / d1
+    dt = (np.einsum("bm,bmq->q", W1, 0.5 * sq1) - 0.5 * np.sum(W1.sum(axis=1)[:, None] / d1, axis=0)
+          + 0.5 * W1.sum() / t)
+    dvar = W1.sum() / variance
+    zdiff = Z[:, None, :] - Z[None, :, :]  # (m, m, q)
+    for rows, psi2, dd, d2 in _psi2_blocks(mu, S, Z, variance, ls):
+        W2 = g.GD[None] * psi2  # (r, m, m)
+        w = W2.sum(axis=(1, 2))  # (r,)
+        r2 = dd / d2[:, None, None, :]  # (μ − z̄)/d2
+        dmu[rows] += -2 * np.einsum("rjk,rjkq->rq", W2, r2)
+        sq2 = dd**2 / d2[:, None, None, :] ** 2
+        dS[rows] += 2 * np.einsum("rjk,rjkq->rq", W2, sq2) - w[:, None] / d2
+        Wjk = W2.sum(axis=0)  # (m, m)
+        dt += (np.einsum("jk,jkq->q", Wjk, zdiff**2) / (4 * t**2) + np.einsum("rjk,rjkq->q", W2, sq2)
+               - 0.5 * np.sum(w[:, None] / d2, axis=0) + 0.5 * w.sum() / t)
+        dZ += 2 * (-np.einsum("jk,jkq->jq", Wjk, zdiff) / (2 * t) + np.einsum("rjk,rjkq->jq", W2, r2))
+        dvar += 2 * w.sum() / variance
+    return dZ, float(dvar), dt * 2 * ls, dmu, dS
+
+
+def chunk_local_grad(Y, Z, variance: float, lengthscales, g: BoundGrads, mu, S):
+    """∂F/∂(μ, S) (b, q) each, for one chunk's latent rows: through its C and D, minus its KL."""
+    ls = np.asarray(lengthscales, float) * np.ones(Z.shape[1])
+    _, _, _, dmu, dS = _latent_grads(_as_2d(np.asarray(Y, float)), Z, variance, ls, g, mu, S)
+    return dmu - mu, dS - 0.5 * (1.0 - 1.0 / S)
+
+
+# --- dense single-process references (tests) -----------------------------------------------------------
+def titsias_bound_dense(X, Y, Z, variance: float, lengthscales, beta: float) -> float:
+    """Titsias' (2009) collapsed bound, dense and direct:
+    Σ_d log N(y_d | 0, Q_nn + β⁻¹I) − β/2·tr(K_nn − Q_nn)·p
+    with Q_nn = K_nm K_mm⁻¹ K_mn. The reference the distributed bound is tested against (observed inputs)."""
+    X, Z = np.asarray(X, float), np.asarray(Z, float)
+    Y = np.asarray(Y, float).reshape(len(X), -1)
+    n, p = Y.shape
+    _, Kmm = _kmm(Z, variance, np.asarray(lengthscales, float) * np.ones(Z.shape[1]))
+    Kmn = rbf_ard(Z, X, variance, lengthscales)
+    Q = Kmn.T @ np.linalg.solve(Kmm, Kmn)
+    cov = Q + np.eye(n) / beta
+    L = np.linalg.cholesky(cov)
+    alpha = scipy.linalg.solve_triangular(L, Y, lower=True)
+    loglik = -0.5 * np.sum(alpha**2) - p * np.log(np.diag(L)).sum() - 0.5 * n * p * math.log(2 * math.pi)
+    return float(loglik - 0.5 * beta * p * (n * variance - np.trace(Q)))
+
+
+def bgplvm_bound_dense(Y, mu, S, Z, variance: float, lengthscales, beta: float) -> float:
+    """The Titsias & Lawrence (2010) Bayesian GPLVM bound written directly from its paper (their eq. 14,
+    with Ψ0, Ψ1 (n, m), Ψ2 (m, m) computed per point by explicit loops), dense in n:
+
+        F = Σ_d [log N(y_d | 0, β⁻¹I + Ψ1 K_mm⁻¹ Ψ1ᵀ)-shaped term via W = βI − β²Ψ1 (βΨ2 + K_mm)⁻¹Ψ1ᵀ]
+            − βp/2·ψ0 + βp/2·tr(K_mm⁻¹Ψ2) − KL(q(X) ‖ p(X)).
+
+    Written with the n × n matrix W of their eq. (14): an independent route to the same number."""
+    Y = np.asarray(Y, float).reshape(len(mu), -1)
+    n, p = Y.shape
+    ls = np.asarray(lengthscales, float) * np.ones(Z.shape[1])
+    _, Kmm = _kmm(Z, variance, ls)
+    psi0 = n * variance
+    psi1 = np.empty((n, len(Z)))
+    psi2 = np.zeros((len(Z), len(Z)))
+    for i in range(n):  # one point at a time from the textbook formulas (independent of the vectorised code)
+        for j in range(len(Z)):
+            psi1[i, j] = variance * np.prod(
+                np.exp(-0.5 * (mu[i] - Z[j]) ** 2 / (ls**2 + S[i])) / np.sqrt(1 + S[i] / ls**2))
+        for j in range(len(Z)):
+            for k in range(len(Z)):
+                zb = 0.5 * (Z[j] + Z[k])
+                psi2[j, k] += variance**2 * np.prod(
+                    np.exp(-(Z[j] - Z[k]) ** 2 / (4 * ls**2) - (mu[i] - zb) ** 2 / (ls**2 + 2 * S[i]))
+                    / np.sqrt(1 + 2 * S[i] / ls**2))
+    Wm = beta * np.eye(n) - beta**2 * psi1 @ np.linalg.solve(beta * psi2 + Kmm, psi1.T)
+    sign_k, logdet_k = np.linalg.slogdet(Kmm)
+    sign_a, logdet_a = np.linalg.slogdet(beta * psi2 + Kmm)
+    F = (-0.5 * n * p * math.log(2 * math.pi) + 0.5 * n * p * math.log(beta) + 0.5 * p * (logdet_k - logdet_a)
+         - 0.5 * np.trace(Y.T @ Wm @ Y) - 0.5 * beta * p * psi0
+         + 0.5 * beta * p * np.trace(np.linalg.solve(Kmm, psi2)))
+    return float(F - kl_gauss(mu, S))

@@ -1,0 +1,215 @@
+"""The distributed evaluation of the collapsed bound (Gal, van der Wilk & Rasmussen 2014): row chunks live as
+futures on the Dask workers; one evaluation is two maps and two tree reductions.
+
+1. map: every chunk computes its statistics (A, B, C, D, KL) and keeps ψ1 for step 3;
+2. reduce: pairwise-ish (fan-in 4) sums, so the centre receives O(m²+mp) numbers whatever n is;
+3. the centre computes F and ∂F/∂(A, B, C, D) (:func:`daskgp.sparse.bound.bound_and_grads`);
+4. map: every chunk turns those into its share of ∂F/∂(Z, σ², l); reduce as in 2.
+
+For the Bayesian GPLVM, :meth:`ChunkedRows.local_step` also runs each chunk's optimisation of its own
+q(x_i) on the worker holding it (all chunks in parallel), given the summed statistics of the others.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.optimize
+
+from ..compute.reductions import local_sum, tree_sum
+from .bound import (
+    BoundGrads,
+    GlobalParams,
+    SuffStats,
+    bound_and_grads,
+    chunk_global_grad,
+    chunk_local_grad,
+    chunk_stats,
+    chunk_stats_cached,
+)
+
+__all__ = ["ChunkedRows", "LocalRows"]
+
+
+def _stats_task(chunk, theta: GlobalParams):
+    return chunk_stats_cached(chunk["Y"], theta.Z, theta.variance, theta.lengthscales,
+                              chunk.get("X", chunk.get("mu")), chunk.get("S"))
+
+
+def _grad_task(chunk, cached, theta: GlobalParams, g: BoundGrads):
+    return chunk_global_grad(chunk["Y"], theta.Z, theta.variance, theta.lengthscales, g,
+                             chunk.get("X", chunk.get("mu")), chunk.get("S"), psi1=cached[1])
+
+
+def _local_objective(chunk_Y, others: SuffStats, theta: GlobalParams, b: int, q: int):
+    """−F(others + this chunk's statistics) and its gradient w.r.t. (μ, log S) of the chunk's rows;
+    ``fun(x, grad=False)`` gives the value alone (half the work: for choosing among starting points)."""
+    def fun(x, grad: bool = True):
+        mu, S = x[:b * q].reshape(b, q), np.exp(x[b * q:]).reshape(b, q)
+        st = others + chunk_stats(chunk_Y, theta.Z, theta.variance, theta.lengthscales, mu=mu, S=S)
+        try:
+            g = bound_and_grads(st, theta.Z, theta.variance, theta.lengthscales, theta.beta, grads=grad)
+        except np.linalg.LinAlgError:
+            return (math.inf, np.zeros_like(x)) if grad else math.inf
+        if not grad:
+            return -g
+        dmu, dS = chunk_local_grad(chunk_Y, theta.Z, theta.variance, theta.lengthscales, g, mu, S)
+        return -g.F, -np.concatenate([dmu.ravel(), (dS * S).ravel()])
+    return fun
+
+
+def _local_task(chunk, total: SuffStats, theta: GlobalParams, n_iter: int):
+    """Optimise this chunk's q(x_i) with the other chunks' statistics fixed; returns the updated chunk."""
+    b, q = chunk["mu"].shape
+    if b == 0 or n_iter <= 0:
+        return chunk
+    own = chunk_stats(chunk["Y"], theta.Z, theta.variance, theta.lengthscales, mu=chunk["mu"], S=chunk["S"])
+    fun = _local_objective(chunk["Y"], total - own, theta, b, q)
+    x0 = np.concatenate([chunk["mu"].ravel(), np.log(chunk["S"]).ravel()])
+    res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
+                                  bounds=[(None, None)] * (b * q) + [(-12.0, 3.0)] * (b * q),
+                                  options={"maxiter": n_iter})
+    x = res.x if np.isfinite(res.fun) and res.fun <= fun(x0, grad=False) else x0  # never step downhill
+    out = dict(chunk)
+    out["mu"], out["S"] = x[:b * q].reshape(b, q), np.exp(x[b * q:]).reshape(b, q)
+    return out
+
+
+def _assemble(theta: GlobalParams, g: BoundGrads, local: np.ndarray) -> np.ndarray:
+    """The gradient w.r.t. the unconstrained global vector: central part plus the chunks' summed share."""
+    m, q = theta.Z.shape
+    return theta.grad_vector(g.dZ + local[:m * q].reshape(m, q), g.dvar + local[m * q],
+                             g.dls + local[m * q + 1:], g.dbeta)
+
+
+def _split_rows(arrays: dict, chunk_rows: int) -> list[dict]:
+    """Numpy arrays (same number of rows) → chunk dicts of at most ``chunk_rows`` rows, 1-D made (n, 1)."""
+    arrays = {k: (v[:, None] if v.ndim == 1 else v) for k, v in arrays.items()}
+    n = arrays["Y"].shape[0]
+    edges = list(range(0, n, max(1, int(chunk_rows)))) + [n]
+    return [{k: np.ascontiguousarray(v[a:b]) for k, v in arrays.items()}
+            for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def _chunk_rows(chunk):
+    return chunk["Y"].shape[0]
+
+
+def _get_field(chunk, name):
+    return chunk[name]
+
+
+class ChunkedRows:
+    """Row chunks held as futures on the workers of ``client``; each a dict with "Y" (b, p) and either
+    "X" (b, q) (observed inputs) or "mu", "S" (b, q) (the latent inputs' q(x_i))."""
+
+    def __init__(self, client, futures, sizes):
+        self.client, self.futures, self.sizes = client, list(futures), list(sizes)
+
+    @property
+    def n(self) -> int:
+        return int(sum(self.sizes))
+
+    @classmethod
+    def from_arrays(cls, client, Y, chunk_rows: int, **inputs) -> ChunkedRows:
+        """Split numpy or dask arrays by rows. Dask arrays are materialised chunk by chunk on the workers
+        (their data need never pass through this process); numpy arrays are scattered."""
+        import dask.array as da
+
+        arrays = {"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}
+        if any(isinstance(a, da.Array) for a in arrays.values()):
+            blocks = max(1, int(chunk_rows))
+            darr = {k: (a if isinstance(a, da.Array) else da.from_array(a)) for k, a in arrays.items()}
+            darr = {k: (a[:, None] if a.ndim == 1 else a).rechunk((blocks, -1)) for k, a in darr.items()}
+            sizes = darr["Y"].chunks[0]
+            delayed_cols = {k: a.to_delayed().ravel() for k, a in darr.items()}
+            from dask import delayed
+
+            parts = [delayed(dict)(**{k: v[i] for k, v in delayed_cols.items()}) for i in range(len(sizes))]
+            futures = client.compute(parts)
+            return cls(client, futures, sizes)
+        parts = _split_rows(arrays, chunk_rows)
+        # hash=False: equal chunks of two row sets must not share a key, or releasing one loses the other's
+        futures = client.scatter(parts, hash=False)
+        return cls(client, futures, [p["Y"].shape[0] for p in parts])
+
+    def field(self, name: str) -> np.ndarray:
+        """Gather one field of every chunk, stacked by rows (for the latent means and variances: n × q)."""
+        futs = [self.client.submit(_get_field, f, name, pure=False) for f in self.futures]
+        parts = self.client.gather(futs)
+        return np.concatenate(parts, axis=0)
+
+    def stats(self, theta: GlobalParams) -> SuffStats:
+        """The summed statistics at ``theta``."""
+        f1 = self.client.map(_stats_task, self.futures, theta=theta, pure=False)
+        return tree_sum(self.client, f1).result()
+
+    def bound_and_grad(self, theta: GlobalParams) -> tuple[float, np.ndarray, SuffStats]:
+        """F (nats), ∂F/∂(unconstrained global parameters) and the summed statistics."""
+        f1 = self.client.map(_stats_task, self.futures, theta=theta, pure=False)
+        total = tree_sum(self.client, f1).result()
+        g = bound_and_grads(total, theta.Z, theta.variance, theta.lengthscales, theta.beta)
+        f2 = self.client.map(_grad_task, self.futures, f1, theta=theta, g=g, pure=False)
+        local = tree_sum(self.client, f2).result()
+        del f1, f2  # release the cached ψ1 on the workers
+        return g.F, _assemble(theta, g, local), total
+
+    def local_step(self, theta: GlobalParams, total: SuffStats, n_iter: int) -> None:
+        """Every chunk optimises its own (μ_i, S_i) for ``n_iter`` L-BFGS-B iterations on its worker, with
+        the other chunks' statistics fixed at ``total`` (block-coordinate ascent, all blocks in parallel)."""
+        new = self.client.map(_local_task, self.futures, total=total, theta=theta, n_iter=n_iter, pure=False)
+        self.client.gather(self.client.map(_chunk_rows, new, pure=False))  # wait; errors surface here
+        self.futures = new
+
+    def release(self) -> None:
+        self.futures = []
+
+
+class LocalRows:
+    """The same computation as :class:`ChunkedRows` on chunks held in this process, one after another: for
+    models small enough to fit whole inside one Dask task (e.g. :class:`daskgp.sparse.gplvm.GPLVMClassifier`'s
+    per-class models, fitted as parallel tasks), where a round trip to the scheduler per map would cost more
+    than the work."""
+
+    def __init__(self, chunks):
+        self.chunks = list(chunks)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [c["Y"].shape[0] for c in self.chunks]
+
+    @property
+    def n(self) -> int:
+        return int(sum(self.sizes))
+
+    @classmethod
+    def from_arrays(cls, Y, chunk_rows: int, **inputs) -> LocalRows:
+        return cls(_split_rows({"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}, chunk_rows))
+
+    def field(self, name: str) -> np.ndarray:
+        return np.concatenate([c[name] for c in self.chunks], axis=0)
+
+    def stats(self, theta: GlobalParams) -> SuffStats:
+        return local_sum(*[_stats_task(c, theta) for c in self.chunks])
+
+    def bound_and_grad(self, theta: GlobalParams) -> tuple[float, np.ndarray, SuffStats]:
+        parts = [_stats_task(c, theta) for c in self.chunks]
+        total = local_sum(*parts)
+        g = bound_and_grads(total, theta.Z, theta.variance, theta.lengthscales, theta.beta)
+        local = local_sum(*[_grad_task(c, p, theta, g) for c, p in zip(self.chunks, parts, strict=True)])
+        return g.F, _assemble(theta, g, local), total
+
+    def local_step(self, theta: GlobalParams, total: SuffStats, n_iter: int) -> None:
+        self.chunks = [_local_task(c, total, theta, n_iter) for c in self.chunks]
+
+    @property
+    def futures(self):  # the state a caller may keep and restore (see BayesianGPLVM's undo)
+        return self.chunks
+
+    @futures.setter
+    def futures(self, chunks):
+        self.chunks = chunks
+
+    def release(self) -> None:
+        self.chunks = []

@@ -1,0 +1,284 @@
+"""The Bayesian GPLVM (Titsias & Lawrence 2010) in the distributed form of Gal, van der Wilk & Rasmussen
+(2014): the latent inputs' q(x_i) = N(μ_i, diag S_i) live with their chunk of rows on the Dask workers.
+
+Fitting alternates the paper's two map-reduce steps:
+
+- **global**: L-BFGS-B over (Z, σ², l, β) with the local parameters fixed, every evaluation a map of the
+  chunks' psi-statistics, a tree reduce, and a map of their gradient contributions
+  (:func:`daskgp.sparse.sgpr.fit_global`);
+- **local**: every chunk optimises its own (μ_i, S_i) on its worker, all chunks in parallel, with the other
+  chunks' statistics fixed (:meth:`daskgp.sparse.chunks.ChunkedRows.local_step`). A parallel block step
+  could in principle lower the joint bound, so a local step that does is undone (the bound trace never
+  decreases).
+
+New points (:meth:`BayesianGPLVM.transform`, :meth:`~BayesianGPLVM.impute`,
+:meth:`~BayesianGPLVM.score_samples`) get their q(x*) by maximising the bound of the training set plus that
+point on its observed output dimensions; the gain in the bound approximates log p(y* | Y), which
+:class:`GPLVMClassifier` compares across per-class models (the paper's MNIST experiment).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import scipy.optimize
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ..core.inducing import kmeans_inducing
+from ..core.validation import check_X
+from .bound import GlobalParams, SuffStats, _psi1, bound_and_grads
+from .chunks import ChunkedRows, LocalRows, _local_objective
+from .sgpr import SparsePosterior, fit_global
+
+__all__ = ["BayesianGPLVM", "GPLVMClassifier"]
+
+
+def _new_points_task(Y, base: SuffStats, A_cols, theta: GlobalParams, a, n_iter: int):
+    """For every row of Y (r, p) (NaN = missing): q(x*) maximising the bound of the training set plus
+    this row on its observed columns. Returns (μ (r, q), S (r, q), gain (r,) nats, filled Y (r, p))."""
+    r, q = Y.shape[0], theta.Z.shape[1]
+    mu, S = np.zeros((r, q)), np.zeros((r, q))
+    gain, filled = np.zeros(r), Y.copy()
+    ls = theta.lengthscales
+    for i in range(r):
+        obs = ~np.isnan(Y[i])
+        st = SuffStats(base.n, float(A_cols[obs].sum()), base.B, base.C[:, obs], base.D, base.KL)
+        F0 = bound_and_grads(st, theta.Z, theta.variance, ls, theta.beta, grads=False)
+        fun = _local_objective(Y[i, obs][None, :], st, theta, 1, q)
+        # start from the best inducing input (small variance): the bound is multimodal in x*
+        starts = [np.concatenate([z, np.full(q, math.log(0.05))]) for z in theta.Z]
+        x0 = min(starts, key=lambda x: fun(x, grad=False))
+        res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
+                                      bounds=[(None, None)] * q + [(-12.0, 3.0)] * q,
+                                      options={"maxiter": n_iter})
+        mu[i], S[i] = res.x[:q], np.exp(res.x[q:])
+        gain[i] = -res.fun - F0
+        psi1, _, _ = _psi1(mu[i:i + 1], S[i:i + 1], theta.Z, theta.variance, ls)
+        filled[i, ~obs] = (psi1 @ a)[0, ~obs]
+    return mu, S, gain, filled
+
+
+class BayesianGPLVM(TransformerMixin, BaseEstimator):
+    """Bayesian GPLVM with an RBF-ARD kernel over ``n_components`` latent dimensions, fitted on a Dask
+    cluster with the local parameters kept on the workers.
+
+    n_inducing: m; n_outer: global/local rounds; global_iter, local_iter: L-BFGS-B iterations per step;
+    chunk_rows: rows per chunk; noise_init: initial noise variance relative to the (scalar) variance of Y;
+    scheduler: a dask-scheduler address (default: this process's client, else a local cluster).
+
+    Fitted: ``embedding_`` (n, q) latent means and ``embedding_var_`` (n, q) variances, ``params_``,
+    ``bound_`` and ``bound_trace_`` (nats, standardised Y; one entry per global iteration and per local
+    step), ``lengthscales_`` (q,) (large = a latent dimension switched off), ``fit_info_``.
+    """
+
+    def __init__(self, n_components: int = 2, n_inducing: int = 30, n_outer: int = 10, global_iter: int = 20,
+                 local_iter: int = 20, chunk_rows: int = 1000, noise_init: float = 0.01,
+                 scheduler: str | None = None, seed: int = 0):
+        self.n_components, self.n_inducing, self.n_outer = n_components, n_inducing, n_outer
+        self.global_iter, self.local_iter, self.chunk_rows = global_iter, local_iter, chunk_rows
+        self.noise_init, self.scheduler, self.seed = noise_init, scheduler, seed
+
+    def _check(self, n: int, p: int) -> None:
+        if not 1 <= int(self.n_components) <= p:
+            raise ValueError(f"n_components must be in 1..{p} (the output dimension), "
+                             f"got {self.n_components}")
+        if not 1 <= int(self.n_inducing) <= n:
+            raise ValueError(f"n_inducing must be in 1..{n} (the number of rows), got {self.n_inducing}")
+        for name in ("n_outer", "global_iter", "chunk_rows"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if int(self.local_iter) < 0:
+            raise ValueError(f"local_iter must be >= 0, got {self.local_iter}")
+        if not 0 < self.noise_init < 1:
+            raise ValueError(f"noise_init must be in (0, 1), got {self.noise_init}")
+
+    def fit(self, Y, y=None, callback=None, client=None):
+        """Fit on Y (n, p) (numpy, no missing values). ``callback(step, bound)`` after every global
+        iteration and local step; ``client``: a distributed Client, or "in-process" to compute every chunk
+        in this process (used inside a Dask task). Returns self."""
+        Y = check_X(Y, "Y", min_rows=2)
+        n, p = Y.shape
+        self._check(n, p)
+        q = int(self.n_components)
+        self.y_mean_ = Y.mean(axis=0)
+        self.y_scale_ = float(Y.std()) or 1.0
+        Ys = (Y - self.y_mean_) / self.y_scale_
+        from sklearn.decomposition import PCA
+
+        mu0 = PCA(n_components=q, random_state=self.seed).fit_transform(Ys)
+        mu0 = mu0 / np.where(mu0.std(0) > 0, mu0.std(0), 1.0)
+        S0 = np.full((n, q), 0.1)
+        theta = GlobalParams(kmeans_inducing(mu0, int(self.n_inducing), self.seed) + 1e-3, 1.0, np.ones(q),
+                             1.0 / self.noise_init)
+        trace: list[float] = []
+        info = {"n_evaluations": 0, "seconds_evaluating": 0.0, "local_steps_undone": 0,
+                "seconds_local": 0.0}
+
+        def record(F):
+            trace.append(float(F))
+            if callback is not None:
+                callback(len(trace), float(F))
+
+        from ..compute.cluster import borrowed_client
+
+        t_start = time.perf_counter()
+        if client == "in-process":  # inside one task (GPLVMClassifier): no scheduler round trips
+            rows = LocalRows.from_arrays(Ys, self.chunk_rows, mu=mu0, S=S0)
+            theta, stats = self._optimise(rows, theta, info, record)
+        else:
+            with borrowed_client(client, self.scheduler) as c:
+                rows = ChunkedRows.from_arrays(c, Ys, self.chunk_rows, mu=mu0, S=S0)
+                try:
+                    theta, stats = self._optimise(rows, theta, info, record)
+                finally:
+                    rows.release()
+        info["seconds"] = time.perf_counter() - t_start
+        self.params_, self.bound_trace_, self.fit_info_ = theta, trace, info
+        self.bound_ = bound_and_grads(stats, theta.Z, theta.variance, theta.lengthscales, theta.beta,
+                                      grads=False)
+        self.stats_ = stats
+        self.A_cols_ = np.sum(Ys**2, axis=0)
+        self.posterior_ = SparsePosterior.from_stats(theta, stats)
+        self.lengthscales_ = theta.lengthscales
+        self.noise_variance_ = self.y_scale_**2 / theta.beta
+        self.n_features_in_ = p
+        return self
+
+    def _optimise(self, rows, theta, info, record):
+        """Alternate global L-BFGS-B and local steps on ``rows`` (ChunkedRows or LocalRows); sets the
+        embedding and returns (θ, summed statistics)."""
+        for _ in range(int(self.n_outer)):
+            theta, _, ginfo = fit_global(rows, theta, self.global_iter, callback=lambda it, F: record(F))
+            info["n_evaluations"] += ginfo["n_evaluations"]
+            info["seconds_evaluating"] += ginfo["seconds_evaluating"]
+            if int(self.local_iter) == 0:
+                continue
+            t0 = time.perf_counter()
+            total = rows.stats(theta)
+            F_before = bound_and_grads(total, theta.Z, theta.variance, theta.lengthscales, theta.beta,
+                                       grads=False)
+            old = rows.futures
+            rows.local_step(theta, total, int(self.local_iter))
+            F_after = bound_and_grads(rows.stats(theta), theta.Z, theta.variance, theta.lengthscales,
+                                      theta.beta, grads=False)
+            if not F_after >= F_before:
+                rows.futures = old  # the parallel block step went downhill: undo it
+                info["local_steps_undone"] += 1
+                F_after = F_before
+            info["seconds_local"] += time.perf_counter() - t0
+            record(F_after)
+        self.embedding_, self.embedding_var_ = rows.field("mu"), rows.field("S")
+        return theta, rows.stats(theta)
+
+    def fit_transform(self, Y, y=None, **fit_params):
+        return self.fit(Y, **fit_params).embedding_
+
+    def _check_new(self, Y, allow_missing: bool = False) -> np.ndarray:
+        check_is_fitted(self, "posterior_")
+        Y = np.asarray(Y, dtype=float)
+        Y = Y[None, :] if Y.ndim == 1 else Y
+        if Y.ndim != 2 or Y.shape[1] != self.n_features_in_:
+            raise ValueError(f"Y must be (n, {self.n_features_in_}), got shape {Y.shape}")
+        if np.isinf(Y).any() or (not allow_missing and np.isnan(Y).any()):
+            raise ValueError("Y contains non-finite values" + ("" if allow_missing else " (NaN or inf)"))
+        if allow_missing and np.isnan(Y).all(axis=1).any():
+            raise ValueError("a row of Y has no observed value: nothing to condition on")
+        return Y
+
+    def _points_block(self, Y, n_iter: int):
+        """(μ, S, gain, filled Y in y units) for a block of new rows, computed in this process."""
+        mu, S, gain, filled = _new_points_task((Y - self.y_mean_) / self.y_scale_, self.stats_, self.A_cols_,
+                                               self.params_, self.posterior_.a, n_iter)
+        return mu, S, gain, filled * self.y_scale_ + self.y_mean_
+
+    def _blocks(self, Y) -> list[np.ndarray]:
+        step = max(1, int(self.chunk_rows) // 10)
+        return [Y[a:a + step] for a in range(0, len(Y), step)]
+
+    def _new_points(self, Y, n_iter: int, client=None, allow_missing: bool = False):
+        Y = self._check_new(Y, allow_missing)
+        from ..compute.cluster import borrowed_client
+
+        with borrowed_client(client, self.scheduler) as c:  # blocks of rows in parallel on the workers
+            parts = c.gather([c.submit(self._points_block, b, n_iter, pure=False) for b in self._blocks(Y)])
+        return tuple(np.concatenate([pt[k] for pt in parts]) for k in range(4))
+
+    def transform(self, Y, n_iter: int = 50, client=None):
+        """Latent means (n, q) of new rows Y (n, p), q(x*) optimised against the fitted model."""
+        return self._new_points(Y, n_iter, client)[0]
+
+    def impute(self, Y, n_iter: int = 50, client=None) -> np.ndarray:
+        """Y (n, p) with NaN for missing entries → Y with those filled by the predictive mean, given q(x*)
+        fitted to each row's observed entries (y units)."""
+        filled = self._new_points(Y, n_iter, client, allow_missing=True)[3]
+        Y = np.asarray(Y, dtype=float).reshape(filled.shape)
+        return np.where(np.isnan(Y), filled, Y)  # observed entries exactly as given
+
+    def score_samples(self, Y, n_iter: int = 50, client=None) -> np.ndarray:
+        """Approximate log density (n,) of each new row in the units of Y (nats): the gain in the bound when
+        the row joins the training set, minus p·log(scale) for the standardisation."""
+        return self._log_density(self._new_points(Y, n_iter, client)[2])
+
+    def _log_density(self, gain) -> np.ndarray:
+        """Bound gains (standardised units) → log densities in the units of Y: the standardisation's
+        Jacobian, −p·log(scale)."""
+        return gain - self.n_features_in_ * math.log(self.y_scale_)
+
+    def predict_latent(self, mu) -> np.ndarray:
+        """The predictive mean of Y (n, p) at latent points mu (n, q) (y units)."""
+        check_is_fitted(self, "posterior_")
+        mean, _ = self.posterior_.predict_block(check_X(mu, "mu", min_rows=1))
+        return mean * self.y_scale_ + self.y_mean_
+
+
+def _log_density_block(model: BayesianGPLVM, Y, n_iter: int) -> np.ndarray:
+    return model._log_density(model._points_block(Y, n_iter)[2])
+
+
+def _fit_in_process(params: dict, Y) -> BayesianGPLVM:
+    return BayesianGPLVM(**params).fit(Y, client="in-process")
+
+
+class GPLVMClassifier(ClassifierMixin, BaseEstimator):
+    """One Bayesian GPLVM density model per class; a new row goes to the class whose model gains most in its
+    bound from it, plus the log prior of the class (Gal et al. 2014, MNIST). ``gplvm_params``: keyword
+    arguments of every :class:`BayesianGPLVM`."""
+
+    def __init__(self, gplvm_params: dict | None = None, n_iter: int = 30, scheduler: str | None = None):
+        self.gplvm_params, self.n_iter, self.scheduler = gplvm_params, n_iter, scheduler
+
+    def fit(self, Y, labels, client=None):
+        Y = check_X(Y, "Y", min_rows=2)
+        labels = np.asarray(labels)
+        if labels.shape != (Y.shape[0],):
+            raise ValueError(f"labels must be ({Y.shape[0]},), got {labels.shape}")
+        self.classes_, counts = np.unique(labels, return_counts=True)
+        if len(self.classes_) < 2:
+            raise ValueError("GPLVMClassifier needs at least two classes")
+        self.log_prior_ = np.log(counts / counts.sum())
+        params = {"scheduler": self.scheduler, **(self.gplvm_params or {})}
+        from ..compute.cluster import borrowed_client
+
+        # one task per class, each fitting its model inside the task: K small fits in parallel
+        with borrowed_client(client, self.scheduler) as c:
+            futures = [c.submit(_fit_in_process, params, Y[labels == k], pure=False) for k in self.classes_]
+            self.models_ = c.gather(futures)
+        return self
+
+    def decision_function(self, Y, client=None) -> np.ndarray:
+        """(n, K) per-class log scores: approximate log p(y | class) + log p(class)."""
+        check_is_fitted(self, "models_")
+        Y = self.models_[0]._check_new(Y)
+        from ..compute.cluster import borrowed_client
+
+        with borrowed_client(client, self.scheduler) as c:  # every (class, block of rows) pair in parallel
+            futures = [[c.submit(_log_density_block, m, b, self.n_iter, pure=False) for b in m._blocks(Y)]
+                       for m in self.models_]
+            scores = [np.concatenate(c.gather(fs)) for fs in futures]
+        return np.column_stack(scores) + self.log_prior_
+
+    def predict(self, Y, client=None) -> np.ndarray:
+        return self.classes_[np.argmax(self.decision_function(Y, client), axis=1)]

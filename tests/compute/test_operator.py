@@ -1,0 +1,161 @@
+import numpy as np
+import pytest
+
+from daskgp import KernelOperator, make_kernel
+from daskgp.compute.operator import _CACHE
+
+CASES = [("rbf", False), ("rbf", True), ("matern32", True), ("matern52", False), ("matern52", True)]
+
+
+def _op(X, name, ard, **kw):
+    d = X.shape[1]
+    k = make_kernel(name, variance=1.3, lengthscale=np.linspace(1.5, 3.0, d) if ard else 2.0, ard=ard)
+    return KernelOperator(X, k, 0.25, **kw)
+
+
+@pytest.mark.parametrize("name,ard", CASES)
+@pytest.mark.parametrize("block_rows", [97, 400])
+def test_blockwise_products_equal_dense(concrete, name, ard, block_rows, rng):
+    X = concrete.X
+    op = _op(X, name, ard, mode="local", block_rows=block_rows, cache=False)
+    assert op.blocks[-1][1] - op.blocks[-1][0] != block_rows  # uneven last block
+    K = op.to_dense()
+    dK = list(op.kernel.gradients(X)) + [op.noise * np.eye(op.n)]
+    V = rng.standard_normal((op.n, 3))
+    np.testing.assert_allclose(op.matmul(V), K @ V, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(op.matmul(V[:, 0]), K @ V[:, 0], rtol=1e-12, atol=1e-10)
+    KV, dKV = op.matmul_grads(V)
+    np.testing.assert_allclose(KV, K @ V, rtol=1e-12, atol=1e-10)
+    assert dKV.shape == (op.n_params, op.n, 3)
+    for j in range(op.n_params):
+        np.testing.assert_allclose(dKV[j], dK[j] @ V, rtol=1e-10, atol=1e-9, err_msg=op.param_names[j])
+
+
+def test_derivative_products_match_finite_differences(concrete, rng):
+    op = _op(concrete.X[:300], "matern52", True, mode="local", cache=False)
+    V = rng.standard_normal((300, 2))
+    _, dKV = op.matmul_grads(V)
+    lp, h = op.log_params, 1e-6
+    for j in range(op.n_params):
+        e = np.zeros_like(lp)
+        e[j] = h
+        op.set_log_params(lp + e)
+        up = op.matmul(V)
+        op.set_log_params(lp - e)
+        down = op.matmul(V)
+        op.set_log_params(lp)
+        np.testing.assert_allclose(dKV[j], (up - down) / (2 * h), rtol=1e-5, atol=1e-6)
+
+
+def test_cache_is_used_and_dropped_when_theta_changes(concrete, rng):
+    op = _op(concrete.X, "rbf", False, mode="local", block_rows=200, cache=True)
+    V = rng.standard_normal((op.n, 2))
+    first = op.matmul(V)
+    keys = [k for k in _CACHE if k[0] == op._id]
+    assert len(keys) == len(op.blocks)
+    np.testing.assert_allclose(op.matmul(V), first, rtol=1e-14)
+    op.set_log_params(op.log_params + 0.1)
+    fresh = _op(concrete.X, "rbf", False, mode="local", cache=False)
+    fresh.set_log_params(op.log_params)
+    np.testing.assert_allclose(op.matmul(V), fresh.matmul(V), rtol=1e-12)  # stale rows not reused
+    op.close()
+    assert not [k for k in _CACHE if k[0] == op._id]
+
+
+def test_auto_mode_is_local_for_small_n(concrete):
+    assert _op(concrete.X, "rbf", False).mode == "local"
+
+
+def test_products_on_array_api_strict_arrays(rng):
+    """The generic (non-numpy) block code: the path cupy chunks take."""
+    import array_api_strict as xps
+
+    from daskgp.compute.operator import _row_block_grads, _row_block_matmul
+
+    X, V = rng.standard_normal((50, 3)), rng.standard_normal((50, 2))
+    k = make_kernel("matern32", lengthscale=[1.0, 2.0, 1.5], ard=True)
+    Xs, Vs = xps.asarray(X), xps.asarray(V)
+    out = _row_block_matmul(Xs, 10, 30, k, 0.2, Vs, "strict", (), False)
+    KV, dKV = _row_block_grads(Xs, 10, 30, k, 0.2, Vs)
+    KVn, dKVn = _row_block_grads(X, 10, 30, k, 0.2, V)
+    assert type(out).__module__.startswith("array_api_strict")
+    np.testing.assert_allclose(np.asarray(out), (k(X) @ V)[10:30] + 0.2 * V[10:30], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(KV), KVn, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(dKV), dKVn, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.cluster
+def test_distributed_equals_local(concrete, client, rng):
+    X = concrete.X
+    V = rng.standard_normal((X.shape[0], 4))
+    local = _op(X, "matern52", True, mode="local", cache=False)
+    dist = _op(X, "matern52", True, mode="distributed", client=client, block_rows=150)
+    assert dist.mode == "distributed" and len(dist.blocks) == 7
+    np.testing.assert_allclose(dist.matmul(V), local.matmul(V), rtol=1e-12)
+    np.testing.assert_allclose(dist.matmul(V), local.matmul(V), rtol=1e-12)  # second pass: cached rows
+    a, da_ = dist.matmul_grads(V)
+    b, db = local.matmul_grads(V)
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+    np.testing.assert_allclose(da_, db, rtol=1e-10, atol=1e-10)
+    dist.set_log_params(dist.log_params - 0.2)
+    local.set_log_params(local.log_params - 0.2)
+    np.testing.assert_allclose(dist.matmul(V), local.matmul(V), rtol=1e-12)
+    def cache_size():
+        import daskgp.compute.operator
+
+        return len(daskgp.compute.operator._CACHE)
+
+    cached = client.run(cache_size)
+    assert sum(cached.values()) == len(dist.blocks)  # each block cached once, on its own worker
+    dist.close()
+    assert sum(client.run(cache_size).values()) == 0
+
+
+@pytest.mark.parametrize("bad,msg", [
+    (lambda X: np.where(np.arange(X.size).reshape(X.shape) == 5, np.nan, X), "non-finite"),
+    (lambda X: np.where(np.arange(X.size).reshape(X.shape) == 7, np.inf, X), "non-finite"),
+    (lambda X: X[:1], "at least 2 rows"),
+    (lambda X: X[None], "2-D"),
+])
+def test_operator_rejects_bad_X(concrete, bad, msg):
+    with pytest.raises(ValueError, match=msg):
+        KernelOperator(bad(concrete.X), make_kernel("rbf"), 0.1)
+
+
+def test_operator_rejects_bad_noise_params_and_rhs(concrete):
+    with pytest.raises(ValueError, match="noise"):
+        KernelOperator(concrete.X, make_kernel("rbf"), 0.0)
+    with pytest.raises(ValueError, match="noise"):
+        KernelOperator(concrete.X, make_kernel("rbf"), -1.0)
+    op = KernelOperator(concrete.X, make_kernel("rbf"), 0.1)
+    with pytest.raises(ValueError, match="shape"):
+        op.matmul(np.ones(5))
+    with pytest.raises(ValueError, match="non-finite"):
+        op.matmul(np.full(op.n, np.nan))
+    with pytest.raises(ValueError, match="log-parameters"):
+        op.set_log_params([0.0, 0.0])
+    with pytest.raises(ValueError, match="finite"):
+        op.set_log_params([0.0, np.nan, 0.0])
+
+
+@pytest.mark.cluster
+def test_distributed_survives_a_killed_worker(concrete, client, rng):
+    """A worker killed between products: the nanny restarts it under a new address; the operator re-pins
+    its blocks and the next product is still right."""
+    import os
+    import signal
+    import time
+
+    X = concrete.X
+    V = rng.standard_normal((X.shape[0], 2))
+    dist = _op(X, "rbf", False, mode="distributed", client=client, block_rows=300)
+    ref = _op(X, "rbf", False, mode="local", cache=False).matmul(V)
+    np.testing.assert_allclose(dist.matmul(V), ref, rtol=1e-12)
+    victim, pid = next(iter(client.run(os.getpid).items()))
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 60
+    while victim in client.scheduler_info()["workers"] or len(client.scheduler_info()["workers"]) < 2:
+        assert time.time() < deadline, "worker was not restarted"
+        time.sleep(0.2)
+    np.testing.assert_allclose(dist.matmul(V), ref, rtol=1e-12)
+    dist.close()

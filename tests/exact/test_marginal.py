@@ -1,0 +1,141 @@
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+from daskgp import KernelOperator, PivotedCholesky, exact_log_marginal, log_marginal_gradient, make_kernel
+
+THETA = dict(variance=1.0, lengthscale=2.0)  # with noise 0.3: the benchmark's point, standardised data
+
+
+@pytest.fixture(scope="module")
+def problem(concrete):
+    k = make_kernel("rbf", **THETA)
+    op = KernelOperator(concrete.X, k, 0.3, mode="local")
+    value, grad = exact_log_marginal(concrete.X, concrete.y, k, 0.3)
+    return op, concrete.y, value, grad
+
+
+def test_exact_value_matches_scipy(concrete):
+    X, y = concrete.X[:200], concrete.y[:200]
+    k = make_kernel("matern52", variance=0.7, lengthscale=[1.0] * 8, ard=True)
+    K = k(X) + 0.2 * np.eye(200)
+    assert exact_log_marginal(X, y, k, 0.2, gradient=False) == pytest.approx(
+        multivariate_normal(np.zeros(200), K).logpdf(y), rel=1e-10)
+
+
+@pytest.mark.parametrize("name,ard,block_rows,single_thread", [
+    ("rbf", False, 1024, False), ("matern32", True, 64, False), ("rbf", False, 97, True)])
+def test_exact_gradient_matches_finite_differences(concrete, name, ard, block_rows, single_thread,
+                                                   monkeypatch):
+    if single_thread:  # the branch large n takes (one BLAS thread), exercised at small n
+        monkeypatch.setattr("daskgp.exact.marginal._SAFE_THREADED_N", 10)
+    X, y = concrete.X[:250], concrete.y[:250]
+    k = make_kernel(name, variance=1.2, lengthscale=np.linspace(1, 2, 8) if ard else 1.5, ard=ard)
+    noise = 0.25
+    _, g = exact_log_marginal(X, y, k, noise, block_rows=block_rows)
+    lp = np.concatenate([k.log_params, [np.log(noise)]])
+
+    def f(p):
+        return exact_log_marginal(X, y, k.with_log_params(p[:-1]), float(np.exp(p[-1])), gradient=False)
+
+    h = 1e-5
+    fd = [(f(lp + h * e) - f(lp - h * e)) / (2 * h) for e in np.eye(lp.size)]
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
+
+
+def test_exact_refuses_too_large_n(concrete):
+    with pytest.raises(MemoryError, match="refused for n=1030"):
+        exact_log_marginal(concrete.X, concrete.y, make_kernel("rbf"), 0.3, max_n=1000)
+
+
+def test_stochastic_gradient_is_unbiased(problem):
+    """100 independent ULISSE gradients (N_r = 4, the defaults). Tolerance: the mean is within 4.5
+    standard errors of the exact Cholesky gradient in each of the 3 components (false alarm ≈ 2e-5)."""
+    op, y, _, exact = problem
+    M = 100
+    G = np.array([log_marginal_gradient(op, y, n_probes=4, rng=s).grad for s in range(M)])
+    se = G.std(axis=0, ddof=1) / np.sqrt(M)
+    assert np.all(np.abs(G.mean(axis=0) - exact) < 4.5 * se), (G.mean(axis=0), exact, se)
+    assert np.all(G.std(axis=0) > 0)
+
+
+def test_cg_gradient_with_many_probes_is_close(problem):
+    op, y, _, exact = problem
+    est = log_marginal_gradient(op, y, n_probes=256, solver="cg", rng=0)
+    assert np.linalg.norm(est.grad - exact) / np.linalg.norm(exact) < 0.03
+    assert est.warm_start.shape == (op.n, 257) and est.probes.shape == (op.n, 256)
+
+
+def test_relative_error_shrinks_with_more_probes(problem):
+    """Mean relative error over 20 gradients: 16 probes must beat 1 probe by a factor > 1.6 (the
+    Hutchinson part of the error shrinks like 1/sqrt(N_r), i.e. by 4)."""
+    op, y, _, exact = problem
+
+    def err(nr):
+        return np.mean([np.linalg.norm(log_marginal_gradient(op, y, n_probes=nr, rng=100 + s).grad - exact)
+                        for s in range(20)]) / np.linalg.norm(exact)
+
+    e1, e16 = err(1), err(16)
+    assert e16 < e1 / 1.6, (e1, e16)
+
+
+def test_preconditioned_control_variate_gradient_is_unbiased(problem):
+    """60 gradients with the pivoted-Cholesky preconditioner and trace control variate: mean within 4.5
+    standard errors of the exact gradient."""
+    op, y, _, exact = problem
+    M = 60
+    G = np.array([log_marginal_gradient(op, y, n_probes=4, rng=s, precond="pivchol", precond_rank=100,
+                                        control_variate=True).grad for s in range(M)])
+    se = G.std(axis=0, ddof=1) / np.sqrt(M)
+    assert np.all(np.abs(G.mean(axis=0) - exact) < 4.5 * se)
+
+
+def test_nystrom_derivative_traces_match_dense(problem):
+    """tr(P⁻¹∂_jP) and (P⁻¹r)ᵀ∂_jP r of the pivoted-Cholesky preconditioner with its pivots fixed, against
+    dense matrices and central finite differences of P(θ)."""
+    op, _, _, _ = problem
+    P = PivotedCholesky(op, rank=60)
+    cv = P.derivative_control(op)
+    X, S, lp = op.X, P.pivots, op.log_params
+
+    def dense_P(p):
+        k = op.kernel.with_log_params(p[:-1])
+        return k(X, X[S]) @ np.linalg.solve(k(X[S], X[S]), k(X[S], X)) + np.exp(p[-1]) * np.eye(op.n)
+
+    Pd = dense_P(lp)
+    np.testing.assert_allclose(Pd, P.L @ P.L.T + op.noise * np.eye(op.n), atol=1e-8)
+    R = np.random.default_rng(3).standard_normal((op.n, 2))
+    quad = cv.quad(R)
+    for j in range(op.n_params):
+        e = np.zeros(op.n_params)
+        e[j] = 1e-6
+        dP = (dense_P(lp + e) - dense_P(lp - e)) / 2e-6
+        assert cv.traces[j] == pytest.approx(np.trace(np.linalg.solve(Pd, dP)), rel=1e-5, abs=1e-4)
+        np.testing.assert_allclose(quad[j], np.einsum("ik,ik->k", np.linalg.solve(Pd, R), dP @ R),
+                                   rtol=1e-5, atol=1e-4)
+
+
+def test_fixed_probes_and_warm_start(problem):
+    op, y, _, exact = problem
+    first = log_marginal_gradient(op, y, n_probes=4, rng=1)
+    again = log_marginal_gradient(op, y, probes=first.probes, x0=first.warm_start, rng=2)
+    np.testing.assert_array_equal(again.probes, first.probes)
+    assert again.cg_iterations.max() < first.cg_iterations.max()
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(n_probes=0), "n_probes"), (dict(solver="lu"), "solver"), (dict(probes=np.ones((5, 2))), "probes"),
+    (dict(control_variate=True), "preconditioner"), (dict(precond="nystrom"), "precond"),
+])
+def test_gradient_input_errors(problem, kw, msg):
+    op, y, _, _ = problem
+    with pytest.raises(ValueError, match=msg):
+        log_marginal_gradient(op, y, **kw)
+
+
+def test_gradient_rejects_bad_y(problem):
+    op, y, _, _ = problem
+    with pytest.raises(ValueError, match="non-finite"):
+        log_marginal_gradient(op, np.where(np.arange(op.n) == 3, np.nan, y))
+    with pytest.raises(ValueError, match="rows"):
+        log_marginal_gradient(op, y[:-1])

@@ -1,0 +1,144 @@
+"""The batch CLI: sample / resume / summary / predict end to end, Ctrl-C, and every bad input."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from daskgp.interface.cli import main
+from daskgp.mcmc.runstore import CHECKPOINT, read_checkpoint
+
+SHARED = os.environ.get("DASKGP_DATA", "")
+
+
+def _cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "daskgp", *args], capture_output=True, text=True,
+                          timeout=timeout, env=os.environ.copy())
+
+
+@pytest.fixture(scope="module")
+def small_csv(tmp_path_factory):
+    """The first 150 rows of concrete as a user's CSV, and 5 new inputs in their original units."""
+    df = pd.read_csv(os.path.join(SHARED, "concrete.csv"))
+    folder = tmp_path_factory.mktemp("csv")
+    df.iloc[:150].to_csv(folder / "train.csv", index=False)
+    df.iloc[150:155].to_csv(folder / "new.csv", index=False)  # with the target column: ignored by name
+    return folder
+
+
+@pytest.mark.cluster
+def test_sample_summary_predict_end_to_end(small_csv, tmp_path):
+    run = str(tmp_path / "run.zarr")
+    r = _cli("sample", "--csv", str(small_csv / "train.csv"), "--method", "mh", "--chains", "2",
+             "--iterations", "300", "--checkpoint-every", "100", "--out", run)
+    assert r.returncode == 0, r.stderr
+    assert "300/300 per chain" in r.stderr and "R-hat" in r.stderr
+    for name in ("variance", "lengthscale", "noise"):
+        assert name in r.stdout
+    assert "ess_bulk" in r.stdout and "sec_per_ess" in r.stdout
+    dt = xr.open_datatree(run, engine="zarr")
+    assert dict(dt["posterior"].sizes) == {"chain": 2, "draw": 300}
+    r = _cli("summary", run, "--psrf")
+    assert r.returncode == 0 and "PSRF evolution" in r.stdout, r.stderr
+    r = _cli("predict", run, "--x", str(small_csv / "new.csv"), "--out", str(tmp_path / "pred.csv"),
+             "--draws", "20")
+    assert r.returncode == 0, r.stderr
+    pred = pd.read_csv(tmp_path / "pred.csv")
+    assert list(pred.columns) == ["mean", "sd", "lower", "upper"] and len(pred) == 5
+    truth = pd.read_csv(small_csv / "new.csv")["strength_mpa"].to_numpy()
+    assert np.all(pred["lower"] < pred["mean"]) and np.all(pred["mean"] < pred["upper"])
+    assert np.all((pred["sd"] > 0.5) & (pred["sd"] < 30))  # MPa: the predictive spread is physical
+    assert np.abs(pred["mean"] - truth).max() < 4 * pred["sd"].max()
+
+
+@pytest.mark.cluster
+def test_ctrl_c_keeps_the_checkpoint_and_resume_completes(small_csv, tmp_path):
+    """SIGINT after the first checkpoint: exit 130 with a one-line hint; --resume finishes every chain with
+    draws 0..N−1, none duplicated or missing."""
+    run = str(tmp_path / "run.zarr")
+    argv = ["sample", "--csv", str(small_csv / "train.csv"), "--method", "sgld", "--chains", "2",
+            "--iterations", "600", "--checkpoint-every", "100", "--out", run]
+    proc = subprocess.Popen([sys.executable, "-m", "daskgp", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    deadline = time.time() + 240
+    committed = os.path.join(run, CHECKPOINT)
+    while not os.path.exists(committed) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert f"daskgp sample --resume {run}" in err.strip().splitlines()[-1]
+    assert "Traceback" not in err
+    n = read_checkpoint(run)["n_draws"]
+    assert 100 <= n < 600 and n % 100 == 0
+    r = _cli("sample", "--resume", run)
+    assert r.returncode == 0, r.stderr
+    dt = xr.open_datatree(run, engine="zarr")
+    np.testing.assert_array_equal(dt["posterior"]["draw"].values, np.arange(600))
+    assert np.all(np.isfinite(dt["posterior"]["noise"].values))
+
+
+def _bad_csvs(folder):
+    (folder / "text.csv").write_text("a,b\n1,x\n2,y\n3,z\n")
+    (folder / "missing.csv").write_text("a,b\n1,2\n,3\n4,5\n")
+    (folder / "empty.csv").write_text("")
+    (folder / "one_col.csv").write_text("a\n1\n2\n")
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["sample", "--out", "{tmp}/r.zarr", "--chains", "0"], "--chains must be >= 1"),
+    (["sample", "--out", "{tmp}/r.zarr", "--method", "nuts"], "invalid choice"),
+    (["sample", "--out", "{tmp}/r.zarr", "--iterations", "ten"], "invalid int"),
+    (["sample"], "--out run.zarr is required"),
+    (["sample", "--out", "{tmp}/exists"], "exists: resume it"),
+    (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/nope.csv"], "no such file"),
+    (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/text.csv"], "non-numeric"),
+    (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/missing.csv"], "missing values"),
+    (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/empty.csv"], "not a readable CSV"),
+    (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/one_col.csv"], "at least two columns"),
+    (["sample", "--out", "{tmp}/r.zarr", "--data", "mnist"], "unknown dataset"),
+    (["sample", "--out", "{tmp}/r.zarr", "--scheduler", "tcp://127.0.0.1:9", "--timeout", "1"],
+     "cannot reach the dask scheduler"),
+    (["sample", "--resume", "{tmp}/nothing.zarr"], "no run to resume"),
+    (["sample", "--resume", "{tmp}/exists"], "is not a daskgp run"),
+    (["summary", "{tmp}/nothing.zarr"], "no run at"),
+    (["summary", "{tmp}/exists"], "is not a daskgp run"),
+    (["predict", "{tmp}/nothing.zarr", "--x", "a.csv", "--out", "p.csv"], "no run at"),
+    (["predict", "{tmp}/exists"], "required"),
+])
+def test_bad_inputs_one_line_nonzero(argv, msg, capsys, tmp_path):
+    _bad_csvs(tmp_path)
+    (tmp_path / "exists").mkdir()
+    code = main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0
+    assert len(err) == 1 and err[0].startswith("daskgp: error:") and msg in err[0], err
+
+
+@pytest.mark.cluster
+def test_predict_rejects_bad_new_inputs(small_csv, tmp_path, capsys):
+    run = str(tmp_path / "run.zarr")
+    assert main(["sample", "--csv", str(small_csv / "train.csv"), "--method", "mh", "--chains", "2",
+                 "--iterations", "100", "--checkpoint-every", "50", "--out", run]) == 0
+    capsys.readouterr()
+    _bad_csvs(tmp_path)
+    (tmp_path / "narrow.csv").write_text("cement,slag\n1,2\n")
+    for name, msg in (("text.csv", "columns"), ("narrow.csv", "columns"), ("empty.csv", "not a readable"),
+                      ("nope.csv", "no such file")):
+        code = main(["predict", run, "--x", str(tmp_path / name), "--out", str(tmp_path / "p.csv")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and len(err) == 1 and msg in err[0], (name, err)
+    df = pd.read_csv(small_csv / "new.csv").drop(columns="strength_mpa")
+    df.loc[2, "slag"] = np.nan
+    df.to_csv(tmp_path / "holes.csv", index=False)
+    code = main(["predict", run, "--x", str(tmp_path / "holes.csv"), "--out", str(tmp_path / "p.csv")])
+    assert code == 1 and "missing values" in capsys.readouterr().err
+    assert main(["predict", run, "--x", str(small_csv / "new.csv"), "--out", str(tmp_path / "p.csv"),
+                 "--level", "1.5"]) == 1

@@ -1,0 +1,92 @@
+"""The dashboard's state object without a browser: upload checks, settings, run transitions, live draws."""
+
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from daskgp.interface.dashboard import DashboardSettings, LiveRun, RunCapReached, parse_upload
+
+
+@pytest.mark.parametrize("content,msg", [
+    (b"", "empty"),
+    (b"a,b\n" + b"1,2\n" * 30, None),
+    (b"a,b\n1,x\n" + b"1,2\n" * 30, "non-numeric"),
+    (b"a,b\n1,\n" + b"1,2\n" * 30, "missing values"),
+    (b"a\n" + b"1\n" * 30, "at least two columns"),
+    (b"a,b\n1,2\n", "at least 20"),
+    (b"\xff\xfe\x00binary\x00", "not a readable CSV"),
+    (b"a,b\n" + b"1,2\n" * 3000, "limit"),
+])
+def test_upload_checks(content, msg):
+    if msg is None:
+        assert parse_upload(content).shape == (30, 2)
+    else:
+        with pytest.raises(ValueError, match=msg):
+            parse_upload(content, max_bytes=10_000)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(dataset="mnist"), "unknown dataset"), (dict(dataset="upload"), "upload a CSV"),
+    (dict(n_chains=1), "chains"), (dict(n_iter=10), "iter"), (dict(step_start=1e-4, step_end=1e-2), "step"),
+    (dict(kernel="linear"), "kernel"), (dict(scheduler="localhost:8786"), "tcp://"),
+])
+def test_settings_are_validated(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        DashboardSettings(**kw).validate()
+
+
+@pytest.mark.cluster
+def test_live_run_transitions_and_draws(client, monkeypatch):
+    """start → running, draws arrive block by block; pause → no new blocks (the one in flight may land);
+    resume → more draws; stop → 'stopped' with the committed draws exportable as netCDF; a second run
+    beyond the cap is refused."""
+    monkeypatch.setenv("DASKGP_DASHBOARD_MAX_RUNS", "1")
+    run = LiveRun(DashboardSettings(n_iter=400, block=20, n_chains=2), client=client)
+    assert run.status == "idle" and run.n_draws == 0
+    assert len(run.y_test) == round(0.1 * 1030) and run.X_train.shape == (1030 - 103, 8)
+    run.start()
+    assert run.status == "running"
+    other = LiveRun(DashboardSettings(n_iter=400), client=client)
+    with pytest.raises(RunCapReached, match="limit is 1"):
+        other.start()
+    deadline = time.time() + 120
+    while run.n_draws < 40 and time.time() < deadline:
+        time.sleep(0.2)
+    assert run.n_draws >= 40
+    n_at_pause = run.n_draws
+    run.pause()
+    assert run.status == "paused"
+    history = []  # settles and stays put; one block (20 draws) already in flight may still land
+    while time.time() < deadline:
+        history.append(run.n_draws)
+        if len(history) >= 7 and len(set(history[-7:])) == 1:
+            break
+        time.sleep(0.5)
+    n_paused = history[-1]
+    assert len(set(history[-7:])) == 1 and n_paused - n_at_pause <= 20, history
+    run.resume()
+    while run.n_draws <= n_paused and time.time() < deadline:
+        time.sleep(0.2)
+    assert run.n_draws > n_paused and run.status == "running"
+    diag = run.diagnostics()
+    assert set(diag["rhat"]) == {"variance", "lengthscale", "noise"}
+    assert all(np.isfinite(list(diag["ess"].values())))
+    pred = run.heldout_predictive(n_draws=5)
+    assert pred.sizes["point"] == 103 and np.all(pred["lower"] < pred["upper"])
+    x, mix, plug = run.slice_predictive(0, n_points=20, n_draws=5)
+    assert len(x) == 20 and np.all(mix["sd"] > 0) and np.all(plug["sd"] > 0)
+    run.stop()
+    assert run.status == "stopped"
+    post, _ = run.snapshot()
+    dt = xr.open_datatree(run.export_netcdf())
+    assert dt["posterior"].sizes["draw"] == post["variance"].shape[1]
+    import pandas as pd
+
+    table = pd.read_csv(run.export_summary_csv(), index_col=0)
+    assert {"mean", "sd", "ess_bulk", "r_hat", "sec_per_ess"} <= set(table.columns)
+    assert list(table.index) == ["variance", "lengthscale", "noise"]
+    other.start()  # the cap is free again once the first run stopped
+    other.close()
+    run.close()

@@ -1,0 +1,135 @@
+"""End to end in a real headless Chromium (Debian's, driven by Playwright): the dashboard served by
+``daskgp dashboard`` on 127.0.0.1, a short 2-chain run on concrete, pause/resume/stop, the netCDF download,
+and a malformed upload. Skipped only when no Chromium can be found (``make test`` installs it)."""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import xarray as xr
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+pytestmark = [pytest.mark.cluster,
+              pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here: apt-get install -y chromium")]
+
+
+@pytest.fixture(scope="module")
+def served():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    proc = subprocess.Popen([sys.executable, "-m", "daskgp", "dashboard", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
+    url = f"http://127.0.0.1:{port}/sgld"
+    for _ in range(150):
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            break
+        except OSError:
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _count(page) -> int:
+    return int(re.search(r"(\d+)", page.locator(".draw-count p").inner_text()).group(1))
+
+
+TRACE_POINTS_JS = """() => {
+  let best = 0;
+  for (const doc of window.Bokeh.documents) {
+    for (const m of doc.all_models) {
+      const d = m.data;
+      if (d && d.xs && d.color && d.xs.length > 0) best = Math.max(best, d.xs[0].length);
+    }
+  }
+  return best;
+}"""
+
+
+def _wait(pred, timeout=120.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def test_dashboard_end_to_end_in_chromium(served, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                          "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1700, "height": 2300}, accept_downloads=True)
+        page.goto(served)
+        expect(page.get_by_role("button", name="Start")).to_be_visible(timeout=60_000)
+        # invalid settings: a message in the page, nothing starts
+        page.get_by_label("Scheduler (empty: local cluster)").fill("my-laptop:8786")
+        page.get_by_label("Scheduler (empty: local cluster)").press("Enter")
+        page.get_by_role("button", name="Start").click()
+        expect(page.locator(".run-error")).to_contain_text("tcp://host:8786", timeout=30_000)
+        expect(page.locator(".run-status")).to_contain_text("idle")
+        page.get_by_label("Scheduler (empty: local cluster)").fill("")
+        page.get_by_label("Scheduler (empty: local cluster)").press("Enter")
+        page.get_by_label("Iterations per chain").fill("600")
+        page.get_by_label("Iterations per chain").press("Enter")
+        page.get_by_role("button", name="Start").click()
+        # the trace has data and an R-hat value is shown
+        assert _wait(lambda: _count(page) >= 20), page.locator(".run-status p").inner_text()
+        expect(page.locator(".rhat-value")).to_contain_text("R-hat (max):", timeout=60_000)
+        # the browser-side trace sources hold the chains' draws (multi-line: one list per chain)
+        assert _wait(lambda: page.evaluate(TRACE_POINTS_JS) >= 20, timeout=30)
+        assert _wait(lambda: _count(page) >= 100)
+        time.sleep(2.5)  # two refreshes, so the screenshot shows the plots drawn
+        page.screenshot(path=str(ARTIFACTS / "dashboard_running.png"), full_page=True)
+        # pause: no more draws (a block already in flight may still land)
+        page.get_by_role("button", name="Pause").click()
+        expect(page.get_by_role("button", name="Resume")).to_be_visible()
+        time.sleep(1.2)  # one refresh (1 s): the counter now shows at least the server's count at the pause
+        n_at_pause = _count(page)
+        history = []  # the count must settle and stay put; a block of 20 draws in flight may still land
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            history.append(_count(page))
+            if len(history) >= 9 and len(set(history[-9:])) == 1:
+                break
+            time.sleep(0.5)
+        n_paused = history[-1]
+        assert len(set(history[-9:])) == 1 and n_paused - n_at_pause <= 20, history
+        page.get_by_role("button", name="Resume").click()
+        assert _wait(lambda: _count(page) > n_paused)
+        page.get_by_role("button", name="Stop").click()
+        expect(page.locator(".run-status")).to_contain_text("stopped", timeout=60_000)
+        # download the posterior and open it with xarray
+        with page.expect_download(timeout=60_000) as dl:
+            page.get_by_role("button", name="Download posterior (netCDF)").click()
+        path = tmp_path / "posterior.nc"
+        dl.value.save_as(path)
+        dt = xr.open_datatree(path)
+        assert dt["posterior"].sizes["chain"] == 2 and dt["posterior"].sizes["draw"] >= 20
+        assert {"variance", "lengthscale", "noise"} <= set(dt["posterior"].data_vars)
+        # a malformed upload: a message in the page, and the server carries on
+        bad = tmp_path / "bad.csv"
+        bad.write_text("a,b\n1,x\n" + "1,2\n" * 30)
+        page.locator("input[type=file]").set_input_files(str(bad))
+        expect(page.locator(".run-error")).to_contain_text("non-numeric", timeout=30_000)
+        page.reload()
+        expect(page.get_by_role("button", name="Start")).to_be_visible(timeout=60_000)
+        browser.close()

@@ -1,0 +1,180 @@
+"""Real processes around a run: a reader looping beside the writer, SIGKILL of the CLI, SIGKILL of a worker.
+Each disturbed run must end bit-identical to an undisturbed run of the same seed: 0 draws lost, 0 duplicated.
+
+The runs are the issue's reproduction: SGLD on concrete (n = 1,030), 2 chains × 400 iterations, a checkpoint
+every 10 iterations, on a two-worker local cluster."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import daskgp as dg
+from daskgp.mcmc.runlock import lock_info
+from daskgp.mcmc.runstore import RunError, read_checkpoint
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+N_ITER, EVERY = 400, 10
+ARGV = ["sample", "--data", "concrete", "--method", "sgld", "--chains", "2", "--iterations", str(N_ITER),
+        "--checkpoint-every", str(EVERY), "--seed", "0"]
+
+
+def _cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "daskgp", *args], capture_output=True, text=True,
+                          timeout=timeout, env=os.environ.copy())
+
+
+def _popen(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "daskgp", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=os.environ.copy(), **kw)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The undisturbed run."""
+    out = str(tmp_path_factory.mktemp("ref") / "ref.zarr")
+    r = _cli(*ARGV, "--out", out)
+    assert r.returncode == 0, r.stderr
+    return dg.open_run(out)
+
+
+def _assert_identical(dt, ref):
+    """Same draws, bit for bit, and the same per-iteration records (wall seconds aside)."""
+    np.testing.assert_array_equal(dt["posterior"]["draw"].values, np.arange(N_ITER))
+    for group in ("posterior", "sample_stats"):
+        for name in ref[group].data_vars:
+            if name != "seconds":
+                np.testing.assert_array_equal(dt[group][name].values, ref[group][name].values,
+                                              err_msg=f"{group}/{name}")
+    assert not np.isnan(dt["posterior"]["noise"].values).any()
+
+
+def _committed(run) -> int:
+    try:
+        return read_checkpoint(run)["n_draws"]
+    except (FileNotFoundError, RunError):
+        return 0
+
+
+READER = textwrap.dedent("""
+    import contextlib, io, json, os, sys, time
+    import numpy as np
+    from daskgp.interface.cli import main
+    from daskgp.mcmc.diagnostics import open_run, run_summary, save_netcdf
+
+    run, stop, report, scratch = sys.argv[1:5]
+    seen, errors, reads = set(), [], 0
+    while not os.path.exists(stop):
+        try:
+            dt = open_run(run)
+        except FileNotFoundError:  # before the first block is committed
+            time.sleep(0.02)
+            continue
+        except Exception as e:
+            errors.append(f"open_run: {type(e).__name__}: {e}")
+            continue
+        reads += 1
+        seen.add(dt.attrs["n_draws"])
+        if any(np.isnan(dt["posterior"][v].values).any() for v in dt["posterior"].data_vars):
+            errors.append(f"NaN among the {dt.attrs['n_draws']} committed draws")
+        try:
+            run_summary(dt)
+        except ValueError as e:
+            if "post-warmup draws" not in str(e):
+                errors.append(f"run_summary: {e}")
+        save_netcdf(dt, os.path.join(scratch, "download.nc"))  # the dashboard's download
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            rc = main(["summary", run])
+        if rc and "post-warmup draws" not in err.getvalue():
+            errors.append(f"daskgp summary: {err.getvalue().strip()}")
+    with open(report, "w") as f:
+        json.dump({"reads": reads, "seen": sorted(seen), "errors": errors}, f)
+""")
+
+
+def test_a_reader_looping_beside_the_writer_changes_nothing(reference, tmp_path):
+    """The reproduction of the issue: repeated summaries and downloads while the run is written. The run
+    ends bit-identical to the undisturbed one, and every read showed only committed, finite draws."""
+    run, stop, report = str(tmp_path / "r.zarr"), tmp_path / "stop", tmp_path / "report.json"
+    script = tmp_path / "reader.py"
+    script.write_text(READER)
+    reader = subprocess.Popen([sys.executable, str(script), run, str(stop), str(report), str(tmp_path)],
+                              env=os.environ.copy())
+    try:
+        r = _cli(*ARGV, "--out", run)
+    finally:
+        stop.touch()
+        reader.wait(timeout=120)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(report.read_text())
+    assert not rep["errors"], rep["errors"][:5]
+    # the reader really read while the run grew: several different committed lengths, all whole blocks
+    assert rep["reads"] >= 5 and len(rep["seen"]) >= 3, rep
+    assert all(n % EVERY == 0 and 0 < n <= N_ITER for n in rep["seen"]), rep
+    _assert_identical(dg.open_run(run), reference)
+    assert lock_info(run) is None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_an_interrupted_cli_then_resume_is_bit_identical(sig, reference, tmp_path):
+    """Ctrl-C (the CLI stops cleanly, exit 130) or SIGKILL (no clean-up at all: the lock is left stale, and
+    resume reports and takes it over) after some blocks: the resumed run equals the undisturbed one."""
+    run = str(tmp_path / "k.zarr")
+    proc = _popen(*ARGV, "--out", run)
+    deadline = time.time() + 240
+    while _committed(run) < 100 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    n = _committed(run)
+    assert 100 <= n < N_ITER and n % EVERY == 0
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and "Traceback" not in err
+        assert f"{n} draws per chain are saved" in err.strip().splitlines()[-1]
+        assert lock_info(run) is None
+    else:
+        assert lock_info(run).state == "stale"
+    assert dg.open_run(run).attrs["n_draws"] == n  # readers still read the committed draws
+    r = _cli("sample", "--resume", run)
+    assert r.returncode == 0, r.stderr
+    assert ("is no longer running; taking over its lock" in r.stderr) == (sig == signal.SIGKILL)
+    _assert_identical(dg.open_run(run), reference)
+    assert lock_info(run) is None
+
+
+def test_sigkill_of_a_worker_mid_run_is_bit_identical(tmp_path):
+    """A worker killed while it runs a chain segment: the nanny restarts it, the segment runs again from the
+    same state, and the run equals an undisturbed one. Both runs start in this process: the subset MAP is
+    computed here and its last bits depend on this process's BLAS threading, so the CLI's run is no
+    reference."""
+    from distributed import Client, LocalCluster
+
+    from daskgp.mcmc.chains import sample
+
+    ds = dg.load("concrete")
+    kw = dict(method="sgld", n_chains=2, n_iter=N_ITER, checkpoint_every=EVERY, seed=0)
+    killed = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      memory_limit="4GiB") as cluster, Client(cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+        reference = sample(ds.X, ds.y, out=str(tmp_path / "ref.zarr"), client=client, **kw)
+        pids = client.run(os.getpid)
+
+        def on_block(post, stats, start):
+            if start == 100 and not killed:  # segments of block 11 are in flight on both workers
+                victim = next(iter(pids.values()))
+                os.kill(victim, signal.SIGKILL)
+                killed.append(victim)
+
+        dt = sample(ds.X, ds.y, out=str(tmp_path / "w.zarr"), client=client, on_block=on_block, **kw)
+        assert killed and killed[0] not in client.run(os.getpid).values()  # it really died
+    _assert_identical(dt, reference)

@@ -1,0 +1,176 @@
+"""The collapsed bound from per-chunk sums against dense references, and its gradients against finite
+differences (regression and Bayesian GPLVM)."""
+
+import array_api_strict as xps
+import numpy as np
+import pytest
+
+from daskgp.sparse.bound import (
+    GlobalParams,
+    bgplvm_bound_dense,
+    bound_and_grads,
+    chunk_global_grad,
+    chunk_local_grad,
+    chunk_stats,
+    chunk_stats_cached,
+    collapsed_bound,
+    rbf_ard,
+    titsias_bound_dense,
+)
+
+
+@pytest.fixture
+def small(concrete):
+    X, y = concrete.X[:300], concrete.y[:300]
+    Z = X[np.random.default_rng(0).choice(300, 15, replace=False)] + 0.01
+    ls = 2.0 * np.random.default_rng(1).uniform(0.7, 1.3, X.shape[1])
+    return X, y, Z, 1.3, ls, 4.0
+
+
+@pytest.fixture
+def latent(rng):
+    """A small latent problem: 40 rows, p = 3 outputs, q = 2 latent dimensions, m = 6."""
+    Y = rng.standard_normal((40, 3))
+    mu, S = rng.standard_normal((40, 2)), rng.uniform(0.05, 0.6, (40, 2))
+    Z = rng.standard_normal((6, 2))
+    return Y, mu, S, Z, 1.3, np.array([0.9, 1.4]), 4.0
+
+
+def _sum(parts):
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def _cuts(n, cuts):
+    edges = np.concatenate([[0], np.cumsum(cuts)])
+    assert edges[-1] == n
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def test_bound_from_chunk_sums_equals_dense_titsias(small):
+    """Any chunking (uneven, with an empty chunk) gives the dense bound to 1e-8 relative."""
+    X, y, Z, s2, ls, beta = small
+    ref = titsias_bound_dense(X, y, Z, s2, ls, beta)
+    for cuts in ([300], [100, 200], [37, 37, 0, 150, 76]):
+        total = _sum([chunk_stats(y[a:b], Z, s2, ls, mu=X[a:b]) for a, b in _cuts(300, cuts)])
+        assert collapsed_bound(total, Z, s2, ls, beta) == pytest.approx(ref, rel=1e-8)
+
+
+def test_latent_bound_from_chunk_sums_equals_dense_titsias_lawrence(latent):
+    """The psi-statistic sums give the Titsias–Lawrence GPLVM bound (written with its n × n matrix and
+    per-point loops) to 1e-8 relative, for several chunkings including an empty chunk."""
+    Y, mu, S, Z, s2, ls, beta = latent
+    ref = bgplvm_bound_dense(Y, mu, S, Z, s2, ls, beta)
+    for cuts in ([40], [13, 27], [5, 0, 20, 15]):
+        total = _sum([chunk_stats(Y[a:b], Z, s2, ls, mu=mu[a:b], S=S[a:b]) for a, b in _cuts(40, cuts)])
+        assert collapsed_bound(total, Z, s2, ls, beta) == pytest.approx(ref, rel=1e-8)
+
+
+def _full_grad(Y, theta, mu, S, chunks):
+    """Central part + the sum of per-chunk contributions, as the distributed driver assembles them."""
+    parts = [chunk_stats_cached(Y[a:b], theta.Z, theta.variance, theta.lengthscales, mu[a:b],
+                                None if S is None else S[a:b]) for a, b in chunks]
+    total = _sum([p[0] for p in parts])
+    g = bound_and_grads(total, theta.Z, theta.variance, theta.lengthscales, theta.beta)
+    loc = sum(chunk_global_grad(Y[a:b], theta.Z, theta.variance, theta.lengthscales, g, mu[a:b],
+                                None if S is None else S[a:b], psi1=c)
+              for (a, b), (_, c) in zip(chunks, parts, strict=True))
+    m, q = theta.Z.shape
+    dZ = g.dZ + loc[:m * q].reshape(m, q)
+    return g, theta.grad_vector(dZ, g.dvar + loc[m * q], g.dls + loc[m * q + 1:], g.dbeta)
+
+
+def _fd(f, v, h=1e-5):
+    return np.array([(f(v + h * e) - f(v - h * e)) / (2 * h) for e in np.eye(len(v))])
+
+
+def test_regression_gradients_equal_finite_differences(small):
+    """∂F/∂(Z, log σ², log l, log β) from the two maps against central differences (h = 1e-5): max error
+    below 1e-6 of the largest component."""
+    X, y, Z, s2, ls, beta = small
+    X, y = X[:120], y[:120]
+    m, q = Z.shape
+
+    def F(v):
+        t = GlobalParams.from_vector(v, m, q)
+        return collapsed_bound(chunk_stats(y, t.Z, t.variance, t.lengthscales, mu=X), t.Z, t.variance,
+                               t.lengthscales, t.beta)
+
+    v = GlobalParams(Z, s2, ls, beta).to_vector()
+    _, g = _full_grad(y, GlobalParams.from_vector(v, m, q), X, None, _cuts(120, [50, 0, 70]))
+    fd = _fd(F, v)
+    assert np.max(np.abs(g - fd)) < 1e-6 * np.max(np.abs(fd))
+
+
+def test_latent_gradients_equal_finite_differences(latent):
+    """Global and local (μ, log S) gradients of the GPLVM bound against central differences."""
+    Y, mu, S, Z, s2, ls, beta = latent
+    m, q = Z.shape
+    n = len(Y)
+    k = m * q + q + 2
+
+    def unpack(v):
+        return (GlobalParams.from_vector(v[:k], m, q), v[k:k + n * q].reshape(n, q),
+                np.exp(v[k + n * q:]).reshape(n, q))
+
+    def F(v):
+        t, mu_, S_ = unpack(v)
+        return collapsed_bound(chunk_stats(Y, t.Z, t.variance, t.lengthscales, mu=mu_, S=S_), t.Z,
+                               t.variance, t.lengthscales, t.beta)
+
+    v = np.concatenate([GlobalParams(Z, s2, ls, beta).to_vector(), mu.ravel(), np.log(S).ravel()])
+    t, mu_, S_ = unpack(v)
+    g, gglob = _full_grad(Y, t, mu_, S_, _cuts(n, [15, 25]))
+    dmu, dS = chunk_local_grad(Y, t.Z, t.variance, t.lengthscales, g, mu_, S_)
+    grad = np.concatenate([gglob, dmu.ravel(), (dS * S_).ravel()])
+    fd = _fd(F, v)
+    assert np.max(np.abs(grad - fd)) < 1e-6 * np.max(np.abs(fd))
+
+
+def test_observed_chunk_code_runs_on_array_api_strict(small):
+    """The observed-input statistics and gradient use only the array API standard (the cupy path)."""
+    X, y, Z, s2, ls, beta = small
+    Xs, ys = xps.asarray(X[:50]), xps.asarray(y[:50, None])
+    st, Kmn = chunk_stats_cached(ys, Z, s2, ls, Xs)
+    ref, _ = chunk_stats_cached(y[:50, None], Z, s2, ls, X[:50])
+    np.testing.assert_allclose(st.D, ref.D, rtol=1e-12)
+    np.testing.assert_allclose(st.C, ref.C, rtol=1e-12)
+    g = bound_and_grads(ref, Z, s2, ls, beta)
+    a = chunk_global_grad(ys, Z, s2, ls, g, Xs, psi1=Kmn)
+    b = chunk_global_grad(y[:50, None], Z, s2, ls, g, X[:50])
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_psi_statistics_are_the_expectations_under_q(small):
+    """Latent inputs: psi1 and psi2 sums against Monte Carlo averages over q(x) (200k draws; tolerance 5
+    standard errors per entry), and S → 0 gives the observed-input statistics."""
+    X, y, Z, s2, ls, _ = small
+    mu, S = X[:3], np.full((3, X.shape[1]), 0.05)
+    st = chunk_stats(y[:3], Z, s2, ls, mu=mu, S=S)
+    rng = np.random.default_rng(1)
+    C_mc, D_mc = np.zeros_like(st.C), np.zeros_like(st.D)
+    C_var = np.zeros_like(st.C)
+    R = 200_000
+    for i in range(3):
+        xs = mu[i] + np.sqrt(S[i]) * rng.standard_normal((R, X.shape[1]))
+        K = rbf_ard(Z, xs, s2, ls)  # (m, R)
+        C_mc += (K * y[i]).mean(axis=1)[:, None]
+        C_var += ((K * y[i]).var(axis=1) / R)[:, None]
+        D_mc += K @ K.T / R
+    assert np.all(np.abs(st.C - C_mc) < 5 * np.sqrt(C_var) + 1e-12)
+    np.testing.assert_allclose(st.D, D_mc, rtol=2e-2, atol=1e-4)
+    tiny = chunk_stats(y[:3], Z, s2, ls, mu=mu, S=np.full_like(S, 1e-12))
+    obs = chunk_stats(y[:3], Z, s2, ls, mu=mu)
+    np.testing.assert_allclose(tiny.C, obs.C, rtol=1e-9)
+    np.testing.assert_allclose(tiny.D, obs.D, rtol=1e-9)
+
+
+def test_bound_rejects_bad_parameters(small):
+    X, y, Z, s2, ls, _ = small
+    st = chunk_stats(y, Z, s2, ls, mu=X)
+    with pytest.raises(ValueError, match="beta"):
+        collapsed_bound(st, Z, s2, ls, -1.0)
+    with pytest.raises(ValueError, match="non-finite"):
+        collapsed_bound(st, np.full_like(Z, np.nan), s2, ls, 1.0)
