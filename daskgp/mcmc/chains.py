@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import secrets
 import threading
 import time
 from dataclasses import asdict, dataclass, fields
@@ -129,16 +130,20 @@ def fingerprint(X, y) -> str:
 
 
 # ------------------------------------------------------------------------------------------ worker side
+# Kernel operators kept between a run's segments, per (run key, worker thread), with their cached kernel rows
+# (n² · 8 bytes: 4 GB on house_8L). A run's driver releases them on every worker when the run ends, stops or
+# fails, so a long-lived cluster (the dashboard's) does not keep the memory of finished runs.
 _OPERATORS: dict = {}
+_RELEASED: set[str] = set()  # runs already released: a cancelled segment finishing late releases its own
 _OPERATORS_LOCK = threading.Lock()
 
 
-def _operator(X, cfg: SamplerConfig, data_key: str):
-    """This worker thread's kernel operator for the data, kept between segments (its cached kernel rows
+def _operator(X, cfg: SamplerConfig, run_key: str):
+    """This worker thread's kernel operator for the run, kept between segments (its cached kernel rows
     are rebuilt in the same memory when θ moves)."""
     from ..compute.operator import KernelOperator
 
-    key = (data_key, cfg.kernel, cfg.ard, threading.get_ident())
+    key = (run_key, threading.get_ident())
     with _OPERATORS_LOCK:
         op = _OPERATORS.get(key)
     if op is None:
@@ -155,23 +160,35 @@ def _operator(X, cfg: SamplerConfig, data_key: str):
     return op
 
 
+def release_operators(run_key: str) -> int:
+    """Close and forget every kernel operator this process keeps for run ``run_key``, freeing their cached
+    kernel rows; returns how many. The driver runs it on every worker when a run ends, stops or fails."""
+    with _OPERATORS_LOCK:
+        _RELEASED.add(run_key)
+        ops = [_OPERATORS.pop(k) for k in [k for k in _OPERATORS if k[0] == run_key]]
+    for op in ops:
+        op.close()
+    return len(ops)
+
+
 def _grad_kwargs(cfg: SamplerConfig) -> dict:
     return dict(solver=cfg.solver, es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta, precond=cfg.precond,
                 precond_rank=cfg.precond_rank)
 
 
-def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, data_key: str):
+def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str):
     """Advance one chain by up to n iterations from ``state``; returns (records, new state).
 
     records: 'phi' (k, p) log-parameters and per-iteration statistics (k,), k ≤ n (shorter only when the
-    chain stopped). Runs on a worker (or anywhere: it depends on its arguments only)."""
+    chain stopped). Runs on a worker (or anywhere: its results depend on its arguments only; ``run_key``
+    only names the kernel operator kept for the run's next segments)."""
     cfg = SamplerConfig.from_dict(cfg_dict)
     prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
     p = len(state["phi"])
     if state.get("stopped"):
         return {"phi": np.empty((0, p))}, state
     if cfg.method == "sgld":
-        op = _operator(X, cfg, data_key)
+        op = _operator(X, cfg, run_key)
         post = GPPosterior(op, y, prior, n_probes=cfg.n_probes, redraw_every=cfg.redraw_every,
                            **_grad_kwargs(cfg))
         post.set_state(state["posterior"])
@@ -188,6 +205,9 @@ def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, data_key: str):
                    "seconds": res.seconds, "warmup": ~res.frozen}
         new = {"phi": st.phi, "t": st.t, "alpha_frozen": st.alpha_frozen, "grads": st.grads,
                "rng": st.rng.bit_generator.state, "posterior": post.get_state(), "stopped": st.stopped}
+        if run_key in _RELEASED:  # the run ended while this segment ran (a cancelled task runs to its end)
+            release_operators(run_key)
+            op.close()  # already forgotten by the release, but it cached rows again since
         return records, new
     kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
     sampler = RandomWalkMH(lambda phi: _safe_logp(X, y, kernel, prior, phi), p, n_adapt=cfg.adapt)
@@ -522,7 +542,7 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
     t_start = time.perf_counter()
     paused0 = control.paused_seconds
     cfg_dict = asdict(cfg)
-    data_key = fingerprint(X, y)
+    run_key = f"{fingerprint(X, y)[:12]}-{secrets.token_hex(4)}"  # this drive's operators on the workers
     pending: dict[int, dict[int, dict]] = {}  # block index -> {chain: records}
     futures: dict = {}  # key -> (chain, block, future)
     try:
@@ -535,8 +555,8 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
         def submit(c: int, block: int):
             control._check()
             n = min(B, N - block * B)
-            f = client.submit(run_segment, Xf, yf, cfg_dict, Mf, states[c], n, data_key, pure=False,
-                              key=f"daskgp-chain{c}-block{block}-{data_key[:8]}-{time.time_ns()}")
+            f = client.submit(run_segment, Xf, yf, cfg_dict, Mf, states[c], n, run_key, pure=False,
+                              key=f"daskgp-chain{c}-block{block}-{run_key}")
             futures[f.key] = (c, block, f)
             control._track(client, f)
             ac.add(f)
@@ -578,6 +598,16 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
     except BaseException:
         client.cancel([f for _, _, f in futures.values()])
         raise
+    finally:
+        _release_on_workers(client, run_key)
+
+
+def _release_on_workers(client, run_key: str) -> None:
+    """Free the run's kernel operators on every worker; a cluster already gone has nothing to free."""
+    try:
+        client.run(release_operators, run_key)
+    except Exception:  # a lost scheduler or a closing client: the workers' memory went with them
+        pass
 
 
 # the per-iteration records of each method and their dtypes: every block stores the same arrays
