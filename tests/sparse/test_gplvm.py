@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from daskgp.sparse.bound import GlobalParams, bgplvm_bound_dense, bound_and_grads
+from daskgp.sparse.bound import GlobalParams, bound_and_grads
 from daskgp.sparse.chunks import ChunkedRows
 from daskgp.sparse.gplvm import BayesianGPLVM, GPLVMClassifier
+
+from .dense_references import bgplvm_bound_dense
 
 pytestmark = pytest.mark.cluster
 
