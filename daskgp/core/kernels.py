@@ -40,6 +40,7 @@ class Kernel:
     ard: bool = False
 
     name = "kernel"
+    title = "kernel"  # for people: menus and plot labels
 
     def __post_init__(self):
         s2 = _as_positive("variance", self.variance)
@@ -159,6 +160,7 @@ class RBF(Kernel):
     """Squared exponential: f = exp(−r²/2), g = f."""
 
     name = "rbf"
+    title = "RBF"
 
     def _profiles(self, xp, r2, need_g):
         f = xp.exp(-0.5 * r2)
@@ -178,6 +180,7 @@ class Matern32(Kernel):
     """Matérn ν=3/2: f = (1 + √3 r) e^{−√3 r}, g = 3 e^{−√3 r}."""
 
     name = "matern32"
+    title = "Matérn 3/2"
 
     def _profiles(self, xp, r2, need_g):
         sr = math.sqrt(3.0) * xp.sqrt(r2)
@@ -204,6 +207,7 @@ class Matern52(Kernel):
     """Matérn ν=5/2: f = (1 + √5 r + 5r²/3) e^{−√5 r}, g = (5/3)(1 + √5 r) e^{−√5 r}."""
 
     name = "matern52"
+    title = "Matérn 5/2"
 
     def _profiles(self, xp, r2, need_g):
         sr = math.sqrt(5.0) * xp.sqrt(r2)
@@ -232,7 +236,7 @@ class Matern52(Kernel):
         return G
 
 
-KERNELS = {"rbf": RBF, "matern32": Matern32, "matern52": Matern52}
+KERNELS = {cls.name: cls for cls in (RBF, Matern32, Matern52)}  # the one list of kernel names
 
 
 def make_kernel(name: str, *, variance=1.0, lengthscale=1.0, ard: bool = False, n_dims: int | None = None):

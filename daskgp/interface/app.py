@@ -12,6 +12,7 @@ import threading
 
 import numpy as np
 
+from ..core.kernels import KERNELS
 from .dashboard import BUILTIN, DashboardSettings, LiveRun, RunCapReached, parse_upload
 
 __all__ = ["create_app", "shared_client"]
@@ -47,8 +48,8 @@ def create_app():
     dataset = pn.widgets.Select(name="Dataset", options=list(BUILTIN) + ["upload"], value="concrete")
     upload = pn.widgets.FileInput(name="CSV upload", accept=".csv")
     target = pn.widgets.Select(name="Target column", options=[], disabled=True)
-    kernel = pn.widgets.Select(name="Kernel", options={"RBF": "rbf", "Matérn 3/2": "matern32",
-                                                       "Matérn 5/2": "matern52"}, value="rbf")
+    kernel = pn.widgets.Select(name="Kernel", options={cls.title: name for name, cls in KERNELS.items()},
+                               value=DashboardSettings.kernel)
     ard = pn.widgets.Checkbox(name="ARD (one lengthscale per input)", value=False)
     chains = pn.widgets.IntInput(name="Chains", value=2, start=2, end=16)
     iterations = pn.widgets.IntInput(name="Iterations per chain", value=2000, start=100, step=100)

@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from .._version import __version__
+from ..core.kernels import KERNELS
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
 
@@ -438,7 +439,7 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="one unbiased gradient on a Dask cluster next to the exact one")
     d.add_argument("--data", default="concrete", help="concrete | house_8L | power_plant")
     d.add_argument("--data-dir", default=None, help="folder with <name>.csv (else $DASKGP_DATA, user cache)")
-    d.add_argument("--kernel", default="rbf", choices=["rbf", "matern32", "matern52"])
+    d.add_argument("--kernel", default="rbf", choices=sorted(KERNELS))
     d.add_argument("--ard", action="store_true", help="one lengthscale per input dimension")
     d.add_argument("--variance", type=float, default=1.0)
     d.add_argument("--lengthscale", type=float, default=2.0)
@@ -456,7 +457,7 @@ def _parser() -> argparse.ArgumentParser:
     sm.add_argument("--method", default="sgld", choices=["sgld", "mh"])
     sm.add_argument("--chains", type=int, default=4)
     sm.add_argument("--iterations", type=int, default=2000, help="iterations per chain")
-    sm.add_argument("--kernel", default="rbf", choices=["rbf", "matern32", "matern52"])
+    sm.add_argument("--kernel", default="rbf", choices=sorted(KERNELS))
     sm.add_argument("--ard", action="store_true", help="one lengthscale per input dimension")
     sm.add_argument("--probes", type=int, default=4, help="SGLD: Hutchinson probe vectors N_r")
     sm.add_argument("--step-start", type=float, default=0.1, help="SGLD: first step size")

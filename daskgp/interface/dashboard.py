@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.datasets import check_numeric_frame, read_csv_frame
+from ..core.kernels import KERNELS
 from ..mcmc.chains import RunControl, RunStopped, SamplerConfig
 
 __all__ = ["DashboardSettings", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "max_runs",
@@ -94,7 +95,7 @@ class DashboardSettings:
                 raise ValueError("upload a CSV file first")
             if self.target not in self.upload.columns:
                 raise ValueError("choose the target column of the uploaded CSV")
-        if self.kernel not in ("rbf", "matern32", "matern52"):
+        if self.kernel not in KERNELS:
             raise ValueError(f"unknown kernel {self.kernel!r}")
         for name, lo, hi in (("n_chains", 2, 16), ("n_iter", 100, 1_000_000), ("n_probes", 1, 256),
                              ("block", 1, 10_000)):

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from .._version import __version__
-from ..core.kernels import make_kernel
+from ..core.kernels import KERNELS, make_kernel
 from ..core.priors import GammaPrior
 from ..core.validation import check_positive, check_X, check_y
 from ..exact.marginal import max_exact_n
@@ -87,8 +87,8 @@ class SamplerConfig:
     def validate(self) -> SamplerConfig:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if self.kernel not in ("rbf", "matern32", "matern52"):
-            raise ValueError(f"kernel must be rbf, matern32 or matern52, got {self.kernel!r}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
         for name in ("n_chains", "n_iter", "checkpoint_every", "subset_size", "batch", "n_probes",
                      "redraw_every", "precond_rank"):
             v = getattr(self, name)
