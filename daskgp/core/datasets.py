@@ -24,8 +24,8 @@ from sklearn.preprocessing import StandardScaler
 from .files import replaced_atomically
 from .validation import check_X, check_y
 
-__all__ = ["Dataset", "load", "load_csv", "load_spec", "train_test", "images", "DATASETS", "data_dirs",
-           "read_csv_frame", "check_numeric_frame"]
+__all__ = ["Dataset", "load", "load_csv", "load_spec", "split_indices", "train_test", "images", "DATASETS",
+           "data_dirs", "read_csv_frame", "check_numeric_frame"]
 
 
 def _uci_excel(member_suffix: str):
@@ -218,22 +218,29 @@ def load_spec(spec: dict) -> Dataset:
     raise ValueError("this run was started from arrays, not a named data set or CSV: pass X and y to resume")
 
 
-def train_test(ds: Dataset, test_fraction: float = 0.1, train_size: int | None = None, seed: int = 0):
-    """A fixed random split in original units: (X_train, y_train, X_test, y_test). ``test_fraction`` of the
-    rows are held out (the same rows for every ``train_size``); ``train_size`` rows are drawn from the rest
-    (None: all of it), nested: the 7K training set is inside the 70K one."""
+def split_indices(n: int, test_fraction: float = 0.1, train_size: int | None = None,
+                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The one train/test split of the project: (train rows, test rows), each sorted. ``test_fraction`` of
+    the n rows are held out (the same rows for every ``train_size``); ``train_size`` rows are drawn from the
+    rest (None: all of it), nested: the 7K training set is inside the 70K one."""
     if not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    perm = np.random.default_rng(seed).permutation(ds.n)
-    n_test = max(1, int(round(test_fraction * ds.n)))
+    perm = np.random.default_rng(seed).permutation(n)
+    n_test = max(1, int(round(test_fraction * n)))
     test, rest = perm[:n_test], perm[n_test:]
     if train_size is not None:
         if not 1 <= train_size <= len(rest):
-            raise ValueError(f"train_size must be in 1..{len(rest)} for {ds.name}, got {train_size}")
+            raise ValueError(f"train_size must be in 1..{len(rest)}, got {train_size}")
         rest = rest[:train_size]
+    return np.sort(rest), np.sort(test)
+
+
+def train_test(ds: Dataset, test_fraction: float = 0.1, train_size: int | None = None, seed: int = 0):
+    """A fixed random split (:func:`split_indices`) in original units: (X_train, y_train, X_test, y_test)."""
+    train, test = split_indices(ds.n, test_fraction, train_size, seed)
     X = ds.x_scaler.inverse_transform(ds.X)
     y = ds.y_original(ds.y)
-    return X[np.sort(rest)], y[np.sort(rest)], X[np.sort(test)], y[np.sort(test)]
+    return X[train], y[train], X[test], y[test]
 
 
 def images(name: str) -> tuple[np.ndarray, np.ndarray]:

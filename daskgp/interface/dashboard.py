@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..core.datasets import check_numeric_frame, read_csv_frame
+from ..core.datasets import check_numeric_frame, read_csv_frame, split_indices
 from ..core.kernels import KERNELS
 from ..mcmc.chains import RunControl, RunStopped, SamplerConfig
 
@@ -148,10 +148,7 @@ class LiveRun:
             ds = load(s.dataset)
             X, y = ds.x_scaler.inverse_transform(ds.X), ds.y_original(ds.y)
             self.feature_names = list(ds.feature_names)
-        rng = np.random.default_rng(s.seed)
-        idx = rng.permutation(len(y))
-        n_test = max(1, int(round(s.test_fraction * len(y))))
-        test, train = idx[:n_test], idx[n_test:]
+        train, test = split_indices(len(y), s.test_fraction, seed=s.seed)
         self.x_scaler = StandardScaler().fit(X[train])
         self.y_scaler = StandardScaler().fit(y[train, None])
         self.X_train = self.x_scaler.transform(X[train])
