@@ -240,14 +240,11 @@ class LiveRun:
     def sampling_start(self) -> int | None:
         """First draw of the sampling phase by the run summaries' rule (every chain froze its step size);
         None while some chain is still in warmup."""
-        from ..mcmc.diagnostics import post_warmup
+        from ..mcmc.diagnostics import running_diagnostics
 
         dt = self.as_run()
-        try:
-            sampled, notes = post_warmup(dt) if dt is not None else (None, ["no draws"])
-        except ValueError:
-            return None
-        return None if any("warmup" in note for note in notes) else int(sampled.attrs["warmup_draws"])
+        live = running_diagnostics(dt, ess=False) if dt is not None else {"phase": "none"}
+        return live["start"] if live["phase"] == "sampling" else None
 
     def as_run(self):
         """The draws received so far as a run DataTree (the layout :func:`daskgp.mcmc.diagnostics.open_run`
@@ -267,28 +264,16 @@ class LiveRun:
 
     def diagnostics(self) -> dict:
         """R-hat (rank), bulk ESS per parameter and the PSRF evolution on the sampling-phase draws so far,
-        cut by the same rule as the run summaries (:func:`daskgp.mcmc.diagnostics.post_warmup`: before every
-        chain froze, the second half of the draws, with phase 'warmup')."""
-        import arviz as az
+        cut by the same rule as the run summaries (:func:`daskgp.mcmc.diagnostics.running_diagnostics`:
+        before every chain froze, the second half of the draws, with phase 'warmup')."""
+        from ..mcmc.diagnostics import psrf_evolution, running_diagnostics
 
-        from ..mcmc.diagnostics import post_warmup, psrf_evolution
-
-        out = {"rhat": {}, "ess": {}, "phase": "none", "evolution": None}
         dt = self.as_run()
-        if dt is None:
-            return out
-        try:
-            sampled, notes = post_warmup(dt)
-        except ValueError:  # too few draws yet, or every chain diverged
-            return out
-        out["phase"] = "warmup" if any("warmup" in note for note in notes) else "sampling"
-        ds = sampled["posterior"].to_dataset()
-        if ds.sizes["draw"] < 8 or ds.sizes["chain"] < 2:
-            return out
-        out["rhat"] = {k: float(v) for k, v in az.rhat(ds).items()}
-        out["ess"] = {k: float(v) for k, v in az.ess(ds).items()}
-        ev = psrf_evolution(ds, n_points=15)
-        out["evolution"] = (ev["n_draws"].values, ev["median"].values, ev["q975"].values)
+        live = running_diagnostics(dt) if dt is not None else {"phase": "none", "rhat": {}, "ess": {}}
+        out = {"rhat": live["rhat"], "ess": live["ess"], "phase": live["phase"], "evolution": None}
+        if live["rhat"]:
+            ev = psrf_evolution(live["sampled"], n_points=15)
+            out["evolution"] = (ev["n_draws"].values, ev["median"].values, ev["q975"].values)
         return out
 
     def _log_draws(self, n_draws: int) -> np.ndarray | None:

@@ -491,25 +491,18 @@ def check_states(states, cfg: SamplerConfig, p: int, n, n_draws: int, where: str
 
 def _running_rhat(history: dict[str, list]) -> float | None:
     """Largest rank R-hat over parameters on the draws so far, cut to their sampling phase by the rule of
-    the run summaries (:func:`daskgp.mcmc.diagnostics.post_warmup`); None while too short to judge."""
-    import arviz as az
+    the run summaries (:func:`daskgp.mcmc.diagnostics.running_diagnostics`); None while too short to judge."""
     import xarray as xr
 
-    from .diagnostics import post_warmup
+    from .diagnostics import running_diagnostics
 
     def group(keys):
         return xr.Dataset({k: (("chain", "draw"), np.concatenate(history[k], axis=1)) for k in keys})
 
     dt = xr.DataTree.from_dict({"posterior": group([k for k in history if k != "warmup"]),
                                 "sample_stats": group(["warmup"])})
-    try:
-        sampled, _ = post_warmup(dt)
-    except ValueError:  # too few draws yet, or every chain diverged
-        return None
-    ds = sampled["posterior"].to_dataset()
-    if ds.sizes["draw"] < 8 or ds.sizes["chain"] < 2:
-        return None
-    return float(max(az.rhat(ds).values()))
+    rhat = running_diagnostics(dt, ess=False)["rhat"]
+    return max(rhat.values()) if rhat else None
 
 
 def _drive(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, client, hooks,

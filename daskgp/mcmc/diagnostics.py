@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "run_summary",
+__all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "running_diagnostics",
+           "run_summary",
            "save_netcdf"]
 
 
@@ -119,6 +120,27 @@ def post_warmup(dt) -> tuple[xr.DataTree, list[str]]:
     out = xr.DataTree.from_dict(groups)
     out.attrs = dict(dt.attrs, warmup_draws=int(start))
     return out, notes
+
+
+def running_diagnostics(dt, ess: bool = True) -> dict:
+    """The live view of a growing run (the CLI's progress line, the dashboard): its sampling-phase draws cut
+    by :func:`post_warmup`, with 'phase' 'none' (no draws yet, or every chain diverged), 'warmup' (some chain
+    still in warmup: the second half of the draws) or 'sampling'; 'start' (first draw kept) and 'sampled'
+    (the cut posterior Dataset); 'rhat' (rank) and, with ``ess``, 'ess' (bulk) per parameter, both empty
+    while there are fewer than 8 draws or 2 chains."""
+    out = {"phase": "none", "start": None, "sampled": None, "rhat": {}, "ess": {}}
+    try:
+        sampled, notes = post_warmup(dt)
+    except ValueError:  # too few draws yet, or every chain diverged
+        return out
+    ds = sampled["posterior"].to_dataset()
+    out.update(phase="warmup" if any("warmup" in note for note in notes) else "sampling",
+               start=int(sampled.attrs["warmup_draws"]), sampled=ds)
+    if ds.sizes["draw"] >= 8 and ds.sizes["chain"] >= 2:
+        out["rhat"] = {k: float(v) for k, v in az.rhat(ds).items()}
+        if ess:
+            out["ess"] = {k: float(v) for k, v in az.ess(ds).items()}
+    return out
 
 
 def run_summary(dt) -> tuple[pd.DataFrame, list[str]]:
