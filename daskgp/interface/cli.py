@@ -16,7 +16,7 @@ EXIT_USAGE, EXIT_ERROR = 2, 1
 
 
 def _demo(args) -> int:
-    from ..compute.cluster import close_client, get_client
+    from ..compute.cluster import close_client
     from ..compute.operator import KernelOperator
     from ..core.datasets import load
     from ..core.kernels import make_kernel
@@ -30,7 +30,7 @@ def _demo(args) -> int:
                          n_dims=ds.X.shape[1])
     print(f"daskgp {__version__}: {ds.name}, n={ds.n}, d={ds.X.shape[1]}, kernel={kernel.name}"
           f"{' (ARD)' if kernel.ard else ''}, noise={args.noise}")
-    client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
+    client = _client(args)
     try:
         print(f"dask cluster: {len(client.scheduler_info()['workers'])} workers at "
               f"{client.scheduler.address}")
@@ -122,7 +122,7 @@ def _print_summary(dt, psrf: bool = False) -> None:
 
 
 def _sample(args) -> int:
-    from ..compute.cluster import close_client, get_client
+    from ..compute.cluster import close_client
     from ..mcmc.chains import check_resumable, resume, sample
     from ..mcmc.runstore import check_new_run_path
 
@@ -154,7 +154,7 @@ def _sample(args) -> int:
         check_new_run_path(out, args.overwrite)  # only a daskgp run is ever overwritten
         replaced = os.stat(out).st_ino if os.path.lexists(out) else None
         ds, spec = _dataset(args)
-    client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
+    client = _client(args)
     n_workers = len(client.scheduler_info()["workers"])
     print(f"dask cluster: {n_workers} workers at {client.scheduler.address}", file=sys.stderr)
     try:
@@ -275,7 +275,7 @@ def _read_features(path, est) -> np.ndarray:
 
 
 def _sgpr(args) -> int:
-    from ..compute.cluster import close_client, get_client
+    from ..compute.cluster import close_client
     from ..core.datasets import train_test
     from ..core.files import replaced_atomically
     from ..mcmc.chains import fingerprint
@@ -313,7 +313,7 @@ def _sgpr(args) -> int:
         with replaced_atomically(ckpt, suffix=".npz") as tmp:
             np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(previous + list(trace)), key=key)
 
-    client = get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
+    client = _client(args)
     try:
         est.fit(Xtr, ytr, callback=lambda it, F: printer(len(previous) + it, F), client=client, init=init,
                 on_params=checkpoint)
@@ -422,6 +422,21 @@ class _OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+def _cluster_arguments(parser) -> None:
+    """--scheduler, --workers, --timeout: what :func:`_client` connects to, for every subcommand that
+    computes on a cluster."""
+    parser.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
+    parser.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+
+
+def _client(args):
+    """The client of the cluster named by :func:`_cluster_arguments` (a new local one by default)."""
+    from ..compute.cluster import get_client
+
+    return get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
+
+
 def _data_arguments(parser, default: str) -> None:
     """--data NAME | --csv FILE [--target COL], and --data-dir: what :func:`_dataset` reads."""
     src = parser.add_mutually_exclusive_group()
@@ -446,9 +461,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--noise", type=float, default=0.3)
     d.add_argument("--probes", type=int, default=4, help="Hutchinson probe vectors N_r")
     d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
-    d.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
-    d.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    _cluster_arguments(d)
     d.add_argument("--exact-max-n", type=int, default=12_000, help="skip the exact gradient above this n")
     d.set_defaults(func=_demo)
 
@@ -468,9 +481,7 @@ def _parser() -> argparse.ArgumentParser:
     sm.add_argument("--out", default=None, help="zarr store for the run, e.g. run.zarr")
     sm.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     sm.add_argument("--resume", default=None, metavar="RUN", help="continue an interrupted run")
-    sm.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
-    sm.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
-    sm.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    _cluster_arguments(sm)
     sm.set_defaults(func=_sample)
 
     su = sub.add_parser("summary", help="ArviZ summary, time per effective sample, PSRF of a run")
@@ -506,9 +517,7 @@ def _parser() -> argparse.ArgumentParser:
     sg.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     sg.add_argument("--resume", action="store_true",
                     help="continue from OUT.checkpoint.npz (written every iteration) after an interruption")
-    sg.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
-    sg.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
-    sg.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    _cluster_arguments(sg)
     sg.set_defaults(func=_sgpr)
 
     db = sub.add_parser("dashboard", help="serve the live SGLD dashboard (Panel)")
