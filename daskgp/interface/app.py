@@ -13,7 +13,15 @@ import threading
 import numpy as np
 
 from ..core.kernels import KERNELS
-from .dashboard import BUILTIN, DashboardSettings, LiveRun, RunCapReached, parse_upload
+from .dashboard import (
+    BUILTIN,
+    MAX_RUNS,
+    MAX_UPLOAD_MB,
+    DashboardSettings,
+    LiveRun,
+    RunCapReached,
+    parse_upload,
+)
 
 __all__ = ["create_app", "shared_client"]
 
@@ -38,7 +46,9 @@ def _thin(n: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, min(n, MAX_POINTS)).astype(int)) if n else np.arange(0)
 
 
-def create_app():
+def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
+    """One browser session's page; ``max_runs`` concurrent runs across the server's sessions, CSV uploads of
+    at most ``max_upload_mb``."""
     import panel as pn
     from bokeh.models import BoxAnnotation, ColumnDataSource, Span, Whisker
     from bokeh.plotting import figure
@@ -80,7 +90,7 @@ def create_app():
 
     def on_upload(event):
         try:
-            df = parse_upload(upload.value)
+            df = parse_upload(upload.value, int(max_upload_mb * 2**20))
         except ValueError as e:
             session["uploaded"] = None
             target.options, target.disabled = [], True
@@ -307,7 +317,7 @@ def create_app():
                 seed=int(seed.value), scheduler=scheduler.value.strip() or None).validate()
             client = None if settings.scheduler else shared_client()
             run = LiveRun(settings, client=client)
-            run.start()
+            run.start(max_runs)
         except (ValueError, RunCapReached, FileNotFoundError, OSError) as e:
             show_error(f"Cannot start: {e}")
             return

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -123,7 +125,7 @@ def _print_summary(dt, psrf: bool = False) -> None:
 
 def _sample(args) -> int:
     from ..compute.cluster import close_client
-    from ..mcmc.chains import check_resumable, resume, sample
+    from ..mcmc.chains import RunControl, RunStopped, check_resumable, resume, sample
     from ..mcmc.runstore import check_new_run_path
 
     ds = spec = None
@@ -157,17 +159,19 @@ def _sample(args) -> int:
     client = _client(args)
     n_workers = len(client.scheduler_info()["workers"])
     print(f"dask cluster: {n_workers} workers at {client.scheduler.address}", file=sys.stderr)
+    control = RunControl()
+    previous = signal.signal(signal.SIGINT, _stop_on_first_sigint(control))
     try:
         if args.resume:
-            dt = resume(out, client=client, progress=_progress_printer("resume"))
+            dt = resume(out, client=client, progress=_progress_printer("resume"), control=control)
         else:
             opts = dict(method=args.method, n_chains=args.chains, n_iter=args.iterations, seed=args.seed,
                         kernel=args.kernel, ard=args.ard, n_probes=args.probes,
                         checkpoint_every=args.checkpoint_every, step_start=args.step_start,
                         step_end=args.step_end, freeze_threshold=args.freeze_threshold)
             dt = sample(ds.X, ds.y, out=out, client=client, data_spec=spec, overwrite=args.overwrite,
-                        progress=_progress_printer(args.method), **opts)
-    except KeyboardInterrupt:
+                        progress=_progress_printer(args.method), control=control, **opts)
+    except (KeyboardInterrupt, RunStopped):
         import logging
 
         for name in ("distributed", "tornado", "asyncio"):  # a torn-down cluster logs broken comms
@@ -190,12 +194,26 @@ def _sample(args) -> int:
     except BaseException:
         close_client(client)
         raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
     close_client(client)
     _print_summary(dt)
     print(f"\nrun saved in {out} (daskgp summary {out}; daskgp predict {out} --x new.csv --out pred.csv)")
     return 0
 
 
+
+
+def _stop_on_first_sigint(control):
+    """A SIGINT handler: the first Ctrl-C stops the run as the dashboard's Stop does (the segments in flight
+    are cancelled, the committed draws kept, the driver ends with RunStopped); a second one interrupts at
+    once. A KeyboardInterrupt raised wherever the main thread happens to be can be swallowed (inside a
+    garbage-collection callback of distributed, for one), so the first Ctrl-C does not rely on it."""
+    def handler(signum, frame):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        threading.Thread(target=control.stop, name="daskgp-sigint", daemon=True).start()
+
+    return handler
 
 
 def _dataset(args):
@@ -391,14 +409,13 @@ def _bound_printer(max_iter: int, stream=None):
 
 
 def _dashboard(args) -> int:
-    import os as _os
 
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be in 1..65535, got {args.port}")
     if args.max_runs < 1 or args.max_upload_mb <= 0:
         raise ValueError("--max-runs must be >= 1 and --max-upload-mb > 0")
-    _os.environ["DASKGP_DASHBOARD_MAX_RUNS"] = str(args.max_runs)
-    _os.environ["DASKGP_DASHBOARD_MAX_UPLOAD_MB"] = str(args.max_upload_mb)
+    import functools
+
     import panel as pn
 
     from .app import create_app
@@ -410,7 +427,8 @@ def _dashboard(args) -> int:
     if args.address in ("127.0.0.1", "localhost"):
         print("only this machine can reach it; to expose it deliberately: --address 0.0.0.0 "
               "--allow-origin yourhost:PORT (and put it behind authentication)", flush=True)
-    pn.serve({"sgld": create_app}, address=args.address, port=args.port, show=False,
+    app = functools.partial(create_app, max_runs=args.max_runs, max_upload_mb=args.max_upload_mb)
+    pn.serve({"sgld": app}, address=args.address, port=args.port, show=False,
              websocket_origin=origins + list(args.allow_origin), title="daskgp — SGLD dashboard",
              websocket_max_message_size=int(args.max_upload_mb * 2**20 * 1.5) + 2**20)
     return 0

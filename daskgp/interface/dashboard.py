@@ -24,20 +24,14 @@ from ..core.datasets import check_numeric_frame, read_csv_frame, split_indices
 from ..core.kernels import KERNELS
 from ..mcmc.chains import RunControl, RunStopped, SamplerConfig
 
-__all__ = ["DashboardSettings", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "max_runs",
-           "max_upload_bytes"]
+__all__ = ["DashboardSettings", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "MAX_RUNS",
+           "MAX_UPLOAD_MB"]
 
 BUILTIN = ("concrete", "house_8L", "power_plant")
 
 
-def max_upload_bytes() -> int:
-    """Largest CSV upload accepted ($DASKGP_DASHBOARD_MAX_UPLOAD_MB, default 50 MB)."""
-    return int(float(os.environ.get("DASKGP_DASHBOARD_MAX_UPLOAD_MB", "50")) * 2**20)
-
-
-def max_runs() -> int:
-    """Concurrent runs allowed across the server's sessions ($DASKGP_DASHBOARD_MAX_RUNS, default 2)."""
-    return int(os.environ.get("DASKGP_DASHBOARD_MAX_RUNS", "2"))
+MAX_RUNS = 2  # concurrent runs across a server's sessions (daskgp dashboard --max-runs)
+MAX_UPLOAD_MB = 50.0  # largest CSV upload accepted (daskgp dashboard --max-upload-mb)
 
 
 _ACTIVE: set = set()
@@ -48,9 +42,9 @@ class RunCapReached(RuntimeError):
     pass
 
 
-def parse_upload(content: bytes | None, max_bytes: int | None = None) -> pd.DataFrame:
-    """A user's CSV upload → numeric DataFrame, or ValueError with a message meant for the page."""
-    max_bytes = max_upload_bytes() if max_bytes is None else max_bytes
+def parse_upload(content: bytes | None, max_bytes: int = int(MAX_UPLOAD_MB * 2**20)) -> pd.DataFrame:
+    """A user's CSV upload (at most ``max_bytes``) → numeric DataFrame, or ValueError with a message meant
+    for the page."""
     if not content:
         raise ValueError("the uploaded file is empty")
     if len(content) > max_bytes:
@@ -158,9 +152,10 @@ class LiveRun:
         self.X_raw_train = X[train]
 
     # --- control --------------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, max_runs: int = MAX_RUNS) -> None:
+        """Start the chains in the background, unless ``max_runs`` runs of this server are active."""
         with _ACTIVE_LOCK:
-            cap = max_runs()
+            cap = max_runs
             if len(_ACTIVE) >= cap:
                 raise RunCapReached(f"{len(_ACTIVE)} runs are active on this server (the limit is {cap}); "
                                     "stop one or try later")

@@ -42,15 +42,14 @@ def test_live_run_transitions_and_draws(client, monkeypatch):
     """start → running, draws arrive block by block; pause → no new blocks (the one in flight may land);
     resume → more draws; stop → 'stopped' with the committed draws exportable as netCDF; a second run
     beyond the cap is refused."""
-    monkeypatch.setenv("DASKGP_DASHBOARD_MAX_RUNS", "1")
     run = LiveRun(DashboardSettings(n_iter=400, block=20, n_chains=2), client=client)
     assert run.status == "idle" and run.n_draws == 0
     assert len(run.y_test) == round(0.1 * 1030) and run.X_train.shape == (1030 - 103, 8)
-    run.start()
+    run.start(max_runs=1)
     assert run.status == "running"
     other = LiveRun(DashboardSettings(n_iter=400), client=client)
     with pytest.raises(RunCapReached, match="limit is 1"):
-        other.start()
+        other.start(max_runs=1)
     deadline = time.time() + 120
     while run.n_draws < 40 and time.time() < deadline:
         time.sleep(0.2)
