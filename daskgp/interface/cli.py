@@ -414,8 +414,6 @@ def _dashboard(args) -> int:
         raise ValueError(f"--port must be in 1..65535, got {args.port}")
     if args.max_runs < 1 or args.max_upload_mb <= 0:
         raise ValueError("--max-runs must be >= 1 and --max-upload-mb > 0")
-    import functools
-
     import panel as pn
 
     from .app import create_app
@@ -427,7 +425,9 @@ def _dashboard(args) -> int:
     if args.address in ("127.0.0.1", "localhost"):
         print("only this machine can reach it; to expose it deliberately: --address 0.0.0.0 "
               "--allow-origin yourhost:PORT (and put it behind authentication)", flush=True)
-    app = functools.partial(create_app, max_runs=args.max_runs, max_upload_mb=args.max_upload_mb)
+    def app():  # a plain function: pn.serve renders a functools.partial as text instead of calling it
+        return create_app(max_runs=args.max_runs, max_upload_mb=args.max_upload_mb)
+
     pn.serve({"sgld": app}, address=args.address, port=args.port, show=False,
              websocket_origin=origins + list(args.allow_origin), title="daskgp — SGLD dashboard",
              websocket_max_message_size=int(args.max_upload_mb * 2**20 * 1.5) + 2**20)
