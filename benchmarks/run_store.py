@@ -47,12 +47,18 @@ def _block(rng, start):
 
 
 def _states(rng, n, t):
-    return [{"phi": rng.normal(size=P), "t": t, "alpha_frozen": 0.01, "grads": rng.normal(size=(100, P)),
-             "rng": np.random.default_rng(c).bit_generator.state, "stopped": None,
-             "posterior": {"probes": rng.choice([-1.0, 1.0], size=(n, N_PROBES)),
-                           "x0": rng.normal(size=(n, N_PROBES + 1)),
-                           "rng": np.random.default_rng(100 + c).bit_generator.state}}
-            for c in range(C)]
+    """Chain states of the sizes an SGLD run commits (the typed states' plain data)."""
+    from daskgp.exact.posterior import ProbeState
+    from daskgp.mcmc.samplers import SGLDState
+    from daskgp.mcmc.segments import ChainState
+
+    def chain(c):
+        sampler = SGLDState(rng.normal(size=P), t, 0.01, rng.normal(size=(100, P)), np.random.default_rng(c))
+        probes = ProbeState(rng.choice([-1.0, 1.0], size=(n, N_PROBES)), rng.normal(size=(n, N_PROBES + 1)),
+                            np.random.default_rng(100 + c))
+        return ChainState(sampler, probes).to_dict()
+
+    return [chain(c) for c in range(C)]
 
 
 def _format2(folder, n, blocks, rng):

@@ -6,7 +6,8 @@ from .compute.solvers import PivotedCholesky, cg, ulisse
 from .core.datasets import Dataset, load, load_csv
 from .core.kernels import RBF, Kernel, Matern32, Matern52, make_kernel
 from .exact.marginal import GradientEstimate, exact_log_marginal, log_marginal_gradient
-from .mcmc.chains import SamplerConfig, resume, sample
+from .mcmc.chains import resume, sample
+from .mcmc.config import SamplerConfig
 from .mcmc.diagnostics import open_run, psrf_evolution, run_summary
 from .mcmc.estimator import BayesianGPRegressor
 from .sparse.gplvm import BayesianGPLVM, GPLVMClassifier

@@ -4,6 +4,9 @@ Arrays become ``{"__ndarray__": base64, "dtype": ..., "shape": [...]}`` with the
 numeric types, and non-finite floats ``{"__float__": "nan" | "inf" | "-inf"}``, so the documents are strict
 JSON. Decoding accepts exactly what encoding writes and nothing else: no object arrays, no classes, no code,
 which is what lets a user open a results file that came from somewhere else.
+
+The ``expect_*`` helpers check one decoded field against what a typed state's ``from_dict`` needs, so a
+state read back from a file is checked where it is rebuilt (each raises ValueError naming the field).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import math
 
 import numpy as np
 
-__all__ = ["encode", "decode"]
+__all__ = ["encode", "decode", "expect_keys", "expect_array", "expect_number", "expect_int"]
 
 _DTYPES = {"<f8", "<f4", "<i8", "<i4", "|b1", "<u8", "<u4"}
 
@@ -64,3 +67,44 @@ def decode(obj):
     if isinstance(obj, list):
         return [decode(v) for v in obj]
     return obj
+
+
+def expect_keys(d, keys, what: str) -> dict:
+    """``d`` must be a dict with exactly the keys ``keys``."""
+    if not isinstance(d, dict) or set(d) != set(keys):
+        found = sorted(d) if isinstance(d, dict) else type(d).__name__
+        raise ValueError(f"{what}: expected fields {sorted(keys)}, found {found}")
+    return d
+
+
+def expect_array(v, shape: tuple, name: str, kind: str = "f", optional: bool = False,
+                 finite: bool = True) -> np.ndarray | None:
+    """A numpy array of ``shape`` and dtype kind ``kind`` ('f' floats, all finite unless not ``finite``;
+    'b' booleans), copied so the caller owns it; None passes when ``optional``."""
+    if v is None and optional:
+        return None
+    if not (isinstance(v, np.ndarray) and v.dtype.kind == kind and v.shape == tuple(shape)):
+        got = f"{v.dtype} array of shape {v.shape}" if isinstance(v, np.ndarray) else type(v).__name__
+        raise ValueError(f"{name} must be a {'float' if kind == 'f' else 'bool'} array of shape "
+                         f"{tuple(shape)}, got {got}")
+    if kind == "f" and finite and not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} has non-finite entries")
+    return v.copy()
+
+
+def expect_number(v, name: str, positive: bool = False, optional: bool = False) -> float | None:
+    """A finite real (not a bool), > 0 when ``positive``; None passes when ``optional``."""
+    if v is None and optional:
+        return None
+    if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and (not positive or v > 0)):
+        raise ValueError(f"{name} must be a finite{' positive' if positive else ''} number, got {v!r}")
+    return float(v)
+
+
+def expect_int(v, name: str, low: int = 0, high: int | None = None) -> int:
+    """An int (not a bool) in [low, high]."""
+    if not (type(v) is int and v >= low and (high is None or v <= high)):
+        raise ValueError(f"{name} must be an integer in [{low}, {high if high is not None else '∞'}], "
+                         f"got {v!r}")
+    return v

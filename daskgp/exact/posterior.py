@@ -2,21 +2,57 @@
 θ = [kernel params..., noise]: its stochastic gradient for SGLD (probes redrawn every R iterations, solves
 warm-started), its exact value and gradient for small n, and the MAP / Laplace preconditioner on a random
 subset (as in the paper).
+
+The gradient's own state — the current probes, the CG warm starts and the generator — is a
+:class:`ProbeState`, plain data through ``to_dict`` / ``from_dict``, so an SGLD chain resumed from a
+checkpoint draws the same probes and warm-starts from the same iterates as one that never stopped.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.optimize
 
 from ..compute.operator import KernelOperator
 from ..core.kernels import Kernel
+from ..core.plaindata import expect_array, expect_keys
 from ..core.priors import GammaPrior
 from ..core.random import rademacher, rng_from_state
 from ..core.validation import check_X, check_y
 from .marginal import exact_log_marginal, log_marginal_gradient
 
-__all__ = ["GPPosterior", "exact_log_posterior", "subset_map"]
+__all__ = ["GPPosterior", "ProbeState", "exact_log_posterior", "subset_map"]
+
+
+@dataclass
+class ProbeState:
+    """The stochastic gradient's state between iterations: ``probes`` (n, k) Rademacher vectors in use
+    (None before the first draw), ``x0`` (n, k+1) the last solves' iterates for [y, probes] (None right after
+    a redraw) and the generator ``rng`` that draws probes (and ULISSE's stopping)."""
+
+    probes: np.ndarray | None
+    x0: np.ndarray | None
+    rng: np.random.Generator
+
+    @classmethod
+    def initial(cls, rng=None) -> ProbeState:
+        return cls(None, None, np.random.default_rng(rng))
+
+    def to_dict(self) -> dict:
+        """Plain data: arrays (or None) and the bit generator's state dict."""
+        return {"probes": self.probes, "x0": self.x0, "rng": self.rng.bit_generator.state}
+
+    @classmethod
+    def from_dict(cls, d: dict, n: int, n_probes: int, finite: bool = True) -> ProbeState:
+        """The state ``to_dict`` wrote, checked for n rows and ``n_probes`` probes (copies its arrays); the
+        warm starts may be non-finite only when not ``finite`` (a chain stopped by a failed solve keeps them,
+        never to use them again). Raises ValueError naming the first malformed field."""
+        expect_keys(d, ("probes", "x0", "rng"), "probe state")
+        return cls(expect_array(d["probes"], (n, n_probes), "probes", optional=True),
+                   expect_array(d["x0"], (n, n_probes + 1), "x0", optional=True, finite=finite),
+                   rng_from_state(d["rng"]))
 
 
 class GPPosterior:
@@ -34,9 +70,8 @@ class GPPosterior:
         self.op, self.y = op, check_y(y, op.n)
         self.prior = prior or GammaPrior()
         self.n_probes, self.redraw_every = n_probes, redraw_every
-        self.rng = np.random.default_rng(rng)
         self.grad_kwargs = grad_kwargs
-        self._probes = self._x0 = None
+        self.state = ProbeState.initial(rng)
 
     @property
     def param_names(self) -> list[str]:
@@ -45,22 +80,15 @@ class GPPosterior:
     def stochastic_grad(self, phi, t: int):
         """(ĝ (p,), info) — unbiased ∇_φ log p(φ | y) at φ, SGLD iteration t."""
         self.op.set_log_params(phi)
-        if self._probes is None or t % self.redraw_every == 0:
-            self._probes = rademacher(self.op.n, self.n_probes, self.rng)
-            self._x0 = None
-        est = log_marginal_gradient(self.op, self.y, probes=self._probes, x0=self._x0, rng=self.rng,
+        st = self.state
+        if st.probes is None or t % self.redraw_every == 0:
+            st.probes = rademacher(self.op.n, self.n_probes, st.rng)
+            st.x0 = None
+        est = log_marginal_gradient(self.op, self.y, probes=st.probes, x0=st.x0, rng=st.rng,
                                     **self.grad_kwargs)
-        self._x0 = est.warm_start
+        st.x0 = est.warm_start
         return est.grad + self.prior.grad(phi), {"cg_iterations": int(est.cg_iterations.max()),
                                                  "n_products": int(est.n_products)}
-
-    def get_state(self) -> dict:
-        """The probes, warm starts and generator state, so a resumed chain continues identically."""
-        return {"probes": self._probes, "x0": self._x0, "rng": self.rng.bit_generator.state}
-
-    def set_state(self, state: dict) -> None:
-        self._probes, self._x0 = state["probes"], state["x0"]
-        self.rng = rng_from_state(state["rng"])
 
     def exact(self, phi, gradient: bool = True):
         """Exact log posterior (and gradient) at φ by Cholesky: small n only."""

@@ -125,7 +125,8 @@ def _print_summary(dt, psrf: bool = False) -> None:
 
 def _sample(args) -> int:
     from ..compute.cluster import close_client
-    from ..mcmc.chains import RunControl, RunStopped, check_resumable, resume, sample
+    from ..mcmc.chains import check_resumable, resume, sample
+    from ..mcmc.control import RunControl, RunStopped
     from ..mcmc.runstore import check_new_run_path
 
     ds = spec = None
@@ -296,7 +297,7 @@ def _sgpr(args) -> int:
     from ..compute.cluster import close_client
     from ..core.datasets import train_test
     from ..core.files import replaced_atomically
-    from ..mcmc.chains import fingerprint
+    from ..mcmc.config import fingerprint
     from ..sparse.sgpr import SparseGPRegressor
 
     for name in ("inducing", "max_iter", "chunk_rows", "workers"):

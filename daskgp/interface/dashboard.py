@@ -5,7 +5,7 @@ of :func:`daskgp.mcmc.chains.sample` on the Dask cluster in a background thread,
 in its own folder. Draws arrive block by block (``on_block``); the page reads consistent snapshots and the
 summaries computed from them (ArviZ R-hat, ESS and PSRF evolution; the mixture predictive on the held-out set
 and along one input dimension, beside the MAP plug-in). Start, pause, resume and stop go through a
-:class:`daskgp.mcmc.chains.RunControl`. A process-wide cap limits concurrent runs.
+:class:`daskgp.mcmc.control.RunControl`. A process-wide cap limits concurrent runs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import pandas as pd
 
 from ..core.datasets import check_numeric_frame, read_csv_frame, split_indices
 from ..core.kernels import KERNELS
-from ..mcmc.chains import RunControl, RunStopped, SamplerConfig
+from ..mcmc.config import SamplerConfig
+from ..mcmc.control import RunControl, RunStopped
 
 __all__ = ["DashboardSettings", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "MAX_RUNS",
            "MAX_UPLOAD_MB"]

@@ -18,8 +18,7 @@ import pandas as pd
 import xarray as xr
 
 __all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "running_diagnostics",
-           "run_summary",
-           "save_netcdf"]
+           "running_rhat", "run_summary", "save_netcdf"]
 
 
 def to_datatree(log_draws, param_names, sample_stats: dict | None = None, attrs: dict | None = None):
@@ -141,6 +140,19 @@ def running_diagnostics(dt, ess: bool = True) -> dict:
         if ess:
             out["ess"] = {k: float(v) for k, v in az.ess(ds).items()}
     return out
+
+
+def running_rhat(posterior_blocks: dict[str, list], warmup_blocks: list) -> float | None:
+    """Largest rank R-hat over parameters of a growing run held as blocks in memory (the driver's progress
+    line): ``posterior_blocks`` {name: [(chains, draws) arrays]}, ``warmup_blocks`` [(chains, draws) flags],
+    cut to their sampling phase by :func:`running_diagnostics`; None while too short to judge."""
+    def group(blocks):
+        return xr.Dataset({k: (("chain", "draw"), np.concatenate(v, axis=1)) for k, v in blocks.items()})
+
+    dt = xr.DataTree.from_dict({"posterior": group(posterior_blocks),
+                                "sample_stats": group({"warmup": warmup_blocks})})
+    rhat = running_diagnostics(dt, ess=False)["rhat"]
+    return max(rhat.values()) if rhat else None
 
 
 def run_summary(dt) -> tuple[pd.DataFrame, list[str]]:

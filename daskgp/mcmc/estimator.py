@@ -19,7 +19,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..core.kernels import make_kernel
 from ..core.validation import check_X, check_y
 from ..exact.predict import predictive
-from .chains import SamplerConfig, sample
+from .chains import sample
+from .config import SamplerConfig, fingerprint
 from .diagnostics import open_run, post_warmup, run_summary
 
 __all__ = ["BayesianGPRegressor", "thinned_log_draws"]
@@ -43,7 +44,7 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
     over; level: central interval of :meth:`predict_interval`; out: zarr store for the run (default: a
     temporary folder); scheduler: a dask-scheduler address (default: this process's current client, else a
     local cluster started for the fit);
-    sampler_options: further :class:`daskgp.mcmc.chains.SamplerConfig` fields (e.g. step_start, n_probes).
+    sampler_options: further :class:`daskgp.mcmc.config.SamplerConfig` fields (e.g. step_start, n_probes).
 
     Fitted attributes: ``run_`` (ArviZ DataTree of the run), ``log_draws_`` (S, p), ``x_scaler_``,
     ``y_scaler_``, ``X_train_``/``y_train_`` (standardised), ``param_names_``.
@@ -89,7 +90,6 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
         """A fitted estimator from a run on disk. ``dataset``: the :class:`daskgp.Dataset` it was sampled on
         (default: reloaded from the data spec stored with the run)."""
         from ..core.datasets import load_spec
-        from .chains import fingerprint
 
         dt = open_run(path)
         ds = dataset if dataset is not None else load_spec(dt.attrs["data"])

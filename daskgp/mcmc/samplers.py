@@ -2,9 +2,11 @@
 freeze rule, and adaptive random-walk Metropolis–Hastings. Both work on plain callables, so the GP wiring
 (gradients through the kernel operator, chains on the cluster, checkpoints) stays outside.
 
-Each sampler is a small object with an explicit, picklable state (``init`` → state, ``run(state, n)`` →
-records and the next state), so a chain can run in segments on any worker and resume from a checkpoint with
-its random stream; :func:`sgld` and :func:`random_walk_mh` run one chain in one go.
+Each sampler is a small object with an explicit state (``init`` → state, ``run(state, n)`` → records and the
+next state). A state is a dataclass whose ``to_dict`` is plain arrays, numbers and the generator's state
+dict — what a checkpoint stores — and whose ``from_dict`` checks every field it reads back, so a chain can run
+in segments on any worker and resume from a checkpoint with its random stream; :func:`sgld` and
+:func:`random_walk_mh` run one chain in one go.
 
 SGLD (Welling & Teh 2011; Filippone & Engler 2015):
     φ' = φ + (α_t/2)·M·ĝ(φ) + η_t,   η_t ~ N(0, α_t·M),
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 
+from ..core.plaindata import expect_array, expect_int, expect_keys, expect_number
 from ..core.random import rng_from_state
 
 __all__ = ["StepSchedule", "SGLD", "SGLDState", "SGLDResult", "sgld", "RandomWalkMH", "MHState", "MHResult",
@@ -66,6 +69,33 @@ class SGLDState:
     grads: np.ndarray
     rng: np.random.Generator
     stopped: str | None = None
+
+    @classmethod
+    def initial(cls, phi0, batch: int, rng=None, frozen_step: float | None = None) -> SGLDState:
+        """The state before iteration 0 (``frozen_step``: start already frozen at that step size)."""
+        phi = _check_start(phi0)
+        return cls(phi, 0, frozen_step, np.zeros((batch, phi.size)), np.random.default_rng(rng))
+
+    def to_dict(self) -> dict:
+        """Plain data: arrays, numbers, the bit generator's state dict."""
+        return {"phi": self.phi, "t": self.t, "alpha_frozen": self.alpha_frozen, "grads": self.grads,
+                "rng": self.rng.bit_generator.state, "stopped": self.stopped}
+
+    @classmethod
+    def from_dict(cls, d: dict, p: int, batch: int) -> SGLDState:
+        """The state ``to_dict`` wrote, checked for p parameters and a gradient batch of ``batch`` (copies
+        its arrays). Raises ValueError naming the first malformed field."""
+        expect_keys(d, ("phi", "t", "alpha_frozen", "grads", "rng", "stopped"), "SGLD state")
+        return cls(expect_array(d["phi"], (p,), "phi"), expect_int(d["t"], "t"),
+                   expect_number(d["alpha_frozen"], "alpha_frozen", positive=True, optional=True),
+                   expect_array(d["grads"], (batch, p), "grads"), rng_from_state(d["rng"]),
+                   _expect_stopped(d["stopped"]))
+
+
+def _expect_stopped(v) -> str | None:
+    if not (v is None or isinstance(v, str)):
+        raise ValueError(f"stopped must be None or a message, got {type(v).__name__}")
+    return v
 
 
 @dataclass
@@ -124,10 +154,10 @@ class SGLD:
 
     def init(self, phi0, rng=None, frozen_step: float | None = None) -> SGLDState:
         """The state before iteration 0 (``frozen_step``: start already frozen at that step size)."""
-        phi = _check_start(phi0)
-        if phi.size != self.p:
-            raise ValueError(f"phi0 has {phi.size} entries, expected {self.p}")
-        return SGLDState(phi, 0, frozen_step, np.zeros((self.batch, self.p)), np.random.default_rng(rng))
+        state = SGLDState.initial(phi0, self.batch, rng, frozen_step)
+        if state.phi.size != self.p:
+            raise ValueError(f"phi0 has {state.phi.size} entries, expected {self.p}")
+        return state
 
     def run(self, state: SGLDState, n_iter: int, callback=None) -> SGLDResult:
         """Advance ``state`` (in place) by up to n_iter iterations. ``callback(t, φ, record)`` after each."""
@@ -204,6 +234,25 @@ class MHState:
     adapt_accepted: np.ndarray
     rng: np.random.Generator
     stopped: str | None = None
+
+    def to_dict(self) -> dict:
+        """Plain data: arrays, numbers, the bit generator's state dict."""
+        return {"phi": self.phi, "logp": self.logp, "t": self.t, "scale": self.scale, "chol": self.chol,
+                "adapt_draws": self.adapt_draws, "adapt_accepted": self.adapt_accepted,
+                "rng": self.rng.bit_generator.state, "stopped": self.stopped}
+
+    @classmethod
+    def from_dict(cls, d: dict, p: int, n_adapt: int) -> MHState:
+        """The state ``to_dict`` wrote, checked for p parameters and ``n_adapt`` adaptation iterations
+        (copies its arrays). Raises ValueError naming the first malformed field."""
+        expect_keys(d, ("phi", "logp", "t", "scale", "chol", "adapt_draws", "adapt_accepted", "rng",
+                        "stopped"), "MH state")
+        return cls(expect_array(d["phi"], (p,), "phi"), expect_number(d["logp"], "logp"),
+                   expect_int(d["t"], "t"), expect_number(d["scale"], "scale", positive=True),
+                   expect_array(d["chol"], (p, p), "chol"),
+                   expect_array(d["adapt_draws"], (n_adapt, p), "adapt_draws"),
+                   expect_array(d["adapt_accepted"], (n_adapt,), "adapt_accepted", kind="b"),
+                   rng_from_state(d["rng"]), _expect_stopped(d["stopped"]))
 
 
 @dataclass

@@ -32,11 +32,11 @@ def test_stochastic_posterior_gradient_unbiased_and_probes_fixed_for_R(concrete)
     assert np.all(np.abs(G.mean(axis=0) - exact) < 4.5 * se + 1e-9)
     post = GPPosterior(op, y, redraw_every=20, rng=2)
     post.stochastic_grad(phi, 0)
-    first = post._probes.copy()
+    first = post.state.probes.copy()
     post.stochastic_grad(phi, 5)
-    np.testing.assert_array_equal(post._probes, first)
+    np.testing.assert_array_equal(post.state.probes, first)
     post.stochastic_grad(phi, 20)
-    assert not np.array_equal(post._probes, first)
+    assert not np.array_equal(post.state.probes, first)
 
 
 def test_short_sgld_run_on_concrete_is_finite_and_moves(concrete):

@@ -8,7 +8,8 @@ import psutil
 import pytest
 
 import daskgp as dg
-from daskgp.mcmc.chains import RunControl, RunStopped, sample
+from daskgp.mcmc.chains import sample
+from daskgp.mcmc.control import RunControl, RunStopped
 
 pytestmark = pytest.mark.cluster
 

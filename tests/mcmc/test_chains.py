@@ -7,7 +7,8 @@ import pytest
 import xarray as xr
 import zarr
 
-from daskgp.mcmc.chains import SamplerConfig, check_method_fits, resume, sample
+from daskgp.mcmc.chains import resume, sample
+from daskgp.mcmc.config import SamplerConfig, check_method_fits
 from daskgp.mcmc.diagnostics import open_run, post_warmup, run_summary
 from daskgp.mcmc.runstore import CHECKPOINT, read_checkpoint, repair
 
@@ -147,7 +148,7 @@ def test_run_control_pauses_stops_and_the_run_resumes(concrete, client, tmp_path
     import threading
     import time
 
-    from daskgp.mcmc.chains import RunControl, RunStopped
+    from daskgp.mcmc.control import RunControl, RunStopped
 
     X, y = concrete.X[:150], concrete.y[:150]
     out = str(tmp_path / "ctl.zarr")

@@ -16,7 +16,8 @@ import xarray as xr
 import daskgp as dg
 from daskgp.core.datasets import load_csv
 from daskgp.interface.cli import main
-from daskgp.mcmc.chains import RunControl, RunStopped, resume, sample
+from daskgp.mcmc.chains import resume, sample
+from daskgp.mcmc.control import RunControl, RunStopped
 from daskgp.mcmc.diagnostics import save_netcdf
 from daskgp.mcmc.estimator import BayesianGPRegressor
 from daskgp.mcmc.runlock import LOCK_NAME, acquire, lock_info, release
@@ -348,7 +349,8 @@ def _unfinish(run, n_iter=40):
 
 
 @pytest.mark.parametrize("change,msg", [
-    (lambda d: d["states"][1].update(phi=encode(np.zeros(5))), "state of chain 1 is malformed (phi)"),
+    (lambda d: d["states"][1].update(phi=encode(np.zeros(5))),
+     "state of chain 1 is malformed (phi must be a float array of shape (3,)"),
     (lambda d: d["states"][0].update(rng={"bit_generator": "RandomState", "state": {}}),
      "state of chain 0 is malformed (not a numpy random generator state"),
     (lambda d: d["states"][0].update(t=3), "state of chain 0 is malformed (iteration 3 for 20 committed"),

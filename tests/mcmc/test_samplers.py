@@ -115,3 +115,85 @@ def test_a_failing_gradient_stops_the_chain_keeping_its_draws():
 
     res = sgld(grad, np.zeros(2), 50, rng=0)
     assert res.draws.shape == (7, 2) and "not positive definite" in res.stopped
+
+
+def _through_json(d: dict) -> dict:
+    """What a checkpoint does to a state: encode, strict JSON text, decode."""
+    import json
+
+    from daskgp.core.plaindata import decode, encode
+
+    return decode(json.loads(json.dumps(encode(d), allow_nan=False)))
+
+
+def _gaussian_grad(phi, t):
+    return -PREC @ (phi - MU)
+
+
+@pytest.mark.parametrize("threshold", [1e9, 1e-12])  # frozen before the break; never frozen
+def test_sgld_state_through_plain_data_continues_bit_identically(threshold):
+    """25 + 35 iterations with the state stored as JSON in between equal 60 in one go: the gradient batch
+    of 20 that straddles the break gives the same freeze ratio."""
+    from daskgp.mcmc.samplers import SGLD, SGLDState
+
+    kw = dict(M=SIGMA, schedule=StepSchedule(0.5, 0.05, 60), batch=20, freeze_threshold=threshold)
+    whole = SGLD(_gaussian_grad, 2, **kw)
+    ref = whole.run(whole.init([0.0, 0.0], 7), 60)
+    s = SGLD(_gaussian_grad, 2, **kw)
+    first = s.run(s.init([0.0, 0.0], 7), 25)
+    state = SGLDState.from_dict(_through_json(first.state.to_dict()), p=2, batch=20)
+    second = SGLD(_gaussian_grad, 2, **kw).run(state, 35)
+    np.testing.assert_array_equal(np.vstack([first.draws, second.draws]), ref.draws)
+    np.testing.assert_array_equal(np.concatenate([first.step, second.step]), ref.step)
+    np.testing.assert_array_equal(np.concatenate([first.ratio, second.ratio]), ref.ratio)
+    assert ref.frozen.any() == (threshold > 1) and state.alpha_frozen == ref.state.alpha_frozen
+    assert np.isfinite(ref.ratio[19 if threshold > 1 else 39])  # a batch was judged (39: the straddling one)
+
+
+def test_mh_state_through_plain_data_continues_bit_identically():
+    """An adaptive MH chain broken inside its adaptation window (scale and shape tuned on both sides)."""
+    from daskgp.mcmc.samplers import MHState, RandomWalkMH
+
+    def logp(phi):
+        return -0.5 * (phi - MU) @ PREC @ (phi - MU)
+
+    ref = random_walk_mh(logp, [0.0, 0.0], 800, n_adapt=600, rng=3)
+    mh = RandomWalkMH(logp, 2, n_adapt=600)
+    first = mh.run(mh.init([0.0, 0.0], 3), 510)
+    state = MHState.from_dict(_through_json(first.state.to_dict()), p=2, n_adapt=600)
+    second = RandomWalkMH(logp, 2, n_adapt=600).run(state, 290)
+    np.testing.assert_array_equal(np.vstack([first.draws, second.draws]), ref.draws)
+    np.testing.assert_array_equal(np.concatenate([first.scale, second.scale]), ref.scale)
+
+
+@pytest.mark.parametrize("field,value,msg", [
+    ("phi", np.zeros(3), r"phi must be a float array of shape \(2,\)"),
+    ("phi", np.array([np.nan, 0.0]), "phi has non-finite entries"),
+    ("t", True, "t must be an integer"),
+    ("t", -1, "t must be an integer"),
+    ("alpha_frozen", 0.0, "alpha_frozen must be a finite positive number"),
+    ("grads", np.zeros((4, 2), dtype=np.int64), "grads must be a float array"),
+    ("rng", {"bit_generator": "RandomState"}, "not a numpy random generator state"),
+    ("stopped", 3, "stopped must be None or a message"),
+])
+def test_sgld_state_from_dict_names_the_malformed_field(field, value, msg):
+    from daskgp.mcmc.samplers import SGLDState
+
+    d = SGLDState.initial([0.0, 0.0], 4, 0).to_dict()
+    d[field] = value
+    with pytest.raises(ValueError, match=msg):
+        SGLDState.from_dict(d, p=2, batch=4)
+    with pytest.raises(ValueError, match="expected fields"):
+        SGLDState.from_dict({**d, "extra": 1}, p=2, batch=4)
+
+
+def test_probe_state_allows_non_finite_warm_starts_only_for_a_stopped_chain():
+    from daskgp.exact.posterior import ProbeState
+
+    d = ProbeState(np.ones((5, 2)), np.full((5, 3), np.nan), np.random.default_rng(0)).to_dict()
+    with pytest.raises(ValueError, match="x0 has non-finite entries"):
+        ProbeState.from_dict(d, n=5, n_probes=2)
+    st = ProbeState.from_dict(d, n=5, n_probes=2, finite=False)
+    assert np.isnan(st.x0).all() and st.x0 is not d["x0"]  # copied: the caller owns it
+    with pytest.raises(ValueError, match=r"probes must be a float array of shape \(5, 3\)"):
+        ProbeState.from_dict(d, n=5, n_probes=3)

@@ -1,0 +1,115 @@
+"""The configuration of a run of GP hyperparameter chains (Filippone & Engler 2015, section 4: SGLD with
+ULISSE gradients; adaptive MH on the exact posterior as the reference), the fingerprint that ties a run to
+its data, and the memory check of the exact-posterior method. Stored with every run, so ``resume`` rebuilds
+the same chains.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..core.kernels import KERNELS
+from ..core.validation import check_positive
+from ..exact.marginal import max_exact_n
+
+__all__ = ["SamplerConfig", "METHODS", "fingerprint", "check_method_fits"]
+
+METHODS = ("sgld", "mh")
+
+
+@dataclass
+class SamplerConfig:
+    """Everything that defines a run (stored with it, so ``resume`` rebuilds the same chains).
+
+    Model: ``kernel`` ('rbf' | 'matern32' | 'matern52'), ``ard``; Gamma(``prior_shape``, ``prior_rate``)
+    priors on every natural-scale parameter. Run: ``method``, ``n_chains``, ``n_iter`` iterations per chain,
+    ``checkpoint_every`` iterations per block, ``seed``, ``subset_size`` rows for the MAP/Laplace start.
+    SGLD: step sizes ``step_start`` → ``step_end`` with exponent ``step_gamma``; freeze when the ratio over a
+    ``batch`` of gradients is below ``freeze_threshold``; ``n_probes`` Hutchinson probes redrawn every
+    ``redraw_every`` iterations; ``solver`` 'ulisse' | 'cg' with ``es_tol``, ``tol``, ``beta``; ``precond``
+    None | 'pivchol' of rank ``precond_rank``; a chain whose |φ| exceeds ``max_abs_phi`` stops (divergence).
+    MH: ``n_adapt`` adaptation iterations (default a fifth of the run).
+    """
+
+    method: str = "sgld"
+    n_chains: int = 4
+    n_iter: int = 2000
+    kernel: str = "rbf"
+    ard: bool = False
+    prior_shape: float = 2.0
+    prior_rate: float = 1.0
+    seed: int = 0
+    checkpoint_every: int = 100
+    subset_size: int = 500
+    step_start: float = 0.1
+    step_end: float = 1e-3
+    step_gamma: float = 0.55
+    batch: int = 100
+    freeze_threshold: float = 0.01
+    n_probes: int = 4
+    redraw_every: int = 20
+    solver: str = "ulisse"
+    es_tol: float = 1e-2
+    tol: float = 1e-6
+    beta: float = 1.0
+    precond: str | None = "pivchol"
+    precond_rank: int = 100
+    max_abs_phi: float = 30.0
+    n_adapt: int | None = None
+
+    def validate(self) -> SamplerConfig:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
+        for name in ("n_chains", "n_iter", "checkpoint_every", "subset_size", "batch", "n_probes",
+                     "redraw_every", "precond_rank"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        for name in ("prior_shape", "prior_rate", "step_start", "step_end", "freeze_threshold", "es_tol",
+                     "tol", "beta", "max_abs_phi"):
+            check_positive(name, getattr(self, name))
+        if self.step_start < self.step_end:
+            raise ValueError(f"step_start ({self.step_start}) must be >= step_end ({self.step_end})")
+        if not 0 < self.step_gamma <= 1:
+            raise ValueError(f"step_gamma must be in (0, 1], got {self.step_gamma}")
+        if self.solver not in ("ulisse", "cg"):
+            raise ValueError(f"solver must be 'ulisse' or 'cg', got {self.solver!r}")
+        if self.precond not in (None, "pivchol"):
+            raise ValueError(f"precond must be None or 'pivchol', got {self.precond!r}")
+        if self.n_adapt is not None and not 0 <= self.n_adapt < self.n_iter:
+            raise ValueError(f"n_adapt must be in [0, n_iter), got {self.n_adapt}")
+        if self.method == "sgld" and self.n_iter < self.batch:
+            raise ValueError(f"SGLD needs n_iter >= batch ({self.batch}) to judge the freeze rule")
+        return self
+
+    @property
+    def adapt(self) -> int:
+        return self.n_iter // 5 if self.n_adapt is None else self.n_adapt
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SamplerConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known}).validate()
+
+
+def fingerprint(X, y) -> str:
+    """sha1 of the (standardised) training data: a resumed run must see the same numbers."""
+    h = hashlib.sha1()
+    h.update(np.ascontiguousarray(X, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(y, dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
+def check_method_fits(cfg: SamplerConfig, n: int, memory_bytes: float | None = None) -> None:
+    """MH needs a dense Cholesky per iteration: refuse n where it would not fit in memory."""
+    if cfg.method == "mh":
+        limit = max_exact_n(memory_bytes)
+        if n > limit:
+            raise MemoryError(f"MH uses the exact Cholesky: n={n} needs {2 * 8 * n * n / 2**30:.1f} GiB, "
+                              f"more than this machine can spare (n <= {limit}); use method='sgld'")
+

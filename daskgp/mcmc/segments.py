@@ -1,0 +1,204 @@
+"""The worker side of a run: one chain advanced by one segment of iterations, a pure function of plain data.
+
+A chain between segments is a :class:`ChainState` — the sampler's state (:class:`SGLDState` or
+:class:`MHState`) and, for SGLD, the stochastic gradient's :class:`ProbeState` (probes, CG warm starts,
+generator; Filippone & Engler 2015, section 3.2) — and travels, and is committed, as its ``to_dict``: plain
+arrays, numbers and generator states. :func:`run_segment` rebuilds it with ``from_dict`` (which checks every
+field), runs the sampler and returns the records and the next state's dict, so a task lost with its worker is
+recomputed to the same draws and a resumed run continues exactly where an uninterrupted one would be.
+
+The kernel operator with its cached kernel rows (n² · 8 bytes: 4 GB on house_8L) is kept per (run, worker
+thread) between a run's segments, and :func:`release_operators` frees it when the run ends, stops or fails, so
+a long-lived cluster (the dashboard's) does not keep the memory of finished runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.kernels import make_kernel
+from ..core.priors import GammaPrior
+from ..exact.posterior import GPPosterior, ProbeState, exact_log_posterior
+from .config import SamplerConfig
+from .samplers import SGLD, MHState, RandomWalkMH, SGLDState, StepSchedule
+
+__all__ = ["ChainState", "initial_states", "run_segment", "release_operators", "RECORDS", "block_arrays"]
+
+
+@dataclass
+class ChainState:
+    """One chain between segments: ``sampler`` its SGLD or MH state and, for SGLD, ``probes`` the stochastic
+    gradient's probe / warm-start state (None for MH)."""
+
+    sampler: SGLDState | MHState
+    probes: ProbeState | None = None
+
+    def to_dict(self) -> dict:
+        """Plain data (what the run store commits): the sampler's fields, and the probe state under
+        'posterior' for SGLD."""
+        d = self.sampler.to_dict()
+        if self.probes is not None:
+            d["posterior"] = self.probes.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict, cfg: SamplerConfig, p: int, n: int) -> ChainState:
+        """The state ``to_dict`` wrote for a chain of ``cfg.method`` with p parameters on n rows, every field
+        checked (arrays copied). Raises ValueError naming the first malformed field."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a chain state must be a mapping, got {type(d).__name__}")
+        if cfg.method == "sgld":
+            if "posterior" not in d:
+                raise ValueError("the SGLD state has no probe state ('posterior')")
+            sampler = SGLDState.from_dict({k: v for k, v in d.items() if k != "posterior"}, p, cfg.batch)
+            return cls(sampler, ProbeState.from_dict(d["posterior"], n, cfg.n_probes,
+                                                     finite=sampler.stopped is None))
+        return cls(MHState.from_dict(d, p, cfg.adapt))
+
+
+def initial_states(X, y, cfg: SamplerConfig, phi_init: np.ndarray, M: np.ndarray,
+                   seeds: list[np.random.SeedSequence]) -> list[dict]:
+    """Every chain's state before iteration 0, as plain data: chain c starts at ``phi_init[c]`` (p,) with
+    its sampler and probe generators spawned from ``seeds[c]``; MH evaluates its start's log target and uses
+    M (p, p) as its first proposal shape."""
+    states = []
+    p = phi_init.shape[1]
+    for c in range(cfg.n_chains):
+        s_rng, p_rng = (np.random.default_rng(s) for s in seeds[c].spawn(2))
+        if cfg.method == "sgld":
+            chain = ChainState(SGLDState.initial(phi_init[c], cfg.batch, s_rng), ProbeState.initial(p_rng))
+        else:
+            mh = RandomWalkMH(_mh_target(X, y, cfg), p, proposal_cov=M, n_adapt=cfg.adapt)
+            chain = ChainState(mh.init(phi_init[c], s_rng))
+        states.append(chain.to_dict())
+    return states
+
+
+# the per-iteration records of each method and their dtypes: every block stores the same arrays
+RECORDS = {"sgld": {"step": float, "frozen": bool, "ratio": float, "cg_iterations": float,
+                    "n_products": float, "seconds": float, "warmup": bool},
+           "mh": {"accepted": bool, "logp": float, "scale": float, "seconds": float, "warmup": bool}}
+
+
+def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str) -> tuple[dict, dict]:
+    """Advance one chain by up to n iterations from ``state`` (a :class:`ChainState` dict); returns
+    (records, the next state's dict).
+
+    X (n_rows, d), y (n_rows,) standardised data; M (p, p) the SGLD preconditioner. records: 'phi' (k, p)
+    log-parameters and the method's :data:`RECORDS` (k,), k ≤ n (shorter only when the chain stopped). Runs
+    on a worker (or anywhere: its results depend on its arguments only; ``run_key`` only names the kernel
+    operator kept for the run's next segments)."""
+    cfg = SamplerConfig.from_dict(cfg_dict)
+    p = np.shape(M)[0]
+    chain = ChainState.from_dict(state, cfg, p, X.shape[0])
+    if chain.sampler.stopped:
+        return {"phi": np.empty((0, p))}, chain.to_dict()
+    if cfg.method == "sgld":
+        return _sgld_segment(X, y, cfg, M, chain, n, run_key)
+    mh = RandomWalkMH(_mh_target(X, y, cfg), p, n_adapt=cfg.adapt)
+    t_start = chain.sampler.t
+    res = mh.run(chain.sampler, n)
+    records = {"phi": res.draws, "accepted": res.accepted, "logp": res.logp, "scale": res.scale,
+               "seconds": res.seconds, "warmup": t_start + np.arange(n) < cfg.adapt}
+    return records, chain.to_dict()
+
+
+def _sgld_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, run_key: str):
+    op = _operator(X, cfg, run_key)
+    post = GPPosterior(op, y, GammaPrior(cfg.prior_shape, cfg.prior_rate), n_probes=cfg.n_probes,
+                       redraw_every=cfg.redraw_every, solver=cfg.solver, es_tol=cfg.es_tol, tol=cfg.tol,
+                       beta=cfg.beta, precond=cfg.precond, precond_rank=cfg.precond_rank)
+    post.state = chain.probes  # advanced in place with the sampler's state
+    sampler = SGLD(post.stochastic_grad, len(chain.sampler.phi), M=M,
+                   schedule=StepSchedule(cfg.step_start, cfg.step_end, cfg.n_iter, cfg.step_gamma),
+                   batch=cfg.batch, freeze_threshold=cfg.freeze_threshold, max_abs_phi=cfg.max_abs_phi)
+    res = sampler.run(chain.sampler, n)  # a failing gradient stops the chain with a message, draws kept
+    k = len(res.draws)
+    records = {"phi": res.draws, "step": res.step, "frozen": res.frozen, "ratio": res.ratio,
+               "cg_iterations": res.info.get("cg_iterations", np.zeros(k)).astype(float)[:k],
+               "n_products": res.info.get("n_products", np.zeros(k)).astype(float)[:k],
+               "seconds": res.seconds, "warmup": ~res.frozen}
+    if run_key in _RELEASED:  # the run ended while this segment ran (a cancelled task runs to its end)
+        release_operators(run_key)
+        op.close()  # already forgotten by the release, but it cached rows again since
+    return records, chain.to_dict()
+
+
+def _mh_target(X, y, cfg: SamplerConfig):
+    """MH's log target: the exact Cholesky log posterior, −inf where it cannot be evaluated."""
+    kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
+    prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
+
+    def logp(phi) -> float:
+        if np.abs(phi).max() > 25:  # far outside any sensible posterior: reject the proposal
+            return -np.inf
+        try:
+            return float(exact_log_posterior(X, y, kernel, prior, phi, gradient=False))
+        except np.linalg.LinAlgError:  # numerically singular covariance: reject
+            return -np.inf
+
+    return logp
+
+
+# Kernel operators kept between a run's segments, per (run key, worker thread).
+_OPERATORS: dict = {}
+_RELEASED: set[str] = set()  # runs already released: a cancelled segment finishing late releases its own
+_OPERATORS_LOCK = threading.Lock()
+
+
+def _operator(X, cfg: SamplerConfig, run_key: str):
+    """This worker thread's kernel operator for the run, kept between segments (its cached kernel rows
+    are rebuilt in the same memory when θ moves)."""
+    from ..compute.operator import KernelOperator
+
+    key = (run_key, threading.get_ident())
+    with _OPERATORS_LOCK:
+        op = _OPERATORS.get(key)
+    if op is None:
+        try:
+            from distributed import get_worker
+
+            n_threads = 1 if get_worker().state.nthreads <= 1 else None
+        except (ImportError, ValueError):
+            n_threads = None
+        kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
+        op = KernelOperator(X, kernel, 1.0, mode="local", n_threads=n_threads)
+        with _OPERATORS_LOCK:
+            _OPERATORS[key] = op
+    return op
+
+
+def release_operators(run_key: str) -> int:
+    """Close and forget every kernel operator this process keeps for run ``run_key``, freeing their cached
+    kernel rows; returns how many. The driver runs it on every worker when a run ends, stops or fails."""
+    with _OPERATORS_LOCK:
+        _RELEASED.add(run_key)
+        ops = [_OPERATORS.pop(k) for k in [k for k in _OPERATORS if k[0] == run_key]]
+    for op in ops:
+        op.close()
+    return len(ops)
+
+
+def block_arrays(recs: list[dict], n: int, names, method: str) -> tuple[dict, dict]:
+    """Every chain's records of one block (a stopped chain's are short, or empty) → the block's posterior
+    {name: (chains, n)} in natural units and sample stats {record: (chains, n)} of the method's
+    :data:`RECORDS` plus 'diverged'; missing draws are NaN in the posterior and True in flags (a stopped
+    chain counts as warmup)."""
+    C = len(recs)
+    p = len(names)
+    phi = np.full((C, n, p), np.nan)
+    for c, r in enumerate(recs):
+        phi[c, :len(r["phi"])] = r["phi"]
+    stats = {}
+    for key, dtype in RECORDS[method].items():
+        arr = np.full((C, n), True if dtype is bool else np.nan, dtype=dtype)
+        for c, r in enumerate(recs):
+            if key in r:
+                arr[c, :len(r[key])] = r[key]
+        stats[key] = arr
+    stats["diverged"] = np.isnan(phi[:, :, 0])
+    post = {nm: np.exp(phi[:, :, j]) for j, nm in enumerate(names)}
+    return post, stats
