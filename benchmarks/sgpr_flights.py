@@ -155,8 +155,7 @@ def main() -> int:
         rows.release()
     finally:
         close_client(client)
-    bound_nojitter = bound_and_grads(stats, theta.Z, theta.variance, theta.lengthscales, theta.beta,
-                                     grads=False, jitter=0.0)
+    bound_nojitter = bound_and_grads(stats, theta, grads=False, jitter=0.0)
     result["bound_at_fitted"] = {"daskgp": bound_nojitter,
                                  "daskgp_with_default_jitter": scaling["2_workers_full"]["bound"]}
     print("scaling", {k: v if not isinstance(v, dict) else v["seconds_median"] for k, v in scaling.items()})

@@ -8,6 +8,7 @@ no network the error names the file and where to put it.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import sys
@@ -25,7 +26,16 @@ from .files import replaced_atomically
 from .validation import check_X, check_y
 
 __all__ = ["Dataset", "load", "load_csv", "load_spec", "split_indices", "train_test", "images", "DATASETS",
-           "data_dirs", "read_csv_frame", "check_numeric_frame"]
+           "data_dirs", "read_csv_frame", "check_numeric_frame", "fingerprint"]
+
+
+def fingerprint(X, y) -> str:
+    """sha1 of the numbers of X and y (as float64): what ties a run or a fit checkpoint to its data, so a
+    resumed one must see the same numbers."""
+    h = hashlib.sha1()
+    h.update(np.ascontiguousarray(X, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(y, dtype=np.float64).tobytes())
+    return h.hexdigest()
 
 
 def _uci_excel(member_suffix: str):

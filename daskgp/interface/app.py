@@ -15,6 +15,7 @@ import numpy as np
 from ..core.kernels import KERNELS
 from .dashboard import (
     BUILTIN,
+    LIMITS,
     MAX_RUNS,
     MAX_UPLOAD_MB,
     DashboardSettings,
@@ -55,18 +56,23 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
 
     pn.extension()
     # ---------------------------------------------------------------------------------------- setup
-    dataset = pn.widgets.Select(name="Dataset", options=list(BUILTIN) + ["upload"], value="concrete")
+    d = DashboardSettings  # every widget starts at the settings' default (themselves the sampler's)
+    dataset = pn.widgets.Select(name="Dataset", options=list(BUILTIN) + ["upload"], value=d.dataset)
     upload = pn.widgets.FileInput(name="CSV upload", accept=".csv")
     target = pn.widgets.Select(name="Target column", options=[], disabled=True)
     kernel = pn.widgets.Select(name="Kernel", options={cls.title: name for name, cls in KERNELS.items()},
-                               value=DashboardSettings.kernel)
-    ard = pn.widgets.Checkbox(name="ARD (one lengthscale per input)", value=False)
-    chains = pn.widgets.IntInput(name="Chains", value=2, start=2, end=16)
-    iterations = pn.widgets.IntInput(name="Iterations per chain", value=2000, start=100, step=100)
-    probes = pn.widgets.IntInput(name="Probes N_r", value=4, start=1, end=256)
-    step_start = pn.widgets.FloatInput(name="Step size start", value=0.1, step=0.01)
-    step_end = pn.widgets.FloatInput(name="Step size end", value=1e-3, step=1e-4)
-    seed = pn.widgets.IntInput(name="Seed", value=0)
+                               value=d.kernel)
+    ard = pn.widgets.Checkbox(name="ARD (one lengthscale per input)", value=d.ard)
+    lim = LIMITS
+    chains = pn.widgets.IntInput(name="Chains", value=d.n_chains, start=lim["n_chains"][0],
+                                 end=lim["n_chains"][1])
+    iterations = pn.widgets.IntInput(name="Iterations per chain", value=d.n_iter, start=lim["n_iter"][0],
+                                     end=lim["n_iter"][1], step=100)
+    probes = pn.widgets.IntInput(name="Probes N_r", value=d.n_probes, start=lim["n_probes"][0],
+                                 end=lim["n_probes"][1])
+    step_start = pn.widgets.FloatInput(name="Step size start", value=d.step_start, step=0.01)
+    step_end = pn.widgets.FloatInput(name="Step size end", value=d.step_end, step=1e-4)
+    seed = pn.widgets.IntInput(name="Seed", value=d.seed)
     scheduler = pn.widgets.TextInput(name="Scheduler (empty: local cluster)", placeholder="tcp://host:8786")
     start_b = pn.widgets.Button(name="Start", button_type="primary")
     pause_b = pn.widgets.Button(name="Pause", button_type="warning", disabled=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -13,12 +14,12 @@ import numpy as np
 
 from .._version import __version__
 from ..core.kernels import KERNELS
+from .progress import bound_progress, chain_progress
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
 
 
 def _demo(args) -> int:
-    from ..compute.cluster import close_client
     from ..compute.operator import KernelOperator
     from ..core.datasets import load
     from ..core.kernels import make_kernel
@@ -32,19 +33,14 @@ def _demo(args) -> int:
                          n_dims=ds.X.shape[1])
     print(f"daskgp {__version__}: {ds.name}, n={ds.n}, d={ds.X.shape[1]}, kernel={kernel.name}"
           f"{' (ARD)' if kernel.ard else ''}, noise={args.noise}")
-    client = _client(args)
-    try:
-        print(f"dask cluster: {len(client.scheduler_info()['workers'])} workers at "
-              f"{client.scheduler.address}")
+    with _cluster(args) as client:
         with KernelOperator(ds.X, kernel, args.noise, client=client, mode="distributed") as op:
             t0 = time.perf_counter()
             est = log_marginal_gradient(op, ds.y, n_probes=args.probes, rng=args.seed)
             t_sto = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        exact = exact_log_marginal(ds.X, ds.y, kernel, args.noise)[1] if ds.n <= args.exact_max_n else None
-        t_ex = time.perf_counter() - t0
-    finally:
-        close_client(client)
+    t0 = time.perf_counter()
+    exact = exact_log_marginal(ds.X, ds.y, kernel, args.noise)[1] if ds.n <= args.exact_max_n else None
+    t_ex = time.perf_counter() - t0
     print(f"\n∂ log p(y|θ) / ∂ log θ  (ULISSE: N_r={args.probes} probes, seed {args.seed}, "
           f"CG iterations per column {est.cg_iterations.tolist()}, {t_sto:.2f} s)")
     print(f"{'parameter':>12} {'value':>9} {'ULISSE':>12} {'exact':>12}")
@@ -56,36 +52,6 @@ def _demo(args) -> int:
         rel = np.linalg.norm(est.grad - exact) / np.linalg.norm(exact)
         print(f"relative error ‖g − g_exact‖/‖g_exact‖ = {rel:.3f}   (exact Cholesky: {t_ex:.2f} s)")
     return 0
-
-
-def _bar(frac: float) -> str:
-    k = int(30 * min(1.0, frac))
-    return "#" * k + "." * (30 - k)
-
-
-def _show_line(stream, tty: bool, line: str, final: bool = False) -> None:
-    """A terminal redraws the line in place (a newline after the final one); a log gets one line each."""
-    stream.write(("\r" + line) if tty else line + "\n")
-    if tty and final:
-        stream.write("\n")
-    stream.flush()
-
-
-def _progress_printer(method: str, stream=None):
-    """A progress bar on stderr: iterations per chain, the current R-hat, elapsed seconds."""
-    stream = stream or sys.stderr
-    tty = stream.isatty()
-    t0 = time.perf_counter()
-
-    def show(done, n_iter, rhat, messages):
-        r = "  R-hat  n/a" if rhat is None else f"  R-hat {rhat:5.3f}"
-        per = " ".join(str(d) for d in done)
-        stopped = f"  stopped: {','.join(sorted(messages))}" if messages else ""
-        line = (f"{method} [{_bar(min(done) / n_iter)}] {min(done)}/{n_iter} per chain ({per}){r}"
-                f"  {time.perf_counter() - t0:.0f} s{stopped}")
-        _show_line(stream, tty, line, final=min(done) >= n_iter)
-
-    return show
 
 
 def _print_summary(dt, psrf: bool = False) -> None:
@@ -124,7 +90,6 @@ def _print_summary(dt, psrf: bool = False) -> None:
 
 
 def _sample(args) -> int:
-    from ..compute.cluster import close_client
     from ..mcmc.chains import check_resumable, resume, sample
     from ..mcmc.control import RunControl, RunStopped
     from ..mcmc.runstore import check_new_run_path
@@ -157,27 +122,28 @@ def _sample(args) -> int:
         check_new_run_path(out, args.overwrite)  # only a daskgp run is ever overwritten
         replaced = os.stat(out).st_ino if os.path.lexists(out) else None
         ds, spec = _dataset(args)
-    client = _client(args)
-    n_workers = len(client.scheduler_info()["workers"])
-    print(f"dask cluster: {n_workers} workers at {client.scheduler.address}", file=sys.stderr)
     control = RunControl()
     previous = signal.signal(signal.SIGINT, _stop_on_first_sigint(control))
+    dt = None
     try:
-        if args.resume:
-            dt = resume(out, client=client, progress=_progress_printer("resume"), control=control)
-        else:
-            opts = dict(method=args.method, n_chains=args.chains, n_iter=args.iterations, seed=args.seed,
-                        kernel=args.kernel, ard=args.ard, n_probes=args.probes,
-                        checkpoint_every=args.checkpoint_every, step_start=args.step_start,
-                        step_end=args.step_end, freeze_threshold=args.freeze_threshold)
-            dt = sample(ds.X, ds.y, out=out, client=client, data_spec=spec, overwrite=args.overwrite,
-                        progress=_progress_printer(args.method), control=control, **opts)
-    except (KeyboardInterrupt, RunStopped):
-        import logging
-
-        for name in ("distributed", "tornado", "asyncio"):  # a torn-down cluster logs broken comms
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-        close_client(client)
+        with _cluster(args, stream=sys.stderr) as client:
+            try:
+                if args.resume:
+                    dt = resume(out, client=client, progress=chain_progress("resume"), control=control)
+                else:
+                    opts = dict(method=args.method, n_chains=args.chains, n_iter=args.iterations,
+                                seed=args.seed, kernel=args.kernel, ard=args.ard, n_probes=args.probes,
+                                checkpoint_every=args.checkpoint_every, step_start=args.step_start,
+                                step_end=args.step_end, freeze_threshold=args.freeze_threshold)
+                    dt = sample(ds.X, ds.y, out=out, client=client, data_spec=spec, overwrite=args.overwrite,
+                                progress=chain_progress(args.method), control=control, **opts)
+            except (KeyboardInterrupt, RunStopped):
+                _quiet_teardown()  # the cluster closes next: its comms break loudly
+    except KeyboardInterrupt:  # a second Ctrl-C while the cluster closes
+        pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if dt is None:
         from ..mcmc.runstore import RunError, read_checkpoint
 
         try:  # a new run that never committed left the folder it was to replace as it was
@@ -192,17 +158,9 @@ def _sample(args) -> int:
             print(f"\ndaskgp: interrupted before the first block was committed: nothing was saved{kept}",
                   file=sys.stderr)
         return 130
-    except BaseException:
-        close_client(client)
-        raise
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    close_client(client)
     _print_summary(dt)
     print(f"\nrun saved in {out} (daskgp summary {out}; daskgp predict {out} --x new.csv --out pred.csv)")
     return 0
-
-
 
 
 def _stop_on_first_sigint(control):
@@ -292,12 +250,10 @@ def _read_features(path, est) -> np.ndarray:
     return check_numeric_frame(df, path).to_numpy(np.float64)
 
 
-
 def _sgpr(args) -> int:
-    from ..compute.cluster import close_client
     from ..core.datasets import train_test
     from ..core.files import replaced_atomically
-    from ..mcmc.config import fingerprint
+    from ..sparse.fit import FitCheckpoint
     from ..sparse.sgpr import SparseGPRegressor
 
     for name in ("inducing", "max_iter", "chunk_rows", "workers"):
@@ -311,43 +267,35 @@ def _sgpr(args) -> int:
     train_size = (None if args.train_size in ("all", "full")
                   else _positive_int(args.train_size, "--train-size"))
     Xtr, ytr, Xte, yte = train_test(ds, args.test_fraction, train_size, args.seed)
-    est = SparseGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, chunk_rows=args.chunk_rows,
-                            seed=args.seed)
-    est._check_params(len(Xtr))
+    if args.inducing > len(Xtr):
+        raise ValueError(f"--inducing {args.inducing} is more than the {len(Xtr)} training rows")
+    # the checkpoint's state is settled before a cluster starts: refusing costs nothing
+    ckpt = FitCheckpoint(f"{args.out}.checkpoint.npz")
+    if ckpt.exists() and not (args.resume or args.overwrite):
+        raise FileExistsError(f"{ckpt.path} holds an interrupted fit: add --resume to continue it or "
+                              "--overwrite to start afresh")
+    if args.resume and not ckpt.exists():
+        raise FileNotFoundError(f"no checkpoint to resume at {ckpt.path}")
+    if args.overwrite and not args.resume:
+        ckpt.remove()
     print(f"daskgp sgpr: {ds.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
           f"m={args.inducing}", flush=True)
-    ckpt = f"{args.out}.checkpoint.npz"
-    key = fingerprint(Xtr, ytr) + f"|m={args.inducing}|seed={args.seed}"
-    init, previous = None, []
-    if os.path.exists(ckpt) and not (args.resume or args.overwrite):
-        raise FileExistsError(f"{ckpt} holds an interrupted fit: add --resume to continue it or --overwrite "
-                              "to start afresh")
     if args.resume:
-        init, previous = _read_sgpr_checkpoint(ckpt, key, args.inducing, Xtr.shape[1])
-        print(f"resuming from {ckpt} after {len(previous)} iterations", flush=True)
-    est.max_iter = max(1, args.max_iter - len(previous))
-    printer = _bound_printer(args.max_iter)
-
-    def checkpoint(theta, trace):  # atomically, every iteration: an interruption loses at most one
-        with replaced_atomically(ckpt, suffix=".npz") as tmp:
-            np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(previous + list(trace)), key=key)
-
-    client = _client(args)
+        print(f"resuming from {ckpt.path} after {ckpt.iterations()} iterations", flush=True)
+    est = SparseGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, chunk_rows=args.chunk_rows,
+                            seed=args.seed)
+    printer = bound_progress(args.max_iter)
     try:
-        est.fit(Xtr, ytr, callback=lambda it, F: printer(len(previous) + it, F), client=client, init=init,
-                on_params=checkpoint)
-        printer.done()
-        mean, sd = est.predict(Xte, return_std=True)
+        with _cluster(args, stream=sys.stderr) as client:
+            # the checkpoint stays until the results file is written
+            est.fit(Xtr, ytr, callback=printer, client=client, checkpoint=ckpt, resume=args.resume,
+                    keep_checkpoint=True)
+            printer.done()
+            mean, sd = est.predict(Xte, return_std=True)
     except KeyboardInterrupt:
-        close_client(client)
-        print(f"\ndaskgp: interrupted; the parameters after the last finished iteration are in {ckpt}; "
+        print(f"\ndaskgp: interrupted; the parameters after the last finished iteration are in {ckpt.path}; "
               f"continue with the same command plus --resume", file=sys.stderr)
         return 130
-    except BaseException:
-        close_client(client)
-        raise
-    close_client(client)
-    est.bound_trace_ = previous + list(est.bound_trace_)
     rmse = float(np.sqrt(np.mean((mean - yte) ** 2)))
     rmse_mean = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
     res = est.to_dataset().assign_coords(feature=list(ds.feature_names))
@@ -359,25 +307,11 @@ def _sgpr(args) -> int:
                      daskgp_version=__version__)
     with replaced_atomically(args.out) as tmp:  # a finished file or none
         res.to_netcdf(tmp)
-    if os.path.exists(ckpt):
-        os.remove(ckpt)
+    ckpt.remove()
     print(f"bound {est.bound_:.1f} nats after {est.fit_info_['n_iterations']} iterations "
           f"({est.fit_info_['n_evaluations']} evaluations, {est.fit_info_['seconds']:.1f} s)")
     print(f"test RMSE {rmse:.3f} {ds.target_name} (mean predictor {rmse_mean:.3f}); results in {args.out}")
     return 0
-
-
-def _read_sgpr_checkpoint(path: str, key: str, m: int, q: int):
-    """(GlobalParams, bound trace) from a checkpoint of the same data, split and m; else ValueError."""
-    from ..sparse.bound import GlobalParams
-
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no checkpoint to resume at {path}")
-    with np.load(path) as f:
-        if str(f["key"]) != key:
-            raise ValueError(f"{path} was written for other data, split or --inducing: start afresh "
-                             "without --resume")
-        return GlobalParams.from_vector(f["theta"], m, q), [float(v) for v in f["trace"]]
 
 
 def _positive_int(text, name: str) -> int:
@@ -388,25 +322,6 @@ def _positive_int(text, name: str) -> int:
     if v < 1:
         raise ValueError(f"{name} must be >= 1, got {v}")
     return v
-
-
-def _bound_printer(max_iter: int, stream=None):
-    """A progress bar on stderr: L-BFGS-B iterations and the bound."""
-    stream = stream or sys.stderr
-    tty = stream.isatty()
-    t0 = time.perf_counter()
-
-    def show(it, bound):
-        line = (f"L-BFGS-B [{_bar(it / max_iter)}] {it}/{max_iter}  bound {bound:12.2f}"
-                f"  {time.perf_counter() - t0:.0f} s")
-        _show_line(stream, tty, line)
-
-    def done():
-        if tty:
-            stream.write("\n")
-
-    show.done = done
-    return show
 
 
 def _dashboard(args) -> int:
@@ -442,18 +357,34 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def _cluster_arguments(parser) -> None:
-    """--scheduler, --workers, --timeout: what :func:`_client` connects to, for every subcommand that
+    """--scheduler, --workers, --timeout: what :func:`_cluster` connects to, for every subcommand that
     computes on a cluster."""
     parser.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
     parser.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
 
 
-def _client(args):
-    """The client of the cluster named by :func:`_cluster_arguments` (a new local one by default)."""
-    from ..compute.cluster import get_client
+@contextlib.contextmanager
+def _cluster(args, stream=None):
+    """``with _cluster(args) as client:`` the cluster named by :func:`_cluster_arguments` (a new local one
+    by default, closed on exit whatever happens; a scheduler's cluster is left running), announced on
+    ``stream`` (stdout by default)."""
+    from ..compute.cluster import borrowed_client
 
-    return get_client(args.scheduler, n_workers=args.workers, timeout=args.timeout)
+    with borrowed_client(None, args.scheduler, n_workers=args.workers, timeout=args.timeout) as client:
+        n_workers = len(client.scheduler_info()["workers"])
+        print(f"dask cluster: {n_workers} workers at {client.scheduler.address}", file=stream or sys.stdout,
+              flush=True)
+        yield client
+
+
+def _quiet_teardown() -> None:
+    """Silence the loggers that report a cluster torn down mid-computation (broken comms): after an
+    interruption that is expected, and the one line the command prints says what happened."""
+    import logging
+
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _data_arguments(parser, default: str) -> None:

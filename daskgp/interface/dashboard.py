@@ -25,7 +25,7 @@ from ..core.kernels import KERNELS
 from ..mcmc.config import SamplerConfig
 from ..mcmc.control import RunControl, RunStopped
 
-__all__ = ["DashboardSettings", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "MAX_RUNS",
+__all__ = ["DashboardSettings", "LIMITS", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "MAX_RUNS",
            "MAX_UPLOAD_MB"]
 
 BUILTIN = ("concrete", "house_8L", "power_plant")
@@ -62,6 +62,10 @@ def parse_upload(content: bytes | None, max_bytes: int = int(MAX_UPLOAD_MB * 2**
     return df
 
 
+# the integer settings' ranges: checked by validate() and given to the page's input widgets
+LIMITS = {"n_chains": (2, 16), "n_iter": (100, 1_000_000), "n_probes": (1, 256), "block": (1, 10_000)}
+
+
 @dataclass
 class DashboardSettings:
     """What the setup panel chooses. ``dataset``: a built-in name or 'upload' (then ``upload`` holds the
@@ -92,8 +96,7 @@ class DashboardSettings:
                 raise ValueError("choose the target column of the uploaded CSV")
         if self.kernel not in KERNELS:
             raise ValueError(f"unknown kernel {self.kernel!r}")
-        for name, lo, hi in (("n_chains", 2, 16), ("n_iter", 100, 1_000_000), ("n_probes", 1, 256),
-                             ("block", 1, 10_000)):
+        for name, (lo, hi) in LIMITS.items():
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
                 raise ValueError(f"{name.replace('n_', '').replace('_', ' ')} must be an integer in "

@@ -1,16 +1,16 @@
 """The configuration of a run of GP hyperparameter chains (Filippone & Engler 2015, section 4: SGLD with
 ULISSE gradients; adaptive MH on the exact posterior as the reference), the fingerprint that ties a run to
 its data, and the memory check of the exact-posterior method. Stored with every run, so ``resume`` rebuilds
-the same chains.
+the same chains (``fingerprint``, re-exported from :mod:`daskgp.core.datasets`, ties it to its data).
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..core.datasets import fingerprint
 from ..core.kernels import KERNELS
 from ..core.validation import check_positive
 from ..exact.marginal import max_exact_n
@@ -95,14 +95,6 @@ class SamplerConfig:
     def from_dict(cls, d: dict) -> SamplerConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known}).validate()
-
-
-def fingerprint(X, y) -> str:
-    """sha1 of the (standardised) training data: a resumed run must see the same numbers."""
-    h = hashlib.sha1()
-    h.update(np.ascontiguousarray(X, dtype=np.float64).tobytes())
-    h.update(np.ascontiguousarray(y, dtype=np.float64).tobytes())
-    return h.hexdigest()
 
 
 def check_method_fits(cfg: SamplerConfig, n: int, memory_bytes: float | None = None) -> None:

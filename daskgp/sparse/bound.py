@@ -36,8 +36,9 @@ from array_api_compat import array_namespace
 from ..core.kernels import RBF
 from ..core.validation import check_X
 
-__all__ = ["SuffStats", "BoundGrads", "GlobalParams", "rbf_ard", "chunk_stats", "chunk_stats_cached",
-           "bound_and_grads", "collapsed_bound", "chunk_global_grad", "chunk_local_grad", "kl_gauss"]
+__all__ = ["SuffStats", "BoundGrads", "GlobalParams", "rbf_ard", "kmm", "psi1_stat", "chunk_stats",
+           "chunk_stats_cached", "bound_and_grads", "collapsed_bound", "chunk_global_grad",
+           "chunk_local_grad", "kl_gauss"]
 
 _JITTER = 1e-6  # relative to the kernel variance; keeps K_mm's Cholesky stable when inducing inputs cluster
 
@@ -65,12 +66,26 @@ class SuffStats:
 @dataclass(frozen=True)
 class GlobalParams:
     """The global parameters: inducing inputs Z (m, q), kernel variance σ² (y units²), ARD lengthscales l
-    (q,) (x units) and noise precision β (1/y units²). Unconstrained vector: Z, log σ², log l, log β."""
+    (q,) (x units; a scalar is broadcast to every input dimension) and noise precision β (1/y units²).
+    Unconstrained vector: Z, log σ², log l, log β. Every function of the bound takes them as one value."""
 
     Z: np.ndarray
     variance: float
     lengthscales: np.ndarray
     beta: float
+
+    def __post_init__(self):
+        Z = np.asarray(self.Z, dtype=float)
+        if Z.ndim != 2:
+            raise ValueError(f"Z must be (m, q), got shape {Z.shape}")
+        ls = np.asarray(self.lengthscales, dtype=float)
+        if ls.ndim > 1 or ls.size not in (1, Z.shape[1]):
+            raise ValueError(f"lengthscales must be a scalar or ({Z.shape[1]},), got shape {ls.shape}")
+        # frozen: the normalised fields are set once, here
+        object.__setattr__(self, "Z", Z)
+        object.__setattr__(self, "variance", float(self.variance))
+        object.__setattr__(self, "lengthscales", np.broadcast_to(ls, (Z.shape[1],)).copy())
+        object.__setattr__(self, "beta", float(self.beta))
 
     @property
     def m(self) -> int:
@@ -108,6 +123,12 @@ def _as_2d(Y):
     return Y[:, None] if Y.ndim == 1 else Y
 
 
+def psi1_stat(mu, S, theta: GlobalParams) -> np.ndarray:
+    """ψ1 (b, m) = ⟨k(x_i, z_j)⟩ under q(x_i) = N(μ_i (b, q), diag S_i (b, q)): the expected kernel between
+    latent inputs and the inducing inputs."""
+    return _psi1(mu, S, theta.Z, theta.variance, theta.lengthscales)[0]
+
+
 def _psi1(mu, S, Z, variance, ls):
     """ψ1 (b, m) = ⟨k(x_i, z_j)⟩ under q(x_i), and the pieces its gradient needs."""
     t = ls**2
@@ -136,29 +157,29 @@ def _psi2_blocks(mu, S, Z, variance, ls):
         yield slice(a, a + step), variance**2 * np.exp(expo), dd, d2
 
 
-def chunk_stats(Y, Z, variance: float, lengthscales, mu=None, S=None) -> SuffStats:
-    """Statistics of one chunk. Y (b, p) outputs; Z (m, q) inducing inputs; inputs either observed (``mu``
-    = X (b, q), S None) or latent with q(x_i) = N(mu_i, diag S_i), S (b, q) variances."""
-    stats, _ = chunk_stats_cached(Y, Z, variance, lengthscales, mu, S)
+def chunk_stats(Y, theta: GlobalParams, mu=None, S=None) -> SuffStats:
+    """Statistics of one chunk. Y (b, p) outputs; θ the global parameters (Z (m, q)); inputs either observed
+    (``mu`` = X (b, q), S None) or latent with q(x_i) = N(mu_i, diag S_i), S (b, q) variances."""
+    stats, _ = chunk_stats_cached(Y, theta, mu, S)
     return stats
 
 
-def chunk_stats_cached(Y, Z, variance: float, lengthscales, mu, S=None):
+def chunk_stats_cached(Y, theta: GlobalParams, mu, S=None):
     """:func:`chunk_stats` plus, for observed inputs, K_mn (m, b), kept on the worker so the gradient map
     need not recompute it (None for latent inputs)."""
     Y = _as_2d(Y)
+    Z, variance, ls = theta.Z, theta.variance, theta.lengthscales
     b, m, p = mu.shape[0], Z.shape[0], Y.shape[1]
     if b == 0:  # an empty chunk adds nothing
         return SuffStats(0, 0.0, 0.0, np.zeros((m, p)), np.zeros((m, m))), None
     if S is None:
         xp = array_namespace(Y, mu)
         Zx = xp.asarray(Z)
-        Kmn = rbf_ard(Zx, mu, variance, lengthscales)  # (m, b)
+        Kmn = rbf_ard(Zx, mu, variance, ls)  # (m, b)
         stats = SuffStats(b, float(xp.sum(Y * Y)), float(b * variance), _to_numpy(Kmn @ Y),
                           _to_numpy(Kmn @ Kmn.T))
         return stats, Kmn
     mu, S, Y = np.asarray(mu, float), np.asarray(S, float), np.asarray(Y, float)
-    ls = np.asarray(lengthscales, float) * np.ones(Z.shape[1])
     psi1, _, _ = _psi1(mu, S, Z, variance, ls)
     Dsum = np.zeros((m, m))
     for _, psi2, _, _ in _psi2_blocks(mu, S, Z, variance, ls):
@@ -189,22 +210,23 @@ class BoundGrads:
     dbeta: float
 
 
-def _kmm(Z, variance, ls, jitter: float = _JITTER):
-    K0 = rbf_ard(Z, Z, variance, ls)
-    return K0, K0 + jitter * variance * np.eye(len(Z))
+def kmm(theta: GlobalParams, jitter: float = _JITTER) -> tuple[np.ndarray, np.ndarray]:
+    """(K(Z, Z), K(Z, Z) + jitter·σ²·I), both (m, m): the inducing covariance without and with the jitter
+    (relative to σ²) that every Cholesky of it uses."""
+    K0 = rbf_ard(theta.Z, theta.Z, theta.variance, theta.lengthscales)
+    return K0, K0 + jitter * theta.variance * np.eye(theta.m)
 
 
-def bound_and_grads(stats: SuffStats, Z, variance: float, lengthscales, beta: float,
-                    grads: bool = True, jitter: float = _JITTER) -> BoundGrads | float:
-    """Eq. (4.3) from the summed statistics and, with ``grads``, its partial derivatives (see
+def bound_and_grads(stats: SuffStats, theta: GlobalParams, grads: bool = True,
+                    jitter: float = _JITTER) -> BoundGrads | float:
+    """Eq. (4.3) from the summed statistics at θ and, with ``grads``, its partial derivatives (see
     :class:`BoundGrads`); O(m³ + m²p) work, independent of n. ``jitter``: added to K_mm's diagonal,
     relative to σ² (0 for comparisons with libraries that add none)."""
+    Z, variance, ls, beta = theta.Z, theta.variance, theta.lengthscales, theta.beta
     if not beta > 0:
         raise ValueError(f"the noise precision beta must be > 0, got {beta}")
-    Z = np.asarray(Z, float)
-    ls = np.asarray(lengthscales, float) * np.ones(Z.shape[1])
     n, p = stats.n, stats.C.shape[1]
-    K0, Kmm = _kmm(Z, variance, ls, jitter)
+    K0, Kmm = kmm(theta, jitter)
     Lk = np.linalg.cholesky(Kmm)
     P = Kmm + beta * stats.D
     Lp = np.linalg.cholesky(P)
@@ -239,10 +261,10 @@ def bound_and_grads(stats: SuffStats, Z, variance: float, lengthscales, beta: fl
     return BoundGrads(F, GB, GC, GD, dZ, dvar, dls, float(dbeta))
 
 
-def collapsed_bound(stats: SuffStats, Z, variance: float, lengthscales, beta: float) -> float:
-    """Eq. (4.3): the collapsed lower bound on log p(Y) from the summed statistics (nats)."""
-    Z = check_X(Z, "Z", min_rows=1)
-    return bound_and_grads(stats, Z, variance, lengthscales, beta, grads=False)
+def collapsed_bound(stats: SuffStats, theta: GlobalParams) -> float:
+    """Eq. (4.3): the collapsed lower bound on log p(Y) at θ from the summed statistics (nats)."""
+    check_X(theta.Z, "Z", min_rows=1)
+    return bound_and_grads(stats, theta, grads=False)
 
 
 def _rbf_backprop(W, X, Z, ls):
@@ -257,14 +279,13 @@ def _rbf_backprop(W, X, Z, ls):
     return _to_numpy(dZ), _to_numpy(dls)
 
 
-def chunk_global_grad(Y, Z, variance: float, lengthscales, g: BoundGrads, mu, S=None,
-                      psi1=None) -> np.ndarray:
+def chunk_global_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S=None, psi1=None) -> np.ndarray:
     """One chunk's contribution to ∂F/∂(Z, σ², l) through its statistics C and D, as one vector
     [dZ.ravel(), dvar, dls] (the central :func:`bound_and_grads` adds the K_mm, B and β parts).
     ``psi1``: observed inputs only, the K_mn (m, b) the stats map cached."""
     Y = _as_2d(Y)
+    Z, variance, ls = theta.Z, theta.variance, theta.lengthscales
     m, q = Z.shape
-    ls = np.asarray(lengthscales, float) * np.ones(q)
     if mu.shape[0] == 0:
         return np.zeros(m * q + 1 + q)
     if S is None:
@@ -310,11 +331,9 @@ def _latent_grads(Y, Z, variance, ls, g: BoundGrads, mu, S):
     return dZ, float(dvar), dt * 2 * ls, dmu, dS
 
 
-def chunk_local_grad(Y, Z, variance: float, lengthscales, g: BoundGrads, mu, S):
+def chunk_local_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S):
     """∂F/∂(μ, S) (b, q) each, for one chunk's latent rows: through its C and D, minus its KL."""
-    ls = np.asarray(lengthscales, float) * np.ones(Z.shape[1])
-    _, _, _, dmu, dS = _latent_grads(_as_2d(np.asarray(Y, float)), Z, variance, ls, g, mu, S)
+    _, _, _, dmu, dS = _latent_grads(_as_2d(np.asarray(Y, float)), theta.Z, theta.variance,
+                                     theta.lengthscales, g, mu, S)
     return dmu - mu, dS - 0.5 * (1.0 - 1.0 / S)
 
-
-# --- dense single-process references (tests) -----------------------------------------------------------

@@ -29,32 +29,33 @@ from .bound import (
     chunk_stats_cached,
 )
 
-__all__ = ["ChunkedRows", "LocalRows"]
+__all__ = ["ChunkedRows", "LocalRows", "local_objective"]
 
 
 def _stats_task(chunk, theta: GlobalParams):
-    return chunk_stats_cached(chunk["Y"], theta.Z, theta.variance, theta.lengthscales,
-                              chunk.get("X", chunk.get("mu")), chunk.get("S"))
+    return chunk_stats_cached(chunk["Y"], theta, chunk.get("X", chunk.get("mu")), chunk.get("S"))
 
 
 def _grad_task(chunk, cached, theta: GlobalParams, g: BoundGrads):
-    return chunk_global_grad(chunk["Y"], theta.Z, theta.variance, theta.lengthscales, g,
-                             chunk.get("X", chunk.get("mu")), chunk.get("S"), psi1=cached[1])
+    return chunk_global_grad(chunk["Y"], theta, g, chunk.get("X", chunk.get("mu")), chunk.get("S"),
+                             psi1=cached[1])
 
 
-def _local_objective(chunk_Y, others: SuffStats, theta: GlobalParams, b: int, q: int):
-    """−F(others + this chunk's statistics) and its gradient w.r.t. (μ, log S) of the chunk's rows;
-    ``fun(x, grad=False)`` gives the value alone (half the work: for choosing among starting points)."""
+def local_objective(chunk_Y, others: SuffStats, theta: GlobalParams, b: int, q: int):
+    """The objective of one chunk's local step (and of a new point's q(x*)): ``fun(x)`` → −F(others + the
+    statistics of the b rows chunk_Y (b, p) with latent inputs x = [μ (b·q), log S (b·q)]) and its gradient
+    w.r.t. x; ``fun(x, grad=False)`` gives the value alone (half the work: for choosing among starting
+    points)."""
     def fun(x, grad: bool = True):
         mu, S = x[:b * q].reshape(b, q), np.exp(x[b * q:]).reshape(b, q)
-        st = others + chunk_stats(chunk_Y, theta.Z, theta.variance, theta.lengthscales, mu=mu, S=S)
+        st = others + chunk_stats(chunk_Y, theta, mu=mu, S=S)
         try:
-            g = bound_and_grads(st, theta.Z, theta.variance, theta.lengthscales, theta.beta, grads=grad)
+            g = bound_and_grads(st, theta, grads=grad)
         except np.linalg.LinAlgError:
             return (math.inf, np.zeros_like(x)) if grad else math.inf
         if not grad:
             return -g
-        dmu, dS = chunk_local_grad(chunk_Y, theta.Z, theta.variance, theta.lengthscales, g, mu, S)
+        dmu, dS = chunk_local_grad(chunk_Y, theta, g, mu, S)
         return -g.F, -np.concatenate([dmu.ravel(), (dS * S).ravel()])
     return fun
 
@@ -64,8 +65,8 @@ def _local_task(chunk, total: SuffStats, theta: GlobalParams, n_iter: int):
     b, q = chunk["mu"].shape
     if b == 0 or n_iter <= 0:
         return chunk
-    own = chunk_stats(chunk["Y"], theta.Z, theta.variance, theta.lengthscales, mu=chunk["mu"], S=chunk["S"])
-    fun = _local_objective(chunk["Y"], total - own, theta, b, q)
+    own = chunk_stats(chunk["Y"], theta, mu=chunk["mu"], S=chunk["S"])
+    fun = local_objective(chunk["Y"], total - own, theta, b, q)
     x0 = np.concatenate([chunk["mu"].ravel(), np.log(chunk["S"]).ravel()])
     res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
                                   bounds=[(None, None)] * (b * q) + [(-12.0, 3.0)] * (b * q),
@@ -149,7 +150,7 @@ class ChunkedRows:
         """F (nats), ∂F/∂(unconstrained global parameters) and the summed statistics."""
         f1 = self.client.map(_stats_task, self.futures, theta=theta, pure=False)
         total = tree_sum(self.client, f1).result()
-        g = bound_and_grads(total, theta.Z, theta.variance, theta.lengthscales, theta.beta)
+        g = bound_and_grads(total, theta)
         f2 = self.client.map(_grad_task, self.futures, f1, theta=theta, g=g, pure=False)
         local = tree_sum(self.client, f2).result()
         del f1, f2  # release the cached ψ1 on the workers
@@ -196,7 +197,7 @@ class LocalRows:
     def bound_and_grad(self, theta: GlobalParams) -> tuple[float, np.ndarray, SuffStats]:
         parts = [_stats_task(c, theta) for c in self.chunks]
         total = local_sum(*parts)
-        g = bound_and_grads(total, theta.Z, theta.variance, theta.lengthscales, theta.beta)
+        g = bound_and_grads(total, theta)
         local = local_sum(*[_grad_task(c, p, theta, g) for c, p in zip(self.chunks, parts, strict=True)])
         return g.F, _assemble(theta, g, local), total
 

@@ -5,7 +5,7 @@ Fitting alternates the paper's two map-reduce steps:
 
 - **global**: L-BFGS-B over (Z, σ², l, β) with the local parameters fixed, every evaluation a map of the
   chunks' psi-statistics, a tree reduce, and a map of their gradient contributions
-  (:func:`daskgp.sparse.sgpr.fit_global`);
+  (:func:`daskgp.sparse.fit.fit_global`);
 - **local**: every chunk optimises its own (μ_i, S_i) on its worker, all chunks in parallel, with the other
   chunks' statistics fixed (:meth:`daskgp.sparse.chunks.ChunkedRows.local_step`). A parallel block step
   could in principle lower the joint bound, so a local step that does is undone (the bound trace never
@@ -29,9 +29,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..core.inducing import kmeans_inducing
 from ..core.validation import check_X
-from .bound import GlobalParams, SuffStats, _psi1, bound_and_grads
-from .chunks import ChunkedRows, LocalRows, _local_objective
-from .sgpr import SparsePosterior, fit_global
+from .bound import GlobalParams, SuffStats, bound_and_grads, psi1_stat
+from .chunks import ChunkedRows, LocalRows, local_objective
+from .fit import SparsePosterior, fit_global
 
 __all__ = ["BayesianGPLVM", "GPLVMClassifier"]
 
@@ -42,12 +42,11 @@ def _new_points_task(Y, base: SuffStats, A_cols, theta: GlobalParams, a, n_iter:
     r, q = Y.shape[0], theta.Z.shape[1]
     mu, S = np.zeros((r, q)), np.zeros((r, q))
     gain, filled = np.zeros(r), Y.copy()
-    ls = theta.lengthscales
     for i in range(r):
         obs = ~np.isnan(Y[i])
         st = SuffStats(base.n, float(A_cols[obs].sum()), base.B, base.C[:, obs], base.D, base.KL)
-        F0 = bound_and_grads(st, theta.Z, theta.variance, ls, theta.beta, grads=False)
-        fun = _local_objective(Y[i, obs][None, :], st, theta, 1, q)
+        F0 = bound_and_grads(st, theta, grads=False)
+        fun = local_objective(Y[i, obs][None, :], st, theta, 1, q)
         # start from the best inducing input (small variance): the bound is multimodal in x*
         starts = [np.concatenate([z, np.full(q, math.log(0.05))]) for z in theta.Z]
         x0 = min(starts, key=lambda x: fun(x, grad=False))
@@ -56,8 +55,7 @@ def _new_points_task(Y, base: SuffStats, A_cols, theta: GlobalParams, a, n_iter:
                                       options={"maxiter": n_iter})
         mu[i], S[i] = res.x[:q], np.exp(res.x[q:])
         gain[i] = -res.fun - F0
-        psi1, _, _ = _psi1(mu[i:i + 1], S[i:i + 1], theta.Z, theta.variance, ls)
-        filled[i, ~obs] = (psi1 @ a)[0, ~obs]
+        filled[i, ~obs] = (psi1_stat(mu[i:i + 1], S[i:i + 1], theta) @ a)[0, ~obs]
     return mu, S, gain, filled
 
 
@@ -137,8 +135,7 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
                     rows.release()
         info["seconds"] = time.perf_counter() - t_start
         self.params_, self.bound_trace_, self.fit_info_ = theta, trace, info
-        self.bound_ = bound_and_grads(stats, theta.Z, theta.variance, theta.lengthscales, theta.beta,
-                                      grads=False)
+        self.bound_ = bound_and_grads(stats, theta, grads=False)
         self.stats_ = stats
         self.A_cols_ = np.sum(Ys**2, axis=0)
         self.posterior_ = SparsePosterior.from_stats(theta, stats)
@@ -158,12 +155,10 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
                 continue
             t0 = time.perf_counter()
             total = rows.stats(theta)
-            F_before = bound_and_grads(total, theta.Z, theta.variance, theta.lengthscales, theta.beta,
-                                       grads=False)
+            F_before = bound_and_grads(total, theta, grads=False)
             old = rows.futures
             rows.local_step(theta, total, int(self.local_iter))
-            F_after = bound_and_grads(rows.stats(theta), theta.Z, theta.variance, theta.lengthscales,
-                                      theta.beta, grads=False)
+            F_after = bound_and_grads(rows.stats(theta), theta, grads=False)
             if not F_after >= F_before:
                 rows.futures = old  # the parallel block step went downhill: undo it
                 info["local_steps_undone"] += 1

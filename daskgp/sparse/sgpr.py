@@ -4,105 +4,28 @@ al. 2014) as a scikit-learn regressor.
 ``SparseGPRegressor(n_inducing=100).fit(X, y)`` standardises X and y, places the row chunks on the Dask
 workers, initialises Z by k-means, and maximises the bound over (Z, σ², l, β) with scipy's L-BFGS-B, each
 evaluation being two map-reduces over the chunks (:class:`daskgp.sparse.chunks.ChunkedRows`). X and y may be
-numpy or dask arrays; dask arrays are read chunk by chunk on the workers.
+numpy or dask arrays; dask arrays are read chunk by chunk on the workers. ``fit(..., checkpoint=path)``
+keeps the parameters after every iteration (:class:`daskgp.sparse.fit.FitCheckpoint`) and
+``resume=True`` continues an interrupted fit from them.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
-import scipy.optimize
 import xarray as xr
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.inducing import kmeans_inducing
 from ..core.validation import check_X, check_y
-from .bound import GlobalParams, SuffStats, _kmm, rbf_ard
+from .bound import GlobalParams, bound_and_grads
 from .chunks import ChunkedRows
+from .fit import FitCheckpoint, SparsePosterior, fit_global
 
-__all__ = ["SparseGPRegressor", "SparsePosterior", "fit_global"]
-
-
-@dataclass
-class SparsePosterior:
-    """The optimal q(u) of the collapsed bound, in the standardised units it was fitted in: predictive
-    mean k*ᵀ a with a = β P⁻¹ C (m, p), variance σ² − k*ᵀ (K_mm⁻¹ − P⁻¹) k* (+ 1/β for y)."""
-
-    theta: GlobalParams
-    a: np.ndarray
-    Q: np.ndarray
-
-    @classmethod
-    def from_stats(cls, theta: GlobalParams, stats: SuffStats) -> SparsePosterior:
-        _, Kmm = _kmm(theta.Z, theta.variance, theta.lengthscales)
-        Lk = np.linalg.cholesky(Kmm)
-        Lp = np.linalg.cholesky(Kmm + theta.beta * stats.D)
-        eye = np.eye(theta.m)
-        a = theta.beta * scipy.linalg.cho_solve((Lp, True), stats.C)
-        Q = scipy.linalg.cho_solve((Lk, True), eye) - scipy.linalg.cho_solve((Lp, True), eye)
-        return cls(theta, a, 0.5 * (Q + Q.T))
-
-    def predict_block(self, X, noise: bool = True):
-        """(mean (b, p), var (b,)) at inputs X (b, q) in X's array namespace (numpy, cupy)."""
-        from array_api_compat import array_namespace
-
-        xp = array_namespace(X)
-        Kxm = rbf_ard(X, xp.asarray(self.theta.Z), self.theta.variance, self.theta.lengthscales)
-        mean = Kxm @ xp.asarray(self.a)
-        var = self.theta.variance - xp.sum((Kxm @ xp.asarray(self.Q)) * Kxm, axis=1)
-        var = xp.clip(var, 1e-12 * self.theta.variance, None)
-        return mean, (var + 1.0 / self.theta.beta if noise else var)
-
-
-def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: float = 1e-9,
-               callback=None, fixed_inducing: bool = False,
-               on_params=None) -> tuple[GlobalParams, list, dict]:
-    """Maximise the bound over the global parameters with L-BFGS-B (unconstrained: Z, log σ², log l,
-    log β); ``callback(iteration, F)`` and ``on_params(θ, trace)`` after every iteration. Returns (θ, bound
-    trace, info)."""
-    m, q = theta0.Z.shape
-    n = chunks.n
-    v0 = theta0.to_vector()
-    free = np.ones(v0.size, bool)
-    if fixed_inducing:
-        free[:m * q] = False
-    info = {"n_evaluations": 0, "seconds_evaluating": 0.0}
-
-    def fun(x):
-        v = v0.copy()
-        v[free] = x
-        t0 = time.perf_counter()
-        try:
-            F, g, _ = chunks.bound_and_grad(GlobalParams.from_vector(v, m, q))
-        except np.linalg.LinAlgError:
-            return math.inf, np.zeros_like(x)  # L-BFGS-B backtracks from a non-PD step
-        info["n_evaluations"] += 1
-        info["seconds_evaluating"] += time.perf_counter() - t0
-        return -F / n, -g[free] / n
-
-    trace = []
-
-    def cb(intermediate_result):
-        F = -float(intermediate_result.fun) * n
-        trace.append(F)
-        if on_params is not None:
-            v = v0.copy()
-            v[free] = intermediate_result.x
-            on_params(GlobalParams.from_vector(v, m, q), trace)
-        if callback is not None:
-            callback(len(trace), F)
-
-    res = scipy.optimize.minimize(fun, v0[free], jac=True, method="L-BFGS-B", callback=cb,
-                                  options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-7})
-    v = v0.copy()
-    v[free] = res.x
-    info.update(message=str(res.message), n_iterations=int(res.nit), converged=bool(res.success))
-    return GlobalParams.from_vector(v, m, q), trace, info
+__all__ = ["SparseGPRegressor"]
 
 
 def _validate_xy(X, y, min_rows: int):
@@ -165,13 +88,34 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         if not 0 < self.noise_init < 10:
             raise ValueError(f"noise_init must be in (0, 10) (relative to var y), got {self.noise_init}")
 
-    def fit(self, X, y, callback=None, client=None, init: GlobalParams | None = None, on_params=None):
+    def fit(self, X, y, callback=None, client=None, init: GlobalParams | None = None, on_params=None,
+            checkpoint=None, resume: bool = False, keep_checkpoint: bool = False):
         """Fit on X (n, d), y (n,) (numpy or dask). ``callback(iteration, bound)`` after every L-BFGS-B
-        iteration; ``client``: a distributed Client to use; ``init``: start from these parameters
-        (standardised units, e.g. a checkpoint's) instead of the k-means initialisation; ``on_params(θ,
-        trace)``: after every iteration (checkpointing). Returns self."""
+        iteration (counting the iterations before a resume); ``client``: a distributed Client to use;
+        ``init``: start from these parameters (standardised units) instead of the k-means initialisation;
+        ``on_params(θ, trace)``: after every iteration.
+
+        ``checkpoint``: a file path (or :class:`FitCheckpoint`) that holds the parameters after every
+        finished iteration, tied to these data and settings; an existing one is refused unless ``resume``,
+        which continues from it to ``max_iter`` iterations in all (``bound_trace_`` keeps the earlier
+        ones). It is removed when the fit finishes unless ``keep_checkpoint`` (remove it yourself once the
+        results are saved). Returns self."""
         X, y = _validate_xy(X, y, min_rows=2)
         self._check_params(X.shape[0])
+        m, q = int(self.n_inducing), X.shape[1]
+        ckpt, previous, key = None, [], None
+        if checkpoint is not None:
+            ckpt = checkpoint if isinstance(checkpoint, FitCheckpoint) else FitCheckpoint(checkpoint)
+            key = self._checkpoint_key(X, y)
+            if resume:
+                if init is not None:
+                    raise ValueError("give init or resume=True, not both")
+                init, previous = ckpt.read(key, m, q)
+            elif ckpt.exists():
+                raise FileExistsError(f"{ckpt.path} holds an interrupted fit: pass resume=True to continue "
+                                      "it, or remove it to start afresh")
+        elif resume:
+            raise ValueError("resume=True needs the checkpoint to resume from")
         mx, sx, my, sy = _moments(X, y)
         self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = mx, sx, my, sy
         Xs, ys = (X - mx) / sx, (y - my) / sy
@@ -181,25 +125,33 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             chunks = ChunkedRows.from_arrays(c, ys, self.chunk_rows, X=Xs)
             try:
                 Xsample = Xs if isinstance(Xs, np.ndarray) else _row_sample(Xs, 20_000, self.seed)
-                q = Xs.shape[1]
                 theta0 = init if init is not None else GlobalParams(
-                    kmeans_inducing(Xsample, int(self.n_inducing), self.seed), 1.0, np.full(q, math.sqrt(q)),
+                    kmeans_inducing(Xsample, m, self.seed), 1.0, np.full(q, math.sqrt(q)),
                     1.0 / self.noise_init)
-                if theta0.Z.shape != (int(self.n_inducing), q):
-                    raise ValueError(f"init has Z of shape {theta0.Z.shape}, expected "
-                                     f"({self.n_inducing}, {q})")
+                if theta0.Z.shape != (m, q):
+                    raise ValueError(f"init has Z of shape {theta0.Z.shape}, expected ({m}, {q})")
+
+                def after_iteration(theta, trace):
+                    if ckpt is not None:  # an interruption loses at most the iteration in progress
+                        ckpt.write(theta, previous + list(trace), key)
+                    if on_params is not None:
+                        on_params(theta, previous + list(trace))
+
+                def progress(it, F):
+                    if callback is not None:
+                        callback(len(previous) + it, F)
+
                 t0 = time.perf_counter()
-                theta, trace, info = fit_global(chunks, theta0, self.max_iter, self.tol, callback,
-                                                fixed_inducing=not self.learn_inducing, on_params=on_params)
+                theta, trace, info = fit_global(chunks, theta0, max(1, int(self.max_iter) - len(previous)),
+                                                self.tol, progress, fixed_inducing=not self.learn_inducing,
+                                                on_params=after_iteration)
                 stats = chunks.stats(theta)
                 info["seconds"] = time.perf_counter() - t0
             finally:
                 chunks.release()
-        from .bound import bound_and_grads
-
-        self.params_, self.bound_trace_, self.fit_info_ = theta, trace, info
-        self.bound_ = bound_and_grads(stats, theta.Z, theta.variance, theta.lengthscales, theta.beta,
-                                      grads=False)
+        info["resumed_after"] = len(previous)
+        self.params_, self.bound_trace_, self.fit_info_ = theta, previous + list(trace), info
+        self.bound_ = bound_and_grads(stats, theta, grads=False)
         self.posterior_ = SparsePosterior.from_stats(theta, stats)
         self.n_features_in_ = X.shape[1]
         self.n_train_ = int(X.shape[0])
@@ -207,7 +159,24 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         self.lengthscales_ = theta.lengthscales * sx
         self.kernel_variance_ = theta.variance * sy**2
         self.noise_variance_ = sy**2 / theta.beta
+        if ckpt is not None and not keep_checkpoint:
+            ckpt.remove()
         return self
+
+    def _checkpoint_key(self, X, y) -> str:
+        """What a checkpoint must match: the data (their numbers; a dask array's token) and the settings
+        that shape the parameters."""
+        import dask.array as da
+
+        if isinstance(X, da.Array) or isinstance(y, da.Array):
+            from dask.base import tokenize
+
+            data = tokenize(X, y)
+        else:
+            from ..core.datasets import fingerprint
+
+            data = fingerprint(X, y)
+        return f"{data}|m={int(self.n_inducing)}|seed={self.seed}|learn_inducing={bool(self.learn_inducing)}"
 
     def predict(self, X, return_std: bool = False, noise: bool = True):
         """Predictive mean (n,) in y units; with ``return_std`` also the sd (n,) (of y with ``noise``,

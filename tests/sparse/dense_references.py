@@ -7,7 +7,7 @@ import math
 import numpy as np
 import scipy.linalg
 
-from daskgp.sparse.bound import _kmm, kl_gauss, rbf_ard
+from daskgp.sparse.bound import GlobalParams, kl_gauss, kmm, rbf_ard
 
 
 def titsias_bound_dense(X, Y, Z, variance: float, lengthscales, beta: float) -> float:
@@ -17,7 +17,7 @@ def titsias_bound_dense(X, Y, Z, variance: float, lengthscales, beta: float) -> 
     X, Z = np.asarray(X, float), np.asarray(Z, float)
     Y = np.asarray(Y, float).reshape(len(X), -1)
     n, p = Y.shape
-    _, Kmm = _kmm(Z, variance, np.asarray(lengthscales, float) * np.ones(Z.shape[1]))
+    _, Kmm = kmm(GlobalParams(Z, variance, lengthscales, beta))
     Kmn = rbf_ard(Z, X, variance, lengthscales)
     Q = Kmn.T @ np.linalg.solve(Kmm, Kmn)
     cov = Q + np.eye(n) / beta
@@ -38,7 +38,7 @@ def bgplvm_bound_dense(Y, mu, S, Z, variance: float, lengthscales, beta: float) 
     Y = np.asarray(Y, float).reshape(len(mu), -1)
     n, p = Y.shape
     ls = np.asarray(lengthscales, float) * np.ones(Z.shape[1])
-    _, Kmm = _kmm(Z, variance, ls)
+    _, Kmm = kmm(GlobalParams(Z, variance, ls, beta))
     psi0 = n * variance
     psi1 = np.empty((n, len(Z)))
     psi2 = np.zeros((len(Z), len(Z)))

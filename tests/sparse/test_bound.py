@@ -53,9 +53,10 @@ def test_bound_from_chunk_sums_equals_dense_titsias(small):
     """Any chunking (uneven, with an empty chunk) gives the dense bound to 1e-8 relative."""
     X, y, Z, s2, ls, beta = small
     ref = titsias_bound_dense(X, y, Z, s2, ls, beta)
+    theta = GlobalParams(Z, s2, ls, beta)
     for cuts in ([300], [100, 200], [37, 37, 0, 150, 76]):
-        total = _sum([chunk_stats(y[a:b], Z, s2, ls, mu=X[a:b]) for a, b in _cuts(300, cuts)])
-        assert collapsed_bound(total, Z, s2, ls, beta) == pytest.approx(ref, rel=1e-8)
+        total = _sum([chunk_stats(y[a:b], theta, mu=X[a:b]) for a, b in _cuts(300, cuts)])
+        assert collapsed_bound(total, theta) == pytest.approx(ref, rel=1e-8)
 
 
 def test_latent_bound_from_chunk_sums_equals_dense_titsias_lawrence(latent):
@@ -63,19 +64,18 @@ def test_latent_bound_from_chunk_sums_equals_dense_titsias_lawrence(latent):
     per-point loops) to 1e-8 relative, for several chunkings including an empty chunk."""
     Y, mu, S, Z, s2, ls, beta = latent
     ref = bgplvm_bound_dense(Y, mu, S, Z, s2, ls, beta)
+    theta = GlobalParams(Z, s2, ls, beta)
     for cuts in ([40], [13, 27], [5, 0, 20, 15]):
-        total = _sum([chunk_stats(Y[a:b], Z, s2, ls, mu=mu[a:b], S=S[a:b]) for a, b in _cuts(40, cuts)])
-        assert collapsed_bound(total, Z, s2, ls, beta) == pytest.approx(ref, rel=1e-8)
+        total = _sum([chunk_stats(Y[a:b], theta, mu=mu[a:b], S=S[a:b]) for a, b in _cuts(40, cuts)])
+        assert collapsed_bound(total, theta) == pytest.approx(ref, rel=1e-8)
 
 
 def _full_grad(Y, theta, mu, S, chunks):
     """Central part + the sum of per-chunk contributions, as the distributed driver assembles them."""
-    parts = [chunk_stats_cached(Y[a:b], theta.Z, theta.variance, theta.lengthscales, mu[a:b],
-                                None if S is None else S[a:b]) for a, b in chunks]
+    parts = [chunk_stats_cached(Y[a:b], theta, mu[a:b], None if S is None else S[a:b]) for a, b in chunks]
     total = _sum([p[0] for p in parts])
-    g = bound_and_grads(total, theta.Z, theta.variance, theta.lengthscales, theta.beta)
-    loc = sum(chunk_global_grad(Y[a:b], theta.Z, theta.variance, theta.lengthscales, g, mu[a:b],
-                                None if S is None else S[a:b], psi1=c)
+    g = bound_and_grads(total, theta)
+    loc = sum(chunk_global_grad(Y[a:b], theta, g, mu[a:b], None if S is None else S[a:b], psi1=c)
               for (a, b), (_, c) in zip(chunks, parts, strict=True))
     m, q = theta.Z.shape
     dZ = g.dZ + loc[:m * q].reshape(m, q)
@@ -95,8 +95,7 @@ def test_regression_gradients_equal_finite_differences(small):
 
     def F(v):
         t = GlobalParams.from_vector(v, m, q)
-        return collapsed_bound(chunk_stats(y, t.Z, t.variance, t.lengthscales, mu=X), t.Z, t.variance,
-                               t.lengthscales, t.beta)
+        return collapsed_bound(chunk_stats(y, t, mu=X), t)
 
     v = GlobalParams(Z, s2, ls, beta).to_vector()
     _, g = _full_grad(y, GlobalParams.from_vector(v, m, q), X, None, _cuts(120, [50, 0, 70]))
@@ -117,13 +116,12 @@ def test_latent_gradients_equal_finite_differences(latent):
 
     def F(v):
         t, mu_, S_ = unpack(v)
-        return collapsed_bound(chunk_stats(Y, t.Z, t.variance, t.lengthscales, mu=mu_, S=S_), t.Z,
-                               t.variance, t.lengthscales, t.beta)
+        return collapsed_bound(chunk_stats(Y, t, mu=mu_, S=S_), t)
 
     v = np.concatenate([GlobalParams(Z, s2, ls, beta).to_vector(), mu.ravel(), np.log(S).ravel()])
     t, mu_, S_ = unpack(v)
     g, gglob = _full_grad(Y, t, mu_, S_, _cuts(n, [15, 25]))
-    dmu, dS = chunk_local_grad(Y, t.Z, t.variance, t.lengthscales, g, mu_, S_)
+    dmu, dS = chunk_local_grad(Y, t, g, mu_, S_)
     grad = np.concatenate([gglob, dmu.ravel(), (dS * S_).ravel()])
     fd = _fd(F, v)
     assert np.max(np.abs(grad - fd)) < 1e-6 * np.max(np.abs(fd))
@@ -133,22 +131,24 @@ def test_observed_chunk_code_runs_on_array_api_strict(small):
     """The observed-input statistics and gradient use only the array API standard (the cupy path)."""
     X, y, Z, s2, ls, beta = small
     Xs, ys = xps.asarray(X[:50]), xps.asarray(y[:50, None])
-    st, Kmn = chunk_stats_cached(ys, Z, s2, ls, Xs)
-    ref, _ = chunk_stats_cached(y[:50, None], Z, s2, ls, X[:50])
+    theta = GlobalParams(Z, s2, ls, beta)
+    st, Kmn = chunk_stats_cached(ys, theta, Xs)
+    ref, _ = chunk_stats_cached(y[:50, None], theta, X[:50])
     np.testing.assert_allclose(st.D, ref.D, rtol=1e-12)
     np.testing.assert_allclose(st.C, ref.C, rtol=1e-12)
-    g = bound_and_grads(ref, Z, s2, ls, beta)
-    a = chunk_global_grad(ys, Z, s2, ls, g, Xs, psi1=Kmn)
-    b = chunk_global_grad(y[:50, None], Z, s2, ls, g, X[:50])
+    g = bound_and_grads(ref, theta)
+    a = chunk_global_grad(ys, theta, g, Xs, psi1=Kmn)
+    b = chunk_global_grad(y[:50, None], theta, g, X[:50])
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_psi_statistics_are_the_expectations_under_q(small):
     """Latent inputs: psi1 and psi2 sums against Monte Carlo averages over q(x) (200k draws; tolerance 5
     standard errors per entry), and S → 0 gives the observed-input statistics."""
-    X, y, Z, s2, ls, _ = small
+    X, y, Z, s2, ls, beta = small
+    theta = GlobalParams(Z, s2, ls, beta)
     mu, S = X[:3], np.full((3, X.shape[1]), 0.05)
-    st = chunk_stats(y[:3], Z, s2, ls, mu=mu, S=S)
+    st = chunk_stats(y[:3], theta, mu=mu, S=S)
     rng = np.random.default_rng(1)
     C_mc, D_mc = np.zeros_like(st.C), np.zeros_like(st.D)
     C_var = np.zeros_like(st.C)
@@ -161,16 +161,22 @@ def test_psi_statistics_are_the_expectations_under_q(small):
         D_mc += K @ K.T / R
     assert np.all(np.abs(st.C - C_mc) < 5 * np.sqrt(C_var) + 1e-12)
     np.testing.assert_allclose(st.D, D_mc, rtol=2e-2, atol=1e-4)
-    tiny = chunk_stats(y[:3], Z, s2, ls, mu=mu, S=np.full_like(S, 1e-12))
-    obs = chunk_stats(y[:3], Z, s2, ls, mu=mu)
+    tiny = chunk_stats(y[:3], theta, mu=mu, S=np.full_like(S, 1e-12))
+    obs = chunk_stats(y[:3], theta, mu=mu)
     np.testing.assert_allclose(tiny.C, obs.C, rtol=1e-9)
     np.testing.assert_allclose(tiny.D, obs.D, rtol=1e-9)
 
 
 def test_bound_rejects_bad_parameters(small):
     X, y, Z, s2, ls, _ = small
-    st = chunk_stats(y, Z, s2, ls, mu=X)
+    st = chunk_stats(y, GlobalParams(Z, s2, ls, 1.0), mu=X)
     with pytest.raises(ValueError, match="beta"):
-        collapsed_bound(st, Z, s2, ls, -1.0)
+        collapsed_bound(st, GlobalParams(Z, s2, ls, -1.0))
     with pytest.raises(ValueError, match="non-finite"):
-        collapsed_bound(st, np.full_like(Z, np.nan), s2, ls, 1.0)
+        collapsed_bound(st, GlobalParams(np.full_like(Z, np.nan), s2, ls, 1.0))
+    with pytest.raises(ValueError, match=r"lengthscales must be a scalar or \(8,\)"):
+        GlobalParams(Z, s2, np.ones(3), 1.0)
+    with pytest.raises(ValueError, match=r"Z must be \(m, q\)"):
+        GlobalParams(Z[0], s2, ls, 1.0)
+    scalar = GlobalParams(Z, s2, 2.0, 1.0)  # one lengthscale for every input dimension
+    np.testing.assert_array_equal(scalar.lengthscales, np.full(Z.shape[1], 2.0))

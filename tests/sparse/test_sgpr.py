@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from daskgp.sparse.bound import GlobalParams, _kmm, bound_and_grads, chunk_stats, rbf_ard
+from daskgp.sparse.bound import GlobalParams, bound_and_grads, chunk_stats, kmm, rbf_ard
 from daskgp.sparse.chunks import ChunkedRows
-from daskgp.sparse.sgpr import SparseGPRegressor, SparsePosterior
+from daskgp.sparse.fit import SparsePosterior
+from daskgp.sparse.sgpr import SparseGPRegressor
 
 pytestmark = pytest.mark.cluster
 
@@ -28,8 +29,7 @@ def _reference(X, y, theta):
     """Single process, one chunk: F and the gradient from finite differences of F (h = 1e-6)."""
     def F(v):
         t = GlobalParams.from_vector(v, *theta.Z.shape)
-        st = chunk_stats(y, t.Z, t.variance, t.lengthscales, mu=X)
-        return bound_and_grads(st, t.Z, t.variance, t.lengthscales, t.beta, grads=False)
+        return bound_and_grads(chunk_stats(y, t, mu=X), t, grads=False)
     v = theta.to_vector()
     return F(v), np.array([(F(v + 1e-6 * e) - F(v - 1e-6 * e)) / 2e-6 for e in np.eye(len(v))])
 
@@ -74,11 +74,11 @@ def test_one_worker_gives_the_same_bound(problem, client):
 def test_predictive_equals_dense_dtc(problem):
     """Mean Q_*n (Q_nn + β⁻¹I)⁻¹ y and the DTC/SoR variance, written densely with n × n matrices."""
     X, y, theta = problem
-    st = chunk_stats(y, theta.Z, theta.variance, theta.lengthscales, mu=X)
+    st = chunk_stats(y, theta, mu=X)
     post = SparsePosterior.from_stats(theta, st)
     Xs = X[:20] + 0.3
     mean, var = post.predict_block(Xs, noise=False)
-    _, Kmm = _kmm(theta.Z, theta.variance, theta.lengthscales)
+    _, Kmm = kmm(theta)
     Kmn, Ksm = rbf_ard(theta.Z, X, theta.variance, theta.lengthscales), rbf_ard(Xs, theta.Z, theta.variance,
                                                                                  theta.lengthscales)
     Qsn = Ksm @ np.linalg.solve(Kmm, Kmn)
@@ -122,6 +122,43 @@ def test_flights_7k_beats_mean_and_linear(flights7k, client):
     assert np.all(s_np > np.sqrt(est.noise_variance_) * 0.999)
     ds = est.to_dataset()
     assert ds["bound_trace"].shape == (len(trace),) and ds["inducing_points"].shape == (100, 8)
+
+
+def test_a_fit_checkpoint_resumes_and_refuses_what_it_does_not_match(problem, client, tmp_path):
+    """The library's checkpoint (what 'daskgp sgpr --resume' uses): a fit interrupted after 3 iterations
+    keeps them; resume=True continues to max_iter iterations in all with the bound trace starting with
+    them and never dropping; an existing checkpoint is refused without resume, other data or another m
+    are refused on resume; the file is gone after a finished fit."""
+    from daskgp.sparse.fit import FitCheckpoint
+
+    X, y, _ = problem
+    path = tmp_path / "fit.npz"
+
+    def interrupt_after_3(theta, trace):
+        if len(trace) == 3:
+            raise KeyboardInterrupt
+
+    est = SparseGPRegressor(n_inducing=15, max_iter=12, chunk_rows=100)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X, y, client=client, checkpoint=path, on_params=interrupt_after_3)
+    ckpt = FitCheckpoint(path)
+    assert ckpt.iterations() == 3
+    with np.load(path) as f:
+        done = f["trace"].tolist()
+    with pytest.raises(FileExistsError, match="resume=True"):
+        est.fit(X, y, client=client, checkpoint=path)
+    with pytest.raises(ValueError, match="other data"):
+        est.fit(X[:-1], y[:-1], client=client, checkpoint=path, resume=True)
+    with pytest.raises(ValueError, match="other data"):
+        SparseGPRegressor(n_inducing=14, max_iter=12).fit(X, y, client=client, checkpoint=path, resume=True)
+    seen = []
+    est.fit(X, y, client=client, checkpoint=path, resume=True, callback=lambda it, F: seen.append(it))
+    assert est.bound_trace_[:3] == done and est.fit_info_["resumed_after"] == 3
+    assert len(est.bound_trace_) == 3 + est.fit_info_["n_iterations"] <= 12 and seen[0] == 4
+    assert np.all(np.diff(est.bound_trace_) >= -1e-9 * np.abs(est.bound_trace_[1:]))
+    assert not path.exists()
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        est.fit(X, y, client=client, checkpoint=path, resume=True)
 
 
 @pytest.mark.parametrize("case,msg", [

@@ -1,0 +1,147 @@
+"""What the sparse families share once their row statistics are summed (Gal, van der Wilk & Rasmussen 2014):
+the global step — L-BFGS-B over (Z, σ², l, β) with every bound evaluation a map-reduce over the row chunks
+(section 4.1 of the paper) — the optimal q(u) and its predictive (Titsias 2009, eq. 6), and the checkpoint of
+a fit in progress.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import scipy.optimize
+
+from ..core.files import replaced_atomically
+from .bound import GlobalParams, SuffStats, kmm, rbf_ard
+from .chunks import ChunkedRows
+
+__all__ = ["SparsePosterior", "fit_global", "FitCheckpoint"]
+
+
+@dataclass
+class SparsePosterior:
+    """The optimal q(u) of the collapsed bound, in the standardised units it was fitted in: predictive
+    mean k*ᵀ a with a = β P⁻¹ C (m, p), variance σ² − k*ᵀ (K_mm⁻¹ − P⁻¹) k* (+ 1/β for y)."""
+
+    theta: GlobalParams
+    a: np.ndarray
+    Q: np.ndarray
+
+    @classmethod
+    def from_stats(cls, theta: GlobalParams, stats: SuffStats) -> SparsePosterior:
+        _, Kmm = kmm(theta)
+        Lk = np.linalg.cholesky(Kmm)
+        Lp = np.linalg.cholesky(Kmm + theta.beta * stats.D)
+        eye = np.eye(theta.m)
+        a = theta.beta * scipy.linalg.cho_solve((Lp, True), stats.C)
+        Q = scipy.linalg.cho_solve((Lk, True), eye) - scipy.linalg.cho_solve((Lp, True), eye)
+        return cls(theta, a, 0.5 * (Q + Q.T))
+
+    def predict_block(self, X, noise: bool = True):
+        """(mean (b, p), var (b,)) at inputs X (b, q) in X's array namespace (numpy, cupy)."""
+        from array_api_compat import array_namespace
+
+        xp = array_namespace(X)
+        Kxm = rbf_ard(X, xp.asarray(self.theta.Z), self.theta.variance, self.theta.lengthscales)
+        mean = Kxm @ xp.asarray(self.a)
+        var = self.theta.variance - xp.sum((Kxm @ xp.asarray(self.Q)) * Kxm, axis=1)
+        var = xp.clip(var, 1e-12 * self.theta.variance, None)
+        return mean, (var + 1.0 / self.theta.beta if noise else var)
+
+
+def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: float = 1e-9,
+               callback=None, fixed_inducing: bool = False,
+               on_params=None) -> tuple[GlobalParams, list, dict]:
+    """Maximise the bound over the global parameters with L-BFGS-B (unconstrained: Z, log σ², log l,
+    log β); ``callback(iteration, F)`` and ``on_params(θ, trace)`` after every iteration. Returns (θ, bound
+    trace, info)."""
+    m, q = theta0.Z.shape
+    n = chunks.n
+    v0 = theta0.to_vector()
+    free = np.ones(v0.size, bool)
+    if fixed_inducing:
+        free[:m * q] = False
+    info = {"n_evaluations": 0, "seconds_evaluating": 0.0}
+
+    def fun(x):
+        v = v0.copy()
+        v[free] = x
+        t0 = time.perf_counter()
+        try:
+            F, g, _ = chunks.bound_and_grad(GlobalParams.from_vector(v, m, q))
+        except np.linalg.LinAlgError:
+            return math.inf, np.zeros_like(x)  # L-BFGS-B backtracks from a non-PD step
+        info["n_evaluations"] += 1
+        info["seconds_evaluating"] += time.perf_counter() - t0
+        return -F / n, -g[free] / n
+
+    trace = []
+
+    def cb(intermediate_result):
+        F = -float(intermediate_result.fun) * n
+        trace.append(F)
+        if on_params is not None:
+            v = v0.copy()
+            v[free] = intermediate_result.x
+            on_params(GlobalParams.from_vector(v, m, q), trace)
+        if callback is not None:
+            callback(len(trace), F)
+
+    res = scipy.optimize.minimize(fun, v0[free], jac=True, method="L-BFGS-B", callback=cb,
+                                  options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-7})
+    v = v0.copy()
+    v[free] = res.x
+    info.update(message=str(res.message), n_iterations=int(res.nit), converged=bool(res.success))
+    return GlobalParams.from_vector(v, m, q), trace, info
+
+
+class FitCheckpoint:
+    """The state of a global fit after its last finished L-BFGS-B iteration, in one ``.npz`` file: the
+    unconstrained parameter vector (:meth:`GlobalParams.to_vector`), the bound trace so far (nats) and a key
+    naming the data and settings it belongs to. Replaced atomically after every iteration, so an interruption
+    loses at most one; read with ``np.load``'s default ``allow_pickle=False`` (plain numbers only).
+
+    A resumed fit restarts L-BFGS-B from the stored parameters: its curvature memory is rebuilt, so the
+    iterates after the break are not bit-identical to an uninterrupted fit (the bound still never drops)."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
+    def write(self, theta: GlobalParams, trace, key: str) -> None:
+        with replaced_atomically(self.path, suffix=".npz") as tmp:
+            np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(trace, float), key=np.str_(key))
+
+    def read(self, key: str, m: int, q: int) -> tuple[GlobalParams, list[float]]:
+        """(parameters, bound trace) written for ``key`` with m inducing points in q dimensions. Raises
+        FileNotFoundError without the file and ValueError when it belongs to other data or settings."""
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(f"no checkpoint to resume at {self.path}")
+        try:
+            with np.load(self.path) as f:
+                stored, v, trace = str(f["key"]), np.asarray(f["theta"], float), np.asarray(f["trace"], float)
+        except (OSError, KeyError, ValueError) as e:
+            raise ValueError(f"{self.path} is not a daskgp fit checkpoint ({e})") from None
+        if stored != key:
+            raise ValueError(f"{self.path} was written for other data, split or number of inducing points: "
+                             "start afresh without resuming")
+        if v.shape != (m * q + q + 2,) or not np.all(np.isfinite(v)) or trace.ndim != 1:
+            raise ValueError(f"{self.path} holds parameters of the wrong shape or non-finite values")
+        return GlobalParams.from_vector(v, m, q), [float(t) for t in trace]
+
+    def iterations(self) -> int:
+        """How many finished iterations the file holds (0 without a file)."""
+        if not self.exists():
+            return 0
+        with np.load(self.path) as f:
+            return int(np.asarray(f["trace"]).size)
+
+    def remove(self) -> None:
+        if os.path.exists(self.path):
+            os.remove(self.path)
