@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ..compute.operator import KernelOperator, dense_covariance
+from ..compute.operator import KernelOperator, dense_covariance, single_threaded_blas
 from ..compute.solvers import PivotedCholesky, cg, ulisse
 from ..core.kernels import Kernel
 from ..core.random import rademacher
@@ -61,11 +61,9 @@ def exact_log_marginal(X, y, kernel: Kernel, noise: float, *, gradient: bool = T
                           "Use log_marginal_gradient (iterative) instead.")
     # Multithreaded OpenBLAS potrf segfaulted here at n = 22,784 (numpy's and scipy's alike) and ran fine
     # on one thread: large factorisations run single-threaded.
-    if n <= _SAFE_THREADED_N:  # (threadpoolctl costs milliseconds per call: MH calls this every step)
+    if n <= _SAFE_THREADED_N:
         return _exact(X, y, kernel, noise, gradient, block_rows)
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_threaded_blas():
         return _exact(X, y, kernel, noise, gradient, block_rows)
 
 
@@ -111,7 +109,8 @@ def _exact(X, y, kernel, noise, gradient, block_rows):
 class GradientEstimate:
     """grad (p,) estimate of ∂ log p(y|θ)/∂ log θ; probes (n, N_r); warm_start (n, 1+N_r) CG iterates for
     [y, probes...] to pass as ``x0`` next time; cg_iterations (1+N_r,); n_products operator passes;
-    trace_terms (p,) the estimates of tr(K⁻¹∂_jK); quad_terms (p,) of yᵀK⁻¹∂_jK K⁻¹y."""
+    trace_terms (p,) the estimates of tr(K⁻¹∂_jK); quad_terms (p,) of yᵀK⁻¹∂_jK K⁻¹y; trace_samples
+    (p, N_r) the per-probe trace estimates whose mean is ``trace_terms``."""
 
     grad: np.ndarray
     param_names: list[str]
@@ -121,6 +120,17 @@ class GradientEstimate:
     n_products: int
     trace_terms: np.ndarray
     quad_terms: np.ndarray
+    trace_samples: np.ndarray | None = None
+
+    @property
+    def noise_cov(self) -> np.ndarray | None:
+        """(p, p) unbiased estimate, from this one gradient's probes, of the covariance of ``grad`` over
+        the probes: ¼·Cov(per-probe trace terms)/N_r (the trace term carries the probe noise; None with
+        fewer than 2 probes). What a sampler subtracts from its injected noise (Ahn et al. 2012)."""
+        if self.trace_samples is None or self.trace_samples.shape[1] < 2:
+            return None
+        t = self.trace_samples
+        return 0.25 * np.atleast_2d(np.cov(t)) / t.shape[1]
 
 
 def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: str = "ulisse",
@@ -172,14 +182,15 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
 
     _, dKV = op.matmul_grads(np.column_stack([s_b, probes]))  # (p, n, 1 + N_r)
     quad = dKV[:, :, 0] @ s_a
-    trace = np.einsum("ik,pik->p", Kinv_r, dKV[:, :, 1:]) / nr
+    samples = np.einsum("ik,pik->pk", Kinv_r, dKV[:, :, 1:])  # one trace estimate per probe (p, N_r)
     if control_variate:
         # tr(K⁻¹∂K) = tr(P⁻¹∂P) + E[rᵀ(K⁻¹∂K − P⁻¹∂P)r]: exact first term, Hutchinson on a small residual
         cv = precond.derivative_control(op)
-        trace += cv.traces - cv.quad(probes).mean(axis=1)
+        samples = samples + cv.traces[:, None] - cv.quad(probes)
+    trace = samples.mean(axis=1)
     grad = -0.5 * trace + 0.5 * quad
     if not np.all(np.isfinite(grad)):
         raise FloatingPointError(f"non-finite gradient {grad.tolist()} at θ={op.log_params.tolist()}")
     return GradientEstimate(grad=grad, param_names=op.param_names, probes=probes, warm_start=res.x,
                             cg_iterations=res.iterations, n_products=res.n_products + 1,
-                            trace_terms=trace, quad_terms=quad)
+                            trace_terms=trace, quad_terms=quad, trace_samples=samples)

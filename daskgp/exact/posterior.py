@@ -30,11 +30,13 @@ __all__ = ["GPPosterior", "ProbeState", "exact_log_posterior", "subset_map"]
 class ProbeState:
     """The stochastic gradient's state between iterations: ``probes`` (n, k) Rademacher vectors in use
     (None before the first draw), ``x0`` (n, k+1) the last solves' iterates for [y, probes] (None right after
-    a redraw) and the generator ``rng`` that draws probes (and ULISSE's stopping)."""
+    a redraw), the generator ``rng`` that draws probes (and ULISSE's stopping) and ``precond_at`` (p,) the φ
+    at which the pivoted-Cholesky preconditioner in use was built (None without one)."""
 
     probes: np.ndarray | None
     x0: np.ndarray | None
     rng: np.random.Generator
+    precond_at: np.ndarray | None = None
 
     @classmethod
     def initial(cls, rng=None) -> ProbeState:
@@ -42,17 +44,23 @@ class ProbeState:
 
     def to_dict(self) -> dict:
         """Plain data: arrays (or None) and the bit generator's state dict."""
-        return {"probes": self.probes, "x0": self.x0, "rng": self.rng.bit_generator.state}
+        return {"probes": self.probes, "x0": self.x0, "rng": self.rng.bit_generator.state,
+                "precond_at": self.precond_at}
 
     @classmethod
-    def from_dict(cls, d: dict, n: int, n_probes: int, finite: bool = True) -> ProbeState:
-        """The state ``to_dict`` wrote, checked for n rows and ``n_probes`` probes (copies its arrays); the
-        warm starts may be non-finite only when not ``finite`` (a chain stopped by a failed solve keeps them,
-        never to use them again). Raises ValueError naming the first malformed field."""
-        expect_keys(d, ("probes", "x0", "rng"), "probe state")
+    def from_dict(cls, d: dict, n: int, n_probes: int, p: int, finite: bool = True) -> ProbeState:
+        """The state ``to_dict`` wrote, checked for n rows, ``n_probes`` probes and p parameters (copies its
+        arrays); the warm starts may be non-finite only when not ``finite`` (a chain stopped by a failed
+        solve keeps them, never to use them again). A state written before ``precond_at`` existed reads as
+        None (the preconditioner is then built at the next φ). Raises ValueError naming the first
+        malformed field."""
+        old = isinstance(d, dict) and "precond_at" not in d
+        keys = ("probes", "x0", "rng") + (() if old else ("precond_at",))
+        expect_keys(d, keys, "probe state")
         return cls(expect_array(d["probes"], (n, n_probes), "probes", optional=True),
                    expect_array(d["x0"], (n, n_probes + 1), "x0", optional=True, finite=finite),
-                   rng_from_state(d["rng"]))
+                   rng_from_state(d["rng"]),
+                   expect_array(d.get("precond_at"), (p,), "precond_at", optional=True))
 
 
 class GPPosterior:
@@ -62,16 +70,25 @@ class GPPosterior:
     space.
     ``stochastic_grad(φ, t)`` is the callable SGLD wants: Hutchinson probes are redrawn every
     ``redraw_every`` iterations and kept fixed in between, and the solves are warm-started from the previous
-    iteration's CG iterates. Extra keyword arguments go to :func:`daskgp.log_marginal_gradient`.
+    iteration's CG iterates. With ``precond='pivchol'`` the preconditioner is built when the probes are
+    redrawn and kept until the next redraw, or every ``precond_every`` iterations when given (any SPD
+    preconditioner leaves the estimates unbiased; rebuilding it every iteration cost four times the solve on
+    concrete). Extra keyword arguments go to
+    :func:`daskgp.log_marginal_gradient`. ``info`` holds the CG iterations, the operator passes and
+    'noise_cov' (p, p), the within-iteration estimate of the gradient's covariance over the probes.
     """
 
     def __init__(self, op: KernelOperator, y, prior: GammaPrior | None = None, *, n_probes: int = 4,
-                 redraw_every: int = 20, rng=None, **grad_kwargs):
+                 redraw_every: int = 20, rng=None, precond_every: int | None = None, **grad_kwargs):
         self.op, self.y = op, check_y(y, op.n)
         self.prior = prior or GammaPrior()
         self.n_probes, self.redraw_every = n_probes, redraw_every
+        self.precond_every = precond_every or redraw_every
         self.grad_kwargs = grad_kwargs
         self.state = ProbeState.initial(rng)
+        self._precond = None  # built at state.precond_at; not part of the state: rebuilt from it
+        self._reuse_precond = (grad_kwargs.get("precond") == "pivchol"
+                               and not grad_kwargs.get("control_variate"))
 
     @property
     def param_names(self) -> list[str]:
@@ -79,16 +96,34 @@ class GPPosterior:
 
     def stochastic_grad(self, phi, t: int):
         """(ĝ (p,), info) — unbiased ∇_φ log p(φ | y) at φ, SGLD iteration t."""
+        phi = np.asarray(phi, dtype=float)
         self.op.set_log_params(phi)
         st = self.state
+        kwargs = dict(self.grad_kwargs)
         if st.probes is None or t % self.redraw_every == 0:
             st.probes = rademacher(self.op.n, self.n_probes, st.rng)
             st.x0 = None
-        est = log_marginal_gradient(self.op, self.y, probes=st.probes, x0=st.x0, rng=st.rng,
-                                    **self.grad_kwargs)
+        if self._reuse_precond and (st.precond_at is None or t % self.precond_every == 0):
+            st.precond_at, self._precond = phi.copy(), None
+        if self._reuse_precond:
+            if self._precond is None or not np.array_equal(self._precond_phi, st.precond_at):
+                self._precond = self._build_precond(st.precond_at, phi)
+            kwargs["precond"] = self._precond
+        est = log_marginal_gradient(self.op, self.y, probes=st.probes, x0=st.x0, rng=st.rng, **kwargs)
         st.x0 = est.warm_start
         return est.grad + self.prior.grad(phi), {"cg_iterations": int(est.cg_iterations.max()),
-                                                 "n_products": int(est.n_products)}
+                                                 "n_products": int(est.n_products),
+                                                 "noise_cov": est.noise_cov}
+
+    def _build_precond(self, at: np.ndarray, phi: np.ndarray):
+        from ..compute.solvers import PivotedCholesky
+
+        if not np.array_equal(at, phi):  # a resumed chain: rebuild it where it was built
+            self.op.set_log_params(at)
+        pc = PivotedCholesky(self.op, rank=self.grad_kwargs.get("precond_rank", 100))
+        self.op.set_log_params(phi)
+        self._precond_phi = at.copy()
+        return pc
 
     def exact(self, phi, gradient: bool = True):
         """Exact log posterior (and gradient) at φ by Cholesky: small n only."""

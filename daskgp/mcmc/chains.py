@@ -34,7 +34,7 @@ from .config import SamplerConfig, check_method_fits, fingerprint
 from .control import RunControl, RunStopped
 from .diagnostics import running_rhat
 from .runstore import DrawStore, RunDamaged, RunLocked, check_appendable, check_new_run_path, read_committed
-from .segments import ChainState, block_arrays, initial_states, release_operators, run_segment
+from .segments import ChainState, block_arrays, initial_states, release_operators, run_segment, warmup_segment
 
 __all__ = ["sample", "resume", "check_resumable", "check_states"]
 
@@ -61,22 +61,65 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
     kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
     prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
     t0 = time.perf_counter()
-    seeds = np.random.SeedSequence(cfg.seed).spawn(cfg.n_chains + 2)
+    # children by index: chains 0..C−1, then the start spread, the subset, the warmup's probes
+    seeds = np.random.SeedSequence(cfg.seed).spawn(cfg.n_chains + 3)
+    C = cfg.n_chains
     phi_map, H_inv = subset_map(X, y, kernel, 0.3, prior=prior, size=cfg.subset_size,
-                                rng=np.random.default_rng(seeds[-1]))
+                                rng=np.random.default_rng(seeds[C + 1]))
     m = min(cfg.subset_size, n)
-    M = H_inv * (m / n)  # SGLD preconditioner; MH's initial proposal shape
-    phi_init = np.random.default_rng(seeds[-2]).multivariate_normal(phi_map, H_inv, size=cfg.n_chains)
-    states = initial_states(X, y, cfg, phi_init, M, seeds)
-    names = kernel.param_names + ["noise"]
-    attrs = {"config": asdict(cfg), "param_names": names, "data": data_spec or {}, "n": n, "d": X.shape[1],
-             "fingerprint": fingerprint(X, y), "phi_map": phi_map.tolist(), "laplace_cov": H_inv.tolist(),
-             "M": M.tolist(), "phi_init": phi_init.tolist(), "daskgp_version": __version__,
-             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    store = DrawStore.create(out, attrs, cfg.checkpoint_every, overwrite=overwrite)
-    setup = time.perf_counter() - t0
-    ckpt = {"states": states, "elapsed": setup, "messages": {}}
-    return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block))
+    M = H_inv * (m / n)  # the subset's posterior covariance scaled to n data
+    from ..compute.cluster import borrowed_client
+
+    with borrowed_client(client) as client:
+        centre, spread, warm = phi_map, H_inv, None
+        if cfg.warmup == "map":
+            warm = _warmup(X, y, cfg, kernel, prior, phi_map, M, seeds[C + 2], client, control)
+            centre, M = warm["phi"], warm["cov"]
+            spread = cfg.overdispersion**2 * M
+        phi_init = np.random.default_rng(seeds[C]).multivariate_normal(centre, spread, size=C)
+        states = initial_states(X, y, cfg, phi_init, M, seeds)
+        names = kernel.param_names + ["noise"]
+        attrs = {"config": asdict(cfg), "param_names": names, "data": data_spec or {}, "n": n,
+                 "d": X.shape[1], "fingerprint": fingerprint(X, y), "phi_map": phi_map.tolist(),
+                 "laplace_cov": H_inv.tolist(), "M": M.tolist(), "phi_init": phi_init.tolist(),
+                 "warmup": _plain(warm) if warm is not None else {"method": "subset"},
+                 "daskgp_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        store = DrawStore.create(out, attrs, cfg.checkpoint_every, overwrite=overwrite)
+        setup = time.perf_counter() - t0
+        ckpt = {"states": states, "elapsed": setup, "messages": {}}
+        return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block))
+
+
+def _warmup(X, y, cfg: SamplerConfig, kernel, prior, phi_sub, M_sub, seed, client, control) -> dict:
+    """The 'map' warmup: SGLD's on a worker (:func:`daskgp.mcmc.segments.warmup_segment`), MH's by the exact
+    Cholesky MAP and Hessian on all n rows (MH runs only where n fits a Cholesky)."""
+    if cfg.method == "mh":
+        t0 = time.perf_counter()
+        phi, cov = subset_map(X, y, kernel, float(np.exp(phi_sub[-1])), prior=prior, size=X.shape[0],
+                              rng=np.random.default_rng(seed))
+        return {"method": "map", "phi": phi, "cov": cov, "cov_from": "exact Laplace (Cholesky)",
+                "iterations": 0, "converged": True, "seconds": time.perf_counter() - t0}
+    from concurrent.futures import CancelledError
+
+    control = control or RunControl()
+    control._check()
+    run_key = f"{fingerprint(X, y)[:12]}-warmup-{secrets.token_hex(4)}"
+    f = client.submit(warmup_segment, X, y, asdict(cfg), phi_sub, M_sub,
+                      int(seed.generate_state(1)[0]), run_key, pure=False, key=f"daskgp-warmup-{run_key}")
+    control._track(client, f)
+    try:
+        out = f.result()
+    except CancelledError:
+        raise RunStopped("the run was stopped during its warmup; nothing was saved") from None
+    finally:
+        control._untrack(f)
+    control._check()
+    return {"method": "map", **out}
+
+
+def _plain(d: dict) -> dict:
+    """JSON-ready attributes (arrays as lists)."""
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in d.items()}
 
 
 def resume(out: str, *, X=None, y=None, client=None, progress=None, control: RunControl | None = None,

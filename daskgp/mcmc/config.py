@@ -26,7 +26,12 @@ class SamplerConfig:
 
     Model: ``kernel`` ('rbf' | 'matern32' | 'matern52'), ``ard``; Gamma(``prior_shape``, ``prior_rate``)
     priors on every natural-scale parameter. Run: ``method``, ``n_chains``, ``n_iter`` iterations per chain,
-    ``checkpoint_every`` iterations per block, ``seed``, ``subset_size`` rows for the MAP/Laplace start.
+    ``checkpoint_every`` iterations per block, ``seed``, ``subset_size`` rows for the subset MAP/Laplace.
+    Warmup: 'map' (default) takes the chains to the full-data posterior before they start — SGLD by
+    stochastic gradient ascent from the subset MAP (at most ``warmup_iter`` gradients) and the Laplace
+    covariance there from the stochastic gradients (:mod:`daskgp.exact.mode`), MH by the exact Cholesky MAP —
+    and starts them overdispersed around that mode, at ``overdispersion`` times its Laplace sd; 'subset' is
+    the paper's start, from the subset MAP with the subset Laplace covariance scaled by subset/n.
     SGLD: step sizes ``step_start`` → ``step_end`` with exponent ``step_gamma``; freeze when the ratio over a
     ``batch`` of gradients is below ``freeze_threshold``; ``n_probes`` Hutchinson probes redrawn every
     ``redraw_every`` iterations; ``solver`` 'ulisse' | 'cg' with ``es_tol``, ``tol``, ``beta``; ``precond``
@@ -58,6 +63,9 @@ class SamplerConfig:
     precond: str | None = "pivchol"
     precond_rank: int = 100
     max_abs_phi: float = 30.0
+    warmup: str = "map"
+    warmup_iter: int = 400
+    overdispersion: float = 1.5
     n_adapt: int | None = None
 
     def validate(self) -> SamplerConfig:
@@ -66,12 +74,12 @@ class SamplerConfig:
         if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
         for name in ("n_chains", "n_iter", "checkpoint_every", "subset_size", "batch", "n_probes",
-                     "redraw_every", "precond_rank"):
+                     "redraw_every", "precond_rank", "warmup_iter"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         for name in ("prior_shape", "prior_rate", "step_start", "step_end", "freeze_threshold", "es_tol",
-                     "tol", "beta", "max_abs_phi"):
+                     "tol", "beta", "max_abs_phi", "overdispersion"):
             check_positive(name, getattr(self, name))
         if self.step_start < self.step_end:
             raise ValueError(f"step_start ({self.step_start}) must be >= step_end ({self.step_end})")
@@ -79,6 +87,8 @@ class SamplerConfig:
             raise ValueError(f"step_gamma must be in (0, 1], got {self.step_gamma}")
         if self.solver not in ("ulisse", "cg"):
             raise ValueError(f"solver must be 'ulisse' or 'cg', got {self.solver!r}")
+        if self.warmup not in ("map", "subset"):
+            raise ValueError(f"warmup must be 'map' or 'subset', got {self.warmup!r}")
         if self.precond not in (None, "pivchol"):
             raise ValueError(f"precond must be None or 'pivchol', got {self.precond!r}")
         if self.n_adapt is not None and not 0 <= self.n_adapt < self.n_iter:

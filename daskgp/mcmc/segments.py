@@ -21,11 +21,13 @@ import numpy as np
 
 from ..core.kernels import make_kernel
 from ..core.priors import GammaPrior
+from ..exact.mode import laplace_covariance, stochastic_map
 from ..exact.posterior import GPPosterior, ProbeState, exact_log_posterior
 from .config import SamplerConfig
 from .samplers import SGLD, MHState, RandomWalkMH, SGLDState, StepSchedule
 
-__all__ = ["ChainState", "initial_states", "run_segment", "release_operators", "RECORDS", "block_arrays"]
+__all__ = ["ChainState", "initial_states", "run_segment", "warmup_segment", "release_operators", "RECORDS",
+           "block_arrays"]
 
 
 @dataclass
@@ -54,7 +56,7 @@ class ChainState:
             if "posterior" not in d:
                 raise ValueError("the SGLD state has no probe state ('posterior')")
             sampler = SGLDState.from_dict({k: v for k, v in d.items() if k != "posterior"}, p, cfg.batch)
-            return cls(sampler, ProbeState.from_dict(d["posterior"], n, cfg.n_probes,
+            return cls(sampler, ProbeState.from_dict(d["posterior"], n, cfg.n_probes, p,
                                                      finite=sampler.stopped is None))
         return cls(MHState.from_dict(d, p, cfg.adapt))
 
@@ -125,6 +127,54 @@ def _sgld_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, run_ke
         release_operators(run_key)
         op.close()  # already forgotten by the release, but it cached rows again since
     return records, chain.to_dict()
+
+
+def warmup_segment(X, y, cfg_dict: dict, phi0, M0, seed: int, run_key: str) -> dict:
+    """The 'map' warmup of an SGLD run, one task on a worker: from φ₀ (p,) (the subset MAP) with
+    preconditioner M0 (p, p), stochastic gradient ascent to the full-data mode, the Laplace covariance there
+    from common-probe differences of the stochastic gradient, and a second ascent in that metric (what
+    :mod:`daskgp.exact.mode` does). A pure function of its arguments (``seed`` draws every probe).
+
+    Returns plain data: 'phi' (p,) the mode, 'cov' (p, p) the Laplace covariance (M0 when the estimate is
+    not positive definite: 'cov_from' says which), 'iterations', 'converged', 'grad_norm' (final mean
+    whitened gradient, ≈ posterior sd from the mode), 'noise_eig' (largest whitened gradient-noise variance)
+    and 'seconds'."""
+    import time
+
+    cfg = SamplerConfig.from_dict(cfg_dict)
+    t0 = time.perf_counter()
+    op = _operator(X, cfg, run_key)
+    rng = np.random.default_rng(seed)
+    # fresh probes every gradient (independent noise averages out), the preconditioner kept as the chains do
+    post = GPPosterior(op, y, GammaPrior(cfg.prior_shape, cfg.prior_rate),
+                       n_probes=cfg.n_probes, redraw_every=1, precond_every=cfg.redraw_every,
+                       rng=rng, solver=cfg.solver, es_tol=cfg.es_tol, tol=cfg.tol,
+                       beta=cfg.beta, precond=cfg.precond, precond_rank=cfg.precond_rank)
+    M0 = np.asarray(M0, dtype=float)
+    try:
+        first = stochastic_map(post, phi0, M0, max_iter=cfg.warmup_iter, max_abs_phi=cfg.max_abs_phi)
+        try:
+            cov, source = laplace_covariance(post, first.phi, rng=rng), "full-data stochastic Laplace"
+        except np.linalg.LinAlgError:  # a noisy curvature estimate: keep the subset's metric
+            cov, source = M0, "subset Laplace scaled by subset/n"
+        # a second ascent in the full-data metric: its window means are sharper there
+        second = stochastic_map(post, first.phi, cov, max_iter=max(cfg.warmup_iter // 2, 20),
+                                max_abs_phi=cfg.max_abs_phi)
+        try:  # the curvature where the chains will start
+            cov, source = laplace_covariance(post, second.phi, rng=rng), "full-data stochastic Laplace"
+        except np.linalg.LinAlgError:
+            pass
+    except (FloatingPointError, ValueError, np.linalg.LinAlgError) as e:  # start the chains at the subset
+        release_operators(run_key)
+        return {"phi": np.array(phi0, dtype=float), "cov": M0,
+                "cov_from": "subset Laplace scaled by subset/n", "iterations": 0, "converged": False,
+                "failed": f"{type(e).__name__}: {e}",
+                "seconds": time.perf_counter() - t0}
+    release_operators(run_key)  # the warmup's cached kernel rows leave with it
+    return {"phi": second.phi, "cov": cov, "cov_from": source,
+            "iterations": first.iterations + second.iterations, "converged": bool(second.converged),
+            "grad_norm": second.grad_norm, "noise_eig": max(first.noise_eig, second.noise_eig),
+            "seconds": time.perf_counter() - t0}
 
 
 def _mh_target(X, y, cfg: SamplerConfig):

@@ -109,6 +109,7 @@ def test_mh_refuses_n_beyond_memory():
     (dict(method="hmc"), "method"), (dict(n_chains=0), "n_chains"), (dict(step_start=1e-4, step_end=1e-2),
                                                                       "step_start"),
     (dict(n_iter=50, batch=100), "batch"), (dict(kernel="linear"), "kernel"), (dict(freeze_threshold=0), ">"),
+    (dict(warmup="none"), "warmup"), (dict(overdispersion=0), "overdispersion"),
 ])
 def test_config_validation(bad, msg):
     with pytest.raises(ValueError, match=msg):

@@ -192,8 +192,8 @@ def test_probe_state_allows_non_finite_warm_starts_only_for_a_stopped_chain():
 
     d = ProbeState(np.ones((5, 2)), np.full((5, 3), np.nan), np.random.default_rng(0)).to_dict()
     with pytest.raises(ValueError, match="x0 has non-finite entries"):
-        ProbeState.from_dict(d, n=5, n_probes=2)
-    st = ProbeState.from_dict(d, n=5, n_probes=2, finite=False)
+        ProbeState.from_dict(d, n=5, n_probes=2, p=3)
+    st = ProbeState.from_dict(d, n=5, n_probes=2, p=3, finite=False)
     assert np.isnan(st.x0).all() and st.x0 is not d["x0"]  # copied: the caller owns it
     with pytest.raises(ValueError, match=r"probes must be a float array of shape \(5, 3\)"):
-        ProbeState.from_dict(d, n=5, n_probes=3)
+        ProbeState.from_dict(d, n=5, n_probes=3, p=3)

@@ -1,0 +1,61 @@
+"""The warmup's mode finding: stochastic gradient ascent from a distant subset MAP to the full-data MAP, and
+the Laplace covariance from common-probe differences, against the exact Cholesky MAP and Hessian."""
+
+import numpy as np
+import pytest
+
+from daskgp import KernelOperator, make_kernel
+from daskgp.exact.mode import laplace_covariance, stochastic_map
+from daskgp.exact.posterior import GPPosterior, subset_map
+
+
+@pytest.fixture(scope="module")
+def exact_full(concrete):
+    """The exact full-data MAP and Laplace covariance of concrete (n = 1,030, Cholesky)."""
+    return subset_map(concrete.X, concrete.y, make_kernel("rbf"), 0.3, size=len(concrete.y), rng=0)
+
+
+def test_the_ascent_arrives_from_a_distant_subset_map_and_the_laplace_covariance_matches(concrete,
+                                                                                          exact_full):
+    """The MAP of 100 random rows is 3–12 exact posterior sd from the full-data MAP. From there the ascent
+    (16 fresh probes per gradient) ends within 0.5 sd of it in every coordinate (it measured 0.0–0.3), and
+    the Laplace covariance from 8 common probes has every sd within 25 % of the exact one (measured within
+    11 %)."""
+    X, y = concrete.X, concrete.y
+    n = len(y)
+    phi_full, H_full = exact_full
+    sd = np.sqrt(np.diag(H_full))
+    phi_sub, H_sub = subset_map(X, y, make_kernel("rbf"), 0.3, size=100, rng=1)
+    assert np.abs((phi_sub - phi_full) / sd).max() > 3  # a start the chains would take long to leave
+    op = KernelOperator(X, make_kernel("rbf"), 0.3)
+    post = GPPosterior(op, y, n_probes=16, redraw_every=1, precond_every=20, rng=2, precond="pivchol")
+    res = stochastic_map(post, phi_sub, H_sub * 100 / n)
+    assert res.converged and np.abs((res.phi - phi_full) / sd).max() < 0.5, (res.phi - phi_full) / sd
+    C = laplace_covariance(post, res.phi, rng=3)
+    np.testing.assert_allclose(np.sqrt(np.diag(C)), sd, rtol=0.25)
+
+
+def test_the_ascent_refuses_to_wander_off(concrete):
+    """A φ leaving |φ| <= max_abs_phi raises (the warmup then falls back to the subset start)."""
+    op = KernelOperator(concrete.X[:200], make_kernel("rbf"), 0.3)
+    post = GPPosterior(op, concrete.y[:200], n_probes=4, redraw_every=1, rng=0)
+    with pytest.raises(FloatingPointError, match="left"):
+        stochastic_map(post, np.array([0.0, 0.0, -1.0]), np.eye(3) * 100.0, max_abs_phi=1.5, step=5.0)
+
+
+def test_the_warmup_segment_falls_back_to_the_subset_start(concrete):
+    """warmup_segment never fails a run: an ascent that leaves the allowed range gives back the subset start
+    and says why."""
+    from dataclasses import asdict
+
+    from daskgp.mcmc.config import SamplerConfig
+    from daskgp.mcmc.segments import warmup_segment
+
+    X, y = concrete.X[:200], concrete.y[:200]
+    phi0, M0 = np.array([0.5, 0.9, -1.0]), np.eye(3) * 0.01
+    cfg = asdict(SamplerConfig(max_abs_phi=0.2, warmup_iter=20))  # |φ0| already beyond it
+    out = warmup_segment(X, y, cfg, phi0, M0, 0, "test-warmup-fallback")
+    assert "failed" in out and np.array_equal(out["phi"], phi0) and np.array_equal(out["cov"], M0)
+    ok = warmup_segment(X, y, asdict(SamplerConfig(warmup_iter=60)), phi0, M0, 0, "test-warmup")
+    assert "failed" not in ok and ok["cov_from"] == "full-data stochastic Laplace"
+    assert np.all(np.linalg.eigvalsh(ok["cov"]) > 0)
