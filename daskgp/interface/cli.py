@@ -14,6 +14,7 @@ import numpy as np
 
 from .._version import __version__
 from ..core.kernels import KERNELS
+from ..mcmc.config import METHODS
 from .progress import bound_progress, chain_progress
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
@@ -417,7 +418,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("sample", help="sample the GP hyperparameter posterior with chains on a Dask cluster")
     _data_arguments(sm, "concrete")
-    sm.add_argument("--method", default="sgld", choices=["sgld", "mh"])
+    sm.add_argument("--method", default="sgld", choices=list(METHODS))
     sm.add_argument("--chains", type=int, default=4)
     sm.add_argument("--iterations", type=int, default=2000, help="iterations per chain")
     sm.add_argument("--kernel", default="rbf", choices=sorted(KERNELS))

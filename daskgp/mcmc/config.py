@@ -17,7 +17,7 @@ from ..exact.marginal import max_exact_n
 
 __all__ = ["SamplerConfig", "METHODS", "fingerprint", "check_method_fits"]
 
-METHODS = ("sgld", "mh")
+METHODS = ("sgld", "mh", "sghmc")
 
 
 @dataclass
@@ -37,6 +37,11 @@ class SamplerConfig:
     ``redraw_every`` iterations; ``solver`` 'ulisse' | 'cg' with ``es_tol``, ``tol``, ``beta``; ``precond``
     None | 'pivchol' of rank ``precond_rank``; a chain whose |φ| exceeds ``max_abs_phi`` stops (divergence).
     MH: ``n_adapt`` adaptation iterations (default a fifth of the run).
+    SGHMC (:class:`daskgp.mcmc.samplers.SGHMC`): friction ``friction`` and steps up to ``h_max`` (both in the
+    whitened units of the warmup's Laplace covariance), the step adapted over the first ``n_adapt``
+    iterations so that the gradient noise takes at most ``noise_budget`` of the momentum refresh; its probes
+    are redrawn at every iteration (the noise correction needs independent gradient noise) and its
+    preconditioner kept for ``redraw_every`` iterations.
     """
 
     method: str = "sgld"
@@ -66,6 +71,9 @@ class SamplerConfig:
     warmup: str = "map"
     warmup_iter: int = 400
     overdispersion: float = 1.5
+    friction: float = 1.5
+    h_max: float = 0.7
+    noise_budget: float = 0.5
     n_adapt: int | None = None
 
     def validate(self) -> SamplerConfig:
@@ -79,7 +87,7 @@ class SamplerConfig:
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         for name in ("prior_shape", "prior_rate", "step_start", "step_end", "freeze_threshold", "es_tol",
-                     "tol", "beta", "max_abs_phi", "overdispersion"):
+                     "tol", "beta", "max_abs_phi", "overdispersion", "friction", "h_max", "noise_budget"):
             check_positive(name, getattr(self, name))
         if self.step_start < self.step_end:
             raise ValueError(f"step_start ({self.step_start}) must be >= step_end ({self.step_end})")
@@ -87,6 +95,11 @@ class SamplerConfig:
             raise ValueError(f"step_gamma must be in (0, 1], got {self.step_gamma}")
         if self.solver not in ("ulisse", "cg"):
             raise ValueError(f"solver must be 'ulisse' or 'cg', got {self.solver!r}")
+        if not self.h_max < 2:
+            raise ValueError(f"h_max must be below 2 (BAOAB's stability limit in whitened units), got "
+                             f"{self.h_max}")
+        if not self.noise_budget < 1:
+            raise ValueError(f"noise_budget must be in (0, 1), got {self.noise_budget}")
         if self.warmup not in ("map", "subset"):
             raise ValueError(f"warmup must be 'map' or 'subset', got {self.warmup!r}")
         if self.precond not in (None, "pivchol"):

@@ -24,7 +24,7 @@ from ..core.priors import GammaPrior
 from ..exact.mode import laplace_covariance, stochastic_map
 from ..exact.posterior import GPPosterior, ProbeState, exact_log_posterior
 from .config import SamplerConfig
-from .samplers import SGLD, MHState, RandomWalkMH, SGLDState, StepSchedule
+from .samplers import SGHMC, SGLD, MHState, RandomWalkMH, SGHMCState, SGLDState, StepSchedule
 
 __all__ = ["ChainState", "initial_states", "run_segment", "warmup_segment", "release_operators", "RECORDS",
            "block_arrays"]
@@ -32,10 +32,10 @@ __all__ = ["ChainState", "initial_states", "run_segment", "warmup_segment", "rel
 
 @dataclass
 class ChainState:
-    """One chain between segments: ``sampler`` its SGLD or MH state and, for SGLD, ``probes`` the stochastic
-    gradient's probe / warm-start state (None for MH)."""
+    """One chain between segments: ``sampler`` its SGLD, SGHMC or MH state and, for the stochastic-gradient
+    methods, ``probes`` the gradient's probe / warm-start state (None for MH)."""
 
-    sampler: SGLDState | MHState
+    sampler: SGLDState | SGHMCState | MHState
     probes: ProbeState | None = None
 
     def to_dict(self) -> dict:
@@ -52,10 +52,12 @@ class ChainState:
         checked (arrays copied). Raises ValueError naming the first malformed field."""
         if not isinstance(d, dict):
             raise ValueError(f"a chain state must be a mapping, got {type(d).__name__}")
-        if cfg.method == "sgld":
+        if cfg.method in ("sgld", "sghmc"):
             if "posterior" not in d:
-                raise ValueError("the SGLD state has no probe state ('posterior')")
-            sampler = SGLDState.from_dict({k: v for k, v in d.items() if k != "posterior"}, p, cfg.batch)
+                raise ValueError(f"the {cfg.method.upper()} state has no probe state ('posterior')")
+            own = {k: v for k, v in d.items() if k != "posterior"}
+            sampler = (SGLDState.from_dict(own, p, cfg.batch) if cfg.method == "sgld"
+                       else SGHMCState.from_dict(own, p))
             return cls(sampler, ProbeState.from_dict(d["posterior"], n, cfg.n_probes, p,
                                                      finite=sampler.stopped is None))
         return cls(MHState.from_dict(d, p, cfg.adapt))
@@ -72,6 +74,9 @@ def initial_states(X, y, cfg: SamplerConfig, phi_init: np.ndarray, M: np.ndarray
         s_rng, p_rng = (np.random.default_rng(s) for s in seeds[c].spawn(2))
         if cfg.method == "sgld":
             chain = ChainState(SGLDState.initial(phi_init[c], cfg.batch, s_rng), ProbeState.initial(p_rng))
+        elif cfg.method == "sghmc":  # a cautious first step: the adaptation grows it from the noise
+            chain = ChainState(SGHMCState.initial(phi_init[c], 0.25 * cfg.h_max, s_rng),
+                               ProbeState.initial(p_rng))
         else:
             mh = RandomWalkMH(_mh_target(X, y, cfg), p, proposal_cov=M, n_adapt=cfg.adapt)
             chain = ChainState(mh.init(phi_init[c], s_rng))
@@ -82,7 +87,9 @@ def initial_states(X, y, cfg: SamplerConfig, phi_init: np.ndarray, M: np.ndarray
 # the per-iteration records of each method and their dtypes: every block stores the same arrays
 RECORDS = {"sgld": {"step": float, "frozen": bool, "ratio": float, "cg_iterations": float,
                     "n_products": float, "seconds": float, "warmup": bool},
-           "mh": {"accepted": bool, "logp": float, "scale": float, "seconds": float, "warmup": bool}}
+           "mh": {"accepted": bool, "logp": float, "scale": float, "seconds": float, "warmup": bool},
+           "sghmc": {"step": float, "noise_fraction": float, "cg_iterations": float, "n_products": float,
+                     "seconds": float, "warmup": bool}}
 
 
 def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str) -> tuple[dict, dict]:
@@ -98,8 +105,8 @@ def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str) -> t
     chain = ChainState.from_dict(state, cfg, p, X.shape[0])
     if chain.sampler.stopped:
         return {"phi": np.empty((0, p))}, chain.to_dict()
-    if cfg.method == "sgld":
-        return _sgld_segment(X, y, cfg, M, chain, n, run_key)
+    if cfg.method in ("sgld", "sghmc"):
+        return _gradient_segment(X, y, cfg, M, chain, n, run_key)
     mh = RandomWalkMH(_mh_target(X, y, cfg), p, n_adapt=cfg.adapt)
     t_start = chain.sampler.t
     res = mh.run(chain.sampler, n)
@@ -108,21 +115,36 @@ def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str) -> t
     return records, chain.to_dict()
 
 
-def _sgld_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, run_key: str):
+def _gradient_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, run_key: str):
+    """SGLD or SGHMC on the stochastic gradient through this worker's kernel operator."""
     op = _operator(X, cfg, run_key)
+    # SGHMC's noise correction assumes independent gradient noise: fresh probes every iteration
+    redraw = 1 if cfg.method == "sghmc" else cfg.redraw_every
     post = GPPosterior(op, y, GammaPrior(cfg.prior_shape, cfg.prior_rate), n_probes=cfg.n_probes,
-                       redraw_every=cfg.redraw_every, solver=cfg.solver, es_tol=cfg.es_tol, tol=cfg.tol,
-                       beta=cfg.beta, precond=cfg.precond, precond_rank=cfg.precond_rank)
+                       redraw_every=redraw, precond_every=cfg.redraw_every, solver=cfg.solver,
+                       es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta, precond=cfg.precond,
+                       precond_rank=cfg.precond_rank)
     post.state = chain.probes  # advanced in place with the sampler's state
-    sampler = SGLD(post.stochastic_grad, len(chain.sampler.phi), M=M,
-                   schedule=StepSchedule(cfg.step_start, cfg.step_end, cfg.n_iter, cfg.step_gamma),
-                   batch=cfg.batch, freeze_threshold=cfg.freeze_threshold, max_abs_phi=cfg.max_abs_phi)
+    p = len(chain.sampler.phi)
+    t_start = chain.sampler.t
+    if cfg.method == "sgld":
+        sampler = SGLD(post.stochastic_grad, p, M=M,
+                       schedule=StepSchedule(cfg.step_start, cfg.step_end, cfg.n_iter, cfg.step_gamma),
+                       batch=cfg.batch, freeze_threshold=cfg.freeze_threshold, max_abs_phi=cfg.max_abs_phi)
+    else:
+        sampler = SGHMC(post.stochastic_grad, p, M=M, h=chain.sampler.h, gamma=cfg.friction,
+                        n_adapt=cfg.adapt, kappa=cfg.noise_budget, h_max=cfg.h_max,
+                        max_abs_phi=cfg.max_abs_phi)
     res = sampler.run(chain.sampler, n)  # a failing gradient stops the chain with a message, draws kept
     k = len(res.draws)
-    records = {"phi": res.draws, "step": res.step, "frozen": res.frozen, "ratio": res.ratio,
+    records = {"phi": res.draws, "step": res.step,
                "cg_iterations": res.info.get("cg_iterations", np.zeros(k)).astype(float)[:k],
                "n_products": res.info.get("n_products", np.zeros(k)).astype(float)[:k],
-               "seconds": res.seconds, "warmup": ~res.frozen}
+               "seconds": res.seconds}
+    if cfg.method == "sgld":
+        records.update(frozen=res.frozen, ratio=res.ratio, warmup=~res.frozen)
+    else:
+        records.update(noise_fraction=res.noise_fraction, warmup=t_start + np.arange(k) < cfg.adapt)
     if run_key in _RELEASED:  # the run ended while this segment ran (a cancelled task runs to its end)
         release_operators(run_key)
         op.close()  # already forgotten by the release, but it cached rows again since
