@@ -9,11 +9,16 @@ states with it: an interruption loses at most the block in flight, and :func:`re
 with its random stream after checking every committed draw and every chain state it reads back. A
 :class:`daskgp.mcmc.control.RunControl` pauses or stops it from another thread.
 
-Methods: 'sgld' (SGLD with unbiased ULISSE gradients through the kernel operator; the step size decreases,
-then freezes by the paper's rule) and 'mh' (adaptive random-walk Metropolis–Hastings on the exact Cholesky
-posterior: small n only). Chains start from N(φ_MAP, H⁻¹) of the exact posterior on a random subset. SGLD's
-preconditioner is that Laplace covariance scaled by subset/n (how a posterior covariance shrinks with n), so
-step sizes mean the same on every data size (the paper's M with α scaled by subset/n).
+Methods: 'sgld' (the paper's SGLD with unbiased ULISSE gradients through the kernel operator; the step
+size decreases, then freezes by the paper's rule), 'sghmc' (underdamped Langevin on the same gradients with
+the gradient noise subtracted from the momentum refresh, :class:`daskgp.mcmc.samplers.SGHMC`) and 'mh'
+(adaptive random-walk Metropolis–Hastings on the exact Cholesky posterior: small n only).
+
+Warmup ('map', the default): before the chains, one task climbs from the MAP of a random subset to the
+full-data mode by stochastic gradient ascent and estimates the Laplace covariance there
+(:mod:`daskgp.exact.mode`; MH uses the exact Cholesky MAP); the chains start from N(mode, (overdispersion)²·
+Laplace) and the Laplace covariance is the samplers' metric M. With 'subset' the chains start from
+N(φ_MAP, H⁻¹) of the subset and M is H⁻¹ scaled by subset/n (the paper's M with α scaled by subset/n).
 """
 
 from __future__ import annotations
