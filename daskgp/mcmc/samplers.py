@@ -129,6 +129,22 @@ def _check_spd(M, p: int) -> np.ndarray:
     return M
 
 
+def _checked_gradient(grad_fn, phi, t: int, p: int, state):
+    """(ĝ (p,), info) = grad_fn(φ, t), or None after setting ``state.stopped`` to a divergence message: the
+    gradient failed (φ beyond the model's range) or is not a finite (p,) vector."""
+    try:
+        out = grad_fn(phi, t)
+    except (ValueError, FloatingPointError, np.linalg.LinAlgError) as e:
+        state.stopped = f"divergence at iteration {t}: the gradient failed at φ={phi.tolist()}: {e}"
+        return None
+    g, extra = out if isinstance(out, tuple) else (out, {})
+    g = np.asarray(g, dtype=float)
+    if g.shape != (p,) or not np.all(np.isfinite(g)):
+        state.stopped = f"divergence at iteration {t}: non-finite gradient {g.tolist()} at φ={phi.tolist()}"
+        return None
+    return g, extra
+
+
 def _check_start(phi0) -> np.ndarray:
     phi = np.array(phi0, dtype=float)
     if phi.ndim != 1 or not np.all(np.isfinite(phi)):
@@ -176,17 +192,10 @@ class SGLD:
         while done < n_iter and state.stopped is None:
             t, phi = state.t, state.phi
             t0 = time.perf_counter()
-            try:
-                out = self.grad_fn(phi, t)
-            except (ValueError, FloatingPointError, np.linalg.LinAlgError) as e:  # φ beyond the model's range
-                state.stopped = f"divergence at iteration {t}: the gradient failed at φ={phi.tolist()}: {e}"
+            got = _checked_gradient(self.grad_fn, phi, t, p, state)
+            if got is None:
                 break
-            g, extra = out if isinstance(out, tuple) else (out, {})
-            g = np.asarray(g, dtype=float)
-            if g.shape != (p,) or not np.all(np.isfinite(g)):
-                state.stopped = (f"divergence at iteration {t}: non-finite gradient {g.tolist()} "
-                                 f"at φ={phi.tolist()}")
-                break
+            g, extra = got
             alpha = state.alpha_frozen if state.alpha_frozen is not None else float(self.schedule(t))
             state.grads[t % self.batch] = g
             if state.alpha_frozen is None and t % self.batch == self.batch - 1:
@@ -447,18 +456,11 @@ class SGHMC:
         return state
 
     def _gradient(self, state: SGHMCState, phi, t):
-        """(g, extra) or None after stopping the chain with a message."""
-        try:
-            out = self.grad_fn(phi, t)
-        except (ValueError, FloatingPointError, np.linalg.LinAlgError) as e:
-            state.stopped = f"divergence at iteration {t}: the gradient failed at φ={phi.tolist()}: {e}"
+        """(g, extra) with the running noise estimate updated, or None after stopping the chain."""
+        got = _checked_gradient(self.grad_fn, phi, t, self.p, state)
+        if got is None:
             return None
-        g, extra = out if isinstance(out, tuple) else (out, {})
-        g = np.asarray(g, dtype=float)
-        if g.shape != (self.p,) or not np.all(np.isfinite(g)):
-            state.stopped = (f"divergence at iteration {t}: non-finite gradient {g.tolist()} "
-                             f"at φ={phi.tolist()}")
-            return None
+        g, extra = got
         V = extra.get("noise_cov")
         if V is not None:  # a running mean: one iteration's estimate from a few probes is itself noisy
             w = 1.0 if not state.noise.any() else self.noise_weight
