@@ -400,7 +400,8 @@ class SGHMCState:
 @dataclass
 class SGHMCResult:
     """draws (n, p) φ after each step; per iteration: step (n,) h, noise_fraction (n,) the share of the
-    momentum refresh that the gradient noise takes (h²λ_max/(1−c²); above 1 the excess heats the chain),
+    momentum refresh that the gradient noise takes (b·λ_max with b the kick-noise gain of
+    :func:`_baoab_noise_gains`; above 1 the excess heats the chain),
     adapting (n,) bool, seconds (n,), plus the gradient function's numeric ``info``; ``stopped`` holds the
     divergence message if the chain stopped early; ``state`` continues the chain."""
 
