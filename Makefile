@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/daskgp sample --data concrete --method sghmc --chains 4 --iterations 1500 --out demo-run.zarr --overwrite
+	$(VENV)/bin/daskgp sample --data concrete --target-ess 400 --out demo-run.zarr --overwrite
 
 # Debian's Chromium for the dashboard's browser test (Playwright drives it; no browser download)
 browser:

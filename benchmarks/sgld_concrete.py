@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--methods", default="mh,sghmc,sgld")
     ap.add_argument("--mh-iter", type=int, default=4_000)
-    ap.add_argument("--sghmc-iter", type=int, default=3_000)
+    ap.add_argument("--sghmc-iter", type=int, default=1_500)
     ap.add_argument("--sgld-iter", type=int, default=20_000)
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--workers", type=int, default=2)
@@ -97,10 +97,10 @@ def main(argv=None) -> int:
             path = str(runs / f"concrete_{method}.zarr")
             t0 = time.perf_counter()
 
-            def progress(done, N, rhat, msgs, method=method, t0=t0):
-                r = None if rhat is None else round(rhat, 3)
-                print(f"  {method}: {min(done)}/{N} per chain, R-hat {r}, {time.perf_counter() - t0:.0f} s",
-                      flush=True)
+            def progress(st, method=method, t0=t0):
+                r = None if st.rhat is None else round(st.rhat, 3)
+                print(f"  {method}: {st.done}/{st.n_iter} per chain, R-hat {r}, ESS {st.ess}, "
+                      f"{time.perf_counter() - t0:.0f} s", flush=True)
 
             if args.resume and Path(path).exists():
                 dt = resume(path, X=ds.X, y=ds.y, client=client, progress=progress)

@@ -108,9 +108,9 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         marks = []
 
-        def progress(done, N, rhat, msgs):
-            marks.append((time.perf_counter() - t0, min(done)))
-            print(f"  sgld: {min(done)}/{N} per chain, {time.perf_counter() - t0:.0f} s", flush=True)
+        def progress(st):
+            marks.append((time.perf_counter() - t0, st.done))
+            print(f"  sgld: {st.done}/{st.n_iter} per chain, {time.perf_counter() - t0:.0f} s", flush=True)
 
         every = max(1, min(20, args.iterations))
         dt = sample(ds.X, ds.y, out=str(runs / "house8l_sgld.zarr"), overwrite=True, client=client,

@@ -24,10 +24,15 @@ def rng():
 
 @pytest.fixture(scope="module")
 def client():
-    """A real two-worker dask.distributed LocalCluster."""
+    """A real two-worker dask.distributed LocalCluster, its workers started with the library's environment."""
+    import dask
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      memory_limit="4GiB") as cluster, Client(cluster) as c:
+    from daskgp.compute.cluster import worker_environ
+
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                               memory_limit="4GiB")
+    with cluster, Client(cluster) as c:
         c.wait_for_workers(2, timeout=60)
         yield c

@@ -1,4 +1,5 @@
-"""The Panel dashboard: start SGLD chains on the Dask cluster and watch them mix, live.
+"""The Panel dashboard: start MCMC chains of the GP hyperparameters on the Dask cluster and watch them mix,
+live, until they reach their target ESS.
 
 ``create_app()`` builds one session's page around a :class:`daskgp.interface.dashboard.LiveRun`; the chains
 run in a background thread on the cluster and a periodic callback (every second, on the session's event loop)
@@ -13,6 +14,8 @@ import threading
 import numpy as np
 
 from ..core.kernels import KERNELS
+from ..mcmc.config import METHODS, SGHMC_PROBES
+from ..mcmc.diagnostics import DEFAULT_TARGET_ESS
 from .dashboard import (
     BUILTIN,
     LIMITS,
@@ -63,15 +66,26 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
     kernel = pn.widgets.Select(name="Kernel", options={cls.title: name for name, cls in KERNELS.items()},
                                value=d.kernel)
     ard = pn.widgets.Checkbox(name="ARD (one lengthscale per input)", value=d.ard)
+    method = pn.widgets.Select(name="Sampler", value=d.method,
+                               options={"SGHMC (momentum, noise-corrected)": "sghmc",
+                                        "SGLD (the paper's)": "sgld", "MH (exact Cholesky, small n)": "mh"})
+    assert set(method.options.values()) == set(METHODS)
     lim = LIMITS
+    target_ess = pn.widgets.IntInput(name="Target ESS (0: run every iteration)", value=d.target_ess,
+                                     start=lim["target_ess"][0], end=lim["target_ess"][1], step=100)
     chains = pn.widgets.IntInput(name="Chains", value=d.n_chains, start=lim["n_chains"][0],
                                  end=lim["n_chains"][1])
-    iterations = pn.widgets.IntInput(name="Iterations per chain", value=d.n_iter, start=lim["n_iter"][0],
-                                     end=lim["n_iter"][1], step=100)
+    iterations = pn.widgets.IntInput(name="Iterations per chain (a cap with a target)", value=d.n_iter,
+                                     start=lim["n_iter"][0], end=lim["n_iter"][1], step=100)
     probes = pn.widgets.IntInput(name="Probes N_r", value=d.n_probes, start=lim["n_probes"][0],
                                  end=lim["n_probes"][1])
-    step_start = pn.widgets.FloatInput(name="Step size start", value=d.step_start, step=0.01)
-    step_end = pn.widgets.FloatInput(name="Step size end", value=d.step_end, step=1e-4)
+    step_start = pn.widgets.FloatInput(name="SGLD step size start", value=d.step_start, step=0.01)
+    step_end = pn.widgets.FloatInput(name="SGLD step size end", value=d.step_end, step=1e-4)
+
+    def on_method(event):  # each sampler's own default number of probes
+        probes.value = SGHMC_PROBES if event.new == "sghmc" else 4
+
+    method.param.watch(on_method, "value")
     seed = pn.widgets.IntInput(name="Seed", value=d.seed)
     scheduler = pn.widgets.TextInput(name="Scheduler (empty: local cluster)", placeholder="tcp://host:8786")
     start_b = pn.widgets.Button(name="Start", button_type="primary")
@@ -112,7 +126,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
     upload.param.watch(on_upload, "value")
 
     # ---------------------------------------------------------------------------------------- figures
-    def build_figures(names, n_inputs):
+    def build_figures(names, stat_names):
         figs = {"trace": {}, "run": {}, "dens": {}, "src": {}}
         for nm in names:
             f = figure(height=180, width=330, title=f"trace: {nm}", x_axis_label="iteration")
@@ -126,14 +140,18 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
             g.varea("x", "lo", "hi", source=rs, fill_alpha=0.2, fill_color="black")
             g.line("x", "m", source=rs, color="black")
             figs["run"][nm] = (g, rs)
-            h = figure(height=180, width=330, title=f"marginal (after freezing): {nm}")
+            h = figure(height=180, width=330, title=f"marginal (after warmup): {nm}")
             hs = ColumnDataSource({"left": [], "right": [], "top": []})
             h.quad(left="left", right="right", top="top", bottom=0, source=hs, fill_alpha=0.5)
             figs["dens"][nm] = (h, hs)
         health = {}
-        for key, title, log in (("step", "step size α", True), ("ratio", "freeze ratio", True),
+        for key, title, log in (("step", "step size", True), ("ratio", "SGLD freeze ratio", True),
+                                ("noise_fraction", "SGHMC: gradient noise / refresh", False),
+                                ("scale", "MH proposal scale", True),
                                 ("cg_iterations", "CG iterations", False), ("seconds", "seconds / iteration",
                                                                              False)):
+            if key not in stat_names:
+                continue
             f = figure(height=170, width=330, title=title, y_axis_type="log" if log else "linear")
             src = ColumnDataSource({"xs": [], "ys": [], "color": []})
             if key == "ratio":
@@ -148,7 +166,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
         ps = ColumnDataSource({"n": [], "median": [], "q975": []})
         p.line("n", "median", source=ps, legend_label="median", color="black")
         p.line("n", "q975", source=ps, legend_label="97.5%", color="black", line_dash="dashed")
-        p.add_layout(Span(location=1.1, dimension="width", line_color="red", line_dash="dotted"))
+        p.add_layout(Span(location=1.01, dimension="width", line_color="red", line_dash="dotted"))
         figs["psrf"] = (p, ps)
         q = figure(height=300, width=330, title="held-out: predicted vs observed (95%)",
                    x_axis_label="observed", y_axis_label="predicted")
@@ -173,9 +191,9 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
     def layout_figures(figs, names):
         B = pn.pane.Bokeh
         views.objects = [
-            pn.pane.Markdown("### Traces (pre-freeze optimisation phase shaded)"),
+            pn.pane.Markdown("### Traces (warmup shaded: SGLD before its step froze, SGHMC / MH adapting)"),
             pn.Row(*[B(figs["trace"][nm][0]) for nm in names]),
-            pn.pane.Markdown("### Running mean ± 2 sd, and marginal densities once frozen"),
+            pn.pane.Markdown("### Running mean ± 2 sd, and marginal densities after warmup"),
             pn.Row(*[B(figs["run"][nm][0]) for nm in names]),
             pn.Row(*[B(figs["dens"][nm][0]) for nm in names]),
             pn.pane.Markdown("### Convergence"),
@@ -208,19 +226,19 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
             return
         names = run.names
         if session["figs"] is None:
-            session["figs"] = build_figures(names, run.X_train.shape[1])
+            session["figs"] = build_figures(names, set(stats))
             layout_figures(session["figs"], names)
         figs = session["figs"]
         C, D = next(iter(post.values())).shape
         counter.object = f"draws per chain: {D}"
         dl_nc.disabled = dl_csv.disabled = False
-        frozen = stats.get("frozen")
-        freeze_at = [int(np.argmax(f)) if f.any() else D for f in frozen] if frozen is not None else [0] * C
+        warm = stats.get("warmup")
+        warm_until = [int(np.argmin(w)) if not w.all() else D for w in warm] if warm is not None else [0] * C
         start = run.sampling_start()
         for nm in names:
             f, src, box = figs["trace"][nm]
             src.data = multi(post[nm], C)
-            box.right = float(max(freeze_at))
+            box.right = float(max(warm_until))
             s0 = start if start is not None else 0
             x = post[nm][:, s0:]
             x = x[np.isfinite(x).all(axis=1)]
@@ -249,10 +267,16 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
             worst = max(diag["rhat"].values())
             phase = "" if diag["phase"] == "sampling" else " (chains still in warmup: second half of draws)"
             rhat_md.object = f"**R-hat (max): {worst:.3f}**{phase}"
-            ok = worst < 1.1 and diag["phase"] == "sampling"
-            converged.object = ('<b style="color:#2ca02c">converged</b>: every R-hat < 1.1' if ok else
-                                '<b style="color:#d62728">not converged yet</b> (R-hat ≥ 1.1 or step size '
-                                'not frozen)')
+            st = run.progress
+            if st is not None and st.ess is not None:
+                target = st.target_ess or DEFAULT_TARGET_ESS
+                rate = f", {st.sec_per_ess:.2f} s per effective sample" if st.sec_per_ess else ""
+                eta = f", about {st.eta:.0f} s to go" if st.eta and not st.converged else ""
+                want = f"every R-hat < {st.target_rhat} and bulk/tail ESS ≥ {target}"
+                converged.object = (f'<b style="color:#2ca02c">converged</b>: {want} (ESS {st.ess:.0f}{rate})'
+                                    if st.converged else
+                                    f'<b style="color:#d62728">not converged yet</b>: want {want}; ESS '
+                                    f'{st.ess:.0f}{rate}{eta}')
             rows = "\n".join(f"| {k} | {diag['rhat'][k]:.3f} | {diag['ess'][k]:.0f} |" for k in names)
             table_md.object = "| parameter | R-hat | bulk ESS |\n|---|---|---|\n" + rows
             if diag["evolution"] is not None:
@@ -318,8 +342,9 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
         try:
             settings = DashboardSettings(
                 dataset=dataset.value, upload=session["uploaded"], target=target.value or None,
-                kernel=kernel.value, ard=ard.value, n_chains=chains.value, n_iter=iterations.value,
-                n_probes=probes.value, step_start=float(step_start.value), step_end=float(step_end.value),
+                kernel=kernel.value, ard=ard.value, method=method.value, n_chains=chains.value,
+                n_iter=iterations.value, target_ess=target_ess.value, n_probes=probes.value,
+                step_start=float(step_start.value), step_end=float(step_end.value),
                 seed=int(seed.value), scheduler=scheduler.value.strip() or None).validate()
             client = None if settings.scheduler else shared_client()
             run = LiveRun(settings, client=client)
@@ -372,8 +397,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
 
     pn.state.on_session_destroyed(on_destroyed)
 
-    setup = pn.Column("## daskgp — SGLD hyperparameter posterior", dataset, upload, target, kernel, ard,
-                      chains, iterations, probes, step_start, step_end, seed, scheduler,
+    setup = pn.Column("## daskgp — GP hyperparameter posterior", dataset, upload, target, kernel, ard,
+                      method, chains, target_ess, iterations, probes, step_start, step_end, seed, scheduler,
                       pn.Row(start_b, pause_b, stop_b), error, status, counter, dask_md, dl_nc, dl_csv,
                       width=340)
     return pn.Row(setup, views)

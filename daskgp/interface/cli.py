@@ -14,7 +14,7 @@ import numpy as np
 
 from .._version import __version__
 from ..core.kernels import KERNELS
-from ..mcmc.config import METHODS
+from ..mcmc.config import METHODS, SamplerConfig
 from .progress import bound_progress, chain_progress
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
@@ -58,14 +58,15 @@ def _demo(args) -> int:
 def _print_summary(dt, psrf: bool = False) -> None:
     import pandas as pd
 
-    from ..mcmc.diagnostics import post_warmup, psrf_evolution, run_summary
+    from ..mcmc.diagnostics import DEFAULT_TARGET_ESS, post_warmup, psrf_evolution, run_summary
 
     cfg = dt.attrs["config"]
     table, notes = run_summary(dt)
+    cap = "at most " if cfg.get("target_ess") else ""
     with pd.option_context("display.width", 140, "display.max_columns", 20):
         print(f"\n{cfg['method'].upper()} on {dt.attrs.get('data', {}).get('dataset', 'data')} "
               f"(n={dt.attrs['n']}): {dt['posterior'].sizes['chain']} chains × {dt.attrs['n_draws']} draws "
-              f"of {cfg['n_iter']}, {dt.attrs['elapsed']:.1f} s wall; summary of the "
+              f"of {cap}{cfg['n_iter']}, {dt.attrs['elapsed']:.1f} s wall; summary of the "
               f"{dt.attrs['n_draws'] - post_warmup(dt)[0].attrs['warmup_draws']} post-warmup draws per chain")
         print(table.round(4).to_string())
     for c, msg in sorted(dt.attrs.get("messages", {}).items()):
@@ -80,9 +81,14 @@ def _print_summary(dt, psrf: bool = False) -> None:
     for note in notes:
         print(f"note: {note}")
     worst = float(table["r_hat"].max())
-    if not worst < 1.1:
-        print(f"note: max R-hat {worst:.2f} >= 1.1: the chains have not mixed yet; run more iterations "
-              f"(SGLD's frozen steps mix slowly: the concrete benchmark uses 20,000 per chain)")
+    ess = float(min(table["ess_bulk"].min(), table["ess_tail"].min()))
+    target, rhat_max = cfg.get("target_ess") or DEFAULT_TARGET_ESS, cfg.get("target_rhat", 1.01)
+    rate = f"; {dt.attrs['elapsed'] / ess:.2f} s per effective sample" if ess > 0 else ""
+    if worst < rhat_max and ess >= target:
+        print(f"converged: max R-hat {worst:.3f} < {rhat_max}, min bulk/tail ESS {ess:.0f} >= {target}{rate}")
+    else:
+        print(f"not converged yet: max R-hat {worst:.3f} (want < {rhat_max}), min bulk/tail ESS {ess:.0f} "
+              f"(want >= {target}){rate}; continue with 'daskgp sample --resume RUN --target-ess {target}'")
     if psrf:
         sampled, _ = post_warmup(dt)
         ev = psrf_evolution(sampled, n_points=10)
@@ -97,15 +103,22 @@ def _sample(args) -> int:
 
     ds = spec = None
     replaced = None  # the folder a new run replaces once its first block is committed (by inode)
+    for name in ("chains", "iterations", "probes", "checkpoint_every", "workers", "target_ess"):
+        v = getattr(args, name, None)
+        if v is not None and v < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+    extend = dict(n_iter=args.iterations, target_ess=args.target_ess)
     if args.resume:
         out = args.resume
         if not os.path.isdir(out):
             raise FileNotFoundError(f"no run to resume at {out}")
-        run, cfg = check_resumable(out)  # before starting a cluster: intact, free, states well formed
-        if run.checkpoint["n_draws"] >= cfg.n_iter:
+        # before starting a cluster: intact, free, states well formed, a valid extension
+        run, cfg, finished = check_resumable(out, **extend)
+        if finished:
             from ..mcmc.diagnostics import open_run
 
-            print(f"daskgp: {out} is complete ({run.checkpoint['n_draws']} draws per chain)", file=sys.stderr)
+            what = "meets its target" if run.checkpoint["n_draws"] < cfg.n_iter else "is complete"
+            print(f"daskgp: {out} {what} ({run.checkpoint['n_draws']} draws per chain)", file=sys.stderr)
             _print_summary(open_run(out))
             return 0
         if run.lock is not None:
@@ -114,10 +127,6 @@ def _sample(args) -> int:
         if args.out is None:
             raise ValueError("--out run.zarr is required (or --resume run.zarr)")
         out = args.out
-        for name in ("chains", "iterations", "probes", "checkpoint_every", "workers"):
-            v = getattr(args, name)
-            if v is not None and v < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
         if os.path.lexists(out) and not args.overwrite:
             raise FileExistsError(f"{out} exists: resume it with --resume {out}, or pass --overwrite")
         check_new_run_path(out, args.overwrite)  # only a daskgp run is ever overwritten
@@ -130,12 +139,14 @@ def _sample(args) -> int:
         with _cluster(args, stream=sys.stderr) as client:
             try:
                 if args.resume:
-                    dt = resume(out, client=client, progress=chain_progress("resume"), control=control)
+                    dt = resume(out, client=client, progress=chain_progress(cfg.method), control=control,
+                                **extend)
                 else:
                     opts = dict(method=args.method, n_chains=args.chains, n_iter=args.iterations,
-                                seed=args.seed, kernel=args.kernel, ard=args.ard, n_probes=args.probes,
-                                checkpoint_every=args.checkpoint_every, step_start=args.step_start,
-                                step_end=args.step_end, freeze_threshold=args.freeze_threshold)
+                                target_ess=args.target_ess, seed=args.seed, kernel=args.kernel, ard=args.ard,
+                                n_probes=args.probes, checkpoint_every=args.checkpoint_every,
+                                step_start=args.step_start, step_end=args.step_end,
+                                freeze_threshold=args.freeze_threshold)
                     dt = sample(ds.X, ds.y, out=out, client=client, data_spec=spec, overwrite=args.overwrite,
                                 progress=chain_progress(args.method), control=control, **opts)
             except (KeyboardInterrupt, RunStopped):
@@ -418,12 +429,20 @@ def _parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("sample", help="sample the GP hyperparameter posterior with chains on a Dask cluster")
     _data_arguments(sm, "concrete")
-    sm.add_argument("--method", default="sgld", choices=list(METHODS))
+    sm.add_argument("--method", default=SamplerConfig.method, choices=list(METHODS),
+                    help="sghmc (default: momentum on the noise-corrected stochastic gradients), sgld (the "
+                         "paper's algorithm) or mh (exact Cholesky posterior: small n only)")
     sm.add_argument("--chains", type=int, default=4)
-    sm.add_argument("--iterations", type=int, default=2000, help="iterations per chain")
+    sm.add_argument("--iterations", type=int, default=None,
+                    help="iterations per chain (default 2,000; with --target-ess a cap, default 50,000); "
+                         "with --resume, extend the run to this length")
+    sm.add_argument("--target-ess", type=int, default=None, metavar="ESS",
+                    help="run until every parameter's bulk and tail ESS reach ESS and every R-hat < 1.01; "
+                         "with --resume, extend the run to this target")
     sm.add_argument("--kernel", default="rbf", choices=sorted(KERNELS))
     sm.add_argument("--ard", action="store_true", help="one lengthscale per input dimension")
-    sm.add_argument("--probes", type=int, default=4, help="SGLD: Hutchinson probe vectors N_r")
+    sm.add_argument("--probes", type=int, default=None,
+                    help="Hutchinson probe vectors N_r per gradient (default 32 for sghmc, 4 otherwise)")
     sm.add_argument("--step-start", type=float, default=0.1, help="SGLD: first step size")
     sm.add_argument("--step-end", type=float, default=1e-3, help="SGLD: last step size (if never frozen)")
     sm.add_argument("--freeze-threshold", type=float, default=0.01, help="SGLD: freeze rule threshold")

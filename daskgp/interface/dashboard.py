@@ -1,4 +1,4 @@
-"""The state behind the SGLD dashboard, without any Panel: one :class:`LiveRun` per browser session.
+"""The state behind the chains dashboard, without any Panel: one :class:`LiveRun` per browser session.
 
 A run validates its settings, splits the data into a training set and a held-out test set, and runs the chains
 of :func:`daskgp.mcmc.chains.sample` on the Dask cluster in a background thread, checkpointing to a zarr store
@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..core.datasets import check_numeric_frame, read_csv_frame, split_indices
 from ..core.kernels import KERNELS
-from ..mcmc.config import SamplerConfig
+from ..mcmc.config import METHODS, SGHMC_PROBES, SamplerConfig
 from ..mcmc.control import RunControl, RunStopped
 
 __all__ = ["DashboardSettings", "LIMITS", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "MAX_RUNS",
@@ -63,7 +63,8 @@ def parse_upload(content: bytes | None, max_bytes: int = int(MAX_UPLOAD_MB * 2**
 
 
 # the integer settings' ranges: checked by validate() and given to the page's input widgets
-LIMITS = {"n_chains": (2, 16), "n_iter": (100, 1_000_000), "n_probes": (1, 256), "block": (1, 10_000)}
+LIMITS = {"n_chains": (2, 16), "n_iter": (100, 1_000_000), "n_probes": (1, 256), "block": (1, 10_000),
+          "target_ess": (0, 100_000)}
 
 
 @dataclass
@@ -76,9 +77,11 @@ class DashboardSettings:
     target: str | None = None
     kernel: str = SamplerConfig.kernel  # the sampler's defaults, so the two never drift apart
     ard: bool = SamplerConfig.ard
+    method: str = SamplerConfig.method
     n_chains: int = 2
-    n_iter: int = SamplerConfig.n_iter
-    n_probes: int = SamplerConfig.n_probes
+    n_iter: int = 2000  # with a target ESS: the cap
+    target_ess: int = 400  # 0: run the full n_iter
+    n_probes: int = SGHMC_PROBES
     step_start: float = SamplerConfig.step_start
     step_end: float = SamplerConfig.step_end
     seed: int = SamplerConfig.seed
@@ -96,6 +99,8 @@ class DashboardSettings:
                 raise ValueError("choose the target column of the uploaded CSV")
         if self.kernel not in KERNELS:
             raise ValueError(f"unknown kernel {self.kernel!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}")
         for name, (lo, hi) in LIMITS.items():
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
@@ -112,7 +117,9 @@ class DashboardSettings:
 class LiveRun:
     """One session's run: ``start()`` → background chains; ``pause()``/``resume()``/``stop()``;
     ``snapshot()`` and the summaries below for the views. ``status``: idle, running, paused, stopped,
-    finished or failed (then ``message`` says why)."""
+    finished or failed (then ``message`` says why); ``progress``: the run's last
+    :class:`daskgp.mcmc.diagnostics.RunStatus` (R-hat, ESS, seconds per effective sample, time to the
+    target), None before the first block."""
 
     def __init__(self, settings: DashboardSettings, *, client=None, workdir: str | None = None):
         self.settings = settings.validate()
@@ -127,6 +134,7 @@ class LiveRun:
         self._stats: dict[str, list] = {}
         self._thread: threading.Thread | None = None
         self.t_start = None
+        self.progress = None
         self.names: list[str] = []
         self._prepare_data()
 
@@ -177,8 +185,9 @@ class LiveRun:
             with borrowed_client(self.client, s.scheduler, timeout=10) as client:
                 self.dask_link = getattr(client, "dashboard_link", None)
                 sample(self.X_train, self.y_train, out=self.out, client=client, overwrite=True,
-                       control=self.control, on_block=self._on_block, method="sgld", n_chains=s.n_chains,
-                       n_iter=s.n_iter, kernel=s.kernel, ard=s.ard, n_probes=s.n_probes,
+                       control=self.control, on_block=self._on_block, progress=self._on_progress,
+                       method=s.method, n_chains=s.n_chains, n_iter=s.n_iter,
+                       target_ess=s.target_ess or None, kernel=s.kernel, ard=s.ard, n_probes=s.n_probes,
                        step_start=s.step_start, step_end=s.step_end, seed=s.seed,
                        checkpoint_every=s.block, batch=min(100, s.n_iter))
             self.status = "finished"
@@ -199,6 +208,9 @@ class LiveRun:
                 self._post.setdefault(k, []).append(np.asarray(v))
             for k, v in stats.items():
                 self._stats.setdefault(k, []).append(np.asarray(v))
+
+    def _on_progress(self, status) -> None:
+        self.progress = status
 
     def pause(self) -> None:
         if self.status == "running":
@@ -237,8 +249,8 @@ class LiveRun:
         return next(iter(post.values())).shape[1] if post else 0
 
     def sampling_start(self) -> int | None:
-        """First draw of the sampling phase by the run summaries' rule (every chain froze its step size);
-        None while some chain is still in warmup."""
+        """First draw of the sampling phase by the run summaries' rule (every chain left its warmup: SGLD
+        froze its step size, SGHMC and MH stopped adapting); None while some chain is still in warmup."""
         from ..mcmc.diagnostics import running_diagnostics
 
         dt = self.as_run()

@@ -1,5 +1,6 @@
-"""Progress lines on stderr for the command line: the chains' iterations and R-hat, and the sparse fit's
-L-BFGS-B iterations and bound. A terminal redraws one line in place; a log file gets one line per update."""
+"""Progress lines on stderr for the command line: the chains' iterations, R-hat, ESS and time per effective
+sample, and the sparse fit's L-BFGS-B iterations and bound. A terminal redraws one line in place; a log file
+gets one line per update."""
 
 from __future__ import annotations
 
@@ -22,21 +23,37 @@ def _show_line(stream, tty: bool, line: str, final: bool = False) -> None:
     stream.flush()
 
 
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
 def chain_progress(method: str, stream=None):
-    """``show(done (chains,), n_iter, rhat | None, messages)`` — the ``progress`` callback of
-    :func:`daskgp.mcmc.chains.sample`: iterations per chain, the current R-hat, elapsed seconds and the
-    chains that stopped."""
+    """``show(status)`` — the ``progress`` callback of :func:`daskgp.mcmc.chains.sample`, given a
+    :class:`daskgp.mcmc.diagnostics.RunStatus`: iterations per chain, R-hat, the smallest bulk/tail ESS,
+    seconds per effective sample, elapsed time, the estimated time to the ESS target and the chains that
+    stopped. The bar shows the iterations, or with a target the ESS reached."""
     stream = stream or sys.stderr
     tty = stream.isatty()
-    t0 = time.perf_counter()
 
-    def show(done, n_iter, rhat, messages):
-        r = "  R-hat  n/a" if rhat is None else f"  R-hat {rhat:5.3f}"
-        per = " ".join(str(d) for d in done)
-        stopped = f"  stopped: {','.join(sorted(messages))}" if messages else ""
-        line = (f"{method} [{_bar(min(done) / n_iter)}] {min(done)}/{n_iter} per chain ({per}){r}"
-                f"  {time.perf_counter() - t0:.0f} s{stopped}")
-        _show_line(stream, tty, line, final=min(done) >= n_iter)
+    def show(st):
+        r = "R-hat  n/a" if st.rhat is None else f"R-hat {st.rhat:5.3f}"
+        ess = "" if st.ess is None else f"  ESS {st.ess:.0f}"
+        if st.target_ess is not None:
+            frac = 0.0 if st.ess is None else st.ess / st.target_ess
+            ess = f"  ESS {0 if st.ess is None else st.ess:.0f}/{st.target_ess}"
+            count = f"{st.done} per chain"
+        else:
+            frac = st.done / st.n_iter
+            count = f"{st.done}/{st.n_iter} per chain"
+        rate = f"  {st.sec_per_ess:.2f} s/ESS" if st.sec_per_ess else ""
+        eta = f"  ETA {_duration(st.eta)}" if st.eta and not st.converged else ""
+        stopped = f"  stopped: {','.join(sorted(st.messages))}" if st.messages else ""
+        line = (f"{method} [{_bar(frac)}] {count}  {r}{ess}{rate}  {_duration(st.elapsed)}{eta}{stopped}")
+        final = st.done >= st.n_iter or (st.target_ess is not None and st.converged)
+        _show_line(stream, tty, line, final=final)
 
     return show
 

@@ -37,11 +37,11 @@ from ..core.validation import check_X, check_y
 from ..exact.posterior import subset_map
 from .config import SamplerConfig, check_method_fits, fingerprint
 from .control import RunControl, RunStopped
-from .diagnostics import running_rhat
+from .diagnostics import RunStatus, run_status
 from .runstore import DrawStore, RunDamaged, RunLocked, check_appendable, check_new_run_path, read_committed
 from .segments import ChainState, block_arrays, initial_states, release_operators, run_segment, warmup_segment
 
-__all__ = ["sample", "resume", "check_resumable", "check_states"]
+__all__ = ["sample", "resume", "check_resumable", "check_states", "extended_config", "RunStatus"]
 
 
 def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
@@ -52,12 +52,16 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
 
     X (n, d), y (n,): standardised training data. ``data_spec`` (e.g. {'dataset': 'concrete'} or
     {'csv': path, 'target': col}) is stored so ``resume`` can reload the data by itself.
-    progress(done (chains,) iterations, n_iter, rhat or None, messages): called after every block;
+    With ``target_ess`` (a config field) the run stops at the first committed block where every parameter's
+    bulk and tail ESS reach it and every R-hat is below ``target_rhat`` (``n_iter`` is then only a cap).
+    progress(status): called after every committed block with a :class:`daskgp.mcmc.diagnostics.RunStatus`
+    (iterations, R-hat, ESS, seconds per effective sample, time to the target);
     on_block(posterior, sample_stats, first_draw): the block just committed ({name: (chains, B)} arrays);
     control: a :class:`RunControl` to pause / resume / stop the run from another thread.
     Returns the run as an ArviZ DataTree (see :func:`daskgp.mcmc.diagnostics.open_run`).
     """
-    cfg = SamplerConfig.from_dict({**asdict(config or SamplerConfig()), **overrides})
+    # a given config is already resolved; overrides alone resolve their method's defaults (e.g. n_probes)
+    cfg = SamplerConfig.from_dict({**(asdict(config) if config is not None else {}), **overrides})
     X = check_X(X)
     y = check_y(y, X.shape[0])
     check_method_fits(cfg, X.shape[0])
@@ -128,18 +132,22 @@ def _plain(d: dict) -> dict:
 
 
 def resume(out: str, *, X=None, y=None, client=None, progress=None, control: RunControl | None = None,
-           on_block=None):
-    """Continue an interrupted run to its configured length, every chain from its last committed state.
+           on_block=None, n_iter: int | None = None, target_ess: int | None = None):
+    """Continue an interrupted run to its configured length (or its ESS target), every chain from its last
+    committed state; with ``n_iter`` and/or ``target_ess``, extend it — a finished run included — to that
+    length or target (the chains continue as they were: their adaptation is not redone).
 
     The data are reloaded from the run's data spec unless X, y are given; either way they must match the
     fingerprint stored with the run. A run that is complete is returned as it is (no cluster is started).
     Raises :class:`daskgp.mcmc.runstore.RunError` (one line) when the run is damaged, locked by a live writer
-    or cannot be continued."""
+    or cannot be continued, ValueError when the extension is not one."""
     store, committed = DrawStore.open(out)
     attrs, ckpt = committed.attrs, committed.checkpoint
     try:
         cfg, names, M = _resume_plan(attrs, ckpt, store.path)
-        finished = store.n_draws >= cfg.n_iter
+        if n_iter is not None or target_ess is not None:
+            cfg = extended_config(cfg, store.n_draws, n_iter, target_ess, store.path)
+        finished = _finished(cfg, store.n_draws, committed.data, names)
         if X is None and not finished:
             from ..core.datasets import load_spec
 
@@ -167,8 +175,8 @@ def _resume_plan(attrs: dict, ckpt: dict, where: str) -> tuple[SamplerConfig, li
     """The configuration, parameter names and preconditioner of a run to continue, after checking that it
     can be continued (not salvaged, every chain state well formed)."""
     check_appendable(where, ckpt)
-    try:
-        cfg = SamplerConfig.from_dict(attrs["config"])
+    try:  # an extended run's configuration travels with its checkpoint
+        cfg = SamplerConfig.from_dict(ckpt.get("config") or attrs["config"])
         names, M = list(attrs["param_names"]), np.array(attrs["M"], dtype=float)
     except (KeyError, TypeError, ValueError) as e:
         raise RunDamaged(f"{where}/zarr.json: the run's configuration is malformed ({e})") from None
@@ -176,14 +184,53 @@ def _resume_plan(attrs: dict, ckpt: dict, where: str) -> tuple[SamplerConfig, li
     return cfg, names, M
 
 
-def check_resumable(path):
+def check_resumable(path, n_iter: int | None = None, target_ess: int | None = None):
     """Everything :func:`resume` checks before it runs a chain — an intact run, no live writer, well-formed
-    chain states — reading only (no lock is taken). Returns (the run's committed content, its config)."""
+    chain states, a valid extension — reading only (no lock is taken). Returns (the run's committed content,
+    its config as extended, whether that is already finished)."""
     c = read_committed(path)
     if c.lock is not None and c.lock.state != "stale":
         raise RunLocked(f"{c.path} cannot be resumed: {c.lock.describe()}")
-    cfg, _, _ = _resume_plan(c.attrs, c.checkpoint, c.path)
-    return c, cfg
+    cfg, names, _ = _resume_plan(c.attrs, c.checkpoint, c.path)
+    n = c.checkpoint["n_draws"]
+    if n_iter is not None or target_ess is not None:
+        cfg = extended_config(cfg, n, n_iter, target_ess, c.path)
+    return c, cfg, _finished(cfg, n, c.data, names)
+
+
+def extended_config(cfg: SamplerConfig, n_draws: int, n_iter: int | None, target_ess: int | None,
+                    where: str) -> SamplerConfig:
+    """The configuration of a run extended to ``n_iter`` iterations per chain and/or an ESS target: the
+    adaptation and step-schedule lengths are pinned to the run's own, so the chains continue unchanged.
+    Raises ValueError when the run cannot grow that way."""
+    d = asdict(cfg)
+    d["n_adapt"], d["step_iter"] = cfg.adapt, cfg.step_iter
+    if target_ess is not None:
+        d["target_ess"] = target_ess
+        if n_iter is None and cfg.target_ess is None:
+            d["n_iter"] = max(cfg.n_iter, 50_000)  # a target's default cap (see SamplerConfig)
+    if n_iter is not None:
+        if n_iter < n_draws:
+            raise ValueError(f"{where} has {n_draws} draws per chain already: --iterations {n_iter} would "
+                             "not extend it")
+        d["n_iter"] = n_iter
+    new = SamplerConfig.from_dict(d)
+    if new.n_iter > n_draws and n_draws % cfg.checkpoint_every:
+        raise ValueError(f"{where} ends with a short block ({n_draws} draws per chain, blocks of "
+                         f"{cfg.checkpoint_every}): it cannot be extended; sample a new run")
+    return new
+
+
+def _finished(cfg: SamplerConfig, n_draws: int, data: dict, names) -> bool:
+    """A run is finished at its length, or, with an ESS target, once its committed draws meet the target."""
+    if n_draws >= cfg.n_iter:
+        return True
+    if cfg.target_ess is None or n_draws == 0:
+        return False
+    st = run_status({nm: [data["posterior"][nm]] for nm in names}, [data["sample_stats"]["warmup"]],
+                    done=n_draws, n_iter=cfg.n_iter, elapsed=0.0, target_ess=cfg.target_ess,
+                    target_rhat=cfg.target_rhat)
+    return st.converged
 
 
 def check_states(states, cfg: SamplerConfig, p: int, n, n_draws: int, where: str = "the checkpoint") -> None:
@@ -259,6 +306,7 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
             for c in range(C):
                 submit(c, next_block)
         expected_blocks = math.ceil(N / B)
+        converged = False
         for f in ac:
             c, block, _ = futures.pop(f.key)
             control._untrack(f)
@@ -278,17 +326,37 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
                     if chain_states[c].get("stopped") and str(c) not in messages:
                         messages[str(c)] = chain_states[c]["stopped"]
                 post, stats = block_arrays(recs, n, names, cfg.method)
-                elapsed = elapsed0 + time.perf_counter() - t_start - (control.paused_seconds - paused0)
-                store.append(post, stats, {"states": chain_states, "elapsed": elapsed, "messages": messages})
+                ran = time.perf_counter() - t_start - (control.paused_seconds - paused0)
+                store.append(post, stats, {"states": chain_states, "elapsed": elapsed0 + ran,
+                                           "messages": messages, "config": cfg_dict})
                 for nm in names:
                     history[nm].append(post[nm])
                 history["warmup"].append(stats["warmup"])
                 if on_block is not None:
                     on_block(post, stats, next_block * B)
                 next_block += 1
-                if progress is not None:
-                    rhat = running_rhat({nm: history[nm] for nm in names}, history["warmup"])
-                    progress([store.n_draws] * C, N, rhat, messages)
+                if progress is not None or cfg.target_ess is not None:
+                    status = run_status({nm: history[nm] for nm in names}, history["warmup"],
+                                        done=store.n_draws, n_iter=N, elapsed=elapsed0 + ran,
+                                        seconds_per_draw=ran / (store.n_draws - done0),
+                                        target_ess=cfg.target_ess, target_rhat=cfg.target_rhat,
+                                        messages=messages)
+                    converged = cfg.target_ess is not None and status.converged
+                    if progress is not None:
+                        progress(status)
+                    if converged:
+                        break
+            if converged:
+                break
+        if futures:  # chains a block ahead of a met target: released, they end at their next gradient
+            from distributed import wait
+
+            _release_on_workers(client, run_key)
+            try:
+                wait([f for _, _, f in futures.values()], timeout=60)
+            except TimeoutError:
+                pass
+            client.cancel([f for _, _, f in futures.values()])
     except BaseException:
         client.cancel([f for _, _, f in futures.values()])
         raise

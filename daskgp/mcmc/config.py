@@ -18,6 +18,11 @@ from ..exact.marginal import max_exact_n
 __all__ = ["SamplerConfig", "METHODS", "fingerprint", "check_method_fits"]
 
 METHODS = ("sgld", "mh", "sghmc")
+# SGHMC's probes: on concrete the whitened gradient-noise eigenvalue λ falls 19 → 3.2 from N_r = 4 to 32 for
+# 2.6× the cost of an iteration, and the step the noise allows grows as 1/λ (benchmarks/sgld_concrete.py)
+SGHMC_PROBES = 32
+# adaptation lengths of a run sampled to a target ESS (a fixed-length run adapts over its first fifth)
+TARGET_ADAPT = {"sghmc": lambda c: 3 * c.batch, "mh": lambda c: 1000}
 
 
 @dataclass
@@ -42,11 +47,19 @@ class SamplerConfig:
     iterations so that the gradient noise takes at most ``noise_budget`` of the momentum refresh; its probes
     are redrawn at every iteration (the noise correction needs independent gradient noise) and its
     preconditioner kept for ``redraw_every`` iterations.
+    Length: ``n_iter`` iterations per chain (default 2,000); with ``target_ess`` the run instead stops at the
+    first block where every parameter's bulk and tail ESS (post-warmup, all chains) reach ``target_ess`` and
+    every R-hat is below ``target_rhat``, and ``n_iter`` is only its cap (default 50,000). A run's tuning
+    length does not depend on its cap there: SGHMC adapts over 3 batches, MH over 1,000 iterations and the
+    SGLD step schedule spans ``step_iter`` = 2,000 iterations (with a fixed length: ``n_iter``/5 and
+    ``n_iter``).
+    Defaults left as None are resolved when the configuration is made (``n_probes``: 32 for SGHMC, whose
+    step the gradient noise caps, 4 — the paper's N_r — otherwise), and stored resolved with the run.
     """
 
-    method: str = "sgld"
+    method: str = "sghmc"
     n_chains: int = 4
-    n_iter: int = 2000
+    n_iter: int | None = None
     kernel: str = "rbf"
     ard: bool = False
     prior_shape: float = 2.0
@@ -59,7 +72,7 @@ class SamplerConfig:
     step_gamma: float = 0.55
     batch: int = 100
     freeze_threshold: float = 0.01
-    n_probes: int = 4
+    n_probes: int | None = None
     redraw_every: int = 20
     solver: str = "ulisse"
     es_tol: float = 1e-2
@@ -75,6 +88,20 @@ class SamplerConfig:
     h_max: float = 0.7
     noise_budget: float = 0.5
     n_adapt: int | None = None
+    step_iter: int | None = None
+    target_ess: int | None = None
+    target_rhat: float = 1.01
+
+    def __post_init__(self):
+        target = self.target_ess is not None
+        if self.n_iter is None:
+            self.n_iter = 50_000 if target else 2000
+        if self.n_probes is None:
+            self.n_probes = SGHMC_PROBES if self.method == "sghmc" else 4
+        if target and self.n_adapt is None and self.method in TARGET_ADAPT:
+            self.n_adapt = TARGET_ADAPT[self.method](self)
+        if self.step_iter is None and self.method == "sgld":
+            self.step_iter = min(2000, self.n_iter) if target else self.n_iter
 
     def validate(self) -> SamplerConfig:
         if self.method not in METHODS:
@@ -104,6 +131,12 @@ class SamplerConfig:
             raise ValueError(f"warmup must be 'map' or 'subset', got {self.warmup!r}")
         if self.precond not in (None, "pivchol"):
             raise ValueError(f"precond must be None or 'pivchol', got {self.precond!r}")
+        for name in ("step_iter", "target_ess"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
+        if not 1 < self.target_rhat < 2:
+            raise ValueError(f"target_rhat must be in (1, 2), got {self.target_rhat!r}")
         if self.n_adapt is not None and not 0 <= self.n_adapt < self.n_iter:
             raise ValueError(f"n_adapt must be in [0, n_iter), got {self.n_adapt}")
         if self.method == "sgld" and self.n_iter < self.batch:
@@ -126,5 +159,5 @@ def check_method_fits(cfg: SamplerConfig, n: int, memory_bytes: float | None = N
         limit = max_exact_n(memory_bytes)
         if n > limit:
             raise MemoryError(f"MH uses the exact Cholesky: n={n} needs {2 * 8 * n * n / 2**30:.1f} GiB, "
-                              f"more than this machine can spare (n <= {limit}); use method='sgld'")
+                              f"more than this machine can spare (n <= {limit}); use method='sghmc'")
 

@@ -5,6 +5,8 @@
 * :func:`psrf_evolution` — R-hat on growing prefixes of the chains: median and 97.5% quantile across
   parameters, as in the paper's figures (ArviZ has no R-hat evolution plot).
 * :func:`summary` — ArviZ's summary table plus seconds per effective sample.
+* :func:`run_status` / :class:`RunStatus` — a growing run's R-hat, bulk and tail ESS, seconds per effective
+  sample and time to its ESS target: the driver's progress and stopping rule.
 * :func:`open_run` — a run written by :mod:`daskgp.mcmc.chains` (committed draws, verified, read-only);
   :func:`post_warmup` — its sampling-phase draws (after every chain froze its step size / stopped adapting),
   without chains that diverged; :func:`run_summary` — the summary of a run on disk.
@@ -12,13 +14,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import arviz as az
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 __all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "running_diagnostics",
-           "running_rhat", "run_summary", "save_netcdf"]
+           "run_status", "RunStatus", "DEFAULT_TARGET_ESS", "run_summary", "save_netcdf"]
 
 
 def to_datatree(log_draws, param_names, sample_stats: dict | None = None, attrs: dict | None = None):
@@ -142,17 +146,82 @@ def running_diagnostics(dt, ess: bool = True) -> dict:
     return out
 
 
-def running_rhat(posterior_blocks: dict[str, list], warmup_blocks: list) -> float | None:
-    """Largest rank R-hat over parameters of a growing run held as blocks in memory (the driver's progress
-    line): ``posterior_blocks`` {name: [(chains, draws) arrays]}, ``warmup_blocks`` [(chains, draws) flags],
-    cut to their sampling phase by :func:`running_diagnostics`; None while too short to judge."""
+# the ESS a run must reach to be called converged when it was given no target (ArviZ's guidance: 100 per
+# chain for 4 chains) — the dashboard's flag and the CLI summary's verdict
+DEFAULT_TARGET_ESS = 400
+
+
+@dataclass
+class RunStatus:
+    """Where a run stands after a committed block (the ``progress`` callback's argument).
+
+    done: committed iterations per chain; n_iter: the run's length (its cap when it has a target);
+    elapsed: wall seconds of the run so far (warmup included, pauses excluded); phase: 'none' | 'warmup' |
+    'sampling' (see :func:`running_diagnostics`); rhat: largest rank R-hat; ess_bulk, ess_tail: smallest
+    bulk and tail ESS over the parameters (post-warmup draws of all chains; None while too short);
+    target_ess (None: :data:`DEFAULT_TARGET_ESS` judges ``converged``), target_rhat; eta: estimated seconds
+    until the ESS target is reached (None while it cannot be estimated); messages: {chain: why it stopped}.
+    """
+
+    done: int
+    n_iter: int
+    elapsed: float
+    phase: str = "none"
+    rhat: float | None = None
+    ess_bulk: float | None = None
+    ess_tail: float | None = None
+    target_ess: int | None = None
+    target_rhat: float = 1.01
+    eta: float | None = None
+    messages: dict = field(default_factory=dict)
+
+    @property
+    def ess(self) -> float | None:
+        """The smaller of the bulk and tail ESS (what a target must reach)."""
+        return None if self.ess_bulk is None else min(self.ess_bulk, self.ess_tail)
+
+    @property
+    def sec_per_ess(self) -> float | None:
+        """Wall seconds of the whole run per effective sample (the smaller of bulk and tail ESS)."""
+        return self.elapsed / self.ess if self.ess else None
+
+    @property
+    def converged(self) -> bool:
+        """Sampling phase, every R-hat below ``target_rhat``, every bulk and tail ESS at the target."""
+        target = self.target_ess or DEFAULT_TARGET_ESS
+        return (self.phase == "sampling" and self.rhat is not None and self.rhat < self.target_rhat
+                and self.ess is not None and self.ess >= target)
+
+
+def run_status(posterior_blocks: dict[str, list], warmup_blocks: list, *, done: int, n_iter: int,
+               elapsed: float, seconds_per_draw: float | None = None, target_ess: int | None = None,
+               target_rhat: float = 1.01, messages: dict | None = None) -> RunStatus:
+    """The :class:`RunStatus` of a growing run held as blocks in memory (the driver's progress and its
+    stopping rule): ``posterior_blocks`` {name: [(chains, draws) arrays]}, ``warmup_blocks`` [(chains,
+    draws) flags], cut to their sampling phase by :func:`running_diagnostics`. ``seconds_per_draw``: wall
+    seconds per iteration of every chain lately, for the time estimate — ESS grows in proportion to the
+    sampled draws, so the draws still needed are sampled × (target / ESS − 1)."""
     def group(blocks):
         return xr.Dataset({k: (("chain", "draw"), np.concatenate(v, axis=1)) for k, v in blocks.items()})
 
+    st = RunStatus(done=done, n_iter=n_iter, elapsed=elapsed, target_ess=target_ess, target_rhat=target_rhat,
+                   messages=dict(messages or {}))
+    if not warmup_blocks:
+        return st
     dt = xr.DataTree.from_dict({"posterior": group(posterior_blocks),
                                 "sample_stats": group({"warmup": warmup_blocks})})
-    rhat = running_diagnostics(dt, ess=False)["rhat"]
-    return max(rhat.values()) if rhat else None
+    live = running_diagnostics(dt, ess=False)
+    st.phase = live["phase"]
+    if live["rhat"]:
+        ds = live["sampled"]
+        st.rhat = max(live["rhat"].values())
+        st.ess_bulk = float(min(az.ess(ds, method="bulk").to_array().values))
+        st.ess_tail = float(min(az.ess(ds, method="tail").to_array().values))
+        target = target_ess or DEFAULT_TARGET_ESS
+        if seconds_per_draw is not None and st.ess > 0:
+            sampled = ds.sizes["draw"]
+            st.eta = max(0.0, sampled * (target / st.ess - 1.0)) * seconds_per_draw
+    return st
 
 
 def run_summary(dt) -> tuple[pd.DataFrame, list[str]]:

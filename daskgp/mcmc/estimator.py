@@ -39,8 +39,10 @@ def thinned_log_draws(dt, n_draws: int) -> np.ndarray:
 class BayesianGPRegressor(RegressorMixin, BaseEstimator):
     """Zero-mean GP regression with hyperparameters integrated out by MCMC.
 
-    kernel: 'rbf' | 'matern32' | 'matern52' (``ard``: one lengthscale per input); method: 'sgld' | 'mh';
-    n_chains, n_iter: chains and iterations per chain; n_predict_draws: posterior draws the predictive mixes
+    kernel: 'rbf' | 'matern32' | 'matern52' (``ard``: one lengthscale per input); method: 'sghmc' (default)
+    | 'sgld' | 'mh'; n_chains, n_iter: chains and iterations per chain (default 2,000); target_ess: instead
+    sample until every parameter's bulk and tail ESS reach it and every R-hat < 1.01 (n_iter, default
+    50,000, is then a cap); n_predict_draws: posterior draws the predictive mixes
     over; level: central interval of :meth:`predict_interval`; out: zarr store for the run (default: a
     temporary folder); scheduler: a dask-scheduler address (default: this process's current client, else a
     local cluster started for the fit);
@@ -50,18 +52,21 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
     ``y_scaler_``, ``X_train_``/``y_train_`` (standardised), ``param_names_``.
     """
 
-    def __init__(self, kernel: str = "rbf", ard: bool = False, method: str = "sgld", n_chains: int = 4,
-                 n_iter: int = 2000, n_predict_draws: int = 50, level: float = 0.95, seed: int = 0,
-                 out: str | None = None, scheduler: str | None = None, sampler_options: dict | None = None):
+    def __init__(self, kernel: str = "rbf", ard: bool = False, method: str = "sghmc", n_chains: int = 4,
+                 n_iter: int | None = None, target_ess: int | None = None, n_predict_draws: int = 50,
+                 level: float = 0.95, seed: int = 0, out: str | None = None, scheduler: str | None = None,
+                 sampler_options: dict | None = None):
         self.kernel, self.ard, self.method = kernel, ard, method
-        self.n_chains, self.n_iter, self.n_predict_draws = n_chains, n_iter, n_predict_draws
+        self.n_chains, self.n_iter, self.target_ess = n_chains, n_iter, target_ess
+        self.n_predict_draws = n_predict_draws
         self.level, self.seed, self.out, self.scheduler = level, seed, out, scheduler
         self.sampler_options = sampler_options
 
     def _config(self) -> SamplerConfig:
         return SamplerConfig.from_dict({**(self.sampler_options or {}), "kernel": self.kernel,
                                         "ard": self.ard, "method": self.method, "n_chains": self.n_chains,
-                                        "n_iter": self.n_iter, "seed": self.seed})
+                                        "n_iter": self.n_iter, "target_ess": self.target_ess,
+                                        "seed": self.seed})
 
     def fit(self, X, y, progress=None):
         """Sample the hyperparameter posterior for X (n, d), y (n,). Returns self."""
@@ -97,7 +102,8 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"the data set differs from the one the run at {path} was sampled on")
         cfg = dt.attrs["config"]
         est = cls(kernel=cfg["kernel"], ard=cfg["ard"], method=cfg["method"], n_chains=cfg["n_chains"],
-                  n_iter=cfg["n_iter"], n_predict_draws=n_predict_draws, level=level, seed=cfg["seed"],
+                  n_iter=cfg["n_iter"], target_ess=cfg.get("target_ess"), n_predict_draws=n_predict_draws,
+                  level=level, seed=cfg["seed"],
                   out=str(path))
         est.x_scaler_, est.y_scaler_, est.run_ = ds.x_scaler, ds.y_scaler, dt
         est._set_posterior(ds.X, ds.y)

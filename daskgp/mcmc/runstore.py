@@ -445,7 +445,9 @@ def read_run(path):
                                coords=coords)
     dt = xr.DataTree.from_dict(groups)
     ck = c.checkpoint
-    dt.attrs = dict(c.attrs, elapsed=float(ck["elapsed"]), n_draws=int(ck["n_draws"]),
+    # the configuration as of the last block: an extended run (a new length or ESS target) carries it there
+    dt.attrs = dict(c.attrs, config=ck.get("config", c.attrs.get("config")), elapsed=float(ck["elapsed"]),
+                    n_draws=int(ck["n_draws"]),
                     messages={str(k): v for k, v in ck["messages"].items()},
                     writer=None if c.lock is None else c.lock.describe(), salvaged=ck.get("salvaged"))
     return dt

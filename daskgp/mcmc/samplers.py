@@ -357,7 +357,7 @@ class SGHMCState:
     """Where an SGHMC chain is: φ (p,), whitened momentum v (p,), the next iteration t, the gradient at φ
     (p,) (None before the first), the running estimate of the gradient-noise covariance V (p, p) (natural
     coordinates), the step h (whitened time units) and the generator; ``lam`` holds the whitened noise
-    eigenvalues seen in the current adaptation batch."""
+    eigenvalues seen so far in the adaptation."""
 
     phi: np.ndarray
     v: np.ndarray
@@ -429,7 +429,8 @@ class SGHMC:
 
     During the first ``n_adapt`` iterations the step h is set every ``batch`` iterations to the largest
     h ≤ ``h_max`` whose gradient noise takes at most ``kappa`` of the refresh (h²λ_max ≤ κ(1 − e^{−2γh}),
-    λ_max the largest whitened noise eigenvalue of the batch); after that h is fixed and the draws are a
+    λ_max the largest whitened noise eigenvalue, the median over the batches so far of its batch means);
+    after that h is fixed and the draws are a
     (stochastic-gradient) Markov chain. ``gamma``: friction in whitened time units. A non-finite gradient or
     |φ| > ``max_abs_phi`` stops the chain with a message, keeping the draws so far.
     """
@@ -520,9 +521,12 @@ class SGHMC:
             adapting[done] = t < self.n_adapt
             if t < self.n_adapt:
                 state.lam = np.append(state.lam, lam)
-                if len(state.lam) == self.batch or t == self.n_adapt - 1:
-                    state.h = self._adapted_step(float(state.lam.mean()))
-                    state.lam = np.zeros(0)
+                if len(state.lam) % self.batch == 0 or t == self.n_adapt - 1:
+                    # the median of the batch means: one batch caught in a noisy region (the overdispersed
+                    # start) no longer sets the step for the whole run
+                    k = max(1, len(state.lam) // self.batch)
+                    means = [b.mean() for b in np.array_split(state.lam, k)]
+                    state.h = self._adapted_step(float(np.median(means)))
             for k, val in extra.items():
                 if np.ndim(val) == 0:
                     info.setdefault(k, []).append(val)

@@ -127,12 +127,18 @@ def _gradient_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, ru
     post.state = chain.probes  # advanced in place with the sampler's state
     p = len(chain.sampler.phi)
     t_start = chain.sampler.t
+
+    def grad(phi, t):
+        if run_key in _RELEASED:  # the driver ended the run (target met, stopped): end this segment now
+            raise ValueError("the run ended while this segment ran")
+        return post.stochastic_grad(phi, t)
+
     if cfg.method == "sgld":
-        sampler = SGLD(post.stochastic_grad, p, M=M,
-                       schedule=StepSchedule(cfg.step_start, cfg.step_end, cfg.n_iter, cfg.step_gamma),
+        sampler = SGLD(grad, p, M=M,
+                       schedule=StepSchedule(cfg.step_start, cfg.step_end, cfg.step_iter, cfg.step_gamma),
                        batch=cfg.batch, freeze_threshold=cfg.freeze_threshold, max_abs_phi=cfg.max_abs_phi)
     else:
-        sampler = SGHMC(post.stochastic_grad, p, M=M, h=chain.sampler.h, gamma=cfg.friction,
+        sampler = SGHMC(grad, p, M=M, h=chain.sampler.h, gamma=cfg.friction,
                         n_adapt=cfg.adapt, kappa=cfg.noise_budget, h_max=cfg.h_max,
                         max_abs_phi=cfg.max_abs_phi)
     res = sampler.run(chain.sampler, n)  # a failing gradient stops the chain with a message, draws kept

@@ -25,8 +25,8 @@ class _Interrupt(Exception):
 
 
 def _stop_after(k):
-    def progress(done, n_iter, rhat, messages):
-        if min(done) >= k:
+    def progress(status):
+        if status.done >= k:
             raise _Interrupt
 
     return progress
@@ -93,8 +93,9 @@ def test_divergent_chain_stops_with_a_message_and_keeps_its_draws(concrete, clie
     """A huge first step throws SGLD chains out of range: each stops with a message, its draws up to then
     are kept (NaN after), and the summary refuses when every chain diverged."""
     out = str(tmp_path / "div.zarr")
-    dt = sample(concrete.X[:200], concrete.y[:200], out=out, client=client, n_chains=2, n_iter=100,
-                checkpoint_every=50, batch=50, step_start=5e4, step_end=1e4, max_abs_phi=8.0, seed=0)
+    dt = sample(concrete.X[:200], concrete.y[:200], out=out, client=client, method="sgld", n_chains=2,
+                n_iter=100, checkpoint_every=50, batch=50, step_start=5e4, step_end=1e4, max_abs_phi=8.0,
+                seed=0)
     msgs = dt.attrs["messages"]
     assert set(msgs) == {"0", "1"} and all("divergence" in m for m in msgs.values())
     post = dt["posterior"]["noise"].values
@@ -106,7 +107,7 @@ def test_divergent_chain_stops_with_a_message_and_keeps_its_draws(concrete, clie
 
 def test_mh_refuses_n_beyond_memory():
     cfg = SamplerConfig(method="mh")
-    with pytest.raises(MemoryError, match="use method='sgld'"):
+    with pytest.raises(MemoryError, match="use method='sghmc'"):
         check_method_fits(cfg, 100_000, memory_bytes=8 * 2**30)
     check_method_fits(SamplerConfig(method="sgld"), 10**7, memory_bytes=2**30)  # SGLD never needs it
 
@@ -114,7 +115,9 @@ def test_mh_refuses_n_beyond_memory():
 @pytest.mark.parametrize("bad,msg", [
     (dict(method="hmc"), "method"), (dict(n_chains=0), "n_chains"), (dict(step_start=1e-4, step_end=1e-2),
                                                                       "step_start"),
-    (dict(n_iter=50, batch=100), "batch"), (dict(kernel="linear"), "kernel"), (dict(freeze_threshold=0), ">"),
+    (dict(method="sgld", n_iter=50, batch=100), "batch"), (dict(kernel="linear"), "kernel"),
+    (dict(freeze_threshold=0), ">"), (dict(target_ess=0), "target_ess"),
+    (dict(target_rhat=1.0), "target_rhat"),
     (dict(warmup="none"), "warmup"), (dict(overdispersion=0), "overdispersion"),
 ])
 def test_config_validation(bad, msg):
