@@ -125,7 +125,11 @@ def main(argv=None) -> int:
         out[method]["accurate"] = bool(all(v["mean_diff_over_sd_mh"] <= 0.2 and 0.85 <= v["sd_ratio"] <= 1.15
                                            for v in c.values()))
     sg = [m for m in methods if m != "mh"]
-    best = min(sg, key=lambda m: out[m]["sec_per_ess_bulk"]) if sg else None
+    from daskgp.mcmc.config import SamplerConfig
+
+    # the ratio: the default sampler's s/ESS over the 3 s target (the best one's when it was not run)
+    best = (SamplerConfig.method if SamplerConfig.method in sg else
+            min(sg, key=lambda m: out[m]["sec_per_ess_bulk"]) if sg else None)
     ratio = out[best]["sec_per_ess_bulk"] / TARGET_SEC_PER_ESS if best else None
     mh_spe = out["mh"]["sec_per_ess_bulk"]
     target = bool(best and ratio <= 1 and out[best]["accurate"])

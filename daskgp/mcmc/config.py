@@ -21,6 +21,9 @@ METHODS = ("sgld", "mh", "sghmc")
 # SGHMC's probes: on concrete the whitened gradient-noise eigenvalue λ falls 19 → 3.2 from N_r = 4 to 32 for
 # 2.6× the cost of an iteration, and the step the noise allows grows as 1/λ (benchmarks/sgld_concrete.py)
 SGHMC_PROBES = 32
+# and its preconditioner: rank 300 instead of 100 cuts CG from 29 to 9 iterations per gradient on concrete
+# (0.071 → 0.033 s with 32 probes; λ 3.2 → 2.8); the O(n·r) Woodbury solve stays far below a CMVP's O(n²)
+SGHMC_PRECOND_RANK = 300
 # adaptation lengths of a run sampled to a target ESS (a fixed-length run adapts over its first fifth)
 TARGET_ADAPT = {"sghmc": lambda c: 3 * c.batch, "mh": lambda c: 1000}
 
@@ -54,7 +57,8 @@ class SamplerConfig:
     SGLD step schedule spans ``step_iter`` = 2,000 iterations (with a fixed length: ``n_iter``/5 and
     ``n_iter``).
     Defaults left as None are resolved when the configuration is made (``n_probes``: 32 for SGHMC, whose
-    step the gradient noise caps, 4 — the paper's N_r — otherwise), and stored resolved with the run.
+    step the gradient noise caps, 4 — the paper's N_r — otherwise; ``precond_rank``: 300 for SGHMC, 100
+    otherwise), and stored resolved with the run.
     """
 
     method: str = "sghmc"
@@ -79,7 +83,7 @@ class SamplerConfig:
     tol: float = 1e-6
     beta: float = 1.0
     precond: str | None = "pivchol"
-    precond_rank: int = 100
+    precond_rank: int | None = None
     max_abs_phi: float = 30.0
     warmup: str = "map"
     warmup_iter: int = 400
@@ -98,6 +102,8 @@ class SamplerConfig:
             self.n_iter = 50_000 if target else 2000
         if self.n_probes is None:
             self.n_probes = SGHMC_PROBES if self.method == "sghmc" else 4
+        if self.precond_rank is None:
+            self.precond_rank = SGHMC_PRECOND_RANK if self.method == "sghmc" else 100
         if target and self.n_adapt is None and self.method in TARGET_ADAPT:
             self.n_adapt = TARGET_ADAPT[self.method](self)
         if self.step_iter is None and self.method == "sgld":
