@@ -1,4 +1,5 @@
-"""SGLD throughput on house_8L (n = 22,784): iterations per hour and day, time split, seconds per ESS.
+"""SGLD throughput on house_8L (n = 22,784): iterations per hour and day, time split, seconds per ESS
+(the measured, converged seconds per effective sample of the default sampler: benchmarks/sghmc_house8l.py).
 
     python benchmarks/sgld_house8l.py [--iterations 100] [--chains 2] [--workers 2]
 
