@@ -182,14 +182,16 @@ def warmup_segment(X, y, cfg_dict: dict, phi0, M0, seed: int, run_key: str) -> d
     try:
         first = stochastic_map(post, phi0, M0, max_iter=cfg.warmup_iter, max_abs_phi=cfg.max_abs_phi)
         try:
-            cov, source = laplace_covariance(post, first.phi, rng=rng), "full-data stochastic Laplace"
+            cov = laplace_covariance(post, first.phi, n_probes=max(8, cfg.laplace_probes // 4), rng=rng)
+            source = "full-data stochastic Laplace"
         except np.linalg.LinAlgError:  # a noisy curvature estimate: keep the subset's metric
             cov, source = M0, "subset Laplace scaled by subset/n"
         # a second ascent in the full-data metric: its window means are sharper there
         second = stochastic_map(post, first.phi, cov, max_iter=max(cfg.warmup_iter // 2, 20),
                                 max_abs_phi=cfg.max_abs_phi)
-        try:  # the curvature where the chains will start
-            cov, source = laplace_covariance(post, second.phi, rng=rng), "full-data stochastic Laplace"
+        try:  # the curvature where the chains will start: their metric, so with more probes
+            cov = laplace_covariance(post, second.phi, n_probes=cfg.laplace_probes, rng=rng)
+            source = "full-data stochastic Laplace"
         except np.linalg.LinAlgError:
             pass
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as e:  # start the chains at the subset
