@@ -109,8 +109,8 @@ class SamplerConfig:
             self.n_iter = 50_000 if target else 2000
         if self.n_probes is None:
             self.n_probes = SGHMC_PROBES if self.method == "sghmc" else 4
-        if target and self.n_adapt is None and self.method in TARGET_ADAPT:
-            self.n_adapt = TARGET_ADAPT[self.method](self)
+        if target and self.n_adapt is None and self.method in TARGET_ADAPT:  # a small cap adapts less
+            self.n_adapt = min(TARGET_ADAPT[self.method](self), self.n_iter // 5)
         if self.step_iter is None and self.method == "sgld":
             self.step_iter = min(2000, self.n_iter) if target else self.n_iter
 
