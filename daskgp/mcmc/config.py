@@ -24,9 +24,15 @@ SGHMC_PROBES = 32
 # and its preconditioner's rank: on concrete 300 instead of 100 cut CG from 29 to 9 iterations per gradient
 # (0.071 → 0.033 s with 32 probes) at the same gradient noise. A larger rank is not simply better: 515 cut CG
 # to 7 but the ULISSE gradients' noise grew so much that the adapted step fell from 0.55 to 0.09 (the demo
-# took 7.6 min instead of 1.9). On 8,000 rows of house_8L rank 2,000 cut CG from 51 to 7 iterations
-# (6.5 → 1.5 s); its noise there is not measured yet, so the default stays 300.
+# took 7.6 min instead of 1.9).
 SGHMC_PRECOND_RANK = 300
+# Beyond LARGE_N rows SGHMC solves by CG to 1e-6 with a rank-2,000 preconditioner instead. Single-threaded,
+# 32 probes, house_8L: on 8,000 rows ULISSE + 300 took 48 CG iterations and 6.3 s a gradient at whitened
+# noise λ 1.65, ULISSE + 2,000 6.8 and 1.7 s but λ 9.5, CG + 2,000 11.6 and 2.7 s at λ 1.38 (s × λ, what a
+# sampler's step costs: 10.4 / 15.9 / 3.7); on all 22,784 rows ULISSE + 300 took 110 CG and 105 s, CG + 2,000
+# 65 CG and 73 s, both at λ ≈ 0.45. On concrete (1,030 rows) the two are level (s × λ 0.11 vs 0.13).
+LARGE_N = 5000
+SGHMC_PRECOND_RANK_LARGE = 2000
 # adaptation lengths of a run sampled to a target ESS (a fixed-length run adapts over its first fifth)
 TARGET_ADAPT = {"sghmc": lambda c: 3 * c.batch, "mh": lambda c: 1000}
 
@@ -64,7 +70,9 @@ class SamplerConfig:
     ``n_iter``).
     Defaults left as None are resolved when the configuration is made (``n_probes``: 32 for SGHMC, whose
     step the gradient noise caps, 4 — the paper's N_r — otherwise), and stored resolved with the run;
-    ``precond_rank`` None is resolved by :meth:`precond_rank_for` (SGHMC 300, SGLD 100).
+    ``solver`` and ``precond_rank`` None are resolved for the data's size by :meth:`solver_for` and
+    :meth:`precond_rank_for` (SGHMC: ULISSE and 300 up to LARGE_N rows, CG and 2,000 beyond; SGLD: ULISSE
+    and 100, the paper's).
     """
 
     method: str = "sghmc"
@@ -84,7 +92,7 @@ class SamplerConfig:
     freeze_threshold: float = 0.01
     n_probes: int | None = None
     redraw_every: int = 20
-    solver: str = "ulisse"
+    solver: str | None = None
     es_tol: float = 1e-2
     tol: float = 1e-6
     beta: float = 1.0
@@ -131,8 +139,8 @@ class SamplerConfig:
             raise ValueError(f"step_start ({self.step_start}) must be >= step_end ({self.step_end})")
         if not 0 < self.step_gamma <= 1:
             raise ValueError(f"step_gamma must be in (0, 1], got {self.step_gamma}")
-        if self.solver not in ("ulisse", "cg"):
-            raise ValueError(f"solver must be 'ulisse' or 'cg', got {self.solver!r}")
+        if self.solver not in (None, "ulisse", "cg"):
+            raise ValueError(f"solver must be 'ulisse', 'cg' or None (by size), got {self.solver!r}")
         if not self.h_max < 2:
             raise ValueError(f"h_max must be below 2 (BAOAB's stability limit in whitened units), got "
                              f"{self.h_max}")
@@ -154,12 +162,22 @@ class SamplerConfig:
             raise ValueError(f"SGLD needs n_iter >= batch ({self.batch}) to judge the freeze rule")
         return self
 
+    def solver_for(self, n: int) -> str:
+        """The gradient's solver for n rows: ``solver`` when set; else CG for SGHMC beyond LARGE_N rows (see
+        there) and ULISSE otherwise."""
+        if self.solver is not None:
+            return self.solver
+        return "cg" if self.method == "sghmc" and n > LARGE_N else "ulisse"
+
     def precond_rank_for(self, n: int) -> int:
-        """The preconditioner's rank for n rows: ``precond_rank`` when set; else 300 for SGHMC (see
-        SGHMC_PRECOND_RANK) and 100 — the paper's — for SGLD (the pivoted Cholesky caps it at n/2)."""
+        """The preconditioner's rank for n rows: ``precond_rank`` when set; else for SGHMC 300 up to LARGE_N
+        rows and 2,000 beyond (see SGHMC_PRECOND_RANK), and 100 — the paper's — for SGLD (the pivoted
+        Cholesky caps it at n/2)."""
         if self.precond_rank is not None:
             return int(self.precond_rank)
-        return SGHMC_PRECOND_RANK if self.method == "sghmc" else 100
+        if self.method == "sghmc":
+            return SGHMC_PRECOND_RANK_LARGE if n > LARGE_N else SGHMC_PRECOND_RANK
+        return 100
 
     @property
     def adapt(self) -> int:

@@ -121,9 +121,9 @@ def _gradient_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, ru
     # SGHMC's noise correction assumes independent gradient noise: fresh probes every iteration
     redraw = 1 if cfg.method == "sghmc" else cfg.redraw_every
     post = GPPosterior(op, y, GammaPrior(cfg.prior_shape, cfg.prior_rate), n_probes=cfg.n_probes,
-                       redraw_every=redraw, precond_every=cfg.redraw_every, solver=cfg.solver,
-                       es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta, precond=cfg.precond,
-                       precond_rank=cfg.precond_rank_for(X.shape[0]))
+                       redraw_every=redraw, precond_every=cfg.redraw_every,
+                       solver=cfg.solver_for(X.shape[0]), es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta,
+                       precond=cfg.precond, precond_rank=cfg.precond_rank_for(X.shape[0]))
     post.state = chain.probes  # advanced in place with the sampler's state
     p = len(chain.sampler.phi)
     t_start = chain.sampler.t
@@ -176,7 +176,7 @@ def warmup_segment(X, y, cfg_dict: dict, phi0, M0, seed: int, run_key: str) -> d
     # fresh probes every gradient (independent noise averages out), the preconditioner kept as the chains do
     post = GPPosterior(op, y, GammaPrior(cfg.prior_shape, cfg.prior_rate),
                        n_probes=cfg.n_probes, redraw_every=1, precond_every=cfg.redraw_every,
-                       rng=rng, solver=cfg.solver, es_tol=cfg.es_tol, tol=cfg.tol,
+                       rng=rng, solver=cfg.solver_for(X.shape[0]), es_tol=cfg.es_tol, tol=cfg.tol,
                        beta=cfg.beta, precond=cfg.precond, precond_rank=cfg.precond_rank_for(X.shape[0]))
     M0 = np.asarray(M0, dtype=float)
     try:
