@@ -55,7 +55,10 @@ class SamplerConfig:
     SGLD: step sizes ``step_start`` → ``step_end`` with exponent ``step_gamma``; freeze when the ratio over a
     ``batch`` of gradients is below ``freeze_threshold``; ``n_probes`` Hutchinson probes redrawn every
     ``redraw_every`` iterations; ``solver`` 'ulisse' | 'cg' with ``es_tol``, ``tol``, ``beta``; ``precond``
-    None | 'pivchol' of rank ``precond_rank``; a chain whose |φ| exceeds ``max_abs_phi`` stops (divergence).
+    None | 'pivchol' of rank ``precond_rank``; the kernel rows the operator caches are kept in
+    ``cache_dtype`` (float32: every cached pass reads half the memory, see
+    :class:`daskgp.compute.operator.KernelOperator`); a chain whose |φ| exceeds ``max_abs_phi`` stops
+    (divergence).
     MH: ``n_adapt`` adaptation iterations (default a fifth of the run).
     SGHMC (:class:`daskgp.mcmc.samplers.SGHMC`): friction ``friction`` and steps up to ``h_max`` (both in the
     whitened units of the warmup's Laplace covariance), the step adapted over the first ``n_adapt``
@@ -98,6 +101,7 @@ class SamplerConfig:
     beta: float = 1.0
     precond: str | None = "pivchol"
     precond_rank: int | None = None
+    cache_dtype: str = "float32"
     max_abs_phi: float = 30.0
     warmup: str = "map"
     warmup_iter: int = 400
@@ -148,6 +152,8 @@ class SamplerConfig:
             raise ValueError(f"noise_budget must be in (0, 1), got {self.noise_budget}")
         if self.warmup not in ("map", "subset"):
             raise ValueError(f"warmup must be 'map' or 'subset', got {self.warmup!r}")
+        if self.cache_dtype not in ("float64", "float32"):
+            raise ValueError(f"cache_dtype must be 'float64' or 'float32', got {self.cache_dtype!r}")
         if self.precond not in (None, "pivchol"):
             raise ValueError(f"precond must be None or 'pivchol', got {self.precond!r}")
         for name in ("step_iter", "target_ess", "precond_rank"):

@@ -245,7 +245,8 @@ def _operator(X, cfg: SamplerConfig, run_key: str):
         except (ImportError, ValueError):
             n_threads = None
         kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
-        op = KernelOperator(X, kernel, 1.0, mode="local", n_threads=n_threads)
+        op = KernelOperator(X, kernel, 1.0, mode="local", n_threads=n_threads,
+                            cache_dtype=cfg.cache_dtype)
         with _OPERATORS_LOCK:
             _OPERATORS[key] = op
     return op
