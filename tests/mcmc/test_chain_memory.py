@@ -37,8 +37,9 @@ def test_worker_memory_returns_to_its_baseline_after_a_run_ends_or_stops(tmp_pat
     ds = dg.load("house_8L")
     X, y = ds.X[:6000], ds.y[:6000]
     # the subset start: the full-data warmup (its own operator, released with it) is not what is measured
+    # float64 rows (the samplers' default is float32, half of it): the larger the cache, the clearer a leak
     kw = dict(method="sgld", n_chains=1, checkpoint_every=5, batch=5, subset_size=300, seed=0,
-              warmup="subset")
+              warmup="subset", cache_dtype="float64")
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
                       memory_limit="4GiB") as cluster, Client(cluster) as client:
         client.wait_for_workers(1, timeout=60)
