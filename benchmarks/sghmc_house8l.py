@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     ref = json.loads(ref_path.read_text()).get("ard" if args.ard else "iso") if ref_path.exists() else None
     comp = _against_reference(dt, names, ref)
     spe = seconds / ess if ess > 0 else None
-    kept = float(dt["posterior"].sizes["chain"] * dt.attrs["n_draws"])
+    kept = float(dt["posterior"].sizes["chain"] * dt["posterior"].sizes["draw"])  # post-warmup draws
     accurate = (None if comp is None else
                 bool(all(c["mean_diff_over_sd_ref"] <= 0.3 and 0.75 <= c["sd_ratio"] <= 1.25
                          for c in comp.values())))

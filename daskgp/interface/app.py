@@ -265,7 +265,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
         diag = run.diagnostics()
         if diag["rhat"]:
             worst = max(diag["rhat"].values())
-            phase = "" if diag["phase"] == "sampling" else " (chains still in warmup: second half of draws)"
+            phase = "" if diag["phase"] == "sampling" else " (a chain still warming up among kept draws)"
             rhat_md.object = f"**R-hat (max): {worst:.3f}**{phase}"
             st = run.progress
             if st is not None and st.ess is not None:

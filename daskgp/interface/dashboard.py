@@ -136,6 +136,7 @@ class LiveRun:
         self.t_start = None
         self.progress = None
         self.names: list[str] = []
+        self.warmup_draws = 0  # set when the run starts
         self._prepare_data()
 
     # --- data -----------------------------------------------------------------------------------------
@@ -179,17 +180,19 @@ class LiveRun:
     def _work(self) -> None:
         from ..compute.cluster import borrowed_client
         from ..mcmc.chains import sample
+        from ..mcmc.config import SamplerConfig
 
         s = self.settings
         try:
+            kw = dict(method=s.method, n_chains=s.n_chains, n_iter=s.n_iter, target_ess=s.target_ess or None,
+                      kernel=s.kernel, ard=s.ard, n_probes=s.n_probes, step_start=s.step_start,
+                      step_end=s.step_end, seed=s.seed, checkpoint_every=s.block, batch=min(100, s.n_iter))
+            cfg = SamplerConfig.from_dict(kw)
+            self.warmup_draws = min(cfg.adapt, cfg.n_iter)  # where the run's kept draws begin
             with borrowed_client(self.client, s.scheduler, timeout=10) as client:
                 self.dask_link = getattr(client, "dashboard_link", None)
                 sample(self.X_train, self.y_train, out=self.out, client=client, overwrite=True,
-                       control=self.control, on_block=self._on_block, progress=self._on_progress,
-                       method=s.method, n_chains=s.n_chains, n_iter=s.n_iter,
-                       target_ess=s.target_ess or None, kernel=s.kernel, ard=s.ard, n_probes=s.n_probes,
-                       step_start=s.step_start, step_end=s.step_end, seed=s.seed,
-                       checkpoint_every=s.block, batch=min(100, s.n_iter))
+                       control=self.control, on_block=self._on_block, progress=self._on_progress, **kw)
             self.status = "finished"
         except RunStopped:
             self.status = "stopped"
@@ -249,8 +252,8 @@ class LiveRun:
         return next(iter(post.values())).shape[1] if post else 0
 
     def sampling_start(self) -> int | None:
-        """First draw of the sampling phase by the run summaries' rule (every chain left its warmup: SGLD
-        froze its step size, SGHMC and MH stopped adapting); None while some chain is still in warmup."""
+        """First draw of the sampling phase (the warmup's length); None while the kept draws have not begun
+        or some chain is still warming up among them (SGLD's step size not yet frozen)."""
         from ..mcmc.diagnostics import running_diagnostics
 
         dt = self.as_run()
@@ -266,17 +269,21 @@ class LiveRun:
         if not post:
             return None
 
-        def group(d):
-            return xr.Dataset({k: (("chain", "draw"), v) for k, v in d.items()})
+        W = self.warmup_draws
 
-        dt = xr.DataTree.from_dict({"posterior": group(post), "sample_stats": group(stats)})
-        dt.attrs["param_names"] = list(self.names)
+        def group(d, part):
+            return xr.Dataset({k: (("chain", "draw"), v[:, part]) for k, v in d.items()})
+
+        dt = xr.DataTree.from_dict({"warmup_posterior": group(post, slice(0, W)),
+                                    "warmup_sample_stats": group(stats, slice(0, W)),
+                                    "posterior": group(post, slice(W, None)),
+                                    "sample_stats": group(stats, slice(W, None))})
+        dt.attrs.update(param_names=list(self.names), warmup_draws=W)
         return dt
 
     def diagnostics(self) -> dict:
-        """R-hat (rank), bulk ESS per parameter and the PSRF evolution on the sampling-phase draws so far,
-        cut by the same rule as the run summaries (:func:`daskgp.mcmc.diagnostics.running_diagnostics`:
-        before every chain froze, the second half of the draws, with phase 'warmup')."""
+        """R-hat (rank), bulk ESS per parameter and the PSRF evolution on the kept draws so far (the
+        warmup's left out, as in the run summaries: :func:`daskgp.mcmc.diagnostics.running_diagnostics`)."""
         from ..mcmc.diagnostics import psrf_evolution, running_diagnostics
 
         dt = self.as_run()

@@ -23,7 +23,6 @@ N(φ_MAP, H⁻¹) of the subset and M is H⁻¹ scaled by subset/n (the paper's 
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
 from dataclasses import asdict
@@ -93,7 +92,8 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
                  "laplace_cov": H_inv.tolist(), "M": M.tolist(), "phi_init": phi_init.tolist(),
                  "warmup": _plain(warm) if warm is not None else {"method": "subset"},
                  "daskgp_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        store = DrawStore.create(out, attrs, cfg.checkpoint_every, overwrite=overwrite)
+        store = DrawStore.create(out, attrs, cfg.checkpoint_every, overwrite=overwrite,
+                                 warmup_draws=min(cfg.adapt, cfg.n_iter))
         setup = time.perf_counter() - t0
         ckpt = {"states": states, "elapsed": setup, "messages": {}}
         return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block))
@@ -166,8 +166,7 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
     except BaseException:
         store.close()
         raise
-    history = {**{nm: [committed.data["posterior"][nm]] for nm in names},
-               "warmup": [committed.data["sample_stats"]["warmup"]]}
+    history = {k: [v] for k, v in _whole_chains(committed.data, names).items()}
     return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block), history)
 
 
@@ -215,10 +214,19 @@ def extended_config(cfg: SamplerConfig, n_draws: int, n_iter: int | None, target
                              "not extend it")
         d["n_iter"] = n_iter
     new = SamplerConfig.from_dict(d)
-    if new.n_iter > n_draws and n_draws % cfg.checkpoint_every:
+    if new.n_iter > n_draws and n_draws not in new.block_ends():
         raise ValueError(f"{where} ends with a short block ({n_draws} draws per chain, blocks of "
                          f"{cfg.checkpoint_every}): it cannot be extended; sample a new run")
     return new
+
+
+def _whole_chains(data: dict, names) -> dict[str, np.ndarray]:
+    """{name: (chains, draws)} and 'warmup' flags of a run's committed data, warmup draws first."""
+    def both(group: str, key: str):
+        parts = [data[g][key] for g in (f"warmup_{group}", group) if key in data.get(g, {})]
+        return np.concatenate(parts, axis=1)
+
+    return {**{nm: both("posterior", nm) for nm in names}, "warmup": both("sample_stats", "warmup")}
 
 
 def _finished(cfg: SamplerConfig, n_draws: int, data: dict, names) -> bool:
@@ -227,7 +235,8 @@ def _finished(cfg: SamplerConfig, n_draws: int, data: dict, names) -> bool:
         return True
     if cfg.target_ess is None or n_draws == 0:
         return False
-    st = run_status({nm: [data["posterior"][nm]] for nm in names}, [data["sample_stats"]["warmup"]],
+    whole = _whole_chains(data, names)
+    st = run_status({nm: [whole[nm]] for nm in names}, [whole["warmup"]], warmup_draws=cfg.adapt,
                     done=n_draws, n_iter=cfg.n_iter, elapsed=0.0, target_ess=cfg.target_ess,
                     target_rhat=cfg.target_rhat)
     return st.converged
@@ -274,7 +283,9 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
     complete block in order, commit."""
     progress, control, on_block = hooks
     control = control or RunControl()
-    C, B, N = cfg.n_chains, cfg.checkpoint_every, cfg.n_iter
+    C, N = cfg.n_chains, cfg.n_iter
+    ends = cfg.block_ends()  # block b holds draws starts[b] … ends[b] − 1
+    starts = [0, *ends[:-1]]
     states = list(ckpt["states"])
     elapsed0 = float(ckpt["elapsed"])
     messages = dict(ckpt.get("messages", {}))
@@ -294,18 +305,18 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
 
         def submit(c: int, block: int):
             control._check()
-            n = min(B, N - block * B)
+            n = ends[block] - starts[block]
             f = client.submit(run_segment, Xf, yf, cfg_dict, Mf, states[c], n, run_key, pure=False,
                               key=f"daskgp-chain{c}-block{block}-{run_key}")
             futures[f.key] = (c, block, f)
             control._track(client, f)
             ac.add(f)
 
-        next_block = done0 // B
+        next_block = ends.index(done0) + 1 if done0 else 0  # a boundary: extended_config checked it
         if done0 < N:
             for c in range(C):
                 submit(c, next_block)
-        expected_blocks = math.ceil(N / B)
+        expected_blocks = len(ends)
         converged = False
         for f in ac:
             c, block, _ = futures.pop(f.key)
@@ -319,7 +330,7 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
                 submit(c, block + 1)
             while next_block in pending and len(pending[next_block]) == C:
                 blk = pending.pop(next_block)
-                n = min(B, N - next_block * B)
+                n = ends[next_block] - starts[next_block]
                 recs = [blk[c][0] for c in range(C)]
                 chain_states = [blk[c][1] for c in range(C)]
                 for c in range(C):
@@ -333,11 +344,12 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
                     history[nm].append(post[nm])
                 history["warmup"].append(stats["warmup"])
                 if on_block is not None:
-                    on_block(post, stats, next_block * B)
+                    on_block(post, stats, starts[next_block])
                 next_block += 1
                 if progress is not None or cfg.target_ess is not None:
                     status = run_status({nm: history[nm] for nm in names}, history["warmup"],
-                                        done=store.n_draws, n_iter=N, elapsed=elapsed0 + ran,
+                                        warmup_draws=cfg.adapt, done=store.n_draws, n_iter=N,
+                                        elapsed=elapsed0 + ran,
                                         seconds_per_draw=ran / (store.n_draws - done0),
                                         target_ess=cfg.target_ess, target_rhat=cfg.target_rhat,
                                         messages=messages)

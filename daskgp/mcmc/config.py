@@ -34,7 +34,9 @@ SGHMC_PRECOND_RANK = 300
 LARGE_N = 5000
 SGHMC_PRECOND_RANK_LARGE = 2000
 # adaptation lengths of a run sampled to a target ESS (a fixed-length run adapts over its first fifth)
-TARGET_ADAPT = {"sghmc": lambda c: 3 * c.batch, "mh": lambda c: 1000}
+TARGET_ADAPT = {"sghmc": lambda c: 3 * c.batch, "mh": lambda c: 1000, "sgld": lambda c: c.step_iter // 5}
+# SGLD has no adaptation of its own (its step size freezes by the paper's rule); its n_adapt only says where
+# the warmup's draws end (the first fifth of its step schedule)
 
 
 @dataclass
@@ -59,7 +61,9 @@ class SamplerConfig:
     ``cache_dtype`` (float32: every cached pass reads half the memory, see
     :class:`daskgp.compute.operator.KernelOperator`); a chain whose |φ| exceeds ``max_abs_phi`` stops
     (divergence).
-    MH: ``n_adapt`` adaptation iterations (default a fifth of the run).
+    MH: ``n_adapt`` adaptation iterations (default a fifth of the run). For every method the first
+    ``n_adapt`` iterations are the run's warmup: their draws are stored apart (ArviZ's warmup groups) and
+    every summary leaves them out; SGLD's step schedule does not depend on it.
     SGHMC (:class:`daskgp.mcmc.samplers.SGHMC`): friction ``friction`` and steps up to ``h_max`` (both in the
     whitened units of the warmup's Laplace covariance), the step adapted over the first ``n_adapt``
     iterations so that the gradient noise takes at most ``noise_budget`` of the momentum refresh; its probes
@@ -121,10 +125,10 @@ class SamplerConfig:
             self.n_iter = 50_000 if target else 2000
         if self.n_probes is None:
             self.n_probes = SGHMC_PROBES if self.method == "sghmc" else 4
-        if target and self.n_adapt is None and self.method in TARGET_ADAPT:  # a small cap adapts less
-            self.n_adapt = min(TARGET_ADAPT[self.method](self), self.n_iter // 5)
         if self.step_iter is None and self.method == "sgld":
             self.step_iter = min(2000, self.n_iter) if target else self.n_iter
+        if target and self.n_adapt is None and self.method in TARGET_ADAPT:  # a small cap adapts less
+            self.n_adapt = min(TARGET_ADAPT[self.method](self), self.n_iter // 5)
 
     def validate(self) -> SamplerConfig:
         if self.method not in METHODS:
@@ -184,6 +188,13 @@ class SamplerConfig:
         if self.method == "sghmc":
             return SGHMC_PRECOND_RANK_LARGE if n > LARGE_N else SGHMC_PRECOND_RANK
         return 100
+
+    def block_ends(self) -> list[int]:
+        """Where the run's blocks of draws end: every ``checkpoint_every`` iterations, restarting at the
+        warmup's end (``adapt``), so that no block holds both warmup and kept draws."""
+        B, N, W = self.checkpoint_every, self.n_iter, min(self.adapt, self.n_iter)
+        ends = list(range(B, W, B)) + ([W] if W > 0 else [])
+        return ends + (list(range(W + B, N, B)) + [N] if N > W else [])
 
     @property
     def adapt(self) -> int:

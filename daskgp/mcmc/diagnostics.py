@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "running_diagnostics",
+__all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "whole_chains",
+           "running_diagnostics",
            "run_status", "RunStatus", "DEFAULT_TARGET_ESS", "run_summary", "save_netcdf"]
 
 
@@ -84,9 +85,12 @@ def open_run(path) -> xr.DataTree:
 
 
 def post_warmup(dt) -> tuple[xr.DataTree, list[str]]:
-    """The sampling phase of a run: chains that diverged are dropped, and draws start where the last chain
-    left its warmup (SGLD: step size frozen; MH: adaptation over). If some chain never left warmup, the
-    second half of the draws is used. Returns (DataTree with posterior and sample_stats, notes)."""
+    """The sampling phase of a run in ArviZ's layout (``posterior`` holds the kept draws, the warmup's are in
+    ``warmup_posterior``), without the chains that diverged. Notes chains still flagged as warming up among
+    the kept draws (SGLD whose step size froze after the warmup's end). Returns (DataTree with posterior and
+    sample_stats, notes); ValueError when there are fewer than 4 kept draws or every chain diverged."""
+    if "posterior" not in dt.children or not dt["posterior"].to_dataset().sizes.get("draw", 0):
+        raise ValueError("no draws after the warmup yet: run longer")
     post = dt["posterior"].to_dataset()
     stats = dt["sample_stats"].to_dataset() if "sample_stats" in dt.children else None
     notes = []
@@ -98,43 +102,50 @@ def post_warmup(dt) -> tuple[xr.DataTree, list[str]]:
     if not ok.any():
         raise ValueError("every chain diverged: " + "; ".join(notes))
     post = post.isel(chain=np.flatnonzero(ok))
-    D = post.sizes["draw"]
-    start = D // 2
-    if stats is not None and "warmup" in stats:
+    if stats is not None:
         stats = stats.isel(chain=np.flatnonzero(ok))
-        warm = stats["warmup"].values.astype(bool)
-        left = [int(np.argmin(w)) if not w.all() else None for w in warm]
-        if all(v is not None for v in left):
-            start = max(left)
-            if warm[:, start:].any():  # SGLD/MH never re-enter warmup; guard against odd stores
-                start = D // 2
-            elif D - start < 4 <= D - D // 2:  # a run stopped just after the last chain froze
-                notes.append(f"only {D - start} draws after the last chain left warmup: using the second "
-                             "half of the draws; run longer")
-                start = D // 2
-        else:
-            notes.append("some chains are still in warmup (step size not frozen / still adapting): "
-                         "using the second half of the draws; run longer")
-        stats = stats.isel(draw=slice(start, None))
-    post = post.isel(draw=slice(start, None))
+        if "warmup" in stats and stats["warmup"].values.any():
+            warm = stats["warmup"].values.astype(bool)
+            late = [f"{c} ({int(w.sum())} draws)" for c, w in zip(post["chain"].values, warm, strict=True)
+                    if w.any()]
+            notes.append(f"chains {', '.join(late)} were still in warmup after the warmup's end (SGLD's step "
+                         "size not frozen yet): a longer n_adapt leaves them out")
     if post.sizes["draw"] < 4:
         raise ValueError(f"only {post.sizes['draw']} post-warmup draws: run longer")
     groups = {"posterior": post} if stats is None else {"posterior": post, "sample_stats": stats}
     out = xr.DataTree.from_dict(groups)
-    out.attrs = dict(dt.attrs, warmup_draws=int(start))
+    n_warm = dt["warmup_posterior"].to_dataset().sizes["draw"] if "warmup_posterior" in dt.children else 0
+    out.attrs = dict(dt.attrs, warmup_draws=int(dt.attrs.get("warmup_draws", n_warm)))
     return out, notes
 
 
+def whole_chains(dt) -> xr.DataTree:
+    """A run's warmup and kept draws joined along ``draw`` (warmup first) as posterior / sample_stats: the
+    whole trajectories, for trace plots that shade the warmup."""
+    groups = {}
+    for g in ("posterior", "sample_stats"):
+        parts = [dt[k].to_dataset() for k in (f"warmup_{g}", g) if k in dt.children]
+        if parts:
+            joined = xr.concat([p.drop_vars("draw", errors="ignore") for p in parts], "draw")
+            groups[g] = joined.assign_coords(draw=np.arange(joined.sizes["draw"]))
+    out = xr.DataTree.from_dict(groups)
+    out.attrs = dict(dt.attrs)
+    return out
+
+
 def running_diagnostics(dt, ess: bool = True) -> dict:
-    """The live view of a growing run (the CLI's progress line, the dashboard): its sampling-phase draws cut
-    by :func:`post_warmup`, with 'phase' 'none' (no draws yet, or every chain diverged), 'warmup' (some chain
-    still in warmup: the second half of the draws) or 'sampling'; 'start' (first draw kept) and 'sampled'
-    (the cut posterior Dataset); 'rhat' (rank) and, with ``ess``, 'ess' (bulk) per parameter, both empty
-    while there are fewer than 8 draws or 2 chains."""
+    """The live view of a growing run (the CLI's progress line, the dashboard): its kept draws as
+    :func:`post_warmup` gives them, with 'phase' 'none' (no draws yet, or every chain diverged), 'warmup' (no
+    kept draws yet, or some chain still warming up among them) or 'sampling'; 'start' (the warmup's length)
+    and 'sampled' (the kept posterior Dataset); 'rhat' (rank) and, with ``ess``, 'ess' (bulk) per parameter,
+    both empty while there are fewer than 8 draws or 2 chains."""
     out = {"phase": "none", "start": None, "sampled": None, "rhat": {}, "ess": {}}
     try:
         sampled, notes = post_warmup(dt)
     except ValueError:  # too few draws yet, or every chain diverged
+        if "warmup_posterior" in dt.children and (
+                "posterior" not in dt.children or dt["posterior"].to_dataset().sizes.get("draw", 0) < 4):
+            out["phase"] = "warmup"
         return out
     ds = sampled["posterior"].to_dataset()
     out.update(phase="warmup" if any("warmup" in note for note in notes) else "sampling",
@@ -193,23 +204,31 @@ class RunStatus:
                 and self.ess is not None and self.ess >= target)
 
 
-def run_status(posterior_blocks: dict[str, list], warmup_blocks: list, *, done: int, n_iter: int,
-               elapsed: float, seconds_per_draw: float | None = None, target_ess: int | None = None,
-               target_rhat: float = 1.01, messages: dict | None = None) -> RunStatus:
+def run_status(posterior_blocks: dict[str, list], warmup_blocks: list, *, warmup_draws: int, done: int,
+               n_iter: int, elapsed: float, seconds_per_draw: float | None = None,
+               target_ess: int | None = None, target_rhat: float = 1.01,
+               messages: dict | None = None) -> RunStatus:
     """The :class:`RunStatus` of a growing run held as blocks in memory (the driver's progress and its
     stopping rule): ``posterior_blocks`` {name: [(chains, draws) arrays]}, ``warmup_blocks`` [(chains,
-    draws) flags], cut to their sampling phase by :func:`running_diagnostics`. ``seconds_per_draw``: wall
+    draws) flags] of the whole chains, the first ``warmup_draws`` of them the warmup's (left out as
+    :func:`running_diagnostics` leaves them out of a run on disk). ``seconds_per_draw``: wall
     seconds per iteration of every chain lately, for the time estimate — ESS grows in proportion to the
     sampled draws, so the draws still needed are sampled × (target / ESS − 1)."""
-    def group(blocks):
-        return xr.Dataset({k: (("chain", "draw"), np.concatenate(v, axis=1)) for k, v in blocks.items()})
+    def group(blocks, part: slice):
+        return xr.Dataset({k: (("chain", "draw"), np.concatenate(v, axis=1)[:, part])
+                           for k, v in blocks.items()})
 
     st = RunStatus(done=done, n_iter=n_iter, elapsed=elapsed, target_ess=target_ess, target_rhat=target_rhat,
                    messages=dict(messages or {}))
     if not warmup_blocks:
         return st
-    dt = xr.DataTree.from_dict({"posterior": group(posterior_blocks),
-                                "sample_stats": group({"warmup": warmup_blocks})})
+    W = int(warmup_draws)
+    dt = xr.DataTree.from_dict({
+        "warmup_posterior": group(posterior_blocks, slice(0, W)),
+        "warmup_sample_stats": group({"warmup": warmup_blocks}, slice(0, W)),
+        "posterior": group(posterior_blocks, slice(W, None)),
+        "sample_stats": group({"warmup": warmup_blocks}, slice(W, None))})
+    dt.attrs["warmup_draws"] = W
     live = running_diagnostics(dt, ess=False)
     st.phase = live["phase"]
     if live["rhat"]:

@@ -5,9 +5,13 @@ read it):
 
 * ``zarr.json``: root attributes, the run's configuration (JSON strings) and the marker ``daskgp_run``
   (format and kind) that says the folder is a daskgp run;
-* ``posterior/``: one (chain, draw) array per parameter, natural units; ``sample_stats/``: per-iteration
-  records; both with ``chain`` and ``draw`` coordinates, one zarr chunk per block of draws. The root also
-  holds consolidated metadata, refreshed with every commit, so plain zarr readers never list the folder;
+* ``posterior/``: one (chain, draw) array per parameter, natural units, the kept draws only;
+  ``sample_stats/``: their per-iteration records; ``warmup_posterior/`` and ``warmup_sample_stats/``: the
+  same for the warmup's draws (the first ``warmup_draws`` iterations: adaptation, or SGLD's first fifth),
+  as ArviZ lays a run out, so ``az.from_zarr`` summarises exactly what ``daskgp summary`` does. Every group
+  has ``chain`` and ``draw`` coordinates (``draw`` counts from 0 in each) and one zarr chunk per block of
+  draws; blocks never straddle the warmup's end. The root also holds consolidated metadata, refreshed with
+  every commit, so plain zarr readers never list the folder;
 * ``daskgp-checkpoint.json``: the commit. It holds the committed number of draws, where each block ends,
   a digest (BLAKE2b) of every block of every array, the run's elapsed time and messages, and every chain's
   sampler state (arrays base64-encoded, dtypes from a fixed list). Nothing here is ever unpickled.
@@ -56,14 +60,14 @@ __all__ = ["DrawStore", "Committed", "RunError", "RunDamaged", "RunLocked", "rea
            "read_checkpoint", "repair", "check_new_run_path", "check_appendable", "encode", "decode",
            "CHECKPOINT", "PREVIOUS", "FORMAT", "KIND"]
 
-FORMAT = 2
+FORMAT = 3  # 3: the warmup's draws in their own groups (2 kept them in posterior, flagged in sample_stats)
 KIND = "gp-hyperparameter-chains"
 MARKER = "daskgp_run"
 CHECKPOINT = "daskgp-checkpoint.json"
 PREVIOUS = "daskgp-checkpoint.prev.json"
-GROUPS = ("posterior", "sample_stats")
+GROUPS = ("posterior", "sample_stats", "warmup_posterior", "warmup_sample_stats")
 LEGACY_SUFFIX = ".checkpoint"  # format 1 kept a pickle beside the store: never loaded
-_KEY = re.compile(r"^(posterior|sample_stats)/[A-Za-z_][A-Za-z0-9_]*$")
+_KEY = re.compile(r"^(warmup_)?(posterior|sample_stats)/[A-Za-z_][A-Za-z0-9_]*$")
 _ZARR_TMP = re.compile(r"^zarr\.[0-9a-f]+\.partial$")  # zarr's own write-then-rename temporaries
 
 
@@ -73,6 +77,16 @@ class RunError(ValueError):
 
 class RunDamaged(RunError):
     """Part of a run on disk is missing, torn or altered."""
+
+
+def _is_warmup(group: str) -> bool:
+    return group.startswith("warmup_")
+
+
+def _group_blocks(ends: list[int], W: int, warm: bool) -> list[tuple[int, int]]:
+    """(start, end) in run draws of the blocks a group holds: the warmup groups those before draw W, the
+    others the rest (a block never straddles W)."""
+    return [(s, e) for s, e in zip(_block_starts(ends), ends, strict=True) if (e <= W) == warm]
 
 
 def _digest(values: np.ndarray) -> str:
@@ -198,13 +212,20 @@ def _check_is_run(path: str) -> None:
         raise RunError(f"{path} was written by an earlier daskgp whose checkpoint "
                        f"{path}{LEGACY_SUFFIX} is a pickle, which can execute code when loaded: it will not "
                        "be loaded; sample the run again")
-    if kind != "run":
-        if os.path.isdir(path) and not os.path.exists(os.path.join(path, "zarr.json")):
-            raise RunError(f"{path} is not a daskgp run (no zarr.json)")
-        if os.path.isdir(path) and _root_attributes(path) is None:
-            raise RunDamaged(f"{path}/zarr.json (the run's metadata) is unreadable; daskgp repair cannot "
-                             "rebuild it: sample the run again")
-        raise RunError(f"{path} is not a daskgp run")
+    if kind == "run":
+        fmt = json.loads(_root_attributes(path)[MARKER]).get("format")
+        if fmt != FORMAT:
+            why = ("format 2 kept the warmup's draws inside posterior: sample it again, or read it with "
+                   "daskgp 0.2" if fmt == 2 else "a newer daskgp may read it")
+            raise RunError(f"{path} is a daskgp run of format {fmt!r}; this daskgp reads format {FORMAT} "
+                           f"({why})")
+        return
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "zarr.json")):
+        raise RunError(f"{path} is not a daskgp run (no zarr.json)")
+    if os.path.isdir(path) and _root_attributes(path) is None:
+        raise RunDamaged(f"{path}/zarr.json (the run's metadata) is unreadable; daskgp repair cannot "
+                         "rebuild it: sample the run again")
+    raise RunError(f"{path} is not a daskgp run")
 
 
 # ------------------------------------------------------------------------------------------ the checkpoint
@@ -219,20 +240,22 @@ def _problem(doc) -> str | None:
     def count(v, low):
         return type(v) is int and v >= low
 
-    n, chunk, ends = doc.get("n_draws"), doc.get("chunk"), doc.get("block_ends")
-    if not count(n, 1) or not count(chunk, 1):
-        return f"n_draws {n!r} / chunk {chunk!r} are not positive integers"
+    n, chunk, ends, W = doc.get("n_draws"), doc.get("chunk"), doc.get("block_ends"), doc.get("warmup_draws")
+    if not count(n, 1) or not count(chunk, 1) or not count(W, 0):
+        return f"n_draws {n!r} / chunk {chunk!r} / warmup_draws {W!r} are not positive integers"
     if not (isinstance(ends, list) and ends and all(count(e, 1) for e in ends)
             and all(a < b for a, b in zip(ends, ends[1:], strict=False)) and ends[-1] == n):
         return "block_ends is not an increasing list ending at n_draws"
+    if any(s < W < e for s, e in zip(_block_starts(ends), ends, strict=True)):
+        return f"a block straddles the warmup's end (draw {W})"
     digests, static = doc.get("digests"), doc.get("static_digests")
     if not (isinstance(digests, dict) and digests and isinstance(static, dict)):
         return "digests are missing"
     for key, d in list(digests.items()) + [(k, [v]) for k, v in static.items()]:
         if not _KEY.match(str(key)) or not (isinstance(d, list) and all(isinstance(s, str) for s in d)):
             return f"malformed digest entry {str(key)[:40]!r}"
-        if key in digests and len(d) != len(ends):
-            return f"{key} has {len(d)} block digests for {len(ends)} blocks"
+        if key in digests and len(d) != (nb := len(_group_blocks(ends, W, _is_warmup(key)))):
+            return f"{key} has {len(d)} block digests for {nb} blocks"
     el = doc.get("elapsed")
     if not (isinstance(el, (int, float)) and not isinstance(el, bool) and math.isfinite(el) and el >= 0):
         return f"elapsed {el!r} is not a number of seconds"
@@ -328,7 +351,7 @@ def _missing_chunks(path: str, key: str, arr, start: int, end: int) -> list[str]
 
 def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
     """Read every committed array (read-only) and check each block against its digest."""
-    n, ends = ckpt["n_draws"], ckpt["block_ends"]
+    ends, W = ckpt["block_ends"], ckpt["warmup_draws"]
     data: dict = {g: {} for g in GROUPS}
     damage = []
     try:
@@ -336,7 +359,8 @@ def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
     except Exception as e:  # any failure of the metadata is damage, named below
         return data, [_Damage("zarr.json", 0, f"{path}/zarr.json is unreadable ({type(e).__name__})",
                               _NO_REBUILD)]
-    for g in GROUPS:
+    held = {k.split("/")[0] for k in [*ckpt["digests"], *ckpt["static_digests"]]}
+    for g in [g for g in GROUPS if g in held]:  # a group exists once it holds a block
         try:
             ok = isinstance(root[g], zarr.Group)
         except Exception:
@@ -346,34 +370,39 @@ def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
     for key, digests in ckpt["digests"].items():
         where = f"{path}/{key}"
         group, name = key.split("/")
+        # the group's blocks in its own draw numbering (the kept draws count from the warmup's end)
+        off = 0 if _is_warmup(group) else W
+        blocks = [(s - off, e - off) for s, e in _group_blocks(ends, W, _is_warmup(group))]
+        n = blocks[-1][1] if blocks else 0
         try:
             arr = root[key]
             if not isinstance(arr, zarr.Array):
                 raise TypeError("not an array")
         except Exception as e:
-            damage.append(_Damage(key, 0, f"{where} is missing or its metadata is unreadable "
-                                          f"({type(e).__name__})", _NO_REBUILD))
+            damage.append(_Damage(key, off, f"{where} is missing or its metadata is unreadable "
+                                            f"({type(e).__name__})", _NO_REBUILD))
             continue
         have = arr.shape[-1] if arr.ndim else 0
         if have < n:
-            good = max([e for e in ends if e <= have], default=0)
-            damage.append(_Damage(key, good, f"{where} holds {have} draws, fewer than the {n} committed"))
+            good = max([e for _, e in blocks if e <= have], default=0)
+            damage.append(_Damage(key, off + good,
+                                  f"{where} holds {have} draws, fewer than the {n} committed"))
             continue
         try:
             values = arr[..., :n]
         except Exception:  # find the first block that cannot be read
             values = None
-        for i, (s, e) in enumerate(zip(_block_starts(ends), ends, strict=True)):
+        for i, (s, e) in enumerate(blocks):
             try:
                 block = values[..., s:e] if values is not None else arr[..., s:e]
             except Exception as err:
-                damage.append(_Damage(key, s, f"{where}: draws {s}–{e - 1} cannot be read "
-                                              f"({type(err).__name__})"))
+                damage.append(_Damage(key, off + s, f"{where}: draws {s}–{e - 1} cannot be read "
+                                                    f"({type(err).__name__})"))
                 break
             if _digest(block) != digests[i]:
                 missing = _missing_chunks(path, key, arr, s, e)
                 what = f"missing (chunk file {missing[0]})" if missing else "altered"
-                damage.append(_Damage(key, s, f"{where}: draws {s}–{e - 1} are {what}"))
+                damage.append(_Damage(key, off + s, f"{where}: draws {s}–{e - 1} are {what}"))
                 break
         else:
             data[group][name] = values
@@ -430,16 +459,20 @@ def read_committed(path) -> Committed:
 
 
 def read_run(path):
-    """The run at ``path`` as an in-memory ``xarray.DataTree`` (posterior and sample_stats, (chain, draw)),
-    with attrs: the decoded configuration plus 'elapsed' (wall seconds so far), 'n_draws' (committed draws
-    per chain), 'messages' ({chain: why it stopped}), 'writer' (None, or what holds the run's lock) and
-    'salvaged' (when ``daskgp repair --salvage`` cut it back)."""
+    """The run at ``path`` as an in-memory ``xarray.DataTree`` in ArviZ's layout: posterior and sample_stats
+    (the kept draws), warmup_posterior and warmup_sample_stats (the warmup's), each (chain, draw) and present
+    once it holds a block; attrs: the decoded configuration plus 'elapsed' (wall seconds so far), 'n_draws'
+    (committed draws per chain, warmup included), 'warmup_draws' (the warmup's length), 'messages' ({chain:
+    why it stopped}), 'writer' (None, or what holds the run's lock) and 'salvaged' (when ``daskgp repair
+    --salvage`` cut it back)."""
     import xarray as xr
 
     c = read_committed(path)
     groups = {}
     for g in GROUPS:
         arrays = c.data[g]
+        if not arrays:
+            continue
         coords = {dim: arrays[dim] for dim in ("chain", "draw") if dim in arrays}
         groups[g] = xr.Dataset({k: (("chain", "draw"), v) for k, v in arrays.items() if k not in coords},
                                coords=coords)
@@ -447,7 +480,7 @@ def read_run(path):
     ck = c.checkpoint
     # the configuration as of the last block: an extended run (a new length or ESS target) carries it there
     dt.attrs = dict(c.attrs, config=ck.get("config", c.attrs.get("config")), elapsed=float(ck["elapsed"]),
-                    n_draws=int(ck["n_draws"]),
+                    n_draws=int(ck["n_draws"]), warmup_draws=int(ck["warmup_draws"]),
                     messages={str(k): v for k, v in ck["messages"].items()},
                     writer=None if c.lock is None else c.lock.describe(), salvaged=ck.get("salvaged"))
     return dt
@@ -465,12 +498,14 @@ class DrawStore:
 
     ``create`` starts a new run (under a temporary name until its first block is committed) and ``open``
     reopens one to resume it; both hold the run's lock until :meth:`close`. ``append(posterior, stats,
-    checkpoint)`` writes one block — dicts of (chains, B) arrays — then commits ``checkpoint`` (a dict of
-    plain data and arrays: see :func:`encode`) atomically.
+    checkpoint)`` writes one block — dicts of (chains, B) arrays of the run's next draws — to the warmup
+    groups while it lies before draw ``warmup_draws``, else to ``posterior`` / ``sample_stats``, then commits
+    ``checkpoint`` (a dict of plain data and arrays: see :func:`encode`) atomically.
     """
 
-    def __init__(self, path: str, chunk: int, final: str | None = None):
+    def __init__(self, path: str, chunk: int, final: str | None = None, warmup_draws: int = 0):
         self.path, self.final, self.chunk = path, final or path, int(chunk)
+        self.warmup_draws = int(warmup_draws)
         self.n_draws = 0
         self.block_ends: list[int] = []
         self.digests: dict[str, list[str]] = {}
@@ -479,7 +514,8 @@ class DrawStore:
         self._last: bytes | None = None  # the committed checkpoint, kept as the next 'previous'
 
     @classmethod
-    def create(cls, path, attrs: dict, chunk: int, overwrite: bool = False) -> DrawStore:
+    def create(cls, path, attrs: dict, chunk: int, overwrite: bool = False,
+               warmup_draws: int = 0) -> DrawStore:
         final = _norm(path)
         check_new_run_path(final, overwrite)
         staging = f"{final}.partial-{os.getpid()}-{secrets.token_hex(3)}"
@@ -492,7 +528,7 @@ class DrawStore:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return cls(staging, chunk, final=final)
+        return cls(staging, chunk, final=final, warmup_draws=warmup_draws)
 
     @classmethod
     def open(cls, path) -> tuple[DrawStore, Committed]:
@@ -507,7 +543,7 @@ class DrawStore:
             committed = read_committed(path)
             ckpt = committed.checkpoint
             check_appendable(path, ckpt)
-            store = cls(path, ckpt["chunk"])
+            store = cls(path, ckpt["chunk"], warmup_draws=ckpt["warmup_draws"])
             store.n_draws, store.block_ends = ckpt["n_draws"], list(ckpt["block_ends"])
             store.digests = {k: list(v) for k, v in ckpt["digests"].items()}
             store.static = dict(ckpt["static_digests"])
@@ -520,17 +556,22 @@ class DrawStore:
         return store, committed
 
     def append(self, posterior: dict, stats: dict, checkpoint: dict) -> None:
-        first = self.n_draws == 0
         B = next(iter(posterior.values())).shape[1]
-        start, end = self.n_draws, self.n_draws + B
+        start, end, W = self.n_draws, self.n_draws + B, self.warmup_draws
+        if start < W < end:
+            raise ValueError(f"a block of draws {start}–{end - 1} straddles the warmup's end (draw {W})")
+        warm = start < W
+        off = 0 if warm else W  # the kept draws count from the warmup's end
         # blocks are whole chunks, so an append never rewrites a committed chunk (readers may be reading it)
-        assert start % self.chunk == 0, "appending after a short final block would rewrite a committed chunk"
+        assert (start - off) % self.chunk == 0, "appending after a short block would rewrite a chunk"
+        names = (("warmup_posterior", "warmup_sample_stats") if warm else ("posterior", "sample_stats"))
         new_digests = {}
         with zarr.config.set({"array.write_empty_chunks": True}):  # every committed block has its file
             root = zarr.open_group(self.path, mode="r+", use_consolidated=False)
-            for gname, block in (("posterior", posterior), ("sample_stats", stats)):
+            for gname, block in zip(names, (posterior, stats), strict=True):
                 C = next(iter(block.values())).shape[0]
-                columns = {"draw": np.arange(start, end, dtype=np.int64),
+                first = gname not in root
+                columns = {"draw": np.arange(start - off, end - off, dtype=np.int64),
                            **{k: np.asarray(v, dtype=bool if np.asarray(v).dtype == bool else np.float64)
                               for k, v in block.items()}}
                 if first:
@@ -550,8 +591,8 @@ class DrawStore:
                     raise ValueError(f"the {gname} records changed between blocks: {sorted(columns)}")
                 for name, v in columns.items():
                     arr = root[f"{gname}/{name}"]
-                    arr.resize(v.shape[:-1] + (end,))
-                    arr[..., start:end] = v
+                    arr.resize(v.shape[:-1] + (end - off,))
+                    arr[..., start - off:end - off] = v
                     new_digests[f"{gname}/{name}"] = _digest(v)
         self._consolidate()
         for key, d in new_digests.items():
@@ -564,7 +605,8 @@ class DrawStore:
 
     def _commit(self, extra: dict) -> None:
         doc = {"daskgp_checkpoint": FORMAT, "n_draws": self.n_draws, "chunk": self.chunk,
-               "block_ends": self.block_ends, "digests": self.digests, "static_digests": self.static,
+               "warmup_draws": self.warmup_draws, "block_ends": self.block_ends, "digests": self.digests,
+               "static_digests": self.static,
                **encode(extra)}
         raw = json.dumps(doc, allow_nan=False).encode("utf-8")
         if self._last is not None:
@@ -600,11 +642,18 @@ class DrawStore:
         """Cut arrays longer than the committed draws (a torn append) and drop leftover temporaries."""
         cut = []
         root = zarr.open_group(self.path, mode="r+", use_consolidated=False)
+        W = self.warmup_draws
         for key in self.digests:
             arr = root[key]
-            if arr.shape[-1] != self.n_draws:
-                cut.append(f"{key} ({arr.shape[-1]} → {self.n_draws})")
-                arr.resize(arr.shape[:-1] + (self.n_draws,))
+            n = min(self.n_draws, W) if _is_warmup(key) else max(self.n_draws - W, 0)
+            if arr.shape[-1] != n:
+                cut.append(f"{key} ({arr.shape[-1]} → {n})")
+                arr.resize(arr.shape[:-1] + (n,))
+        held = {k.split("/")[0] for k in [*self.digests, *self.static]}
+        for g in GROUPS:  # a group whose first block was torn before its commit: not part of the run
+            if g not in held and os.path.isdir(os.path.join(self.path, g)):
+                shutil.rmtree(os.path.join(self.path, g))
+                cut.append(f"{g} (uncommitted)")
         if cut:
             self._consolidate()
         for pattern in (f"{CHECKPOINT}.tmp-*", f"{PREVIOUS}.tmp-*", f"{LOCK_NAME}.stale-*"):
@@ -666,7 +715,7 @@ def repair(path, *, salvage: bool = False, force: bool = False) -> list[str]:
             ckpt = _salvaged(path, ckpt, damage)
             actions.append(f"{min(damage, key=lambda d: d.first_bad).text}: cut the run back to its "
                            f"{ckpt['n_draws']} intact draws per chain; it can no longer be resumed")
-        store = DrawStore(path, ckpt["chunk"])
+        store = DrawStore(path, ckpt["chunk"], warmup_draws=ckpt["warmup_draws"])
         store.n_draws, store.digests = ckpt["n_draws"], ckpt["digests"]
         cut = store._trim()
         if cut:
@@ -686,9 +735,10 @@ def _salvaged(path: str, ckpt: dict, damage: list[_Damage]) -> dict:
     keep = [e for e in ckpt["block_ends"] if e <= first]
     if not keep:
         raise RunDamaged(f"{_damage_message(path, damage, ckpt['block_ends'])}; nothing to salvage")
-    k = len(keep)
+    W = ckpt["warmup_draws"]
     doc = dict(ckpt, n_draws=keep[-1], block_ends=keep, states=None,
-               digests={key: d[:k] for key, d in ckpt["digests"].items()},
+               digests={key: d[:len(_group_blocks(keep, W, _is_warmup(key)))]
+                        for key, d in ckpt["digests"].items()},
                salvaged={"committed_draws": ckpt["n_draws"], "kept_draws": keep[-1],
                          "damage": [d.text for d in damage]})
     write_atomically(os.path.join(path, CHECKPOINT), json.dumps(encode(doc), allow_nan=False).encode())

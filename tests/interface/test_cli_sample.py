@@ -43,7 +43,9 @@ def test_sample_summary_predict_end_to_end(small_csv, tmp_path):
         assert name in r.stdout
     assert "ess_bulk" in r.stdout and "sec_per_ess" in r.stdout
     dt = xr.open_datatree(run, engine="zarr")
-    assert dict(dt["posterior"].sizes) == {"chain": 2, "draw": 300}
+    # ArviZ's layout: the first fifth (MH's adaptation) apart from the kept draws
+    assert dict(dt["posterior"].sizes) == {"chain": 2, "draw": 240}
+    assert dict(dt["warmup_posterior"].sizes) == {"chain": 2, "draw": 60}
     r = _cli("summary", run, "--psrf")
     assert r.returncode == 0 and "PSRF evolution" in r.stdout, r.stderr
     r = _cli("predict", run, "--x", str(small_csv / "new.csv"), "--out", str(tmp_path / "pred.csv"),
@@ -77,11 +79,12 @@ def test_ctrl_c_keeps_the_checkpoint_and_resume_completes(small_csv, tmp_path):
     assert f"daskgp sample --resume {run}" in err.strip().splitlines()[-1]
     assert "Traceback" not in err
     n = read_checkpoint(run)["n_draws"]
-    assert 100 <= n < 600 and n % 100 == 0
+    assert 120 <= n < 600 and (n - 120) % 100 == 0  # blocks: the warmup's 120, then every 100
     r = _cli("sample", "--resume", run)
     assert r.returncode == 0, r.stderr
     dt = xr.open_datatree(run, engine="zarr")
-    np.testing.assert_array_equal(dt["posterior"]["draw"].values, np.arange(600))
+    np.testing.assert_array_equal(dt["warmup_posterior"]["draw"].values, np.arange(120))
+    np.testing.assert_array_equal(dt["posterior"]["draw"].values, np.arange(480))
     assert np.all(np.isfinite(dt["posterior"]["noise"].values))
 
 

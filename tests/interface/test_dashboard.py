@@ -66,7 +66,9 @@ def test_live_run_transitions_and_draws(client, monkeypatch):
     n_paused = history[-1]
     assert len(set(history[-7:])) == 1 and n_paused - n_at_pause <= 20, history
     run.resume()
-    while run.n_draws <= n_paused and time.time() < deadline:
+    # past the warmup's draws (a fifth of the 400 here): the diagnostics are the kept draws'
+    assert run.warmup_draws == 80
+    while run.n_draws <= max(n_paused, run.warmup_draws + 20) and time.time() < deadline:
         time.sleep(0.2)
     assert run.n_draws > n_paused and run.status == "running"
     diag = run.diagnostics()
@@ -80,7 +82,8 @@ def test_live_run_transitions_and_draws(client, monkeypatch):
     assert run.status == "stopped"
     post, _ = run.snapshot()
     dt = xr.open_datatree(run.export_netcdf())
-    assert dt["posterior"].sizes["draw"] == post["variance"].shape[1]
+    # ArviZ's layout: the warmup's draws apart from the kept ones, together what the page received
+    assert dt["warmup_posterior"].sizes["draw"] + dt["posterior"].sizes["draw"] == post["variance"].shape[1]
     import pandas as pd
 
     table = pd.read_csv(run.export_summary_csv(), index_col=0)

@@ -9,7 +9,7 @@ import zarr
 
 from daskgp.mcmc.chains import resume, sample
 from daskgp.mcmc.config import SamplerConfig, check_method_fits
-from daskgp.mcmc.diagnostics import open_run, post_warmup, run_summary
+from daskgp.mcmc.diagnostics import open_run, post_warmup, run_summary, whole_chains
 from daskgp.mcmc.runstore import CHECKPOINT, read_checkpoint, repair
 
 # SGHMC against MH on 300 rows, 2 chains × 2000 (bulk ESS 250–330 measured; MH's is asserted > 150): the
@@ -32,11 +32,12 @@ def _stop_after(k):
     return progress
 
 
-@pytest.mark.parametrize("method,extra", [("sgld", {}), ("mh", {}), ("sghmc", {"n_adapt": 60})])
+@pytest.mark.parametrize("method,extra", [("sgld", {"n_adapt": 40}), ("mh", {"n_adapt": 40}),
+                                          ("sghmc", {"n_adapt": 40})])
 def test_interrupted_then_resumed_equals_uninterrupted(concrete, client, tmp_path, method, extra):
-    """Interrupt after the first block of 40 draws, resume: the same 120 draws per chain as an uninterrupted
-    run, indices 0..119 each exactly once — bit for bit, since every chain's state and random streams are
-    committed with its draws (SGHMC: its step adaptation runs across the break)."""
+    """Interrupt after the first block of 40 draws (the warmup's), resume: the same 120 draws per chain as an
+    uninterrupted run, 40 warmup and 80 kept, each exactly once — bit for bit, since every chain's state and
+    random streams are committed with its draws."""
     X, y = concrete.X[:200], concrete.y[:200]
     kw = dict(method=method, n_chains=2, n_iter=120, checkpoint_every=40, batch=20, subset_size=150, seed=3,
               **extra)
@@ -45,16 +46,18 @@ def test_interrupted_then_resumed_equals_uninterrupted(concrete, client, tmp_pat
     with pytest.raises(_Interrupt):
         sample(X, y, out=part, client=client, progress=_stop_after(40), **kw)
     assert read_checkpoint(part)["n_draws"] == 40
-    assert open_run(part)["posterior"].sizes["draw"] == 40
+    first = open_run(part)
+    assert first["warmup_posterior"].sizes["draw"] == 40 and "posterior" not in first.children
     done = resume(part, X=X, y=y, client=client)
-    np.testing.assert_array_equal(done["posterior"]["draw"].values, np.arange(120))
-    for name in done.attrs["param_names"]:
-        np.testing.assert_array_equal(done["posterior"][name].values, full["posterior"][name].values)
-    np.testing.assert_array_equal(done["sample_stats"]["warmup"].values,
-                                  full["sample_stats"]["warmup"].values)
+    np.testing.assert_array_equal(done["posterior"]["draw"].values, np.arange(80))
+    for g in ("posterior", "warmup_posterior"):
+        for name in done.attrs["param_names"]:
+            np.testing.assert_array_equal(done[g][name].values, full[g][name].values)
+    for g in ("sample_stats", "warmup_sample_stats"):
+        np.testing.assert_array_equal(done[g]["warmup"].values, full[g]["warmup"].values)
     # a finished run resumes to itself
     again = resume(part, X=X, y=y, client=client)
-    assert again["posterior"].sizes["draw"] == 120
+    assert whole_chains(again)["posterior"].sizes["draw"] == 120
     with pytest.raises(ValueError, match="differ"):
         resume(part, X=X, y=y + 1.0, client=client)
 
@@ -62,7 +65,8 @@ def test_interrupted_then_resumed_equals_uninterrupted(concrete, client, tmp_pat
 def test_torn_append_is_read_as_the_committed_draws_and_repaired_on_disk(concrete, client, tmp_path):
     X, y = concrete.X[:150], concrete.y[:150]
     out = str(tmp_path / "run.zarr")
-    sample(X, y, out=out, client=client, method="mh", n_chains=2, n_iter=60, checkpoint_every=20, seed=1)
+    sample(X, y, out=out, client=client, method="mh", n_chains=2, n_iter=80, checkpoint_every=20, n_adapt=20,
+           seed=1)
     # simulate a crash half-way through an append: one array grew, the others did not
     arr = zarr.open_group(out, mode="r+", use_consolidated=False)["posterior"]["noise"]
     arr.resize((2, 80))
@@ -98,9 +102,10 @@ def test_divergent_chain_stops_with_a_message_and_keeps_its_draws(concrete, clie
                 seed=0)
     msgs = dt.attrs["messages"]
     assert set(msgs) == {"0", "1"} and all("divergence" in m for m in msgs.values())
-    post = dt["posterior"]["noise"].values
-    assert np.isnan(post).any() and dt["posterior"].sizes["draw"] == 100
-    assert dt["sample_stats"]["diverged"].values.any()
+    whole = whole_chains(dt)
+    post = whole["posterior"]["noise"].values
+    assert np.isnan(post).any() and whole["posterior"].sizes["draw"] == 100
+    assert whole["sample_stats"]["diverged"].values.any()
     with pytest.raises(ValueError, match="every chain diverged"):
         post_warmup(dt)
 
@@ -205,5 +210,5 @@ def test_run_control_pauses_stops_and_the_run_resumes(concrete, client, tmp_path
     assert "stopped" in result and not th.is_alive()
     n = read_checkpoint(out)["n_draws"]
     assert 40 <= n < 400
-    done = resume(out, X=X, y=y, client=client)
+    done = whole_chains(resume(out, X=X, y=y, client=client))
     np.testing.assert_array_equal(done["posterior"]["draw"].values, np.arange(400))

@@ -48,14 +48,26 @@ def test_summary_has_time_per_effective_sample(rng):
     assert (table["r_hat"] < 1.05).all()
 
 
-def test_post_warmup_falls_back_when_a_run_stopped_just_after_freezing():
+def test_post_warmup_keeps_the_posterior_group_and_names_late_freezers():
+    """ArviZ's layout: the kept draws are the posterior group whole; kept draws still flagged as warming up
+    (an SGLD chain whose step froze after the warmup's end) are named in a note; fewer than 4 kept draws, or
+    none, is an error that says to run longer."""
     from daskgp.mcmc.diagnostics import post_warmup
 
     rng = np.random.default_rng(0)
-    warm = np.ones((2, 100), bool)
-    warm[:, 99:] = False  # both chains froze at the very last draw
-    post = xr.Dataset({"s2": (("chain", "draw"), rng.gamma(2, 1, (2, 100)))})
-    dt = xr.DataTree.from_dict({"posterior": post,
-                                "sample_stats": xr.Dataset({"warmup": (("chain", "draw"), warm)})})
-    out, notes = post_warmup(dt)
-    assert out["posterior"].sizes["draw"] == 50 and "only 1 draws" in notes[0]
+
+    def run(n_kept, late=0):
+        warm = np.zeros((2, n_kept), bool)
+        warm[1, :late] = True
+        return xr.DataTree.from_dict({
+            "warmup_posterior": xr.Dataset({"s2": (("chain", "draw"), rng.gamma(2, 1, (2, 30)))}),
+            "posterior": xr.Dataset({"s2": (("chain", "draw"), rng.gamma(2, 1, (2, n_kept)))}),
+            "sample_stats": xr.Dataset({"warmup": (("chain", "draw"), warm)})})
+
+    out, notes = post_warmup(run(50))
+    assert out["posterior"].sizes["draw"] == 50 and not notes and out.attrs["warmup_draws"] == 30
+    out, notes = post_warmup(run(50, late=7))
+    assert out["posterior"].sizes["draw"] == 50 and "chains 1 (7 draws) were still in warmup" in notes[0]
+    for n in (0, 3):
+        with pytest.raises(ValueError, match="run longer"):
+            post_warmup(run(n))

@@ -49,11 +49,12 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_run(data, client, tmp_path_factory):
-    """A finished MH run, 2 chains × 20 draws in two blocks of 10, that knows its data (a CSV)."""
+    """A finished MH run, 2 chains × 30 draws in three blocks of 10 (the warmup's, then two of kept draws),
+    that knows its data (a CSV)."""
     folder, ds = data
     out = tmp_path_factory.mktemp("runs") / "tiny.zarr"
-    sample(ds.X, ds.y, out=str(out), client=client, method="mh", n_chains=2, n_iter=20, checkpoint_every=10,
-           seed=0, data_spec={"csv": str(folder / "train.csv"), "target": ds.target_name})
+    sample(ds.X, ds.y, out=str(out), client=client, method="mh", n_chains=2, n_iter=30, checkpoint_every=10,
+           n_adapt=10, seed=0, data_spec={"csv": str(folder / "train.csv"), "target": ds.target_name})
     return out
 
 
@@ -291,9 +292,9 @@ def _edit(fn):
     return change
 
 
-def _beyond(doc):
+def _beyond(doc):  # the warmup's block, then 3 kept blocks where the arrays hold 1
     doc["n_draws"], doc["block_ends"] = 40, [10, 20, 30, 40]
-    doc["digests"] = {k: v + v for k, v in doc["digests"].items()}
+    doc["digests"] = {k: v if k.startswith("warmup_") else v + v[-1:] for k, v in doc["digests"].items()}
 
 
 CHECKPOINT_DAMAGE = {
@@ -322,16 +323,16 @@ def test_a_damaged_checkpoint_is_one_line_and_repair_restores_the_previous_one(c
                  ["predict", run, "--x", str(folder / "new.csv"), "--out", str(tmp_path / "p.csv")]):
         line = _one_line_error(capsys, main(argv))
         if case == "more draws than the arrays hold":
-            assert "holds 20 draws, fewer than the 40 committed" in line
+            assert "holds 20 draws, fewer than the 30 committed" in line
         else:
             assert CHECKPOINT in line and "damaged" in line, line
-            assert "daskgp repair" in line and "restores the previous checkpoint (10 draws" in line, line
+            assert "daskgp repair" in line and "restores the previous checkpoint (20 draws" in line, line
     assert _snapshot(run) == before  # readers wrote nothing
     if case == "more draws than the arrays hold":
         return
     assert main(["repair", run]) == 0
-    assert "restored the previous checkpoint (10 draws per chain)" in capsys.readouterr().out
-    assert dg.open_run(run).attrs["n_draws"] == 10
+    assert "restored the previous checkpoint (20 draws per chain)" in capsys.readouterr().out
+    assert dg.open_run(run).attrs["n_draws"] == 20
     assert main(["summary", run]) == 0
 
 
@@ -353,7 +354,7 @@ def _unfinish(run, n_iter=40):
      "state of chain 1 is malformed (phi must be a float array of shape (3,)"),
     (lambda d: d["states"][0].update(rng={"bit_generator": "RandomState", "state": {}}),
      "state of chain 0 is malformed (not a numpy random generator state"),
-    (lambda d: d["states"][0].update(t=3), "state of chain 0 is malformed (iteration 3 for 20 committed"),
+    (lambda d: d["states"][0].update(t=3), "state of chain 0 is malformed (iteration 3 for 30 committed"),
     (lambda d: d["states"].pop(), "expected 2 chain states, found 1"),
 ])
 def test_a_malformed_chain_state_stops_resume_in_one_line(change, msg, tiny_run, data, tmp_path, capsys):
@@ -371,18 +372,19 @@ def test_a_malformed_chain_state_stops_resume_in_one_line(change, msg, tiny_run,
 def test_a_missing_chunk_is_reported_not_summarised_and_salvage_keeps_the_intact_draws(tiny_run, tmp_path,
                                                                                        capsys):
     run = _copy(tiny_run, tmp_path / "run.zarr")
-    os.remove(os.path.join(run, "posterior", "noise", "c", "0", "1"))
+    os.remove(os.path.join(run, "posterior", "noise", "c", "0", "1"))  # the last block (run draws 20–29)
     line = _one_line_error(capsys, main(["summary", run]))
     assert "posterior/noise: draws 10–19 are missing (chunk file c/0/1)" in line
-    assert "--salvage' keeps the 10 intact draws" in line
+    assert "--salvage' keeps the 20 intact draws" in line
     line = _one_line_error(capsys, main(["repair", run]))
     assert "missing" in line and "--salvage" in line
     assert main(["repair", run, "--salvage"]) == 0
-    assert "cut the run back to its 10 intact draws" in capsys.readouterr().out
+    assert "cut the run back to its 20 intact draws" in capsys.readouterr().out
     dt = dg.open_run(run)
-    assert dt.attrs["n_draws"] == 10 and np.isfinite(dt["posterior"]["noise"].values).all()
+    assert dt.attrs["n_draws"] == 20 and np.isfinite(dt["posterior"]["noise"].values).all()
+    assert dt["posterior"].sizes["draw"] == 10 and dt["warmup_posterior"].sizes["draw"] == 10
     assert main(["summary", run]) == 0
-    assert "cut this run back from 20 to 10 draws" in capsys.readouterr().out
+    assert "cut this run back from 30 to 20 draws" in capsys.readouterr().out
     assert "cannot be resumed" in _one_line_error(capsys, main(["sample", "--resume", run]))
     assert xr.open_datatree(run, engine="zarr")["posterior"].sizes["draw"] == 10
 
@@ -393,7 +395,7 @@ def test_other_damage_is_one_line_naming_the_file(what, tiny_run, tmp_path, caps
     import zarr
 
     run = _copy(tiny_run, tmp_path / "run.zarr")
-    target = {"altered value": "posterior/variance", "corrupt chunk": "posterior/variance/c/0/1",
+    target = {"altered value": "warmup_posterior/variance", "corrupt chunk": "posterior/variance/c/0/1",
               "torn array metadata": "sample_stats/logp/zarr.json",
               "torn group metadata": "posterior/zarr.json", "torn root metadata": "zarr.json",
               "deleted array": "posterior/lengthscale"}[what]
@@ -413,13 +415,13 @@ def test_other_damage_is_one_line_naming_the_file(what, tiny_run, tmp_path, caps
     line = _one_line_error(capsys, main(["summary", run]))
     name = target.split("/c/")[0].removesuffix("zarr.json").rstrip("/") or "zarr.json"
     assert name in line, line
-    expected = {"altered value": "posterior/variance: draws 0–9 are altered; no intact draws remain",
+    expected = {"altered value": "warmup_posterior/variance: draws 0–9 are altered; no intact draws remain",
                 "corrupt chunk": "posterior/variance: draws 10–19 cannot be read",
                 "torn group metadata": "posterior/zarr.json is missing or unreadable",
                 "deleted array": "posterior/lengthscale is missing"}.get(what, "")
     assert expected in line, line
     if what == "corrupt chunk":
-        assert "--salvage' keeps the 10 intact draws" in line
+        assert "--salvage' keeps the 20 intact draws" in line
     elif what != "altered value":
         assert "daskgp repair cannot rebuild it" in line, line
     assert _snapshot(run) == before
@@ -467,7 +469,7 @@ def test_readers_never_write_even_beside_a_torn_append(tiny_run, data, tmp_path,
         arr[:, 20:] = np.nan
     before = _snapshot(run)
     dt = dg.open_run(run)
-    assert dt.attrs["n_draws"] == 20 and np.isfinite(dt["posterior"]["noise"].values).all()
+    assert dt.attrs["n_draws"] == 30 and np.isfinite(dt["posterior"]["noise"].values).all()
     BayesianGPRegressor.from_run(run, n_predict_draws=5).predict(np.zeros((2, 8)))
     assert main(["summary", run, "--psrf"]) == 0
     assert main(["predict", run, "--x", str(folder / "new.csv"), "--out", str(tmp_path / "p.csv")]) == 0
@@ -475,9 +477,42 @@ def test_readers_never_write_even_beside_a_torn_append(tiny_run, data, tmp_path,
     assert _snapshot(run) == before
 
 
+def test_arviz_reads_the_run_as_daskgp_summarises_it(tiny_run, tmp_path):
+    """ArviZ's layout on disk: posterior holds only the kept draws, the warmup's are in warmup_posterior /
+    warmup_sample_stats; az.from_zarr (no warning: the metadata are consolidated) gives the R-hat and ESS
+    of daskgp's summary to 1e-12, and plain xarray sees the same groups."""
+    import warnings
+
+    import arviz as az
+
+    from daskgp.mcmc.diagnostics import run_summary
+
+    run = _copy(tiny_run, tmp_path / "run.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tree = az.from_zarr(run)
+    assert {"posterior", "sample_stats", "warmup_posterior", "warmup_sample_stats"} <= set(tree.children)
+    assert tree["posterior"].sizes == {"chain": 2, "draw": 20}
+    assert tree["warmup_posterior"].sizes == {"chain": 2, "draw": 10}
+    assert not tree["sample_stats"]["warmup"].values.any()
+    assert tree["warmup_sample_stats"]["warmup"].values.all()
+    ours, _ = run_summary(dg.open_run(run))
+    theirs = az.summary(tree)
+    for col in ("r_hat", "ess_bulk", "ess_tail", "mean", "sd"):
+        np.testing.assert_allclose(theirs.loc[ours.index, col].to_numpy(float), ours[col].to_numpy(float),
+                                   rtol=1e-12, atol=1e-12, err_msg=col)
+    whole = dg.open_run(run)
+    from daskgp.mcmc.diagnostics import whole_chains
+
+    joined = whole_chains(whole)["posterior"]["noise"].values
+    np.testing.assert_array_equal(joined, np.concatenate([tree["warmup_posterior"]["noise"].values,
+                                                          tree["posterior"]["noise"].values], axis=1))
+
+
 def test_read_checkpoint_is_data(tiny_run):
     ck = read_checkpoint(tiny_run)
-    assert ck["n_draws"] == 20 and ck["block_ends"] == [10, 20] and len(ck["states"]) == 2
+    assert ck["n_draws"] == 30 and ck["block_ends"] == [10, 20, 30] and ck["warmup_draws"] == 10
+    assert len(ck["states"]) == 2
     assert isinstance(ck["states"][0]["phi"], np.ndarray)
     raw = json.load(open(os.path.join(tiny_run, CHECKPOINT)))
     assert base64.b64decode(raw["states"][0]["phi"]["__ndarray__"])  # arrays are base64 in plain JSON

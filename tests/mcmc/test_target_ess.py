@@ -13,7 +13,8 @@ pytestmark = pytest.mark.cluster
 
 def _ess_rhat(dt):
     """(min bulk/tail ESS, max R-hat) of a run's post-warmup draws, by ArviZ directly."""
-    ds = post_warmup(dt)[0]["posterior"].to_dataset()
+    ds = dt["posterior"].to_dataset()  # ArviZ's layout: the kept draws only
+    assert post_warmup(dt)[0]["posterior"].sizes == ds.sizes
     ess = min(float(az.ess(ds, method=m).to_array().min()) for m in ("bulk", "tail"))
     return ess, float(az.rhat(ds).to_array().max())
 
@@ -44,8 +45,12 @@ def test_target_ess_stops_at_the_first_block_that_meets_it_and_extends(concrete,
     ext = resume(out, X=X, y=y, client=client, target_ess=target, progress=more.append)
     assert ext.attrs["n_draws"] > n and more[-1].converged and more[-1].target_ess == target
     assert ext.attrs["config"]["target_ess"] == target and ext.attrs["config"]["n_adapt"] == 75
+    k = dt["posterior"].sizes["draw"]  # the kept draws (the warmup's 75 are apart)
+    assert k == n - 75
     for name in dt.attrs["param_names"]:
-        np.testing.assert_array_equal(ext["posterior"][name].values[:, :n], dt["posterior"][name].values)
+        np.testing.assert_array_equal(ext["posterior"][name].values[:, :k], dt["posterior"][name].values)
+        np.testing.assert_array_equal(ext["warmup_posterior"][name].values,
+                                      dt["warmup_posterior"][name].values)
     ess, rhat = _ess_rhat(ext)
     assert ess >= target and rhat < 1.01
     with pytest.raises(ValueError, match="would not extend"):
@@ -53,18 +58,20 @@ def test_target_ess_stops_at_the_first_block_that_meets_it_and_extends(concrete,
 
 
 def test_extending_a_finished_run_equals_the_longer_run(concrete, client, tmp_path):
-    """A finished 100-iteration SGHMC run extended to 150 gives, bit for bit, the 150-iteration run with the
+    """A finished 100-iteration SGHMC run extended to 140 gives, bit for bit, the 140-iteration run with the
     same adaptation (the extension pins the run's adaptation length, n_iter // 5 = 20, so it does not
-    change with the new length); a run ending with a short block cannot be extended."""
+    change with the new length; blocks of 40 restart at it: 20, 60, 100, 140); a run ending with a short
+    block cannot be extended."""
     X, y = concrete.X[:150], concrete.y[:150]
-    kw = dict(method="sghmc", n_chains=2, checkpoint_every=50, batch=10, subset_size=100, n_probes=4, seed=6)
+    kw = dict(method="sghmc", n_chains=2, checkpoint_every=40, batch=10, subset_size=100, n_probes=4, seed=6)
     short = str(tmp_path / "short.zarr")
     sample(X, y, out=short, client=client, n_iter=100, **kw)
-    ext = resume(short, X=X, y=y, client=client, n_iter=150)
-    full = sample(X, y, out=str(tmp_path / "full.zarr"), client=client, n_iter=150, n_adapt=20, **kw)
-    assert ext.attrs["n_draws"] == 150
-    for name in full.attrs["param_names"]:
-        np.testing.assert_array_equal(ext["posterior"][name].values, full["posterior"][name].values)
+    ext = resume(short, X=X, y=y, client=client, n_iter=140)
+    full = sample(X, y, out=str(tmp_path / "full.zarr"), client=client, n_iter=140, n_adapt=20, **kw)
+    assert ext.attrs["n_draws"] == 140 and ext["posterior"].sizes["draw"] == 120
+    for g in ("posterior", "warmup_posterior"):
+        for name in full.attrs["param_names"]:
+            np.testing.assert_array_equal(ext[g][name].values, full[g][name].values)
     odd = str(tmp_path / "odd.zarr")
     sample(X, y, out=odd, client=client, n_iter=70, **{**kw, "method": "mh"})
     with pytest.raises(ValueError, match="short block"):
