@@ -109,6 +109,36 @@ class Dataset:
         """Targets in original units from standardised ones."""
         return self.y_scaler.inverse_transform(np.asarray(y_std, dtype=float).reshape(-1, 1))[:, 0]
 
+    def meta(self) -> dict:
+        """What a run stores beside X and y to stand on its own (plain JSON): name, feature and target
+        names, and the scalers' centres and scales (original = standardised · scale + centre)."""
+        return {"name": self.name, "feature_names": list(self.feature_names), "target_name": self.target_name,
+                "x_center": self.x_scaler.mean_.tolist(), "x_scale": self.x_scaler.scale_.tolist(),
+                "y_center": float(self.y_scaler.mean_[0]), "y_scale": float(self.y_scaler.scale_[0])}
+
+    @classmethod
+    def from_meta(cls, X, y, meta: dict) -> Dataset:
+        """The data set a run stored: standardised X (n, d), y (n,) and :meth:`meta` (a run started from
+        bare arrays has no scalers: they are then the identity)."""
+        X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        d = X.shape[1]
+        names = meta.get("feature_names") or [f"x{j}" for j in range(d)]
+        return cls(meta.get("name", "stored"), X, y,
+                   fitted_scaler(meta.get("x_center", [0.0] * d), meta.get("x_scale", [1.0] * d), len(y)),
+                   fitted_scaler([meta.get("y_center", 0.0)], [meta.get("y_scale", 1.0)], len(y)),
+                   tuple(str(n) for n in names), str(meta.get("target_name", "y")))
+
+
+def fitted_scaler(center, scale, n_samples: int) -> StandardScaler:
+    """A StandardScaler fitted to the given centre and scale (as if on ``n_samples`` rows)."""
+    sc = StandardScaler()
+    sc.mean_ = np.asarray(center, dtype=np.float64)
+    sc.scale_ = np.asarray(scale, dtype=np.float64)
+    sc.var_ = sc.scale_**2
+    sc.n_features_in_ = sc.mean_.size
+    sc.n_samples_seen_ = int(n_samples)
+    return sc
+
 
 def _download(name: str, dest: Path) -> Path:
     src = DATASETS[name]

@@ -147,7 +147,8 @@ def _sample(args) -> int:
                                 n_probes=args.probes, checkpoint_every=args.checkpoint_every,
                                 step_start=args.step_start, step_end=args.step_end,
                                 freeze_threshold=args.freeze_threshold)
-                    dt = sample(ds.X, ds.y, out=out, client=client, data_spec=spec, overwrite=args.overwrite,
+                    dt = sample(ds.X, ds.y, out=out, client=client, data_spec=spec, data_meta=ds.meta(),
+                                overwrite=args.overwrite,
                                 progress=chain_progress(args.method), control=control, **opts)
             except (KeyboardInterrupt, RunStopped):
                 _quiet_teardown()  # the cluster closes next: its comms break loudly
@@ -250,10 +251,12 @@ def _read_features(path, est) -> np.ndarray:
     df = read_csv_frame(path, path)
     if len(df) == 0:
         raise ValueError(f"{path} has no rows")
-    try:
-        names = list(load_spec(est.run_.attrs["data"]).feature_names)
-    except (ValueError, FileNotFoundError):
-        names = []
+    names = list((est.run_.attrs.get("data_meta") or {}).get("feature_names") or [])
+    if not names:  # a run of daskgp <= 0.2: the names come from its data spec
+        try:
+            names = list(load_spec(est.run_.attrs["data"]).feature_names)
+        except (ValueError, FileNotFoundError):
+            names = []
     if names and set(names) <= set(df.columns):
         df = df[names]
     elif df.shape[1] != est.n_features_in_:

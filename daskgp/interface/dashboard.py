@@ -191,8 +191,12 @@ class LiveRun:
             self.warmup_draws = min(cfg.adapt, cfg.n_iter)  # where the run's kept draws begin
             with borrowed_client(self.client, s.scheduler, timeout=10) as client:
                 self.dask_link = getattr(client, "dashboard_link", None)
+                meta = {"feature_names": list(self.feature_names), "target_name": str(s.target or "y"),
+                        "x_center": self.x_scaler.mean_.tolist(), "x_scale": self.x_scaler.scale_.tolist(),
+                        "y_center": float(self.y_scaler.mean_[0]), "y_scale": float(self.y_scaler.scale_[0])}
                 sample(self.X_train, self.y_train, out=self.out, client=client, overwrite=True,
-                       control=self.control, on_block=self._on_block, progress=self._on_progress, **kw)
+                       control=self.control, on_block=self._on_block, progress=self._on_progress,
+                       data_meta=meta, **kw)
             self.status = "finished"
         except RunStopped:
             self.status = "stopped"

@@ -44,13 +44,15 @@ __all__ = ["sample", "resume", "check_resumable", "check_states", "extended_conf
 
 
 def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
-           data_spec: dict | None = None, overwrite: bool = False, progress=None,
-           control: RunControl | None = None, on_block=None, **overrides):
+           data_spec: dict | None = None, data_meta: dict | None = None, overwrite: bool = False,
+           progress=None, control: RunControl | None = None, on_block=None, **overrides):
     """Run ``config.n_chains`` chains in parallel on the Dask cluster, checkpointing to the zarr store
     ``out``.
 
-    X (n, d), y (n,): standardised training data. ``data_spec`` (e.g. {'dataset': 'concrete'} or
-    {'csv': path, 'target': col}) is stored so ``resume`` can reload the data by itself.
+    X (n, d), y (n,): standardised training data, stored with the run (constant_data / observed_data) so
+    that it resumes and predicts with nothing but itself; ``data_meta`` (:meth:`daskgp.Dataset.meta`: names
+    and the scalers that undo the standardisation) is stored with them; ``data_spec`` (e.g. {'dataset':
+    'concrete'} or {'csv': path, 'target': col}) records where the data came from.
     With ``target_ess`` (a config field) the run stops at the first committed block where every parameter's
     bulk and tail ESS reach it and every R-hat is below ``target_rhat`` (``n_iter`` is then only a cap).
     progress(status): called after every committed block with a :class:`daskgp.mcmc.diagnostics.RunStatus`
@@ -91,9 +93,13 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
                  "d": X.shape[1], "fingerprint": fingerprint(X, y), "phi_map": phi_map.tolist(),
                  "laplace_cov": H_inv.tolist(), "M": M.tolist(), "phi_init": phi_init.tolist(),
                  "warmup": _plain(warm) if warm is not None else {"method": "subset"},
+                 "data_meta": {k: v for k, v in (data_meta or {}).items()
+                               if k not in ("x_center", "x_scale")},  # those are arrays in constant_data
                  "daskgp_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        stored = {"X": X, "y": y, **{k: np.asarray(data_meta[k], dtype=float)
+                                     for k in ("x_center", "x_scale") if data_meta and k in data_meta}}
         store = DrawStore.create(out, attrs, cfg.checkpoint_every, overwrite=overwrite,
-                                 warmup_draws=min(cfg.adapt, cfg.n_iter))
+                                 warmup_draws=min(cfg.adapt, cfg.n_iter), data=stored)
         setup = time.perf_counter() - t0
         ckpt = {"states": states, "elapsed": setup, "messages": {}}
         return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block))
@@ -149,10 +155,7 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
             cfg = extended_config(cfg, store.n_draws, n_iter, target_ess, store.path)
         finished = _finished(cfg, store.n_draws, committed.data, names)
         if X is None and not finished:
-            from ..core.datasets import load_spec
-
-            ds = load_spec(attrs["data"])
-            X, y = ds.X, ds.y
+            X, y = _stored_or_spec(committed, attrs)
         if X is not None:
             X = check_X(X)
             y = check_y(y, X.shape[0])
@@ -168,6 +171,18 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
         raise
     history = {k: [v] for k, v in _whole_chains(committed.data, names).items()}
     return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block), history)
+
+
+def _stored_or_spec(committed, attrs: dict):
+    """The training data of a run to continue: the copy stored in it, else (a run of an earlier daskgp that
+    stored none) reloaded from its data spec."""
+    X, y = committed.data["constant_data"].get("X"), committed.data["observed_data"].get("y")
+    if X is not None and y is not None:
+        return X, y
+    from ..core.datasets import load_spec
+
+    ds = load_spec(attrs["data"])
+    return ds.X, ds.y
 
 
 def _resume_plan(attrs: dict, ckpt: dict, where: str) -> tuple[SamplerConfig, list[str], np.ndarray]:

@@ -84,20 +84,24 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
             out = os.path.join(self._tmp.name, "run.zarr")
         from ..compute.cluster import borrowed_client
 
+        meta = {"x_center": self.x_scaler_.mean_.tolist(), "x_scale": self.x_scaler_.scale_.tolist(),
+                "y_center": float(self.y_scaler_.mean_[0]), "y_scale": float(self.y_scaler_.scale_[0])}
         with borrowed_client(address=self.scheduler) as client:
             self.run_ = sample(Xs, ys, cfg, out=out, client=client, overwrite=self.out is None,
-                               progress=progress)
+                               progress=progress, data_meta=meta)
         self._set_posterior(Xs, ys)
         return self
 
     @classmethod
     def from_run(cls, path, dataset=None, n_predict_draws: int = 50, level: float = 0.95):
         """A fitted estimator from a run on disk. ``dataset``: the :class:`daskgp.Dataset` it was sampled on
-        (default: reloaded from the data spec stored with the run)."""
+        (default: the copy stored in the run; a run of daskgp ≤ 0.2 stored none, and its data are then
+        reloaded from the spec it recorded)."""
         from ..core.datasets import load_spec
+        from .runstore import stored_dataset
 
         dt = open_run(path)
-        ds = dataset if dataset is not None else load_spec(dt.attrs["data"])
+        ds = dataset if dataset is not None else stored_dataset(dt) or load_spec(dt.attrs["data"])
         if fingerprint(ds.X, ds.y) != dt.attrs["fingerprint"]:
             raise ValueError(f"the data set differs from the one the run at {path} was sampled on")
         cfg = dt.attrs["config"]

@@ -57,6 +57,7 @@ from ..core.plaindata import decode, encode
 from .runlock import LOCK_NAME, LockInfo, RunLocked, acquire, lock_info, release
 
 __all__ = ["DrawStore", "Committed", "RunError", "RunDamaged", "RunLocked", "read_committed", "read_run",
+           "stored_dataset",
            "read_checkpoint", "repair", "check_new_run_path", "check_appendable", "encode", "decode",
            "CHECKPOINT", "PREVIOUS", "FORMAT", "KIND"]
 
@@ -66,8 +67,13 @@ MARKER = "daskgp_run"
 CHECKPOINT = "daskgp-checkpoint.json"
 PREVIOUS = "daskgp-checkpoint.prev.json"
 GROUPS = ("posterior", "sample_stats", "warmup_posterior", "warmup_sample_stats")
+# the training data the chains ran on, written once with the run (ArviZ's names): standardised X and y, their
+# scalers' centres and scales, so that a run predicts and resumes with nothing but itself
+DATA_GROUPS = ("constant_data", "observed_data")
+_DATA_DIMS = {"X": ("obs", "feature"), "x_center": ("feature",), "x_scale": ("feature",), "y": ("obs",)}
 LEGACY_SUFFIX = ".checkpoint"  # format 1 kept a pickle beside the store: never loaded
-_KEY = re.compile(r"^(warmup_)?(posterior|sample_stats)/[A-Za-z_][A-Za-z0-9_]*$")
+_KEY = re.compile(r"^((warmup_)?(posterior|sample_stats)|constant_data|observed_data)"
+                  r"/[A-Za-z_][A-Za-z0-9_]*$")
 _ZARR_TMP = re.compile(r"^zarr\.[0-9a-f]+\.partial$")  # zarr's own write-then-rename temporaries
 
 
@@ -139,7 +145,7 @@ def _foreign_entries(path: str) -> list[str]:
     top_ok = {"zarr.json", CHECKPOINT, PREVIOUS, LOCK_NAME}
     for entry in sorted(os.listdir(path)):
         full = os.path.join(path, entry)
-        if entry in GROUPS and os.path.isdir(full) and not os.path.islink(full):
+        if entry in GROUPS + DATA_GROUPS and os.path.isdir(full) and not os.path.islink(full):
             foreign += [f"{entry}/{e}" for e in _foreign_in_group(full)]
         elif not (entry in top_ok or _ZARR_TMP.match(entry) or entry.startswith(
                 (f"{CHECKPOINT}.tmp-", f"{PREVIOUS}.tmp-", f"{LOCK_NAME}.stale-"))) or os.path.isdir(full):
@@ -242,7 +248,7 @@ def _problem(doc) -> str | None:
 
     n, chunk, ends, W = doc.get("n_draws"), doc.get("chunk"), doc.get("block_ends"), doc.get("warmup_draws")
     if not count(n, 1) or not count(chunk, 1) or not count(W, 0):
-        return f"n_draws {n!r} / chunk {chunk!r} / warmup_draws {W!r} are not positive integers"
+        return f"n_draws {n!r} / chunk {chunk!r} / warmup_draws {W!r} are not valid counts"
     if not (isinstance(ends, list) and ends and all(count(e, 1) for e in ends)
             and all(a < b for a, b in zip(ends, ends[1:], strict=False)) and ends[-1] == n):
         return "block_ends is not an increasing list ending at n_draws"
@@ -352,7 +358,7 @@ def _missing_chunks(path: str, key: str, arr, start: int, end: int) -> list[str]
 def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
     """Read every committed array (read-only) and check each block against its digest."""
     ends, W = ckpt["block_ends"], ckpt["warmup_draws"]
-    data: dict = {g: {} for g in GROUPS}
+    data: dict = {g: {} for g in GROUPS + DATA_GROUPS}
     damage = []
     try:
         root = zarr.open_group(path, mode="r", use_consolidated=False)  # each array's own metadata
@@ -360,7 +366,7 @@ def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
         return data, [_Damage("zarr.json", 0, f"{path}/zarr.json is unreadable ({type(e).__name__})",
                               _NO_REBUILD)]
     held = {k.split("/")[0] for k in [*ckpt["digests"], *ckpt["static_digests"]]}
-    for g in [g for g in GROUPS if g in held]:  # a group exists once it holds a block
+    for g in [g for g in GROUPS + DATA_GROUPS if g in held]:  # a group exists once it holds a block
         try:
             ok = isinstance(root[g], zarr.Group)
         except Exception:
@@ -464,7 +470,8 @@ def read_run(path):
     once it holds a block; attrs: the decoded configuration plus 'elapsed' (wall seconds so far), 'n_draws'
     (committed draws per chain, warmup included), 'warmup_draws' (the warmup's length), 'messages' ({chain:
     why it stopped}), 'writer' (None, or what holds the run's lock) and 'salvaged' (when ``daskgp repair
-    --salvage`` cut it back)."""
+    --salvage`` cut it back). With them, constant_data (X (obs, feature), x_center, x_scale) and
+    observed_data (y (obs)): the standardised training data the chains ran on, and its scalers."""
     import xarray as xr
 
     c = read_committed(path)
@@ -476,7 +483,17 @@ def read_run(path):
         coords = {dim: arrays[dim] for dim in ("chain", "draw") if dim in arrays}
         groups[g] = xr.Dataset({k: (("chain", "draw"), v) for k, v in arrays.items() if k not in coords},
                                coords=coords)
+    meta = c.attrs.get("data_meta") or {}
+    for g in DATA_GROUPS:
+        if c.data[g]:
+            groups[g] = xr.Dataset({k: (_DATA_DIMS[k], v) for k, v in c.data[g].items() if k in _DATA_DIMS})
+            if meta.get("feature_names") and "feature" in groups[g].dims:
+                groups[g] = groups[g].assign_coords(feature=list(meta["feature_names"]))
     dt = xr.DataTree.from_dict(groups)
+    if "observed_data" in groups:
+        dt["observed_data"].attrs.update(
+            units="standardised: original = y · y_scale + y_center",
+            **{k: meta[k] for k in ("target_name", "y_center", "y_scale") if k in meta})
     ck = c.checkpoint
     # the configuration as of the last block: an extended run (a new length or ESS target) carries it there
     dt.attrs = dict(c.attrs, config=ck.get("config", c.attrs.get("config")), elapsed=float(ck["elapsed"]),
@@ -484,6 +501,20 @@ def read_run(path):
                     messages={str(k): v for k, v in ck["messages"].items()},
                     writer=None if c.lock is None else c.lock.describe(), salvaged=ck.get("salvaged"))
     return dt
+
+
+def stored_dataset(dt):
+    """The training data a run stored (a :class:`daskgp.core.datasets.Dataset`: standardised X, y, the
+    scalers and names), or None for a run that stored none."""
+    from ..core.datasets import Dataset
+
+    if "constant_data" not in dt.children or "observed_data" not in dt.children:
+        return None
+    cd, od = dt["constant_data"].to_dataset(), dt["observed_data"].to_dataset()
+    meta = dict(dt.attrs.get("data_meta") or {})
+    if "x_center" in cd:
+        meta.update(x_center=cd["x_center"].values.tolist(), x_scale=cd["x_scale"].values.tolist())
+    return Dataset.from_meta(cd["X"].values, od["y"].values, meta)
 
 
 def check_appendable(path, ckpt: dict) -> None:
@@ -514,8 +545,10 @@ class DrawStore:
         self._last: bytes | None = None  # the committed checkpoint, kept as the next 'previous'
 
     @classmethod
-    def create(cls, path, attrs: dict, chunk: int, overwrite: bool = False,
-               warmup_draws: int = 0) -> DrawStore:
+    def create(cls, path, attrs: dict, chunk: int, overwrite: bool = False, warmup_draws: int = 0,
+               data: dict | None = None) -> DrawStore:
+        """``data``: {'X': (n, d), 'y': (n,), 'x_center', 'x_scale': (d,)} standardised training data and
+        scalers, written to constant_data / observed_data (names and units in ``attrs['data_meta']``)."""
         final = _norm(path)
         check_new_run_path(final, overwrite)
         staging = f"{final}.partial-{os.getpid()}-{secrets.token_hex(3)}"
@@ -524,11 +557,19 @@ class DrawStore:
             root = zarr.open_group(staging, mode="w-")
             root.attrs.update({MARKER: json.dumps({"format": FORMAT, "kind": KIND}),
                                **{k: json.dumps(v) for k, v in attrs.items()}})
+            store = cls(staging, chunk, final=final, warmup_draws=warmup_draws)
+            for name, v in (data or {}).items():
+                group = "observed_data" if name == "y" else "constant_data"
+                grp = root.require_group(group)
+                v = np.ascontiguousarray(v, dtype=np.float64)
+                arr = grp.create_array(name, shape=v.shape, dtype=v.dtype, dimension_names=_DATA_DIMS[name])
+                arr[...] = v
+                store.static[f"{group}/{name}"] = _digest(v)
             acquire(staging)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return cls(staging, chunk, final=final, warmup_draws=warmup_draws)
+        return store
 
     @classmethod
     def open(cls, path) -> tuple[DrawStore, Committed]:
@@ -651,6 +692,7 @@ class DrawStore:
                 arr.resize(arr.shape[:-1] + (n,))
         held = {k.split("/")[0] for k in [*self.digests, *self.static]}
         for g in GROUPS:  # a group whose first block was torn before its commit: not part of the run
+        # (the data groups are written with the run's first commit; a run without a commit is never read)
             if g not in held and os.path.isdir(os.path.join(self.path, g)):
                 shutil.rmtree(os.path.join(self.path, g))
                 cut.append(f"{g} (uncommitted)")

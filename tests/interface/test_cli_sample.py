@@ -79,7 +79,7 @@ def test_ctrl_c_keeps_the_checkpoint_and_resume_completes(small_csv, tmp_path):
     assert f"daskgp sample --resume {run}" in err.strip().splitlines()[-1]
     assert "Traceback" not in err
     n = read_checkpoint(run)["n_draws"]
-    assert 120 <= n < 600 and (n - 120) % 100 == 0  # blocks: the warmup's 120, then every 100
+    assert n in (100, 120, 220, 320, 420, 520)  # blocks of 100 restarting at the warmup's end, 120
     r = _cli("sample", "--resume", run)
     assert r.returncode == 0, r.stderr
     dt = xr.open_datatree(run, engine="zarr")

@@ -54,7 +54,8 @@ def tiny_run(data, client, tmp_path_factory):
     folder, ds = data
     out = tmp_path_factory.mktemp("runs") / "tiny.zarr"
     sample(ds.X, ds.y, out=str(out), client=client, method="mh", n_chains=2, n_iter=30, checkpoint_every=10,
-           n_adapt=10, seed=0, data_spec={"csv": str(folder / "train.csv"), "target": ds.target_name})
+           n_adapt=10, seed=0, data_spec={"csv": str(folder / "train.csv"), "target": ds.target_name},
+           data_meta=ds.meta())
     return out
 
 
@@ -507,6 +508,40 @@ def test_arviz_reads_the_run_as_daskgp_summarises_it(tiny_run, tmp_path):
     joined = whole_chains(whole)["posterior"]["noise"].values
     np.testing.assert_array_equal(joined, np.concatenate([tree["warmup_posterior"]["noise"].values,
                                                           tree["posterior"]["noise"].values], axis=1))
+
+
+def test_a_moved_run_predicts_and_resumes_from_its_own_data(tiny_run, data, client, tmp_path, monkeypatch,
+                                                            capsys):
+    """The training data live in the run (constant_data / observed_data with the scalers): moved away from
+    its CSV (deleted) and with DASKGP_DATA unset, a run still summarises, predicts (the input columns by the
+    stored names) and is extended by resume, bit for bit as from the original data."""
+    folder, ds = data
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    run = _copy(tiny_run, moved / "run.zarr")
+    new = tmp_path / "new.csv"
+    shutil.copy(folder / "new.csv", new)
+    original = BayesianGPRegressor.from_run(tiny_run, dataset=ds, n_predict_draws=5).predict(
+        pd.read_csv(new)[list(ds.feature_names)].to_numpy())
+    csv_backup = tmp_path / "train.csv.bak"
+    shutil.move(folder / "train.csv", csv_backup)
+    monkeypatch.delenv("DASKGP_DATA", raising=False)
+    try:
+        dt = dg.open_run(run)
+        np.testing.assert_array_equal(dt["constant_data"]["X"].values, ds.X)
+        np.testing.assert_array_equal(dt["observed_data"]["y"].values, ds.y)
+        assert list(dt["constant_data"]["feature"].values) == list(ds.feature_names)
+        np.testing.assert_allclose(dt["constant_data"]["x_center"].values, ds.x_scaler.mean_)
+        assert dt["observed_data"].attrs["y_scale"] == pytest.approx(float(ds.y_scaler.scale_[0]))
+        assert main(["summary", run]) == 0
+        assert main(["predict", run, "--x", str(new), "--out", str(tmp_path / "p.csv"), "--draws", "5"]) == 0
+        pred = pd.read_csv(tmp_path / "p.csv")
+        np.testing.assert_allclose(pred["mean"].to_numpy(), original, rtol=1e-10)
+        ext = resume(run, client=client, n_iter=40)
+        assert ext.attrs["n_draws"] == 40
+    finally:
+        shutil.move(csv_backup, folder / "train.csv")
+    capsys.readouterr()
 
 
 def test_read_checkpoint_is_data(tiny_run):
