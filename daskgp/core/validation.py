@@ -45,6 +45,15 @@ def check_rhs(V, n: int, name: str = "V") -> tuple[np.ndarray, bool]:
     return V, was_1d
 
 
+def check_int(name: str, value, low: int = 1) -> int:
+    """An integer parameter ≥ ``low``: Python or numpy integers only (2.7 or True is refused, not rounded)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return int(value)
+
+
 def check_positive(name: str, value) -> float:
     v = float(value)
     if not np.isfinite(v) or v <= 0:

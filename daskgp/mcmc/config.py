@@ -202,8 +202,17 @@ class SamplerConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> SamplerConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known}).validate()
+        """A validated configuration from its fields; a key that is not one (a misspelt option) raises
+        ValueError naming the closest field, instead of being dropped."""
+        import difflib
+
+        known = [f.name for f in fields(cls)]
+        for k in d:
+            if k not in known:
+                close = difflib.get_close_matches(str(k), known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown sampler option {k!r}{hint}")
+        return cls(**d).validate()
 
 
 def check_method_fits(cfg: SamplerConfig, n: int, memory_bytes: float | None = None) -> None:

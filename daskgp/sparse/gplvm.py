@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.inducing import kmeans_inducing
-from ..core.validation import check_X
+from ..core.validation import check_int, check_X
 from .bound import GlobalParams, SuffStats, bound_and_grads, psi1_stat
 from .chunks import ChunkedRows, LocalRows, local_objective
 from .fit import SparsePosterior, fit_global
@@ -80,16 +80,14 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
         self.noise_init, self.scheduler, self.seed = noise_init, scheduler, seed
 
     def _check(self, n: int, p: int) -> None:
-        if not 1 <= int(self.n_components) <= p:
+        for name in ("n_components", "n_inducing", "n_outer", "global_iter", "chunk_rows"):
+            check_int(name, getattr(self, name))  # 2.7 is refused, not rounded
+        check_int("local_iter", self.local_iter, low=0)  # 0: no local steps
+        if not self.n_components <= p:
             raise ValueError(f"n_components must be in 1..{p} (the output dimension), "
                              f"got {self.n_components}")
-        if not 1 <= int(self.n_inducing) <= n:
+        if not self.n_inducing <= n:
             raise ValueError(f"n_inducing must be in 1..{n} (the number of rows), got {self.n_inducing}")
-        for name in ("n_outer", "global_iter", "chunk_rows"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if int(self.local_iter) < 0:
-            raise ValueError(f"local_iter must be >= 0, got {self.local_iter}")
         if not 0 < self.noise_init < 1:
             raise ValueError(f"noise_init must be in (0, 1), got {self.noise_init}")
 

@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.inducing import kmeans_inducing
-from ..core.validation import check_X, check_y
+from ..core.validation import check_int, check_X, check_y
 from .bound import GlobalParams, bound_and_grads
 from .chunks import ChunkedRows
 from .fit import FitCheckpoint, SparsePosterior, fit_global
@@ -79,12 +79,10 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         self.seed, self.tol = seed, tol
 
     def _check_params(self, n: int) -> None:
-        if int(self.n_inducing) < 1:
-            raise ValueError(f"n_inducing must be >= 1, got {self.n_inducing}")
+        for name in ("n_inducing", "max_iter", "chunk_rows"):
+            check_int(name, getattr(self, name))
         if self.n_inducing > n:
             raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
-        if int(self.max_iter) < 1 or int(self.chunk_rows) < 1:
-            raise ValueError("max_iter and chunk_rows must be >= 1")
         if not 0 < self.noise_init < 10:
             raise ValueError(f"noise_init must be in (0, 10) (relative to var y), got {self.noise_init}")
 

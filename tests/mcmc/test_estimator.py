@@ -82,3 +82,16 @@ def test_sklearn_conventions(fitted, split, client):
                                                              n_predict_draws=5))
     pipe.fit(split[0][:120], split[1][:120])
     assert pipe.predict(split[2][:4]).shape == (4,)
+
+
+def test_misspelt_options_raise_before_any_work(split, tmp_path):
+    """A misspelt sampler option is refused with the closest name, by the estimator and by dg.sample, before
+    a cluster or a run folder is touched (it used to be dropped silently)."""
+    import daskgp as dg
+
+    Xtr, ytr = split[0][:50], split[1][:50]
+    with pytest.raises(ValueError, match="unknown sampler option 'n_probe' \\(did you mean 'n_probes'\\?\\)"):
+        BayesianGPRegressor(sampler_options={"n_probe": 8}, out=str(tmp_path / "r.zarr")).fit(Xtr, ytr)
+    with pytest.raises(ValueError, match="unknown sampler option 'n_iters' \\(did you mean 'n_iter'\\?\\)"):
+        dg.sample(Xtr, ytr, out=str(tmp_path / "s.zarr"), n_iters=5)
+    assert not list(tmp_path.iterdir())

@@ -261,3 +261,16 @@ def test_cli_sgpr_ctrl_c_keeps_the_checkpoint_and_resume_continues(tmp_path):
     assert np.allclose(trace[:len(done)], done) and len(trace) > len(done)
     assert trace[-1] >= done[-1] - 1e-6 * abs(done[-1])
     assert not os.path.exists(ckpt)
+
+
+@pytest.mark.parametrize("bad,msg", [(dict(n_inducing=2.7), "n_inducing must be an integer"),
+                                     (dict(n_inducing=True), "n_inducing must be an integer"),
+                                     (dict(max_iter=0), "max_iter must be >= 1"),
+                                     (dict(chunk_rows="100"), "chunk_rows must be an integer")])
+def test_integer_parameters_refuse_non_integers(bad, msg):
+    """2.7 inducing points used to become 2 silently; now every integer parameter must be one."""
+    from daskgp import SparseGPRegressor
+
+    X, y = np.random.default_rng(0).standard_normal((20, 2)), np.zeros(20)
+    with pytest.raises(ValueError, match=msg):
+        SparseGPRegressor(**{"n_inducing": 5, **bad}).fit(X, y)
