@@ -176,12 +176,26 @@ def _standardised(name, X, y, feature_names, target_name, path) -> Dataset:
 
 
 def read_csv_frame(source, name: str) -> pd.DataFrame:
-    """A CSV with a header row from a path or bytes; ValueError '<name> is not a readable CSV file' else."""
+    """A CSV with a header row from a path or bytes; ValueError '<name> is not a readable CSV file' else, and
+    when its first row is all numbers (a file without a header row: read with one, its first data row would
+    silently become the column names)."""
     try:
-        return pd.read_csv(io.BytesIO(source) if isinstance(source, bytes) else source)
+        df = pd.read_csv(io.BytesIO(source) if isinstance(source, bytes) else source)
     except (pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:  # ParserError is a ValueError
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ValueError(f"{name} is not a readable CSV file: {why}") from None
+    if len(df.columns) and all(_is_number(c) for c in df.columns):
+        raise ValueError(f"{name} has no header row (its first row, {', '.join(map(str, df.columns[:4]))}"
+                         f"{', …' if len(df.columns) > 4 else ''}, is numbers): add a row of column names")
+    return df
+
+
+def _is_number(label) -> bool:
+    try:
+        float(str(label).strip())  # pandas makes repeated labels unique as '1.5.1': not a number either
+    except ValueError:
+        return False
+    return True
 
 
 def check_numeric_frame(df: pd.DataFrame, name: str) -> pd.DataFrame:

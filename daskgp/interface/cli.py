@@ -219,7 +219,6 @@ def _repair(args) -> int:
 
 
 def _predict(args) -> int:
-    import pandas as pd
 
     from ..mcmc.estimator import BayesianGPRegressor
 
@@ -229,20 +228,37 @@ def _predict(args) -> int:
         raise ValueError(f"--draws must be >= 1, got {args.draws}")
     if not 0 < args.level < 1:
         raise ValueError(f"--level must be in (0, 1), got {args.level}")
+    from ..core.files import write_atomically
+
+    _check_csv_out(args.out, args.overwrite)  # before any work
     est = BayesianGPRegressor.from_run(args.run, n_predict_draws=args.draws, level=args.level)
-    Xnew = _read_features(args.x, est)
-    pred = est.predictive(Xnew)
-    df = pd.DataFrame({"mean": pred["mean"].values, "sd": pred["sd"].values,
-                       "lower": pred["lower"].values, "upper": pred["upper"].values})
-    df.to_csv(args.out, index=False)
+    inputs = _read_features(args.x, est)
+    pred = est.predictive(inputs.to_numpy(np.float64))
+    df = inputs.assign(mean=pred["mean"].values, sd=pred["sd"].values, lower=pred["lower"].values,
+                       upper=pred["upper"].values)
+    write_atomically(args.out, df.to_csv(index=False).encode("utf-8"))
     print(f"{len(df)} predictions ({len(est.log_draws_)} posterior draws, {args.level:.0%} intervals, "
           f"units of the target) written to {args.out}")
     return 0
 
 
-def _read_features(path, est) -> np.ndarray:
-    """The new inputs from a CSV: the training feature columns by name (when the run knows them), else all
-    columns; numeric, no missing values."""
+def _check_csv_out(path: str, overwrite: bool) -> None:
+    """An output CSV path, checked before any work: '.csv', its folder present, not an existing file unless
+    ``overwrite`` (never a folder)."""
+    if not path.lower().endswith(".csv"):
+        raise ValueError(f"--out {path}: predictions are written as CSV; give a path ending in .csv")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"--out {path} is a folder")
+    if os.path.lexists(path) and not overwrite:
+        raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"the output folder {parent} does not exist")
+
+
+def _read_features(path, est):
+    """The new inputs from a CSV as a DataFrame: the training feature columns by name (when the run knows
+    them), else all columns; numeric, no missing values."""
 
     from ..core.datasets import check_numeric_frame, load_spec, read_csv_frame
 
@@ -262,7 +278,7 @@ def _read_features(path, est) -> np.ndarray:
     elif df.shape[1] != est.n_features_in_:
         raise ValueError(f"{path} has {df.shape[1]} columns; the model needs {est.n_features_in_} features"
                          + (f" named {names}" if names else ""))
-    return check_numeric_frame(df, path).to_numpy(np.float64)
+    return check_numeric_frame(df, path)
 
 
 def _sgpr(args) -> int:
@@ -473,7 +489,9 @@ def _parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("predict", help="posterior predictive of a run at new inputs")
     pr.add_argument("run", help="a run written by 'daskgp sample' (run.zarr)")
     pr.add_argument("--x", required=True, help="CSV of new inputs (the training feature columns)")
-    pr.add_argument("--out", required=True, help="CSV to write: mean, sd, lower, upper")
+    pr.add_argument("--out", required=True,
+                    help="CSV to write: the input columns, then mean, sd, lower, upper (units of the target)")
+    pr.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     pr.add_argument("--draws", type=int, default=50, help="posterior draws to mix over")
     pr.add_argument("--level", type=float, default=0.95, help="central interval probability")
     pr.set_defaults(func=_predict)

@@ -52,7 +52,14 @@ def test_sample_summary_predict_end_to_end(small_csv, tmp_path):
              "--draws", "20")
     assert r.returncode == 0, r.stderr
     pred = pd.read_csv(tmp_path / "pred.csv")
-    assert list(pred.columns) == ["mean", "sd", "lower", "upper"] and len(pred) == 5
+    features = [c for c in pd.read_csv(small_csv / "train.csv").columns if c != "strength_mpa"]
+    assert list(pred.columns) == [*features, "mean", "sd", "lower", "upper"] and len(pred) == 5
+    np.testing.assert_array_equal(pred[features].to_numpy(), pd.read_csv(small_csv / "new.csv")[features])
+    r = _cli("predict", run, "--x", str(small_csv / "new.csv"), "--out", str(tmp_path / "pred.csv"))
+    assert r.returncode == 1 and "exists; pass --overwrite" in r.stderr  # nothing replaced silently
+    r = _cli("predict", run, "--x", str(small_csv / "new.csv"), "--out", str(tmp_path / "pred.csv"),
+             "--draws", "20", "--overwrite")
+    assert r.returncode == 0, r.stderr
     truth = pd.read_csv(small_csv / "new.csv")["strength_mpa"].to_numpy()
     assert np.all(pred["lower"] < pred["mean"]) and np.all(pred["mean"] < pred["upper"])
     assert np.all((pred["sd"] > 0.5) & (pred["sd"] < 30))  # MPa: the predictive spread is physical
@@ -93,6 +100,7 @@ def _bad_csvs(folder):
     (folder / "missing.csv").write_text("a,b\n1,2\n,3\n4,5\n")
     (folder / "empty.csv").write_text("")
     (folder / "one_col.csv").write_text("a\n1\n2\n")
+    (folder / "headless.csv").write_text("1,2,3\n4,5,6\n7,8,9\n")  # read with a header: 2 rows, not 3
 
 
 @pytest.mark.parametrize("argv,msg", [
@@ -106,6 +114,7 @@ def _bad_csvs(folder):
     (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/missing.csv"], "missing values"),
     (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/empty.csv"], "not a readable CSV"),
     (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/one_col.csv"], "at least two columns"),
+    (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/headless.csv"], "has no header row"),
     (["sample", "--out", "{tmp}/r.zarr", "--data", "mnist"], "unknown dataset"),
     (["sample", "--out", "{tmp}/r.zarr", "--scheduler", "tcp://127.0.0.1:9", "--timeout", "1"],
      "cannot reach the dask scheduler"),
@@ -115,6 +124,9 @@ def _bad_csvs(folder):
     (["summary", "{tmp}/exists"], "is not a daskgp run"),
     (["predict", "{tmp}/nothing.zarr", "--x", "a.csv", "--out", "p.csv"], "no run at"),
     (["predict", "{tmp}/exists"], "required"),
+    (["predict", "{tmp}/exists", "--x", "a.csv", "--out", "{tmp}/p.nc"], "ending in .csv"),
+    (["predict", "{tmp}/exists", "--x", "a.csv", "--out", "{tmp}/one_col.csv"], "exists; pass --overwrite"),
+    (["predict", "{tmp}/exists", "--x", "a.csv", "--out", "{tmp}/no/p.csv"], "does not exist"),
 ])
 def test_bad_inputs_one_line_nonzero(argv, msg, capsys, tmp_path):
     _bad_csvs(tmp_path)
@@ -134,7 +146,7 @@ def test_predict_rejects_bad_new_inputs(small_csv, tmp_path, capsys):
     _bad_csvs(tmp_path)
     (tmp_path / "narrow.csv").write_text("cement,slag\n1,2\n")
     for name, msg in (("text.csv", "columns"), ("narrow.csv", "columns"), ("empty.csv", "not a readable"),
-                      ("nope.csv", "no such file")):
+                      ("nope.csv", "no such file"), ("headless.csv", "has no header row")):
         code = main(["predict", run, "--x", str(tmp_path / name), "--out", str(tmp_path / "p.csv")])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 1 and len(err) == 1 and msg in err[0], (name, err)

@@ -18,6 +18,7 @@ from daskgp.interface.dashboard import DashboardSettings, LiveRun, RunCapReached
     (b"a,b\n1,2\n", "at least 20"),
     (b"\xff\xfe\x00binary\x00", "not a readable CSV"),
     (b"a,b\n" + b"1,2\n" * 3000, "limit"),
+    (b"1,2\n" * 30, "no header row"),  # its first row would have become the column names
 ])
 def test_upload_checks(content, msg):
     if msg is None:
