@@ -6,7 +6,9 @@ import numpy as np
 
 
 def check_X(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
-    """(n, d) float64 array with finite entries and at least ``min_rows`` rows."""
+    """(n, d) float64 C-ordered array with finite entries and at least ``min_rows`` rows. C order always: BLAS
+    rounds differently on a Fortran-ordered copy of the same numbers, and a run resumed from its stored data
+    must compute exactly what it computed from the data it started with."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
@@ -17,7 +19,7 @@ def check_X(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
     if X.shape[1] < 1:
         raise ValueError(f"{name} has no columns")
     _check_finite(X, name)
-    return X
+    return np.ascontiguousarray(X)
 
 
 def check_y(y, n: int, name: str = "y") -> np.ndarray:
