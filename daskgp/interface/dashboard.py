@@ -267,22 +267,13 @@ class LiveRun:
     def as_run(self):
         """The draws received so far as a run DataTree (the layout :func:`daskgp.mcmc.diagnostics.open_run`
         gives), or None before the first block."""
-        import xarray as xr
+        from ..mcmc.diagnostics import split_at_warmup
 
         post, stats = self.snapshot()
         if not post:
             return None
-
-        W = self.warmup_draws
-
-        def group(d, part):
-            return xr.Dataset({k: (("chain", "draw"), v[:, part]) for k, v in d.items()})
-
-        dt = xr.DataTree.from_dict({"warmup_posterior": group(post, slice(0, W)),
-                                    "warmup_sample_stats": group(stats, slice(0, W)),
-                                    "posterior": group(post, slice(W, None)),
-                                    "sample_stats": group(stats, slice(W, None))})
-        dt.attrs.update(param_names=list(self.names), warmup_draws=W)
+        dt = split_at_warmup(post, stats, self.warmup_draws)
+        dt.attrs["param_names"] = list(self.names)
         return dt
 
     def diagnostics(self) -> dict:

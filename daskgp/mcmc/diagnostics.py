@@ -22,8 +22,8 @@ import pandas as pd
 import xarray as xr
 
 __all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "whole_chains",
-           "running_diagnostics",
-           "run_status", "RunStatus", "DEFAULT_TARGET_ESS", "run_summary", "save_netcdf"]
+           "split_at_warmup", "running_diagnostics", "run_status", "RunStatus", "DEFAULT_TARGET_ESS",
+           "run_summary", "save_netcdf"]
 
 
 def to_datatree(log_draws, param_names, sample_stats: dict | None = None, attrs: dict | None = None):
@@ -117,6 +117,23 @@ def post_warmup(dt) -> tuple[xr.DataTree, list[str]]:
     n_warm = dt["warmup_posterior"].to_dataset().sizes["draw"] if "warmup_posterior" in dt.children else 0
     out.attrs = dict(dt.attrs, warmup_draws=int(dt.attrs.get("warmup_draws", n_warm)))
     return out, notes
+
+
+def split_at_warmup(posterior: dict, sample_stats: dict, warmup_draws: int) -> xr.DataTree:
+    """Whole chains ({name: (chains, draws)} arrays, warmup first) in ArviZ's layout: the first
+    ``warmup_draws`` in warmup_posterior / warmup_sample_stats, the rest in posterior / sample_stats (what
+    :func:`open_run` gives for a run on disk; the inverse of :func:`whole_chains`)."""
+    W = int(warmup_draws)
+
+    def group(arrays: dict, part: slice):
+        return xr.Dataset({k: (("chain", "draw"), np.asarray(v)[:, part]) for k, v in arrays.items()})
+
+    dt = xr.DataTree.from_dict({"warmup_posterior": group(posterior, slice(0, W)),
+                                "warmup_sample_stats": group(sample_stats, slice(0, W)),
+                                "posterior": group(posterior, slice(W, None)),
+                                "sample_stats": group(sample_stats, slice(W, None))})
+    dt.attrs["warmup_draws"] = W
+    return dt
 
 
 def whole_chains(dt) -> xr.DataTree:
@@ -214,21 +231,12 @@ def run_status(posterior_blocks: dict[str, list], warmup_blocks: list, *, warmup
     :func:`running_diagnostics` leaves them out of a run on disk). ``seconds_per_draw``: wall
     seconds per iteration of every chain lately, for the time estimate — ESS grows in proportion to the
     sampled draws, so the draws still needed are sampled × (target / ESS − 1)."""
-    def group(blocks, part: slice):
-        return xr.Dataset({k: (("chain", "draw"), np.concatenate(v, axis=1)[:, part])
-                           for k, v in blocks.items()})
-
     st = RunStatus(done=done, n_iter=n_iter, elapsed=elapsed, target_ess=target_ess, target_rhat=target_rhat,
                    messages=dict(messages or {}))
     if not warmup_blocks:
         return st
-    W = int(warmup_draws)
-    dt = xr.DataTree.from_dict({
-        "warmup_posterior": group(posterior_blocks, slice(0, W)),
-        "warmup_sample_stats": group({"warmup": warmup_blocks}, slice(0, W)),
-        "posterior": group(posterior_blocks, slice(W, None)),
-        "sample_stats": group({"warmup": warmup_blocks}, slice(W, None))})
-    dt.attrs["warmup_draws"] = W
+    dt = split_at_warmup({k: np.concatenate(v, axis=1) for k, v in posterior_blocks.items()},
+                         {"warmup": np.concatenate(warmup_blocks, axis=1)}, warmup_draws)
     live = running_diagnostics(dt, ess=False)
     st.phase = live["phase"]
     if live["rhat"]:
