@@ -199,7 +199,7 @@ def _entry_points(run, data, tmp):
         "from_run": lambda: BayesianGPRegressor.from_run(run, n_predict_draws=5),
         "daskgp summary": lambda: main(["summary", run]),
         "daskgp predict": lambda: main(["predict", run, "--x", str(folder / "new.csv"), "--out", pred,
-                                        "--draws", "5"]),
+                                        "--draws", "5", "--overwrite"]),
         "daskgp sample --resume": lambda: main(["sample", "--resume", run]),
     }
 
