@@ -75,6 +75,8 @@ LEGACY_SUFFIX = ".checkpoint"  # format 1 kept a pickle beside the store: never 
 _KEY = re.compile(r"^((warmup_)?(posterior|sample_stats)|constant_data|observed_data)"
                   r"/[A-Za-z_][A-Za-z0-9_]*$")
 _ZARR_TMP = re.compile(r"^zarr\.[0-9a-f]+\.partial$")  # zarr's own write-then-rename temporaries
+_FILE_SUFFIXES = {".nc", ".netcdf", ".nc4", ".h5", ".hdf5", ".csv", ".json", ".parquet", ".pkl", ".pickle",
+                  ".npy", ".npz", ".txt", ".zip"}
 
 
 class RunError(ValueError):
@@ -188,6 +190,10 @@ def check_new_run_path(path, overwrite: bool = False) -> None:
         raise ValueError(f"refusing to write a run at {path}: it contains the working directory")
     kind = _kind(path)
     if kind == "absent":
+        ext = os.path.splitext(path)[1].lower()
+        if ext in _FILE_SUFFIXES:  # `--out r.nc` would make a zarr folder named like a netCDF file
+            raise ValueError(f"refusing to write a run at {path}: a run is a zarr folder, not a {ext} file; "
+                             "name it e.g. run.zarr")
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise FileNotFoundError(f"the output folder {parent} does not exist")
@@ -213,6 +219,10 @@ def check_new_run_path(path, overwrite: bool = False) -> None:
 def _check_is_run(path: str) -> None:
     kind = _kind(path)
     if kind == "absent":
+        ext = os.path.splitext(path)[1].lower()
+        if ext in _FILE_SUFFIXES:  # `--out r.nc` would make a zarr folder named like a netCDF file
+            raise ValueError(f"refusing to write a run at {path}: a run is a zarr folder, not a {ext} file; "
+                             "name it e.g. run.zarr")
         raise FileNotFoundError(f"no run at {path}")
     if kind == "legacy":
         raise RunError(f"{path} was written by an earlier daskgp whose checkpoint "

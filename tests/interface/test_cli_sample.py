@@ -108,6 +108,7 @@ def _bad_csvs(folder):
     (["sample", "--out", "{tmp}/r.zarr", "--method", "nuts"], "invalid choice"),
     (["sample", "--out", "{tmp}/r.zarr", "--iterations", "ten"], "invalid int"),
     (["sample"], "--out run.zarr is required"),
+    (["sample", "--out", "{tmp}/r.nc"], "a run is a zarr folder, not a .nc file"),
     (["sample", "--out", "{tmp}/exists"], "exists: resume it"),
     (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/nope.csv"], "no such file"),
     (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/text.csv"], "non-numeric"),
