@@ -26,6 +26,7 @@ from .files import replaced_atomically
 from .validation import check_X, check_y
 
 __all__ = ["Dataset", "load", "load_csv", "load_spec", "split_indices", "train_test", "images", "DATASETS",
+           "scaler_meta", "fitted_scaler",
            "data_dirs", "read_csv_frame", "check_numeric_frame", "fingerprint"]
 
 
@@ -113,8 +114,7 @@ class Dataset:
         """What a run stores beside X and y to stand on its own (plain JSON): name, feature and target
         names, and the scalers' centres and scales (original = standardised · scale + centre)."""
         return {"name": self.name, "feature_names": list(self.feature_names), "target_name": self.target_name,
-                "x_center": self.x_scaler.mean_.tolist(), "x_scale": self.x_scaler.scale_.tolist(),
-                "y_center": float(self.y_scaler.mean_[0]), "y_scale": float(self.y_scaler.scale_[0])}
+                **scaler_meta(self.x_scaler, self.y_scaler)}
 
     @classmethod
     def from_meta(cls, X, y, meta: dict) -> Dataset:
@@ -127,6 +127,13 @@ class Dataset:
                    fitted_scaler(meta.get("x_center", [0.0] * d), meta.get("x_scale", [1.0] * d), len(y)),
                    fitted_scaler([meta.get("y_center", 0.0)], [meta.get("y_scale", 1.0)], len(y)),
                    tuple(str(n) for n in names), str(meta.get("target_name", "y")))
+
+
+def scaler_meta(x_scaler: StandardScaler, y_scaler: StandardScaler) -> dict:
+    """The fitted scalers as plain JSON: x_center, x_scale (d,) lists and y_center, y_scale floats (the
+    inverse of :func:`fitted_scaler`)."""
+    return {"x_center": x_scaler.mean_.tolist(), "x_scale": x_scaler.scale_.tolist(),
+            "y_center": float(y_scaler.mean_[0]), "y_scale": float(y_scaler.scale_[0])}
 
 
 def fitted_scaler(center, scale, n_samples: int) -> StandardScaler:

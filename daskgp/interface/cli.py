@@ -219,7 +219,7 @@ def _repair(args) -> int:
 
 
 def _predict(args) -> int:
-
+    from ..core.files import write_atomically
     from ..mcmc.estimator import BayesianGPRegressor
 
     if not os.path.isdir(args.run):
@@ -228,8 +228,6 @@ def _predict(args) -> int:
         raise ValueError(f"--draws must be >= 1, got {args.draws}")
     if not 0 < args.level < 1:
         raise ValueError(f"--level must be in (0, 1), got {args.level}")
-    from ..core.files import write_atomically
-
     _check_csv_out(args.out, args.overwrite)  # before any work
     est = BayesianGPRegressor.from_run(args.run, n_predict_draws=args.draws, level=args.level)
     inputs = _read_features(args.x, est)

@@ -179,6 +179,7 @@ class LiveRun:
 
     def _work(self) -> None:
         from ..compute.cluster import borrowed_client
+        from ..core.datasets import scaler_meta
         from ..mcmc.chains import sample
         from ..mcmc.config import SamplerConfig
 
@@ -192,8 +193,7 @@ class LiveRun:
             with borrowed_client(self.client, s.scheduler, timeout=10) as client:
                 self.dask_link = getattr(client, "dashboard_link", None)
                 meta = {"feature_names": list(self.feature_names), "target_name": str(s.target or "y"),
-                        "x_center": self.x_scaler.mean_.tolist(), "x_scale": self.x_scaler.scale_.tolist(),
-                        "y_center": float(self.y_scaler.mean_[0]), "y_scale": float(self.y_scaler.scale_[0])}
+                        **scaler_meta(self.x_scaler, self.y_scaler)}
                 sample(self.X_train, self.y_train, out=self.out, client=client, overwrite=True,
                        control=self.control, on_block=self._on_block, progress=self._on_progress,
                        data_meta=meta, **kw)

@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
+from ..core.datasets import scaler_meta
 from ..core.kernels import make_kernel
 from ..core.validation import check_X, check_y
 from ..exact.predict import predictive
@@ -84,8 +85,7 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
             out = os.path.join(self._tmp.name, "run.zarr")
         from ..compute.cluster import borrowed_client
 
-        meta = {"x_center": self.x_scaler_.mean_.tolist(), "x_scale": self.x_scaler_.scale_.tolist(),
-                "y_center": float(self.y_scaler_.mean_[0]), "y_scale": float(self.y_scaler_.scale_[0])}
+        meta = scaler_meta(self.x_scaler_, self.y_scaler_)
         with borrowed_client(address=self.scheduler) as client:
             self.run_ = sample(Xs, ys, cfg, out=out, client=client, overwrite=self.out is None,
                                progress=progress, data_meta=meta)
