@@ -1,4 +1,9 @@
-"""Checks at the public boundary: clear errors instead of silent NaNs."""
+"""Checks at the public boundary: clear errors instead of silent NaNs.
+
+The estimators validate with scikit-learn's own ``validate_data`` (:func:`fit_data`, :func:`new_data`), so
+they keep its contract: ``n_features_in_``, ``feature_names_in_`` from DataFrames, its messages for 1-D,
+complex, sparse and empty input. The array functions below it (:func:`check_X`, ...) serve the function API.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ def check_X(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
     """(n, d) float64 C-ordered array with finite entries and at least ``min_rows`` rows. C order always: BLAS
     rounds differently on a Fortran-ordered copy of the same numbers, and a run resumed from its stored data
     must compute exactly what it computed from the data it started with."""
+    _check_real(X, name)
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
@@ -24,6 +30,7 @@ def check_X(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
 
 def check_y(y, n: int, name: str = "y") -> np.ndarray:
     """(n,) float64 target vector matching ``n`` rows of X."""
+    _check_real(y, name)
     y = np.asarray(y, dtype=np.float64)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
@@ -61,6 +68,52 @@ def check_positive(name: str, value) -> float:
     if not np.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
     return v
+
+
+def fit_data(est, X, y="no_validation", *, min_rows: int = 2, allow_nan: bool = False,
+             y_numeric: bool = True):
+    """Validate training data with scikit-learn's ``validate_data`` (resets ``n_features_in_`` and
+    ``feature_names_in_``): X → (n, d) float64, C order (see :func:`check_X`), ≥ ``min_rows`` rows, finite;
+    y → (n,) numeric (float64) unless ``y_numeric`` is False (class labels). Returns X, or (X, y) when y is
+    given."""
+    from sklearn.utils.validation import validate_data
+
+    kw = dict(dtype=np.float64, order="C", ensure_min_samples=min_rows,
+              ensure_all_finite="allow-nan" if allow_nan else True)
+    if isinstance(y, str) and y == "no_validation":
+        return validate_data(est, X, reset=True, **kw)
+    X, y = validate_data(est, X, y, reset=True, y_numeric=y_numeric, **kw)
+    return X, (np.asarray(y, dtype=np.float64) if y_numeric else y)
+
+
+def new_data(est, X, *, allow_nan: bool = False) -> np.ndarray:
+    """Validate data for a fitted estimator (predict, transform): the features it was fitted with (number and,
+    for DataFrames, names), float64, C order, finite (or NaN where ``allow_nan``), at least one row."""
+    from sklearn.utils.validation import validate_data
+
+    return validate_data(est, X, reset=False, dtype=np.float64, order="C",
+                         ensure_all_finite="allow-nan" if allow_nan else True)
+
+
+def seed_from(random_state) -> int:
+    """scikit-learn's ``random_state`` → a non-negative int seed for numpy's Generator: an int is used as it
+    is, None or a ``RandomState`` draws one (not reproducible unless the RandomState is seeded)."""
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, (bool, np.bool_)):
+        if random_state < 0:
+            raise ValueError(f"random_state must be >= 0, None or a RandomState, got {random_state}")
+        return int(random_state)
+    from sklearn.utils import check_random_state
+
+    try:
+        return int(check_random_state(random_state).randint(0, 2**31 - 1))
+    except ValueError:
+        raise ValueError(f"random_state must be an int >= 0, None or a RandomState, "
+                         f"got {random_state!r}") from None
+
+
+def _check_real(a, name: str) -> None:
+    if np.iscomplexobj(a):  # np.asarray(·, float64) would drop the imaginary parts with only a warning
+        raise ValueError(f"{name} is complex; real numbers are needed")
 
 
 def _check_finite(a: np.ndarray, name: str) -> None:

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -231,7 +232,10 @@ def _predict(args) -> int:
     _check_csv_out(args.out, args.overwrite)  # before any work
     est = BayesianGPRegressor.from_run(args.run, n_predict_draws=args.draws, level=args.level)
     inputs = _read_features(args.x, est)
-    pred = est.predictive(inputs.to_numpy(np.float64))
+    named = list(inputs.columns) == list(getattr(est, "feature_names_in_", []))
+    with warnings.catch_warnings():  # unnamed columns are taken in order, as _read_features checked
+        warnings.filterwarnings("ignore", "X does not have valid feature names")
+        pred = est.predictive(inputs if named else inputs.to_numpy(np.float64))
     df = inputs.assign(mean=pred["mean"].values, sd=pred["sd"].values, lower=pred["lower"].values,
                        upper=pred["upper"].values)
     write_atomically(args.out, df.to_csv(index=False).encode("utf-8"))
@@ -280,6 +284,8 @@ def _read_features(path, est):
 
 
 def _sgpr(args) -> int:
+    import pandas as pd
+
     from ..core.datasets import train_test
     from ..core.files import replaced_atomically
     from ..sparse.fit import FitCheckpoint
@@ -312,7 +318,9 @@ def _sgpr(args) -> int:
     if args.resume:
         print(f"resuming from {ckpt.path} after {ckpt.iterations()} iterations", flush=True)
     est = SparseGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, chunk_rows=args.chunk_rows,
-                            seed=args.seed)
+                            random_state=args.seed)
+    names = list(ds.feature_names)  # the model keeps the column names (feature_names_in_)
+    Xtr, Xte = pd.DataFrame(Xtr, columns=names), pd.DataFrame(Xte, columns=names)
     printer = bound_progress(args.max_iter)
     try:
         with _cluster(args, stream=sys.stderr) as client:
@@ -327,7 +335,7 @@ def _sgpr(args) -> int:
         return 130
     rmse = float(np.sqrt(np.mean((mean - yte) ** 2)))
     rmse_mean = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
-    res = est.to_dataset().assign_coords(feature=list(ds.feature_names))
+    res = est.to_dataset()
     res["test_mean"] = ("test", mean)
     res["test_sd"] = ("test", sd)
     res["test_y"] = ("test", yte)

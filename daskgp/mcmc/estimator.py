@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..core.datasets import scaler_meta
 from ..core.kernels import make_kernel
-from ..core.validation import check_X, check_y
+from ..core.validation import fit_data, new_data, seed_from
 from ..exact.predict import predictive
 from .chains import sample
 from .config import SamplerConfig, fingerprint
@@ -44,35 +44,35 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
     | 'sgld' | 'mh'; n_chains, n_iter: chains and iterations per chain (default 2,000); target_ess: instead
     sample until every parameter's bulk and tail ESS reach it and every R-hat < 1.01 (n_iter, default
     50,000, is then a cap); n_predict_draws: posterior draws the predictive mixes
-    over; level: central interval of :meth:`predict_interval`; out: zarr store for the run (default: a
-    temporary folder); scheduler: a dask-scheduler address (default: this process's current client, else a
-    local cluster started for the fit);
+    over; level: central interval of :meth:`predict_interval`; random_state: seeds the chains (an int for a
+    reproducible run); out: zarr store for the run (default: a temporary folder); scheduler: a dask-scheduler
+    address (default: this process's current client, else a local cluster started for the fit);
     sampler_options: further :class:`daskgp.mcmc.config.SamplerConfig` fields (e.g. step_start, n_probes).
 
     Fitted attributes: ``run_`` (ArviZ DataTree of the run), ``log_draws_`` (S, p), ``x_scaler_``,
-    ``y_scaler_``, ``X_train_``/``y_train_`` (standardised), ``param_names_``.
+    ``y_scaler_``, ``X_train_``/``y_train_`` (standardised), ``param_names_``, ``n_iter_`` (iterations
+    per chain, warmup included), ``n_features_in_`` and, for DataFrames, ``feature_names_in_``.
     """
 
     def __init__(self, kernel: str = "rbf", ard: bool = False, method: str = "sghmc", n_chains: int = 4,
                  n_iter: int | None = None, target_ess: int | None = None, n_predict_draws: int = 50,
-                 level: float = 0.95, seed: int = 0, out: str | None = None, scheduler: str | None = None,
+                 level: float = 0.95, random_state=0, out: str | None = None, scheduler: str | None = None,
                  sampler_options: dict | None = None):
         self.kernel, self.ard, self.method = kernel, ard, method
         self.n_chains, self.n_iter, self.target_ess = n_chains, n_iter, target_ess
         self.n_predict_draws = n_predict_draws
-        self.level, self.seed, self.out, self.scheduler = level, seed, out, scheduler
+        self.level, self.random_state, self.out, self.scheduler = level, random_state, out, scheduler
         self.sampler_options = sampler_options
 
     def _config(self) -> SamplerConfig:
         return SamplerConfig.from_dict({**(self.sampler_options or {}), "kernel": self.kernel,
                                         "ard": self.ard, "method": self.method, "n_chains": self.n_chains,
                                         "n_iter": self.n_iter, "target_ess": self.target_ess,
-                                        "seed": self.seed})
+                                        "seed": seed_from(self.random_state)})
 
     def fit(self, X, y, progress=None):
         """Sample the hyperparameter posterior for X (n, d), y (n,). Returns self."""
-        X = check_X(X)
-        y = check_y(y, X.shape[0])
+        X, y = fit_data(self, X, y)
         cfg = self._config()
         if self.n_predict_draws < 1:
             raise ValueError(f"n_predict_draws must be >= 1, got {self.n_predict_draws}")
@@ -86,6 +86,8 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
         from ..compute.cluster import borrowed_client
 
         meta = scaler_meta(self.x_scaler_, self.y_scaler_)
+        if hasattr(self, "feature_names_in_"):
+            meta["feature_names"] = [str(c) for c in self.feature_names_in_]
         with borrowed_client(address=self.scheduler) as client:
             self.run_ = sample(Xs, ys, cfg, out=out, client=client, overwrite=self.out is None,
                                progress=progress, data_meta=meta)
@@ -107,24 +109,27 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
         cfg = dt.attrs["config"]
         est = cls(kernel=cfg["kernel"], ard=cfg["ard"], method=cfg["method"], n_chains=cfg["n_chains"],
                   n_iter=cfg["n_iter"], target_ess=cfg.get("target_ess"), n_predict_draws=n_predict_draws,
-                  level=level, seed=cfg["seed"],
-                  out=str(path))
+                  level=level, random_state=cfg["seed"], out=str(path))
         est.x_scaler_, est.y_scaler_, est.run_ = ds.x_scaler, ds.y_scaler, dt
         est._set_posterior(ds.X, ds.y)
+        est.n_features_in_ = ds.X.shape[1]
+        names = list(ds.feature_names)
+        if names != [f"x{j}" for j in range(len(names))]:  # real column names: predict checks them
+            est.feature_names_in_ = np.asarray(names, dtype=object)
         return est
 
     def _set_posterior(self, Xs, ys) -> None:
         self.X_train_, self.y_train_ = Xs, ys
         self.param_names_ = list(self.run_.attrs["param_names"])
         self.log_draws_ = thinned_log_draws(self.run_, self.n_predict_draws)
-        self.n_features_in_ = Xs.shape[1]
+        self.n_iter_ = int(self.run_["posterior"].sizes["draw"])
+        if "warmup_posterior" in self.run_.children:
+            self.n_iter_ += int(self.run_["warmup_posterior"].sizes["draw"])
 
     def predictive(self, X):
         """The mixture predictive at X (m, d) as an xarray Dataset (mean, sd, lower, upper, …; y units)."""
         check_is_fitted(self, "log_draws_")
-        X = check_X(X, "X", min_rows=1)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, the model was fitted with {self.n_features_in_}")
+        X = new_data(self, X)
         kernel = make_kernel(self.kernel, ard=self.ard, n_dims=self.n_features_in_)
         return predictive(self.X_train_, self.y_train_, kernel, self.log_draws_, self.x_scaler_.transform(X),
                           y_scaler=self.y_scaler_, level=self.level)

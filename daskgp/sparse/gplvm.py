@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.inducing import kmeans_inducing
-from ..core.validation import check_int, check_X
+from ..core.validation import check_int, check_X, fit_data, new_data, seed_from
 from .bound import GlobalParams, SuffStats, bound_and_grads, psi1_stat
 from .chunks import ChunkedRows, LocalRows, local_objective
 from .fit import SparsePosterior, fit_global
@@ -74,18 +74,18 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components: int = 2, n_inducing: int = 30, n_outer: int = 10, global_iter: int = 20,
                  local_iter: int = 20, chunk_rows: int = 1000, noise_init: float = 0.01,
-                 scheduler: str | None = None, seed: int = 0):
+                 scheduler: str | None = None, random_state=0):
         self.n_components, self.n_inducing, self.n_outer = n_components, n_inducing, n_outer
         self.global_iter, self.local_iter, self.chunk_rows = global_iter, local_iter, chunk_rows
-        self.noise_init, self.scheduler, self.seed = noise_init, scheduler, seed
+        self.noise_init, self.scheduler, self.random_state = noise_init, scheduler, random_state
 
     def _check(self, n: int, p: int) -> None:
         for name in ("n_components", "n_inducing", "n_outer", "global_iter", "chunk_rows"):
             check_int(name, getattr(self, name))  # 2.7 is refused, not rounded
         check_int("local_iter", self.local_iter, low=0)  # 0: no local steps
         if not self.n_components <= p:
-            raise ValueError(f"n_components must be in 1..{p} (the output dimension), "
-                             f"got {self.n_components}")
+            raise ValueError(f"n_components={self.n_components} needs at least as many output dimensions; "
+                             f"Y has {p} feature(s)")
         if not self.n_inducing <= n:
             raise ValueError(f"n_inducing must be in 1..{n} (the number of rows), got {self.n_inducing}")
         if not 0 < self.noise_init < 1:
@@ -95,19 +95,20 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
         """Fit on Y (n, p) (numpy, no missing values). ``callback(step, bound)`` after every global
         iteration and local step; ``client``: a distributed Client, or "in-process" to compute every chunk
         in this process (used inside a Dask task). Returns self."""
-        Y = check_X(Y, "Y", min_rows=2)
+        Y = fit_data(self, Y, min_rows=2)
         n, p = Y.shape
         self._check(n, p)
+        seed = seed_from(self.random_state)
         q = int(self.n_components)
         self.y_mean_ = Y.mean(axis=0)
         self.y_scale_ = float(Y.std()) or 1.0
         Ys = (Y - self.y_mean_) / self.y_scale_
         from sklearn.decomposition import PCA
 
-        mu0 = PCA(n_components=q, random_state=self.seed).fit_transform(Ys)
+        mu0 = PCA(n_components=q, random_state=seed).fit_transform(Ys)
         mu0 = mu0 / np.where(mu0.std(0) > 0, mu0.std(0), 1.0)
         S0 = np.full((n, q), 0.1)
-        theta = GlobalParams(kmeans_inducing(mu0, int(self.n_inducing), self.seed) + 1e-3, 1.0, np.ones(q),
+        theta = GlobalParams(kmeans_inducing(mu0, int(self.n_inducing), seed) + 1e-3, 1.0, np.ones(q),
                              1.0 / self.noise_init)
         trace: list[float] = []
         info = {"n_evaluations": 0, "seconds_evaluating": 0.0, "local_steps_undone": 0,
@@ -171,12 +172,7 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
 
     def _check_new(self, Y, allow_missing: bool = False) -> np.ndarray:
         check_is_fitted(self, "posterior_")
-        Y = np.asarray(Y, dtype=float)
-        Y = Y[None, :] if Y.ndim == 1 else Y
-        if Y.ndim != 2 or Y.shape[1] != self.n_features_in_:
-            raise ValueError(f"Y must be (n, {self.n_features_in_}), got shape {Y.shape}")
-        if np.isinf(Y).any() or (not allow_missing and np.isnan(Y).any()):
-            raise ValueError("Y contains non-finite values" + ("" if allow_missing else " (NaN or inf)"))
+        Y = new_data(self, Y, allow_nan=allow_missing)
         if allow_missing and np.isnan(Y).all(axis=1).any():
             raise ValueError("a row of Y has no observed value: nothing to condition on")
         return Y
@@ -243,35 +239,59 @@ class GPLVMClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, gplvm_params: dict | None = None, n_iter: int = 30, scheduler: str | None = None):
         self.gplvm_params, self.n_iter, self.scheduler = gplvm_params, n_iter, scheduler
 
-    def fit(self, Y, labels, client=None):
-        Y = check_X(Y, "Y", min_rows=2)
-        labels = np.asarray(labels)
-        if labels.shape != (Y.shape[0],):
-            raise ValueError(f"labels must be ({Y.shape[0]},), got {labels.shape}")
-        self.classes_, counts = np.unique(labels, return_counts=True)
+    def fit(self, X, y, client=None):
+        """Fit one GPLVM per class on X (n, p) with class labels y (n,). Returns self."""
+        from sklearn.utils.multiclass import check_classification_targets
+
+        X, y = fit_data(self, X, y, min_rows=2, y_numeric=False)
+        check_classification_targets(y)
+        self.classes_, counts = np.unique(y, return_counts=True)
         if len(self.classes_) < 2:
             raise ValueError("GPLVMClassifier needs at least two classes")
         self.log_prior_ = np.log(counts / counts.sum())
         params = {"scheduler": self.scheduler, **(self.gplvm_params or {})}
+        unknown = sorted(set(params) - set(BayesianGPLVM().get_params()))
+        if unknown:
+            raise ValueError(f"gplvm_params has unknown key(s) {unknown}; BayesianGPLVM takes "
+                             f"{sorted(BayesianGPLVM().get_params())}")
+        BayesianGPLVM(**params)._check(int(counts.min()), X.shape[1])  # here, not in a worker's log
         from ..compute.cluster import borrowed_client
 
         # one task per class, each fitting its model inside the task: K small fits in parallel
         with borrowed_client(client, self.scheduler) as c:
-            futures = [c.submit(_fit_in_process, params, Y[labels == k], pure=False) for k in self.classes_]
+            futures = [c.submit(_fit_in_process, params, X[y == k], pure=False) for k in self.classes_]
             self.models_ = c.gather(futures)
         return self
 
-    def decision_function(self, Y, client=None) -> np.ndarray:
-        """(n, K) per-class log scores: approximate log p(y | class) + log p(class)."""
+    def _joint_log_scores(self, X, client=None) -> np.ndarray:
+        """(n, K) approximate log p(x | class) + log p(class) (nats)."""
         check_is_fitted(self, "models_")
-        Y = self.models_[0]._check_new(Y)
+        X = new_data(self, X)
         from ..compute.cluster import borrowed_client
 
         with borrowed_client(client, self.scheduler) as c:  # every (class, block of rows) pair in parallel
-            futures = [[c.submit(_log_density_block, m, b, self.n_iter, pure=False) for b in m._blocks(Y)]
+            futures = [[c.submit(_log_density_block, m, b, self.n_iter, pure=False) for b in m._blocks(X)]
                        for m in self.models_]
             scores = [np.concatenate(c.gather(fs)) for fs in futures]
         return np.column_stack(scores) + self.log_prior_
 
-    def predict(self, Y, client=None) -> np.ndarray:
-        return self.classes_[np.argmax(self.decision_function(Y, client), axis=1)]
+    def predict_log_proba(self, X, client=None) -> np.ndarray:
+        """(n, K) log posterior class probabilities by Bayes' rule over the per-class densities."""
+        from scipy.special import log_softmax
+
+        return log_softmax(self._joint_log_scores(X, client), axis=1)
+
+    def predict_proba(self, X, client=None) -> np.ndarray:
+        """(n, K) posterior class probabilities, columns in the order of ``classes_``."""
+        return np.exp(self.predict_log_proba(X, client))
+
+    def decision_function(self, X, client=None) -> np.ndarray:
+        """scikit-learn's convention: (n, K) log posterior odds up to a per-row constant (the joint log
+        scores); for two classes (n,), the log odds of ``classes_[1]``."""
+        scores = self._joint_log_scores(X, client)
+        return scores[:, 1] - scores[:, 0] if len(self.classes_) == 2 else scores
+
+    def predict(self, X, client=None) -> np.ndarray:
+        """(n,) the most probable class of each row."""
+        scores = self._joint_log_scores(X, client)
+        return self.classes_[np.argmax(scores, axis=1)]

@@ -6,12 +6,15 @@ workers, initialises Z by k-means, and maximises the bound over (Z, σ², l, β)
 evaluation being two map-reduces over the chunks (:class:`daskgp.sparse.chunks.ChunkedRows`). X and y may be
 numpy or dask arrays; dask arrays are read chunk by chunk on the workers. ``fit(..., checkpoint=path)``
 keeps the parameters after every iteration (:class:`daskgp.sparse.fit.FitCheckpoint`) and
-``resume=True`` continues an interrupted fit from them.
+``resume=True`` continues an interrupted fit from them. ``save(path)`` / ``SparseGPRegressor.load(path)``
+keep a fitted model in netCDF or zarr: labelled arrays and JSON only, nothing that executes on opening.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 
 import numpy as np
@@ -19,20 +22,26 @@ import xarray as xr
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ..core.files import replaced_atomically
 from ..core.inducing import kmeans_inducing
-from ..core.validation import check_int, check_X, check_y
+from ..core.validation import check_int, check_X, fit_data, new_data, seed_from
 from .bound import GlobalParams, bound_and_grads
 from .chunks import ChunkedRows
 from .fit import FitCheckpoint, SparsePosterior, fit_global
 
 __all__ = ["SparseGPRegressor"]
 
+MODEL_FORMAT = 1  # of the saved model (``save`` / ``load``)
 
-def _validate_xy(X, y, min_rows: int):
-    """numpy: checked here; dask: shapes here, finiteness in one pass over the data on the workers."""
+
+def _validate_xy(est, X, y, min_rows: int):
+    """numpy or DataFrames: scikit-learn's validation; dask: shapes here, finiteness in one pass over the
+    data on the workers."""
     import dask.array as da
 
     if isinstance(X, da.Array) or isinstance(y, da.Array):
+        if hasattr(est, "feature_names_in_"):
+            del est.feature_names_in_
         X = X if isinstance(X, da.Array) else da.from_array(check_X(X))
         y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y, float))
         if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
@@ -42,9 +51,9 @@ def _validate_xy(X, y, min_rows: int):
         ok_x, ok_y = da.compute(da.isfinite(X).all(), da.isfinite(y).all())
         if not (ok_x and ok_y):
             raise ValueError(f"{'X' if not ok_x else 'y'} contains non-finite values (NaN or inf)")
+        est.n_features_in_ = X.shape[1]
         return X.astype(float), y.astype(float)
-    X = check_X(X, "X", min_rows=min_rows)
-    return X, check_y(y, X.shape[0])
+    return fit_data(est, X, y, min_rows=min_rows)
 
 
 def _moments(X, y):
@@ -64,19 +73,21 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
 
     n_inducing: m; max_iter: L-BFGS-B iterations; chunk_rows: rows per chunk (task); learn_inducing: also
     optimise Z; scheduler: a dask-scheduler address (default: this process's client, else a local cluster
-    for the fit); noise_init: initial noise variance (units of y², relative to var y); seed: k-means seed.
+    for the fit); noise_init: initial noise variance (units of y², relative to var y); random_state: seeds
+    the k-means initialisation of Z (an int for a reproducible fit); tol: L-BFGS-B's relative tolerance.
 
     Fitted attributes: ``params_`` (GlobalParams, standardised units), ``inducing_points_`` (m, d) and
     ``lengthscales_`` (d,) in X units, ``kernel_variance_`` and ``noise_variance_`` in y units², ``bound_``
-    (nats, standardised y), ``bound_trace_``, ``fit_info_``.
+    (nats, standardised y), ``bound_trace_``, ``n_iter_`` (L-BFGS-B iterations, those before a resume
+    included), ``fit_info_``, ``n_features_in_`` and, for DataFrames, ``feature_names_in_``.
     """
 
     def __init__(self, n_inducing: int = 100, max_iter: int = 200, chunk_rows: int = 20_000,
                  learn_inducing: bool = True, scheduler: str | None = None, noise_init: float = 0.5,
-                 seed: int = 0, tol: float = 1e-9):
+                 random_state=0, tol: float = 1e-9):
         self.n_inducing, self.max_iter, self.chunk_rows = n_inducing, max_iter, chunk_rows
         self.learn_inducing, self.scheduler, self.noise_init = learn_inducing, scheduler, noise_init
-        self.seed, self.tol = seed, tol
+        self.random_state, self.tol = random_state, tol
 
     def _check_params(self, n: int) -> None:
         for name in ("n_inducing", "max_iter", "chunk_rows"):
@@ -98,13 +109,14 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         which continues from it to ``max_iter`` iterations in all (``bound_trace_`` keeps the earlier
         ones). It is removed when the fit finishes unless ``keep_checkpoint`` (remove it yourself once the
         results are saved). Returns self."""
-        X, y = _validate_xy(X, y, min_rows=2)
+        X, y = _validate_xy(self, X, y, min_rows=2)
         self._check_params(X.shape[0])
+        seed = seed_from(self.random_state)
         m, q = int(self.n_inducing), X.shape[1]
         ckpt, previous, key = None, [], None
         if checkpoint is not None:
             ckpt = checkpoint if isinstance(checkpoint, FitCheckpoint) else FitCheckpoint(checkpoint)
-            key = self._checkpoint_key(X, y)
+            key = self._checkpoint_key(X, y, seed)
             if resume:
                 if init is not None:
                     raise ValueError("give init or resume=True, not both")
@@ -122,9 +134,9 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         with borrowed_client(client, self.scheduler) as c:
             chunks = ChunkedRows.from_arrays(c, ys, self.chunk_rows, X=Xs)
             try:
-                Xsample = Xs if isinstance(Xs, np.ndarray) else _row_sample(Xs, 20_000, self.seed)
+                Xsample = Xs if isinstance(Xs, np.ndarray) else _row_sample(Xs, 20_000, seed)
                 theta0 = init if init is not None else GlobalParams(
-                    kmeans_inducing(Xsample, m, self.seed), 1.0, np.full(q, math.sqrt(q)),
+                    kmeans_inducing(Xsample, m, seed), 1.0, np.full(q, math.sqrt(q)),
                     1.0 / self.noise_init)
                 if theta0.Z.shape != (m, q):
                     raise ValueError(f"init has Z of shape {theta0.Z.shape}, expected ({m}, {q})")
@@ -148,20 +160,24 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             finally:
                 chunks.release()
         info["resumed_after"] = len(previous)
-        self.params_, self.bound_trace_, self.fit_info_ = theta, previous + list(trace), info
-        self.bound_ = bound_and_grads(stats, theta, grads=False)
-        self.posterior_ = SparsePosterior.from_stats(theta, stats)
-        self.n_features_in_ = X.shape[1]
+        self.bound_trace_, self.fit_info_ = previous + list(trace), info
         self.n_train_ = int(X.shape[0])
-        self.inducing_points_ = theta.Z * sx + mx
-        self.lengthscales_ = theta.lengthscales * sx
-        self.kernel_variance_ = theta.variance * sy**2
-        self.noise_variance_ = sy**2 / theta.beta
+        self._set_fitted(SparsePosterior.from_stats(theta, stats), bound_and_grads(stats, theta, grads=False))
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
         return self
 
-    def _checkpoint_key(self, X, y) -> str:
+    def _set_fitted(self, posterior: SparsePosterior, bound: float) -> None:
+        """The fitted attributes that follow from q(u) and the scalers (by ``fit`` and ``load``)."""
+        theta, sx, sy = posterior.theta, self.x_scale_, self.y_scale_
+        self.params_, self.posterior_, self.bound_ = theta, posterior, float(bound)
+        self.n_iter_ = len(self.bound_trace_)
+        self.inducing_points_ = theta.Z * sx + self.x_mean_
+        self.lengthscales_ = theta.lengthscales * sx
+        self.kernel_variance_ = theta.variance * sy**2
+        self.noise_variance_ = sy**2 / theta.beta
+
+    def _checkpoint_key(self, X, y, seed: int) -> str:
         """What a checkpoint must match: the data (their numbers; a dask array's token) and the settings
         that shape the parameters."""
         import dask.array as da
@@ -174,7 +190,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             from ..core.datasets import fingerprint
 
             data = fingerprint(X, y)
-        return f"{data}|m={int(self.n_inducing)}|seed={self.seed}|learn_inducing={bool(self.learn_inducing)}"
+        return f"{data}|m={int(self.n_inducing)}|seed={seed}|learn_inducing={bool(self.learn_inducing)}"
 
     def predict(self, X, return_std: bool = False, noise: bool = True):
         """Predictive mean (n,) in y units; with ``return_std`` also the sd (n,) (of y with ``noise``,
@@ -189,10 +205,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             out = X.map_blocks(self._predict_block, noise, dtype=float, chunks=(X.chunks[0], (2,)))
             mean, sd = out[:, 0], out[:, 1]
         else:
-            X = check_X(X, "X", min_rows=1)
-            if X.shape[1] != self.n_features_in_:
-                raise ValueError(f"X has {X.shape[1]} features, the model was fitted with "
-                                 f"{self.n_features_in_}")
+            X = new_data(self, X)
             step = max(1, int(self.chunk_rows))
             out = np.concatenate([self._predict_block(X[a:a + step], noise) for a in range(0, len(X), step)])
             mean, sd = out[:, 0], out[:, 1]
@@ -204,23 +217,91 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         return np.column_stack([mean[:, 0] * self.y_scale_ + self.y_mean_, np.sqrt(var) * self.y_scale_])
 
     def to_dataset(self) -> xr.Dataset:
-        """The fitted model as labelled arrays (for netCDF): inducing points, lengthscales, variances, the
-        bound trace; attributes: bound, fit information."""
+        """The fitted model as labelled arrays: inducing points, lengthscales and variances in X and y units,
+        the bound trace, and the state :meth:`load` needs (q(u) and the parameters in the standardised units
+        of the fit, the scalers); attributes: the bound, the estimator's parameters and fit information
+        (JSON). Every unit is in the variables' ``units`` attributes."""
         check_is_fitted(self, "posterior_")
-        d = self.n_features_in_
+        d, post, theta = self.n_features_in_, self.posterior_, self.params_
+        names = [str(c) for c in getattr(self, "feature_names_in_", [f"x{j}" for j in range(d)])]
+        ind, feat, ind2 = ("inducing", "feature"), ("feature",), ("inducing", "inducing_")
         ds = xr.Dataset(
-            {"inducing_points": (("inducing", "feature"), self.inducing_points_),
-             "lengthscales": (("feature",), self.lengthscales_),
-             "kernel_variance": ((), self.kernel_variance_),
-             "noise_variance": ((), self.noise_variance_),
-             "bound_trace": (("iteration",), np.asarray(self.bound_trace_, float))},
-            coords={"feature": getattr(self, "feature_names_", [f"x{j}" for j in range(d)]),
-                    "iteration": np.arange(1, len(self.bound_trace_) + 1)})
-        ds["bound_trace"].attrs["units"] = "nats (standardised y)"
-        ds.attrs.update(bound=float(self.bound_), n_train=self.n_train_, n_inducing=int(self.n_inducing),
-                        **{k: (int(v) if isinstance(v, bool) else v) for k, v in self.fit_info_.items()
-                           if isinstance(v, int | float | str)})
+            {"inducing_points": (ind, self.inducing_points_, {"units": "X units"}),
+             "lengthscales": (feat, self.lengthscales_, {"units": "X units"}),
+             "kernel_variance": ((), self.kernel_variance_, {"units": "y units squared"}),
+             "noise_variance": ((), self.noise_variance_, {"units": "y units squared"}),
+             "bound_trace": (("iteration",), np.asarray(self.bound_trace_, float),
+                             {"units": "nats (standardised y)"}),
+             # the state load() rebuilds the model from, in the standardised units of the fit
+             "x_mean": (feat, np.asarray(self.x_mean_, float), {"units": "X units"}),
+             "x_scale": (feat, np.asarray(self.x_scale_, float), {"units": "X units"}),
+             "inducing_std": (ind, theta.Z, {"units": "standardised X"}),
+             "lengthscales_std": (feat, theta.lengthscales, {"units": "standardised X"}),
+             "q_mean_weights": (("inducing",), post.a[:, 0], {"description": "a = beta P^-1 C: mean k*^T a"}),
+             "q_var_matrix": (ind2, post.Q, {"description": "Kmm^-1 - P^-1: var sigma2 - k*^T Q k*"})},
+            coords={"feature": names, "iteration": np.arange(1, len(self.bound_trace_) + 1)})
+        info = {k: (int(v) if isinstance(v, bool) else v) for k, v in self.fit_info_.items()
+                if isinstance(v, int | float | str)}
+        params = {k: v for k, v in self.get_params().items() if k != "scheduler"}
+        ds.attrs.update(model="daskgp.SparseGPRegressor", model_format=MODEL_FORMAT, bound=float(self.bound_),
+                        n_train=self.n_train_, n_inducing=int(self.n_inducing), variance_std=theta.variance,
+                        beta_std=theta.beta, y_mean=float(self.y_mean_), y_scale=float(self.y_scale_),
+                        params=json.dumps(params), fit_info=json.dumps(info), **info)
         return ds
+
+    def save(self, path, overwrite: bool = False) -> None:
+        """Write the fitted model to ``path``: netCDF (``.nc``) or zarr (``.zarr``), atomically (a finished
+        file or none). :meth:`load` reads it back as a fitted estimator."""
+        path = os.fspath(path)
+        fmt = _store_format(path)
+        if os.path.exists(path) and not overwrite:
+            raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+        ds = self.to_dataset()
+        with replaced_atomically(path) as tmp:
+            ds.to_netcdf(tmp) if fmt == "netcdf" else ds.to_zarr(tmp, mode="w", consolidated=True)
+
+    @classmethod
+    def load(cls, path) -> SparseGPRegressor:
+        """A fitted estimator from :meth:`save` (or ``daskgp sgpr``'s results file). Raises ValueError, naming
+        the file, for anything else."""
+        path = os.fspath(path)
+        fmt = _store_format(path)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no saved model at {path}")
+        try:
+            ds = xr.load_dataset(path) if fmt == "netcdf" else xr.open_zarr(path, consolidated=None).load()
+        except Exception as e:  # a truncated or foreign file: the readers raise many kinds
+            raise ValueError(f"{path} is not a readable {fmt} file ({type(e).__name__}: {e})") from None
+        if ds.attrs.get("model") != "daskgp.SparseGPRegressor":
+            raise ValueError(f"{path} holds no daskgp SparseGPRegressor (attribute 'model' is "
+                             f"{ds.attrs.get('model')!r})")
+        if int(ds.attrs.get("model_format", 0)) != MODEL_FORMAT:
+            raise ValueError(f"{path} has model format {ds.attrs.get('model_format')}; this daskgp reads "
+                             f"format {MODEL_FORMAT}")
+        try:
+            est = cls(**json.loads(ds.attrs["params"]))
+            theta = GlobalParams(ds["inducing_std"].values, ds.attrs["variance_std"],
+                                 ds["lengthscales_std"].values, ds.attrs["beta_std"])
+            post = SparsePosterior(theta, ds["q_mean_weights"].values[:, None], ds["q_var_matrix"].values)
+            est.x_mean_, est.x_scale_ = ds["x_mean"].values, ds["x_scale"].values
+            est.y_mean_, est.y_scale_ = float(ds.attrs["y_mean"]), float(ds.attrs["y_scale"])
+            est.bound_trace_, est.fit_info_ = list(ds["bound_trace"].values), json.loads(ds.attrs["fit_info"])
+            est.n_train_, est.n_features_in_ = int(ds.attrs["n_train"]), ds.sizes["feature"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{path} is an incomplete daskgp model ({type(e).__name__}: {e})") from None
+        names = [str(c) for c in ds["feature"].values]
+        if names != [f"x{j}" for j in range(len(names))]:
+            est.feature_names_in_ = np.asarray(names, dtype=object)
+        est._set_fitted(post, ds.attrs["bound"])
+        return est
+
+
+def _store_format(path: str) -> str:
+    if path.endswith((".nc", ".nc4", ".netcdf")):
+        return "netcdf"
+    if path.rstrip("/").endswith(".zarr"):
+        return "zarr"
+    raise ValueError(f"a saved model is a netCDF file (.nc) or a zarr store (.zarr), got {path}")
 
 
 def _row_sample(X, k: int, seed: int) -> np.ndarray:

@@ -25,7 +25,7 @@ def split(concrete):
 def fitted(split, client, tmp_path_factory):
     Xtr, ytr, _, _ = split
     est = BayesianGPRegressor(method="mh", n_chains=2, n_iter=1500, n_predict_draws=30,
-                              out=str(tmp_path_factory.mktemp("est") / "run.zarr"), seed=1)
+                              out=str(tmp_path_factory.mktemp("est") / "run.zarr"), random_state=1)
     return est.fit(Xtr, ytr)
 
 
@@ -64,7 +64,15 @@ def test_from_run_reproduces_the_fitted_estimator(fitted, split, concrete):
     ds = Dataset("custom", fitted.X_train_, fitted.y_train_, fitted.x_scaler_, fitted.y_scaler_,
                  concrete.feature_names, concrete.target_name, None)
     again = BayesianGPRegressor.from_run(fitted.out, dataset=ds, n_predict_draws=30)
-    np.testing.assert_allclose(again.predict(Xte[:5]), fitted.predict(Xte[:5]), rtol=1e-12)
+    # the data set names its columns: the estimator keeps them (feature_names_in_) and checks them
+    import pandas as pd
+
+    names = list(concrete.feature_names)
+    assert list(again.feature_names_in_) == names and again.n_iter_ == 1500
+    new = pd.DataFrame(Xte[:5], columns=names)
+    np.testing.assert_allclose(again.predict(new), fitted.predict(Xte[:5]), rtol=1e-12)
+    with pytest.raises(ValueError, match="feature names"):
+        again.predict(new[names[::-1]])
 
 
 def test_sklearn_conventions(fitted, split, client):
@@ -74,7 +82,7 @@ def test_sklearn_conventions(fitted, split, client):
         est.predict(split[2])
     with pytest.raises(ValueError, match="features"):
         fitted.predict(split[2][:, :3])
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match="contains NaN"):
         fitted.predict(np.full((2, 8), np.nan))
     with pytest.raises(ValueError, match="method"):
         BayesianGPRegressor(method="gibbs").fit(split[0], split[1])

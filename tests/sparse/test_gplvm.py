@@ -101,7 +101,7 @@ def test_per_class_bound_ratio_classifies_digits(digits, client):
 
 
 @pytest.mark.parametrize("case,msg", [
-    ("nan", "non-finite"), ("components", "n_components"), ("inducing", "n_inducing"),
+    ("nan", "contains NaN"), ("components", "n_components"), ("inducing", "n_inducing"),
 ])
 def test_bad_input(case, msg, digits, client):
     Y = digits[0][:20].copy()
