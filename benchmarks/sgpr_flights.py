@@ -59,8 +59,8 @@ def _baselines(Xtr, ytr, Xte, yte) -> dict:
 def _cluster(n_workers: int):
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           memory_limit="8GiB")
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                           dashboard_address="127.0.0.1:0", memory_limit="8GiB")
     client = Client(cluster)
     client.wait_for_workers(n_workers, timeout=60)
     return client

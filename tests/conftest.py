@@ -31,8 +31,8 @@ def client():
     from daskgp.compute.cluster import worker_environ
 
     with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                               memory_limit="4GiB")
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                               dashboard_address="127.0.0.1:0", memory_limit="4GiB")
     with cluster, Client(cluster) as c:
         c.wait_for_workers(2, timeout=60)
         yield c

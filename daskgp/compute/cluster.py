@@ -3,7 +3,10 @@ cluster (a LocalCUDACluster where GPUs and dask-cuda are present)."""
 
 from __future__ import annotations
 
-__all__ = ["get_client", "gpu_available", "borrowed_client", "close_client", "worker_environ"]
+import contextlib
+
+__all__ = ["get_client", "gpu_available", "borrowed_client", "close_client", "worker_environ",
+           "probe_scheduler", "quiet_logs"]
 
 
 def gpu_available() -> bool:
@@ -30,6 +33,7 @@ def get_client(address: str | None = None, *, n_workers: int | None = None, thre
     from distributed import Client
 
     if address is not None:
+        probe_scheduler(address, timeout)
         try:
             return Client(address, timeout=timeout)
         except (OSError, TimeoutError) as e:
@@ -41,11 +45,69 @@ def get_client(address: str | None = None, *, n_workers: int | None = None, thre
     except ValueError:
         pass
     want_gpu = gpu_available() if gpu == "auto" else bool(gpu)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}), _sigint_ignored():
         cluster = _local_cluster(want_gpu, n_workers, threads_per_worker, cluster_kwargs)
     client = Client(cluster)
     client.wait_for_workers(1, timeout=timeout)
     return client
+
+
+# A Dask TCP listener speaks first: it writes its handshake (a msgpack dict of compression, python and
+# pickle-protocol versions, ~100 bytes) as soon as a connection opens, after an 8-byte little-endian length.
+_HANDSHAKE_MAX_BYTES = 1 << 16
+_HANDSHAKE_KEYS = (b"compression", b"python", b"pickle-protocol")
+
+
+def probe_scheduler(address: str, timeout: float) -> None:
+    """Raise ConnectionError unless ``address`` (tcp://host:port, or host:port) answers as a Dask scheduler
+    within ``timeout`` seconds. distributed's own connect trusts the first 8 bytes it reads as a length (a
+    non-Dask service made it allocate exbibytes) and waits for the handshake without a limit (an HTTP server
+    never speaks first); this reads at most 64 KiB under a deadline. The server's handshake is sent back as
+    ours, so the scheduler sees an ordinary client leave. Other protocols (tls://, ucx://) are not probed."""
+    import socket
+    import struct
+    import time
+
+    if timeout <= 0:
+        raise ValueError(f"--timeout must be > 0 seconds, got {timeout}")
+    proto, _, rest = address.rpartition("://")
+    if proto not in ("", "tcp"):
+        return
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"a scheduler address is tcp://host:port, got {address!r}")
+    deadline = time.monotonic() + timeout
+
+    def read(sock, k: int) -> bytes:
+        buf = b""
+        while len(buf) < k:
+            sock.settimeout(max(1e-3, deadline - time.monotonic()))
+            part = sock.recv(k - len(buf))
+            if not part:
+                raise _NotDask("closed the connection without a Dask handshake")
+            buf += part
+        return buf
+
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+            head = read(sock, 8)
+            (size,) = struct.unpack("<Q", head)
+            if not 0 < size <= _HANDSHAKE_MAX_BYTES:
+                raise _NotDask("does not speak Dask's protocol")
+            body = read(sock, size)
+            if not all(k in body for k in _HANDSHAKE_KEYS):
+                raise _NotDask("does not speak Dask's protocol")
+            sock.sendall(head + body)
+    except _NotDask as e:
+        raise ConnectionError(f"{address} is not a Dask scheduler: it {e}") from None
+    except TimeoutError:
+        raise ConnectionError(f"{address} did not answer as a Dask scheduler within {timeout:g} s") from None
+    except OSError as e:
+        raise ConnectionError(f"cannot reach the dask scheduler at {address}: {e}") from None
+
+
+class _NotDask(Exception):
+    pass
 
 
 # Distributed's nannies export MALLOC_TRIM_THRESHOLD_=65536 to their workers; setting any malloc threshold
@@ -75,9 +137,39 @@ def _local_cluster(want_gpu: bool, n_workers, threads_per_worker, cluster_kwargs
         from dask_cuda import LocalCUDACluster
 
         return LocalCUDACluster(**cluster_kwargs)
-    cluster_kwargs.setdefault("dashboard_address", ":0")  # a free port: no clash with other clusters
+    # this machine only (distributed's ':port' binds every interface), a free port: no clash with others
+    cluster_kwargs.setdefault("dashboard_address", "127.0.0.1:0")
+    cluster_kwargs.setdefault("host", "127.0.0.1")  # scheduler and workers too
     return LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                         **cluster_kwargs)
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while the local cluster's worker processes are spawned, which keep that disposition
+    (an ignored signal stays ignored across exec): a terminal's Ctrl-C reaches the whole process group, and
+    workers that took it each printed a KeyboardInterrupt traceback. The command that started them handles
+    the interruption and closes the cluster. Only the main thread may change signal handlers."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def quiet_logs() -> None:
+    """Only critical messages from distributed, tornado and asyncio in this process (run on the workers too
+    with ``client.run(quiet_logs)``), for a teardown that is expected."""
+    import logging
+
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def close_client(client) -> None:

@@ -23,7 +23,7 @@ import pandas as pd
 from sklearn.preprocessing import StandardScaler
 
 from .files import replaced_atomically
-from .validation import check_X, check_y
+from .validation import check_not_degenerate, check_X, check_y
 
 __all__ = ["Dataset", "load", "load_csv", "load_spec", "split_indices", "train_test", "images", "DATASETS",
            "scaler_meta", "fitted_scaler",
@@ -177,6 +177,7 @@ def _locate(name: str, data_dir) -> Path:
 
 
 def _standardised(name, X, y, feature_names, target_name, path) -> Dataset:
+    check_not_degenerate(X.std(axis=0), y.std(), name, X.mean(axis=0), y.mean())
     xs, ys = StandardScaler().fit(X), StandardScaler().fit(y[:, None])
     return Dataset(name, xs.transform(X), ys.transform(y[:, None])[:, 0], xs, ys, tuple(feature_names),
                    target_name, path)

@@ -111,6 +111,26 @@ def seed_from(random_state) -> int:
                          f"got {random_state!r}") from None
 
 
+def is_constant(sd, mean) -> np.ndarray:
+    """Elementwise: is a column with this sd and mean constant (sd zero, or below 1e-12 of the mean: the
+    rounding of the mean of equal numbers)?"""
+    sd, mean = np.asarray(sd, float), np.asarray(mean, float)
+    return (sd == 0) | (sd <= 1e-12 * np.abs(mean))
+
+
+def check_not_degenerate(x_sd, y_sd, name: str = "the data", x_mean=0.0, y_mean=0.0) -> None:
+    """Refuse data a GP cannot learn from, before any cluster work: every row the same input point (every
+    column's sd ``x_sd`` (d,) zero) or a constant target (``y_sd`` zero). Zero means below 1e-12 of the
+    column's mean too, the rounding of a mean of equal numbers. Takes moments, so dask arrays need only
+    theirs."""
+    if np.all(is_constant(x_sd, x_mean)):
+        raise ValueError(f"every row of {name} is the same input point: a GP has no lengthscale to learn "
+                         "(check the feature columns)")
+    if is_constant(y_sd, y_mean):
+        raise ValueError(f"the target of {name} is constant: there is nothing to model (check the target "
+                         "column)")
+
+
 def _check_real(a, name: str) -> None:
     if np.iscomplexobj(a):  # np.asarray(·, float64) would drop the imaginary parts with only a warning
         raise ValueError(f"{name} is complex; real numbers are needed")

@@ -20,7 +20,9 @@ from .dashboard import (
     BUILTIN,
     LIMITS,
     MAX_RUNS,
+    MAX_UPLOAD_COLUMNS,
     MAX_UPLOAD_MB,
+    MAX_UPLOAD_ROWS,
     DashboardSettings,
     LiveRun,
     RunCapReached,
@@ -50,9 +52,41 @@ def _thin(n: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, min(n, MAX_POINTS)).astype(int)) if n else np.arange(0)
 
 
-def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
+def _capped_dropper(pn, max_bytes: int, rejected):
+    """A chunked file upload (Panel's FileDropper: the browser refuses files over ``max_bytes`` and shows why)
+    that the server also caps: a client that ignores the browser's check is cut off at ``max_bytes`` received,
+    its chunks dropped, and ``rejected(message)`` called."""
+
+    class CappedDropper(pn.widgets.FileDropper):
+        def _process_event(self, event):
+            data = event.data
+            if event.event_name != "upload_event":
+                return super()._process_event(event)
+            name, last = data["name"], data["chunk"] == data["total_chunks"]
+            refused = self.__dict__.setdefault("_refused", set())
+            if data["chunk"] == 1:
+                refused.discard(name)
+            if name in refused:  # the rest of a refused file: dropped as it arrives
+                if last:
+                    refused.discard(name)
+                return None
+            got = sum(len(b) for b in self._file_buffer.get(name, [])) if data["chunk"] != 1 else 0
+            if got + len(data["data"] or b"") > max_bytes:
+                self._file_buffer.pop(name, None)
+                if not last:
+                    refused.add(name)
+                rejected(f"the uploaded file is over the {max_bytes / 2**20:.3g} MB limit")
+                return None
+            return super()._process_event(event)
+
+    return CappedDropper
+
+
+def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, schedulers=()):
     """One browser session's page; ``max_runs`` concurrent runs across the server's sessions, CSV uploads of
-    at most ``max_upload_mb``."""
+    at most ``max_upload_mb`` (and ``MAX_UPLOAD_ROWS`` rows, ``MAX_UPLOAD_COLUMNS`` columns); ``schedulers``:
+    the dask-scheduler addresses a page may choose instead of the server's local cluster (none by default:
+    the choice is hidden and the page cannot point the server anywhere)."""
     import panel as pn
     from bokeh.models import BoxAnnotation, ColumnDataSource, Span, Whisker
     from bokeh.plotting import figure
@@ -61,7 +95,10 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
     # ---------------------------------------------------------------------------------------- setup
     d = DashboardSettings  # every widget starts at the settings' default (themselves the sampler's)
     dataset = pn.widgets.Select(name="Dataset", options=list(BUILTIN) + ["upload"], value=d.dataset)
-    upload = pn.widgets.FileInput(name="CSV upload", accept=".csv")
+    max_bytes = int(max_upload_mb * 2**20)
+    upload = _capped_dropper(pn, max_bytes, lambda msg: reject_upload(msg))(
+        name="CSV upload", accepted_filetypes=[".csv", "text/csv"], multiple=False,
+        max_file_size=f"{max(1, int(max_upload_mb * 1024))}KB", css_classes=["csv-upload"])
     target = pn.widgets.Select(name="Target column", options=[], disabled=True)
     kernel = pn.widgets.Select(name="Kernel", options={cls.title: name for name, cls in KERNELS.items()},
                                value=d.kernel)
@@ -87,7 +124,9 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
 
     method.param.watch(on_method, "value")
     seed = pn.widgets.IntInput(name="Seed", value=d.seed)
-    scheduler = pn.widgets.TextInput(name="Scheduler (empty: local cluster)", placeholder="tcp://host:8786")
+    local = "this server's local cluster"
+    scheduler = pn.widgets.Select(name="Dask cluster", options=[local, *schedulers], value=local,
+                                  visible=bool(schedulers))
     start_b = pn.widgets.Button(name="Start", button_type="primary")
     pause_b = pn.widgets.Button(name="Pause", button_type="warning", disabled=True)
     stop_b = pn.widgets.Button(name="Stop", button_type="danger", disabled=True)
@@ -108,14 +147,23 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
     def show_error(msg: str) -> None:
         error.object, error.visible = msg, bool(msg)
 
+    def reject_upload(msg: str) -> None:
+        session["uploaded"] = None
+        target.options, target.disabled = [], True
+        show_error(f"Upload rejected: {msg}")
+
     def on_upload(event):
-        try:
-            df = parse_upload(upload.value, int(max_upload_mb * 2**20))
-        except ValueError as e:
-            session["uploaded"] = None
-            target.options, target.disabled = [], True
-            show_error(f"Upload rejected: {e}")
+        if not upload.value:
             return
+        content = next(iter(upload.value.values()))
+        upload.value.clear()  # the page keeps the parsed frame only: the raw bytes go now
+        try:
+            df = parse_upload(content, max_bytes, MAX_UPLOAD_ROWS, MAX_UPLOAD_COLUMNS)
+        except ValueError as e:
+            reject_upload(str(e))
+            return
+        finally:
+            del content
         session["uploaded"] = df
         target.options = [str(c) for c in df.columns]
         target.value = str(df.columns[-1])
@@ -345,7 +393,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB):
                 kernel=kernel.value, ard=ard.value, method=method.value, n_chains=chains.value,
                 n_iter=iterations.value, target_ess=target_ess.value, n_probes=probes.value,
                 step_start=float(step_start.value), step_end=float(step_end.value),
-                seed=int(seed.value), scheduler=scheduler.value.strip() or None).validate()
+                seed=int(seed.value), scheduler=None if scheduler.value == local else scheduler.value,
+                allowed_schedulers=tuple(schedulers)).validate()
             client = None if settings.scheduler else shared_client()
             run = LiveRun(settings, client=client)
             run.start(max_runs)

@@ -85,7 +85,10 @@ def _print_summary(dt, psrf: bool = False) -> None:
     ess = float(min(table["ess_bulk"].min(), table["ess_tail"].min()))
     target, rhat_max = cfg.get("target_ess") or DEFAULT_TARGET_ESS, cfg.get("target_rhat", 1.01)
     rate = f"; {dt.attrs['elapsed'] / ess:.2f} s per effective sample" if ess > 0 else ""
-    if worst < rhat_max and ess >= target:
+    if dt["posterior"].sizes["chain"] < 2:
+        print(f"one chain: R-hat is undefined, so convergence cannot be judged; min bulk/tail ESS "
+              f"{ess:.0f}{rate}")
+    elif worst < rhat_max and ess >= target:
         print(f"converged: max R-hat {worst:.3f} < {rhat_max}, min bulk/tail ESS {ess:.0f} >= {target}{rate}")
     else:
         print(f"not converged yet: max R-hat {worst:.3f} (want < {rhat_max}), min bulk/tail ESS {ess:.0f} "
@@ -133,6 +136,12 @@ def _sample(args) -> int:
         check_new_run_path(out, args.overwrite)  # only a daskgp run is ever overwritten
         replaced = os.stat(out).st_ino if os.path.lexists(out) else None
         ds, spec = _dataset(args)
+        opts = dict(method=args.method, n_chains=args.chains, n_iter=args.iterations,
+                    target_ess=args.target_ess, seed=args.seed, kernel=args.kernel, ard=args.ard,
+                    n_probes=args.probes, checkpoint_every=args.checkpoint_every,
+                    step_start=args.step_start, step_end=args.step_end,
+                    freeze_threshold=args.freeze_threshold)
+        _check_run_fits(opts, ds)  # before a cluster starts: a refusal costs nothing
     control = RunControl()
     previous = signal.signal(signal.SIGINT, _stop_on_first_sigint(control))
     dt = None
@@ -143,16 +152,11 @@ def _sample(args) -> int:
                     dt = resume(out, client=client, progress=chain_progress(cfg.method), control=control,
                                 **extend)
                 else:
-                    opts = dict(method=args.method, n_chains=args.chains, n_iter=args.iterations,
-                                target_ess=args.target_ess, seed=args.seed, kernel=args.kernel, ard=args.ard,
-                                n_probes=args.probes, checkpoint_every=args.checkpoint_every,
-                                step_start=args.step_start, step_end=args.step_end,
-                                freeze_threshold=args.freeze_threshold)
                     dt = sample(ds.X, ds.y, out=out, client=client, data_spec=spec, data_meta=ds.meta(),
                                 overwrite=args.overwrite,
                                 progress=chain_progress(args.method), control=control, **opts)
             except (KeyboardInterrupt, RunStopped):
-                _quiet_teardown()  # the cluster closes next: its comms break loudly
+                _quiet_teardown(client)  # the cluster closes next: its comms break loudly
     except KeyboardInterrupt:  # a second Ctrl-C while the cluster closes
         pass
     finally:
@@ -242,6 +246,16 @@ def _predict(args) -> int:
     print(f"{len(df)} predictions ({len(est.log_draws_)} posterior draws, {args.level:.0%} intervals, "
           f"units of the target) written to {args.out}")
     return 0
+
+
+def _check_run_fits(opts: dict, ds) -> None:
+    """The sampler's options checked against the data (sizes, memory) without any cluster."""
+    from ..core.kernels import make_kernel
+    from ..mcmc.config import check_method_fits
+
+    cfg = SamplerConfig.from_dict(opts)
+    kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=ds.X.shape[1])
+    check_method_fits(cfg, ds.n, n_params=kernel.n_params + 1)
 
 
 def _check_csv_out(path: str, overwrite: bool) -> None:
@@ -378,13 +392,31 @@ def _dashboard(args) -> int:
     if args.address in ("127.0.0.1", "localhost"):
         print("only this machine can reach it; to expose it deliberately: --address 0.0.0.0 "
               "--allow-origin yourhost:PORT (and put it behind authentication)", flush=True)
+    for address in args.allow_scheduler:
+        if not address.startswith(("tcp://", "tls://")):
+            raise ValueError(f"--allow-scheduler takes tcp://host:port addresses, got {address!r}")
+
     def app():  # a plain function: pn.serve renders a functools.partial as text instead of calling it
-        return create_app(max_runs=args.max_runs, max_upload_mb=args.max_upload_mb)
+        return create_app(max_runs=args.max_runs, max_upload_mb=args.max_upload_mb,
+                          schedulers=tuple(args.allow_scheduler))
 
     pn.serve({"sgld": app}, address=args.address, port=args.port, show=False,
              websocket_origin=origins + list(args.allow_origin), title="daskgp — SGLD dashboard",
              websocket_max_message_size=int(args.max_upload_mb * 2**20 * 1.5) + 2**20)
     return 0
+
+
+def _check_common(args) -> None:
+    """The arguments several commands share, checked before any data are read or a cluster starts."""
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and not (timeout > 0 and np.isfinite(timeout)):
+        raise ValueError(f"--timeout must be a positive number of seconds, got {timeout}")
+    seed = getattr(args, "seed", None)
+    if seed is not None and seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {seed}")
+    workers = getattr(args, "workers", None)
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -412,16 +444,23 @@ def _cluster(args, stream=None):
         n_workers = len(client.scheduler_info()["workers"])
         print(f"dask cluster: {n_workers} workers at {client.scheduler.address}", file=stream or sys.stdout,
               flush=True)
-        yield client
+        try:
+            yield client
+        except KeyboardInterrupt:
+            _quiet_teardown(client)  # before the cluster closes with tasks still running
+            raise
 
 
-def _quiet_teardown() -> None:
-    """Silence the loggers that report a cluster torn down mid-computation (broken comms): after an
-    interruption that is expected, and the one line the command prints says what happened."""
-    import logging
+def _quiet_teardown(client=None) -> None:
+    """Silence the loggers that report a cluster torn down mid-computation (broken comms, cancelled tasks),
+    here and on the workers: after an interruption that is expected, and the one line the command prints says
+    what happened."""
+    from ..compute.cluster import quiet_logs
 
-    for name in ("distributed", "tornado", "asyncio"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    quiet_logs()
+    if client is not None:
+        with contextlib.suppress(Exception):  # workers already gone have nothing left to print
+            client.run(quiet_logs)
 
 
 def _data_arguments(parser, default: str) -> None:
@@ -524,6 +563,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="extra websocket origin allowed (when exposing the dashboard deliberately)")
     db.add_argument("--max-runs", type=int, default=2, help="concurrent runs across all sessions")
     db.add_argument("--max-upload-mb", type=float, default=50, help="largest CSV upload accepted")
+    db.add_argument("--allow-scheduler", action="append", default=[], metavar="tcp://HOST:PORT",
+                    help="a dask-scheduler the page may choose instead of the local cluster (repeatable; "
+                         "without it the page cannot point the server at any scheduler)")
     db.set_defaults(func=_dashboard)
     return p
 
@@ -535,6 +577,7 @@ def main(argv=None) -> int:
     except SystemExit as e:  # argparse printed its one-line usage error
         return int(e.code or 0) and EXIT_USAGE
     try:
+        _check_common(args)
         return args.func(args)
     except KeyboardInterrupt:
         print("daskgp: interrupted", file=sys.stderr)

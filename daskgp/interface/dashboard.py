@@ -26,13 +26,16 @@ from ..mcmc.config import METHODS, SGHMC_PROBES, SamplerConfig
 from ..mcmc.control import RunControl, RunStopped
 
 __all__ = ["DashboardSettings", "LIMITS", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "MAX_RUNS",
-           "MAX_UPLOAD_MB"]
+           "MAX_UPLOAD_MB", "MAX_UPLOAD_ROWS", "MAX_UPLOAD_COLUMNS"]
 
 BUILTIN = ("concrete", "house_8L", "power_plant")
 
 
 MAX_RUNS = 2  # concurrent runs across a server's sessions (daskgp dashboard --max-runs)
 MAX_UPLOAD_MB = 50.0  # largest CSV upload accepted (daskgp dashboard --max-upload-mb)
+# Counted on the raw bytes before parsing: a 48 MB CSV of 10^6 columns used to freeze the server in pandas.
+MAX_UPLOAD_ROWS = 200_000  # an exact GP posterior on more rows is a batch job (daskgp sample), not a page
+MAX_UPLOAD_COLUMNS = 500
 
 
 _ACTIVE: set = set()
@@ -43,14 +46,26 @@ class RunCapReached(RuntimeError):
     pass
 
 
-def parse_upload(content: bytes | None, max_bytes: int = int(MAX_UPLOAD_MB * 2**20)) -> pd.DataFrame:
-    """A user's CSV upload (at most ``max_bytes``) → numeric DataFrame, or ValueError with a message meant
-    for the page."""
+def parse_upload(content: bytes | str | None, max_bytes: int = int(MAX_UPLOAD_MB * 2**20),
+                 max_rows: int = MAX_UPLOAD_ROWS, max_columns: int = MAX_UPLOAD_COLUMNS) -> pd.DataFrame:
+    """A user's CSV upload → numeric DataFrame, or ValueError with a message meant for the page. The size in
+    bytes, rows (newlines) and columns (the header's fields) is checked on the raw bytes before pandas
+    parses anything."""
+    if isinstance(content, str):  # Panel decodes text/* uploads
+        content = content.encode("utf-8")
     if not content:
         raise ValueError("the uploaded file is empty")
     if len(content) > max_bytes:
         raise ValueError(f"the uploaded file is {len(content) / 2**20:.1f} MB; the limit is "
                          f"{max_bytes / 2**20:.0f} MB")
+    header = content[:content.find(b"\n")] if b"\n" in content else content
+    n_columns = header.count(b",") + 1
+    if n_columns > max_columns:
+        raise ValueError(f"the uploaded file has {n_columns} columns; the limit is {max_columns}")
+    n_rows = content.count(b"\n") + (not content.endswith(b"\n")) - 1
+    if n_rows > max_rows:
+        raise ValueError(f"the uploaded file has {n_rows} rows; the limit is {max_rows} (sample larger data "
+                         "with the daskgp sample command)")
     df = read_csv_frame(content, "the uploaded file")
     if df.shape[1] < 2:
         raise ValueError(f"the CSV needs a header row and at least two columns, got {df.shape[1]}")
@@ -85,7 +100,8 @@ class DashboardSettings:
     step_start: float = SamplerConfig.step_start
     step_end: float = SamplerConfig.step_end
     seed: int = SamplerConfig.seed
-    scheduler: str | None = None
+    scheduler: str | None = None  # None: the server's local cluster; else one of allowed_schedulers
+    allowed_schedulers: tuple[str, ...] = ()  # daskgp dashboard --allow-scheduler
     block: int = 20
     test_fraction: float = 0.1
 
@@ -109,8 +125,9 @@ class DashboardSettings:
         a, b = float(self.step_start), float(self.step_end)
         if not (np.isfinite(a) and np.isfinite(b) and a >= b > 0):
             raise ValueError(f"step sizes need start >= end > 0, got {self.step_start} and {self.step_end}")
-        if self.scheduler is not None and not str(self.scheduler).startswith(("tcp://", "tls://", "inproc://")):
-            raise ValueError(f"the scheduler address must look like tcp://host:8786, got {self.scheduler!r}")
+        if self.scheduler is not None and self.scheduler not in self.allowed_schedulers:
+            raise ValueError("this server may only use its local cluster" if not self.allowed_schedulers else
+                             f"scheduler {self.scheduler!r} is not one this server allows")
         return self
 
 

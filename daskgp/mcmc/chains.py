@@ -32,9 +32,9 @@ import numpy as np
 from .._version import __version__
 from ..core.kernels import make_kernel
 from ..core.priors import GammaPrior
-from ..core.validation import check_X, check_y
+from ..core.validation import check_not_degenerate, check_X, check_y
 from ..exact.posterior import subset_map
-from .config import SamplerConfig, check_method_fits, fingerprint
+from .config import SamplerConfig, check_method_fits, check_run_size, fingerprint
 from .control import RunControl, RunStopped
 from .diagnostics import RunStatus, run_status
 from .runstore import DrawStore, RunDamaged, RunLocked, check_appendable, check_new_run_path, read_committed
@@ -65,10 +65,11 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
     cfg = SamplerConfig.from_dict({**(asdict(config) if config is not None else {}), **overrides})
     X = check_X(X)
     y = check_y(y, X.shape[0])
-    check_method_fits(cfg, X.shape[0])
+    check_not_degenerate(X.std(axis=0), y.std(), "X, y", X.mean(axis=0), y.mean())
+    kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
+    check_method_fits(cfg, X.shape[0], n_params=kernel.n_params + 1)
     check_new_run_path(out, overwrite)  # before the MAP: a refused output costs nothing
     n = X.shape[0]
-    kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
     prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
     t0 = time.perf_counter()
     # children by index: chains 0..C−1, then the start spread, the subset, the warmup's probes
@@ -209,6 +210,7 @@ def check_resumable(path, n_iter: int | None = None, target_ess: int | None = No
     n = c.checkpoint["n_draws"]
     if n_iter is not None or target_ess is not None:
         cfg = extended_config(cfg, n, n_iter, target_ess, c.path)
+        check_run_size(cfg, len(names))
     return c, cfg, _finished(cfg, n, c.data, names)
 
 

@@ -15,7 +15,7 @@ from ..core.kernels import KERNELS
 from ..core.validation import check_positive
 from ..exact.marginal import max_exact_n
 
-__all__ = ["SamplerConfig", "METHODS", "fingerprint", "check_method_fits"]
+__all__ = ["SamplerConfig", "METHODS", "fingerprint", "check_method_fits", "check_run_size", "MAX_CHAINS"]
 
 METHODS = ("sgld", "mh", "sghmc")
 # SGHMC's probes: on concrete the whitened gradient-noise eigenvalue λ falls 19 → 3.2 from N_r = 4 to 32 for
@@ -164,6 +164,11 @@ class SamplerConfig:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if self.target_ess is not None and self.n_chains < 2:
+            raise ValueError("a target ESS needs at least 2 chains: it also requires R-hat < target_rhat, "
+                             "and R-hat compares chains")
         if not 1 < self.target_rhat < 2:
             raise ValueError(f"target_rhat must be in (1, 2), got {self.target_rhat!r}")
         if self.n_adapt is not None and not 0 <= self.n_adapt < self.n_iter:
@@ -215,8 +220,34 @@ class SamplerConfig:
         return cls(**d).validate()
 
 
-def check_method_fits(cfg: SamplerConfig, n: int, memory_bytes: float | None = None) -> None:
-    """MH needs a dense Cholesky per iteration: refuse n where it would not fit in memory."""
+MAX_CHAINS = 256  # R-hat and ESS need a few chains; beyond the workers more only queue
+
+
+def check_run_size(cfg: SamplerConfig, n_params: int, memory_bytes: float | None = None) -> None:
+    """Refuse, before any work, a run whose draws would not fit: the driver keeps every chain's draws in
+    memory for its diagnostics, (p + 8) float64 numbers per draw (the parameters and the sample stats), so
+    n_chains × n_iter draws must fit in half the available memory; and at most :data:`MAX_CHAINS` chains."""
+    if cfg.n_chains > MAX_CHAINS:
+        raise ValueError(f"{cfg.n_chains} chains is more than {MAX_CHAINS}: R-hat and ESS need only a few "
+                         f"(4 by default), and chains beyond the workers only queue")
+    if memory_bytes is None:
+        import psutil
+
+        memory_bytes = psutil.virtual_memory().available
+    need = float(cfg.n_chains) * cfg.n_iter * (n_params + 8) * 8
+    if need > 0.5 * memory_bytes:
+        raise MemoryError(f"{cfg.n_chains} chains × {cfg.n_iter} iterations would hold "
+                          f"{need / 2**30:.1f} GiB of draws in memory; this machine has "
+                          f"{memory_bytes / 2**30:.1f} GiB available (fewer iterations, or a target ESS "
+                          "with a smaller cap)")
+
+
+def check_method_fits(cfg: SamplerConfig, n: int, memory_bytes: float | None = None,
+                      n_params: int | None = None) -> None:
+    """MH needs a dense Cholesky per iteration: refuse n where it would not fit in memory; and (given
+    ``n_params``) a run too big to hold (:func:`check_run_size`)."""
+    if n_params is not None:
+        check_run_size(cfg, n_params, memory_bytes)
     if cfg.method == "mh":
         limit = max_exact_n(memory_bytes)
         if n > limit:

@@ -241,7 +241,7 @@ def run_status(posterior_blocks: dict[str, list], warmup_blocks: list, *, warmup
     st.phase = live["phase"]
     if live["rhat"]:
         ds = live["sampled"]
-        st.rhat = max(live["rhat"].values())
+        st.rhat = max(live["rhat"].values()) if ds.sizes["chain"] > 1 else None  # undefined for one chain
         st.ess_bulk = float(min(az.ess(ds, method="bulk").to_array().values))
         st.ess_tail = float(min(az.ess(ds, method="tail").to_array().values))
         target = target_ess or DEFAULT_TARGET_ESS
@@ -256,7 +256,7 @@ def run_summary(dt) -> tuple[pd.DataFrame, list[str]]:
     effective sample; plus the notes of :func:`post_warmup`."""
     sampled, notes = post_warmup(dt)
     if sampled["posterior"].sizes["chain"] < 2:
-        notes.append("R-hat needs at least 2 chains")
+        notes.append("R-hat is undefined for one chain (it compares chains): run 2 or more to judge mixing")
     table = summary(sampled, dt.attrs.get("elapsed"))
     order = [nm for nm in dt.attrs.get("param_names", []) if nm in table.index]
     return (table.loc[order] if order else table), notes

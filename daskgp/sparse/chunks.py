@@ -8,14 +8,23 @@ futures on the Dask workers; one evaluation is two maps and two tree reductions.
 
 For the Bayesian GPLVM, :meth:`ChunkedRows.local_step` also runs each chunk's optimisation of its own
 q(x_i) on the worker holding it (all chunks in parallel), given the summed statistics of the others.
+
+A lost worker takes the chunks it held with it. Chunks of observed inputs (SGPR) are a function of the
+source data, so they are placed again from it (re-scattered from this process, or recomputed from the dask
+array's graph) and the evaluation is repeated; the sums are taken in a fixed order, so the repeated
+evaluation gives the same numbers. Chunks holding a GPLVM's latent q(x_i) live only on the workers: losing
+one ends the fit with a one-line error.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+from concurrent.futures import CancelledError
 
 import numpy as np
 import scipy.optimize
+from distributed import KilledWorker
 
 from ..compute.reductions import local_sum, tree_sum
 from .bound import (
@@ -29,7 +38,14 @@ from .bound import (
     chunk_stats_cached,
 )
 
-__all__ = ["ChunkedRows", "LocalRows", "local_objective"]
+__all__ = ["ChunkedRows", "LocalRows", "local_objective", "WorkerLostError"]
+
+log = logging.getLogger(__name__)
+MAX_REPLACEMENTS = 3  # evaluations repeated after lost workers before giving up
+
+
+class WorkerLostError(ConnectionError):
+    """Chunks were lost with a worker and cannot be placed again (or workers kept dying)."""
 
 
 def _stats_task(chunk, theta: GlobalParams):
@@ -105,8 +121,9 @@ class ChunkedRows:
     """Row chunks held as futures on the workers of ``client``; each a dict with "Y" (b, p) and either
     "X" (b, q) (observed inputs) or "mu", "S" (b, q) (the latent inputs' q(x_i))."""
 
-    def __init__(self, client, futures, sizes):
+    def __init__(self, client, futures, sizes, rebuild=None):
         self.client, self.futures, self.sizes = client, list(futures), list(sizes)
+        self._rebuild = rebuild  # rebuild(indices) -> futures of those chunks placed again, or None
 
     @property
     def n(self) -> int:
@@ -129,11 +146,32 @@ class ChunkedRows:
 
             parts = [delayed(dict)(**{k: v[i] for k, v in delayed_cols.items()}) for i in range(len(sizes))]
             futures = client.compute(parts)
-            return cls(client, futures, sizes)
+            return cls(client, futures, sizes, rebuild=lambda idx: client.compute([parts[i] for i in idx]))
         parts = _split_rows(arrays, chunk_rows)
         # hash=False: equal chunks of two row sets must not share a key, or releasing one loses the other's
         futures = client.scatter(parts, hash=False)
-        return cls(client, futures, [p["Y"].shape[0] for p in parts])
+        sizes = [p["Y"].shape[0] for p in parts]
+        if "mu" in arrays:  # latent inputs change on the workers: no source to place them from again
+            return cls(client, futures, sizes)
+        return cls(client, futures, sizes, rebuild=lambda idx: client.scatter([parts[i] for i in idx],
+                                                                                hash=False))
+
+    def _with_replacement(self, evaluate):
+        """``evaluate()``, repeated after any chunks lost with a worker are placed again from the source."""
+        for attempt in range(MAX_REPLACEMENTS + 1):
+            try:
+                return evaluate()
+            except (CancelledError, KilledWorker) as e:
+                lost = [i for i, f in enumerate(self.futures) if f.status != "finished"]
+                if self._rebuild is None or attempt == MAX_REPLACEMENTS:
+                    rows = f" (chunks {lost})" if lost else ""
+                    raise WorkerLostError(f"a Dask worker was lost with rows it held{rows}, and they cannot "
+                                          f"be placed again ({type(e).__name__})") from None
+                log.warning("daskgp: a worker was lost with %d row chunk(s); placing the chunk(s) again from "
+                            "the data and repeating the evaluation", len(lost))
+                for i, f in zip(lost, self._rebuild(lost) if lost else [], strict=True):
+                    self.futures[i] = f
+        raise AssertionError("unreachable")
 
     def field(self, name: str) -> np.ndarray:
         """Gather one field of every chunk, stacked by rows (for the latent means and variances: n × q)."""
@@ -143,18 +181,22 @@ class ChunkedRows:
 
     def stats(self, theta: GlobalParams) -> SuffStats:
         """The summed statistics at ``theta``."""
-        f1 = self.client.map(_stats_task, self.futures, theta=theta, pure=False)
-        return tree_sum(self.client, f1).result()
+        def evaluate():
+            f1 = self.client.map(_stats_task, self.futures, theta=theta, pure=False)
+            return tree_sum(self.client, f1).result()
+        return self._with_replacement(evaluate)
 
     def bound_and_grad(self, theta: GlobalParams) -> tuple[float, np.ndarray, SuffStats]:
         """F (nats), ∂F/∂(unconstrained global parameters) and the summed statistics."""
-        f1 = self.client.map(_stats_task, self.futures, theta=theta, pure=False)
-        total = tree_sum(self.client, f1).result()
-        g = bound_and_grads(total, theta)
-        f2 = self.client.map(_grad_task, self.futures, f1, theta=theta, g=g, pure=False)
-        local = tree_sum(self.client, f2).result()
-        del f1, f2  # release the cached ψ1 on the workers
-        return g.F, _assemble(theta, g, local), total
+        def evaluate():
+            f1 = self.client.map(_stats_task, self.futures, theta=theta, pure=False)
+            total = tree_sum(self.client, f1).result()
+            g = bound_and_grads(total, theta)
+            f2 = self.client.map(_grad_task, self.futures, f1, theta=theta, g=g, pure=False)
+            local = tree_sum(self.client, f2).result()
+            del f1, f2  # release the cached ψ1 on the workers
+            return g.F, _assemble(theta, g, local), total
+        return self._with_replacement(evaluate)
 
     def local_step(self, theta: GlobalParams, total: SuffStats, n_iter: int) -> None:
         """Every chunk optimises its own (μ_i, S_i) for ``n_iter`` L-BFGS-B iterations on its worker, with

@@ -92,11 +92,24 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
             callback(len(trace), F)
 
     res = scipy.optimize.minimize(fun, v0[free], jac=True, method="L-BFGS-B", callback=cb,
+                                  bounds=_bounds(m, q)[free],
                                   options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-7})
     v = v0.copy()
     v[free] = res.x
     info.update(message=str(res.message), n_iterations=int(res.nit), converged=bool(res.success))
     return GlobalParams.from_vector(v, m, q), trace, info
+
+
+# Box bounds of the unconstrained vector (standardised units): σ² in [1e-6, 1e6], lengthscales in
+# [1e-4, 1e13], noise variance 1/β in [1e-8, 150]. Far outside any sensible fit, they keep a line search on
+# degenerate data from overflowing exp() inside a worker. The lengthscales' ceiling is far out because ARD
+# switches a GPLVM's unneeded latent dimensions off by sending theirs towards infinity. Z is free.
+_LOG_VARIANCE, _LOG_LENGTHSCALE, _LOG_BETA = (-13.8, 13.8), (-9.2, 30.0), (-5.0, 18.4)
+
+
+def _bounds(m: int, q: int) -> np.ndarray:
+    """(m·q + q + 2, 2) L-BFGS-B bounds in the order of :meth:`GlobalParams.to_vector`."""
+    return np.array([(-np.inf, np.inf)] * (m * q) + [_LOG_VARIANCE] + [_LOG_LENGTHSCALE] * q + [_LOG_BETA])
 
 
 class FitCheckpoint:

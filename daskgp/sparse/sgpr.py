@@ -24,7 +24,15 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..core.files import replaced_atomically
 from ..core.inducing import kmeans_inducing
-from ..core.validation import check_int, check_X, fit_data, new_data, seed_from
+from ..core.validation import (
+    check_int,
+    check_not_degenerate,
+    check_X,
+    fit_data,
+    is_constant,
+    new_data,
+    seed_from,
+)
 from .bound import GlobalParams, bound_and_grads
 from .chunks import ChunkedRows
 from .fit import FitCheckpoint, SparsePosterior, fit_global
@@ -63,7 +71,8 @@ def _moments(X, y):
         mx, sx, my, sy = da.compute(X.mean(0), X.std(0), y.mean(), y.std())
     else:
         mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
-    sx = np.where(np.asarray(sx) > 0, sx, 1.0)
+    check_not_degenerate(sx, sy, "X, y", mx, my)
+    sx = np.where(is_constant(sx, mx), 1.0, sx)  # a constant column is only centred
     return np.asarray(mx), sx, float(my), float(sy) if sy > 0 else 1.0
 
 

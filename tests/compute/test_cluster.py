@@ -24,3 +24,88 @@ def test_local_cluster_workers_get_the_environment():
         assert set(client.run(_env).values()) == {(str(MMAP_THRESHOLD), "1")}
     finally:
         close_client(client)
+
+
+class _FakeServer:
+    """A TCP listener on 127.0.0.1 that either says nothing (like an HTTP server waiting for a request) or
+    greets with a banner (like SSH): neither is a Dask scheduler."""
+
+    def __init__(self, greeting: bytes = b""):
+        import socket
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.address = f"tcp://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.conns = []
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = self.sock.accept()
+                except OSError:
+                    return
+                self.conns.append(conn)
+                if greeting:
+                    conn.sendall(greeting)
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def close(self):
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+@pytest.mark.parametrize("greeting,msg", [
+    (b"", "did not answer as a Dask scheduler within 1 s"),
+    (b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n", "is not a Dask scheduler: it does not speak Dask's protocol"),
+    (b"\x10\x00\x00\x00\x00\x00\x00\x00" + b"x" * 16, "is not a Dask scheduler"),  # framed, but no handshake
+])
+def test_an_address_that_is_not_a_dask_scheduler_is_refused_without_allocating(greeting, msg):
+    """A silent service used to hang the CLI and a talkative one to make distributed allocate exbibytes; the
+    probe reads at most 64 KiB under the timeout and refuses in one ConnectionError."""
+    import time
+
+    from daskgp.compute.cluster import probe_scheduler
+
+    server = _FakeServer(greeting)
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(ConnectionError, match=msg):
+            get_client(server.address, timeout=1)
+        assert time.perf_counter() - t0 < 5
+        with pytest.raises(ValueError, match="timeout must be > 0"):
+            probe_scheduler(server.address, -1)
+    finally:
+        server.close()
+
+
+@pytest.mark.cluster
+def test_a_real_scheduler_passes_the_probe_and_serves_the_client(client):
+    """The probe answers the scheduler's handshake with its own, so the scheduler sees a client come and go;
+    the client made afterwards computes as usual."""
+    from daskgp.compute.cluster import probe_scheduler
+
+    address = client.scheduler.address
+    probe_scheduler(address, 5)
+    other = get_client(address, timeout=10)
+    try:
+        assert other.submit(sum, [1, 2, 3]).result() == 6
+    finally:
+        other.close()
+
+
+@pytest.mark.cluster
+def test_the_local_cluster_listens_on_this_machine_only():
+    """Scheduler, workers and the Dask dashboard bind 127.0.0.1 (distributed's ':0' would bind every
+    interface). A new cluster, as get_client starts one (the module's client fixture is a default client)."""
+    from distributed import Client
+
+    from daskgp.compute.cluster import _local_cluster
+
+    with _local_cluster(False, 1, 1, {}) as cluster, Client(cluster) as c:
+        assert c.scheduler.address.startswith("tcp://127.0.0.1:")
+        assert all(w.startswith("tcp://127.0.0.1:") for w in c.scheduler_info()["workers"])
+        assert c.dashboard_link.startswith("http://127.0.0.1:")
+        hosts = {s.getsockname()[0] for s in cluster.scheduler.http_server._sockets.values()}
+        assert hosts == {"127.0.0.1"}, hosts

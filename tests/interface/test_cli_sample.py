@@ -101,6 +101,8 @@ def _bad_csvs(folder):
     (folder / "empty.csv").write_text("")
     (folder / "one_col.csv").write_text("a\n1\n2\n")
     (folder / "headless.csv").write_text("1,2,3\n4,5,6\n7,8,9\n")  # read with a header: 2 rows, not 3
+    (folder / "same_rows.csv").write_text("a,b,y\n" + "".join(f"1.5,2,{i}\n" for i in range(30)))
+    (folder / "constant_y.csv").write_text("a,b,y\n" + "".join(f"{i},{i % 3},7\n" for i in range(30)))
 
 
 @pytest.mark.parametrize("argv,msg", [
@@ -117,6 +119,14 @@ def _bad_csvs(folder):
     (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/one_col.csv"], "at least two columns"),
     (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/headless.csv"], "has no header row"),
     (["sample", "--out", "{tmp}/r.zarr", "--data", "mnist"], "unknown dataset"),
+    (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/same_rows.csv"], "is the same input point"),
+    (["sample", "--out", "{tmp}/r.zarr", "--csv", "{tmp}/constant_y.csv"], "is constant"),
+    (["sample", "--out", "{tmp}/r.zarr", "--chains", "100000"], "100000 chains is more than 256"),
+    (["sample", "--out", "{tmp}/r.zarr", "--iterations", "1000000000"], "GiB of draws in memory"),
+    (["sample", "--out", "{tmp}/r.zarr", "--chains", "1", "--target-ess", "100"], "at least 2 chains"),
+    (["sample", "--out", "{tmp}/r.zarr", "--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+    (["sample", "--out", "{tmp}/r.zarr", "--timeout", "-1"], "--timeout must be a positive number"),
+    (["sgpr", "--out", "{tmp}/r.nc", "--seed", "-1"], "--seed must be an integer >= 0, got -1"),
     (["sample", "--out", "{tmp}/r.zarr", "--scheduler", "tcp://127.0.0.1:9", "--timeout", "1"],
      "cannot reach the dask scheduler"),
     (["sample", "--resume", "{tmp}/nothing.zarr"], "no run to resume"),

@@ -19,23 +19,59 @@ from daskgp.interface.dashboard import DashboardSettings, LiveRun, RunCapReached
     (b"\xff\xfe\x00binary\x00", "not a readable CSV"),
     (b"a,b\n" + b"1,2\n" * 3000, "limit"),
     (b"1,2\n" * 30, "no header row"),  # its first row would have become the column names
+    (b",".join(b"c%d" % j for j in range(41)) + b"\n" + b"1," * 40 + b"1\n", "41 columns; the limit is 40"),
+    (b"a,b\n" + b"1,2\n" * 101, "101 rows; the limit is 100"),
+    ("a,b\n" + "1,2\n" * 30, None),  # Panel hands text/csv uploads over decoded
 ])
 def test_upload_checks(content, msg):
+    """Sizes (bytes, rows, columns) are checked on the raw bytes before pandas parses anything."""
     if msg is None:
         assert parse_upload(content).shape == (30, 2)
     else:
         with pytest.raises(ValueError, match=msg):
-            parse_upload(content, max_bytes=10_000)
+            parse_upload(content, max_bytes=10_000, max_rows=100, max_columns=40)
+
+
+def test_the_server_caps_an_upload_that_ignores_the_browser_check():
+    """A client that sends more than the cap is cut off as the chunks arrive: the buffer is dropped, the page
+    gets a message, and the next upload of the session is received normally."""
+    import panel as pn
+
+    from daskgp.interface.app import _capped_dropper
+
+    messages = []
+    w = _capped_dropper(pn, 1000, messages.append)()
+
+    class Event:
+        event_name = "upload_event"
+
+        def __init__(self, name, chunk, total, data):
+            self.data = {"name": name, "chunk": chunk, "total_chunks": total, "data": data,
+                         "type": "text/csv"}
+
+    for k in range(1, 6):  # 5 chunks of 400 bytes: over the 1000-byte cap at the third
+        w._process_event(Event("big.csv", k, 5, b"x" * 400))
+    assert messages == ["the uploaded file is over the 0.000954 MB limit"]
+    assert not w.value and not w._file_buffer
+    w._process_event(Event("ok.csv", 1, 1, b"a,b\n1,2\n"))
+    assert w.value == {"ok.csv": "a,b\n1,2\n"}
 
 
 @pytest.mark.parametrize("kw,msg", [
     (dict(dataset="mnist"), "unknown dataset"), (dict(dataset="upload"), "upload a CSV"),
     (dict(n_chains=1), "chains"), (dict(n_iter=10), "iter"), (dict(step_start=1e-4, step_end=1e-2), "step"),
-    (dict(kernel="linear"), "kernel"), (dict(scheduler="localhost:8786"), "tcp://"),
+    (dict(kernel="linear"), "kernel"), (dict(scheduler="tcp://10.0.0.1:8786"), "only use its local cluster"),
+    (dict(scheduler="tcp://10.0.0.1:8786", allowed_schedulers=("tcp://10.0.0.2:8786",)),
+     "not one this server"),
 ])
 def test_settings_are_validated(kw, msg):
     with pytest.raises(ValueError, match=msg):
         DashboardSettings(**kw).validate()
+
+
+def test_an_allowed_scheduler_is_accepted():
+    s = DashboardSettings(scheduler="tcp://10.0.0.2:8786", allowed_schedulers=("tcp://10.0.0.2:8786",))
+    assert s.validate().scheduler == "tcp://10.0.0.2:8786"
 
 
 @pytest.mark.cluster

@@ -40,7 +40,7 @@ def test_worker_memory_returns_to_its_baseline_after_a_run_ends_or_stops(tmp_pat
     # float64 rows (the samplers' default is float32, half of it): the larger the cache, the clearer a leak
     kw = dict(method="sgld", n_chains=1, checkpoint_every=5, batch=5, subset_size=300, seed=0,
               warmup="subset", cache_dtype="float64")
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                       memory_limit="4GiB") as cluster, Client(cluster) as client:
         client.wait_for_workers(1, timeout=60)
         sample(X[:200], y[:200], out=str(tmp_path / "warm.zarr"), client=client, n_iter=5, **kw)

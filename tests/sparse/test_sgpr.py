@@ -64,8 +64,8 @@ def test_one_worker_gives_the_same_bound(problem, client):
 
     X, y, theta = problem
     F2, g2, _ = ChunkedRows.from_arrays(client, y, 50, X=X).bound_and_grad(theta)
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cl, \
-            Client(cl, set_as_default=False) as c1:
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address="127.0.0.1:0") as cl, Client(cl, set_as_default=False) as c1:
         F1, g1, _ = ChunkedRows.from_arrays(c1, y, 50, X=X).bound_and_grad(theta)
     assert F1 == pytest.approx(F2, rel=1e-12)
     np.testing.assert_allclose(g1, g2, rtol=1e-10, atol=1e-10 * np.abs(g2).max())
@@ -166,6 +166,8 @@ def test_a_fit_checkpoint_resumes_and_refuses_what_it_does_not_match(problem, cl
     ("dask_nan_row", "non-finite"),
     ("too_many_inducing", "more than the"),
     ("shape", "inconsistent numbers of samples"),
+    ("same_rows", "same input point"),  # used to overflow the variance to inf inside a worker
+    ("constant_y", "target of X, y is constant"),
 ])
 def test_bad_input_is_refused_with_a_clear_error(case, msg, problem, client):
     X, y, _ = problem
@@ -181,6 +183,10 @@ def test_bad_input_is_refused_with_a_clear_error(case, msg, problem, client):
         est.n_inducing = 41
     elif case == "shape":
         y = y[:-1]
+    elif case == "same_rows":
+        X[:] = X[0]
+    elif case == "constant_y":
+        y[:] = 3.0
     with pytest.raises(ValueError, match=msg):
         est.fit(X, y, client=client)
 
