@@ -113,6 +113,7 @@ def _sample(args) -> int:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     extend = dict(n_iter=args.iterations, target_ess=args.target_ess)
     if args.resume:
+        _refuse_fixed_on_resume(args)
         out = args.resume
         if not os.path.isdir(out):
             raise FileNotFoundError(f"no run to resume at {out}")
@@ -224,7 +225,7 @@ def _repair(args) -> int:
 
 
 def _predict(args) -> int:
-    from ..core.files import write_atomically
+    from ..core.files import replaced_atomically, write_atomically
     from ..mcmc.estimator import BayesianGPRegressor
 
     if not os.path.isdir(args.run):
@@ -233,9 +234,30 @@ def _predict(args) -> int:
         raise ValueError(f"--draws must be >= 1, got {args.draws}")
     if not 0 < args.level < 1:
         raise ValueError(f"--level must be in (0, 1), got {args.level}")
-    _check_csv_out(args.out, args.overwrite)  # before any work
+    _check_out(args.out, args.overwrite, (".csv", ".nc"))  # before any work
+    netcdf = args.out.lower().endswith(".nc")
+    if not netcdf and args.x is None:
+        raise ValueError("--x new.csv is needed for a CSV of predictions (without --x, --out checks.nc holds "
+                         "the posterior predictive checks at the training data)")
     est = BayesianGPRegressor.from_run(args.run, n_predict_draws=args.draws, level=args.level)
-    inputs = _read_features(args.x, est)
+    inputs = _read_features(args.x, est) if args.x is not None else None
+    if netcdf:
+        from ..mcmc.checks import predictive_tree
+        from ..mcmc.runstore import stored_dataset
+
+        ds = stored_dataset(est.run_)
+        if ds is None:
+            raise ValueError(f"{args.run} holds no copy of its training data (a run of daskgp <= 0.2)")
+        tree = predictive_tree(est.run_, ds, X_new=None if inputs is None else inputs.to_numpy(np.float64),
+                               n_draws=args.draws, seed=args.seed,
+                               feature_names=None if inputs is None else list(inputs.columns))
+        with replaced_atomically(args.out) as tmp:
+            tree.to_netcdf(tmp)
+        what = ("posterior_predictive and log_likelihood at the training data" if inputs is None
+                else f"predictions at {len(inputs)} new inputs")
+        print(f"{what} from {tree.attrs['n_draws']} posterior draws written to {args.out} "
+              "(arviz.from_netcdf; az.plot_ppc, az.loo)")
+        return 0
     named = list(inputs.columns) == list(getattr(est, "feature_names_in_", []))
     with warnings.catch_warnings():  # unnamed columns are taken in order, as _read_features checked
         warnings.filterwarnings("ignore", "X does not have valid feature names")
@@ -248,6 +270,21 @@ def _predict(args) -> int:
     return 0
 
 
+# What a resumed run keeps from its own configuration and data: a flag for any of these cannot be honoured.
+_FIXED_ON_RESUME = ("method", "chains", "kernel", "ard", "probes", "step_start", "step_end",
+                    "freeze_threshold", "checkpoint_every", "seed", "data", "csv", "target", "data_dir",
+                    "out", "overwrite")
+
+
+def _refuse_fixed_on_resume(args) -> None:
+    defaults = vars(_parser().parse_args(["sample"]))
+    given = [n for n in _FIXED_ON_RESUME if getattr(args, n) != defaults[n]]
+    if given:
+        flags = ", ".join("--" + n.replace("_", "-") for n in given)
+        raise ValueError(f"{flags} cannot change a run being resumed (it continues with its own settings and "
+                         "data); --iterations and --target-ess extend it")
+
+
 def _check_run_fits(opts: dict, ds) -> None:
     """The sampler's options checked against the data (sizes, memory) without any cluster."""
     from ..core.kernels import make_kernel
@@ -258,11 +295,11 @@ def _check_run_fits(opts: dict, ds) -> None:
     check_method_fits(cfg, ds.n, n_params=kernel.n_params + 1)
 
 
-def _check_csv_out(path: str, overwrite: bool) -> None:
-    """An output CSV path, checked before any work: '.csv', its folder present, not an existing file unless
-    ``overwrite`` (never a folder)."""
-    if not path.lower().endswith(".csv"):
-        raise ValueError(f"--out {path}: predictions are written as CSV; give a path ending in .csv")
+def _check_out(path: str, overwrite: bool, suffixes=(".csv",)) -> None:
+    """An output file path, checked before any work: one of ``suffixes``, its folder present, not an existing
+    file unless ``overwrite`` (never a folder)."""
+    if not path.lower().endswith(suffixes):
+        raise ValueError(f"--out {path}: give a path ending in {' or '.join(suffixes)}")
     if os.path.isdir(path):
         raise IsADirectoryError(f"--out {path} is a folder")
     if os.path.lexists(path) and not overwrite:
@@ -531,11 +568,14 @@ def _parser() -> argparse.ArgumentParser:
                     help="clear a lock from another host or an unreadable one (if nothing writes the run)")
     rp.set_defaults(func=_repair)
 
-    pr = sub.add_parser("predict", help="posterior predictive of a run at new inputs")
+    pr = sub.add_parser("predict", help="posterior predictive of a run at new inputs, or its checks")
     pr.add_argument("run", help="a run written by 'daskgp sample' (run.zarr)")
-    pr.add_argument("--x", required=True, help="CSV of new inputs (the training feature columns)")
+    pr.add_argument("--x", default=None, help="CSV of new inputs (the training feature columns)")
     pr.add_argument("--out", required=True,
-                    help="CSV to write: the input columns, then mean, sd, lower, upper (units of the target)")
+                    help="pred.csv: the input columns, then mean, sd, lower, upper (units of the target); "
+                         "or pred.nc: ArviZ groups - predictions at --x, or without --x posterior_predictive "
+                         "and log_likelihood at the training data (az.plot_ppc, az.loo)")
+    pr.add_argument("--seed", type=int, default=0, help="seed of the replicated y (.nc output)")
     pr.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     pr.add_argument("--draws", type=int, default=50, help="posterior draws to mix over")
     pr.add_argument("--level", type=float, default=0.95, help="central interval probability")

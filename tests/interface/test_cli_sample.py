@@ -64,6 +64,39 @@ def test_sample_summary_predict_end_to_end(small_csv, tmp_path):
     assert np.all(pred["lower"] < pred["mean"]) and np.all(pred["mean"] < pred["upper"])
     assert np.all((pred["sd"] > 0.5) & (pred["sd"] < 30))  # MPa: the predictive spread is physical
     assert np.abs(pred["mean"] - truth).max() < 4 * pred["sd"].max()
+    # ArviZ groups in netCDF: predictions at the new inputs, and the checks at the training data
+    r = _cli("predict", run, "--x", str(small_csv / "new.csv"), "--out", str(tmp_path / "pred.nc"),
+             "--draws", "20")
+    assert r.returncode == 0, r.stderr
+    import arviz as az
+
+    pdt = az.from_netcdf(tmp_path / "pred.nc")
+    assert dict(pdt["predictions"].sizes) == {"chain": 2, "draw": 10, "obs_new": 5}
+    np.testing.assert_array_equal(pdt["predictions_constant_data"]["X"].values,
+                                  pd.read_csv(small_csv / "new.csv")[features].to_numpy())
+    r = _cli("predict", run, "--out", str(tmp_path / "checks.nc"), "--draws", "100")
+    assert r.returncode == 0, r.stderr
+    cdt = az.from_netcdf(tmp_path / "checks.nc")
+    assert {"posterior", "posterior_predictive", "log_likelihood", "observed_data"} <= set(cdt.children)
+    y_obs, y_rep = cdt["observed_data"]["y"].values, cdt["posterior_predictive"]["y"].values
+    # each observation inside the central 95 % of its replicates about 95 % of the time: 150 observations,
+    # binomial sd 1.8 %, and the fit sees the data it replicates (in-sample), so the band is [0.88, 1]
+    lo, hi = np.quantile(y_rep, [0.025, 0.975], axis=(0, 1))
+    assert 0.88 <= np.mean((y_obs >= lo) & (y_obs <= hi)) <= 1.0
+    loo = az.loo(cdt)
+    assert np.isfinite(loo.elpd) and loo.elpd < 0  # nats, MPa units: log densities of a spread of ~5 MPa
+
+
+@pytest.mark.cluster
+def test_one_chain_ends_clean_with_rhat_undefined(small_csv, tmp_path):
+    """A one-chain run is a normal run: exit 0, no traceback or warning on stderr, and R-hat is reported as
+    undefined (it compares chains), not as nan or as 'not mixed'."""
+    r = _cli("sample", "--csv", str(small_csv / "train.csv"), "--method", "mh", "--chains", "1",
+             "--iterations", "100", "--checkpoint-every", "50", "--out", str(tmp_path / "one.zarr"))
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr and "WARNING" not in r.stderr, r.stderr
+    assert "R-hat  n/a" in r.stderr
+    assert "one chain: R-hat is undefined" in r.stdout and "R-hat nan" not in r.stdout
 
 
 @pytest.mark.cluster
@@ -130,12 +163,15 @@ def _bad_csvs(folder):
     (["sample", "--out", "{tmp}/r.zarr", "--scheduler", "tcp://127.0.0.1:9", "--timeout", "1"],
      "cannot reach the dask scheduler"),
     (["sample", "--resume", "{tmp}/nothing.zarr"], "no run to resume"),
+    (["sample", "--resume", "{tmp}/r.zarr", "--method", "mh"], "--method cannot change a run being resumed"),
+    (["sample", "--resume", "{tmp}/r.zarr", "--chains", "8", "--seed", "3"], "--chains, --seed cannot"),
+    (["sample", "--resume", "{tmp}/r.zarr", "--out", "{tmp}/s.zarr"], "--out cannot change"),
     (["sample", "--resume", "{tmp}/exists"], "is not a daskgp run"),
     (["summary", "{tmp}/nothing.zarr"], "no run at"),
     (["summary", "{tmp}/exists"], "is not a daskgp run"),
     (["predict", "{tmp}/nothing.zarr", "--x", "a.csv", "--out", "p.csv"], "no run at"),
     (["predict", "{tmp}/exists"], "required"),
-    (["predict", "{tmp}/exists", "--x", "a.csv", "--out", "{tmp}/p.nc"], "ending in .csv"),
+    (["predict", "{tmp}/exists", "--x", "a.csv", "--out", "{tmp}/p.txt"], "ending in .csv or .nc"),
     (["predict", "{tmp}/exists", "--x", "a.csv", "--out", "{tmp}/one_col.csv"], "exists; pass --overwrite"),
     (["predict", "{tmp}/exists", "--x", "a.csv", "--out", "{tmp}/no/p.csv"], "does not exist"),
 ])
