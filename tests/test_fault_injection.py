@@ -21,8 +21,9 @@ import xarray as xr
 
 import daskgp as dg
 from daskgp.compute.cluster import worker_environ
-from daskgp.mcmc.diagnostics import whole_chains
 from daskgp.mcmc.runstore import RunError, read_checkpoint
+
+from .run_checks import assert_runs_identical
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -135,13 +136,7 @@ def test_sgld_survives_a_killed_worker_and_a_killed_cli_with_no_draw_lost_or_dup
     assert _committed(run) < N_ITER
     r = _run("sample", "--resume", run, "--scheduler", address)
     assert "taking over its lock" in r.stderr
-    dt, ref = dg.open_run(run), dg.open_run(ref_path)
-    np.testing.assert_array_equal(whole_chains(dt)["posterior"]["draw"].values, np.arange(N_ITER))
-    for group in ("posterior", "sample_stats", "warmup_posterior", "warmup_sample_stats"):
-        for name in ref[group].data_vars:
-            if name != "seconds":
-                np.testing.assert_array_equal(dt[group][name].values, ref[group][name].values,
-                                              err_msg=f"{group}/{name}")
+    assert_runs_identical(dg.open_run(run), dg.open_run(ref_path), N_ITER)
 
 
 def test_sgpr_survives_a_killed_worker_with_the_same_result(scheduler, tmp_path):

@@ -38,7 +38,7 @@ from ..core.validation import check_X
 
 __all__ = ["SuffStats", "BoundGrads", "GlobalParams", "rbf_ard", "kmm", "psi1_stat", "chunk_stats",
            "chunk_stats_cached", "bound_and_grads", "collapsed_bound", "chunk_global_grad",
-           "chunk_local_grad", "kl_gauss"]
+           "chunk_local_grad", "kl_gauss", "kmm_backprop"]
 
 _JITTER = 1e-6  # relative to the kernel variance; keeps K_mm's Cholesky stable when inducing inputs cluster
 
@@ -222,7 +222,7 @@ def bound_and_grads(stats: SuffStats, theta: GlobalParams, grads: bool = True,
     """Eq. (4.3) from the summed statistics at θ and, with ``grads``, its partial derivatives (see
     :class:`BoundGrads`); O(m³ + m²p) work, independent of n. ``jitter``: added to K_mm's diagonal,
     relative to σ² (0 for comparisons with libraries that add none)."""
-    Z, variance, ls, beta = theta.Z, theta.variance, theta.lengthscales, theta.beta
+    Z, variance, beta = theta.Z, theta.variance, theta.beta
     if not beta > 0:
         raise ValueError(f"the noise precision beta must be > 0, got {beta}")
     n, p = stats.n, stats.C.shape[1]
@@ -251,14 +251,23 @@ def bound_and_grads(stats: SuffStats, theta: GlobalParams, grads: bool = True,
              - 0.5 * beta**2 * float(np.sum(PiC * (stats.D @ PiC))) - 0.5 * p * stats.B
              + 0.5 * p * np.trace(KiD))
     GB = -0.5 * beta * p
-    # K_mm = K0 + jitter·σ²·I: back-propagate GK through the RBF between inducing inputs
+    dZ, dvar, dls = kmm_backprop(GK, theta, K0, Kmm)
+    dvar += GB * stats.B / variance
+    return BoundGrads(F, GB, GC, GD, dZ, dvar, dls, float(dbeta))
+
+
+def kmm_backprop(GK, theta: GlobalParams, K0=None, Kmm=None) -> tuple[np.ndarray, float, np.ndarray]:
+    """Given GK = ∂F/∂K_mm (m, m) symmetric, with K_mm = K0 + jitter·σ²·I (:func:`kmm`), the derivatives of F
+    through K_mm w.r.t. Z (m, q), σ² and the lengthscales (q,): (dZ, dvar, dls)."""
+    if K0 is None or Kmm is None:
+        K0, Kmm = kmm(theta)
+    Z, variance, ls = theta.Z, theta.variance, theta.lengthscales
     W = GK * K0
     rs = W.sum(axis=1)
     dZ = -2.0 * (rs[:, None] * Z - W @ Z) / ls**2
-    zz = (Z**2)
-    dls = (2 * (rs @ zz) - 2 * np.sum(Z * (W @ Z), axis=0)) / ls**3
-    dvar = float(np.sum(GK * Kmm)) / variance + GB * stats.B / variance
-    return BoundGrads(F, GB, GC, GD, dZ, dvar, dls, float(dbeta))
+    dls = (2 * (rs @ (Z**2)) - 2 * np.sum(Z * (W @ Z), axis=0)) / ls**3
+    dvar = float(np.sum(GK * Kmm)) / variance  # K_mm and its jitter are both proportional to σ²
+    return dZ, dvar, dls
 
 
 def collapsed_bound(stats: SuffStats, theta: GlobalParams) -> float:

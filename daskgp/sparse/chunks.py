@@ -100,13 +100,20 @@ def _assemble(theta: GlobalParams, g: BoundGrads, local: np.ndarray) -> np.ndarr
                              g.dls + local[m * q + 1:], g.dbeta)
 
 
+def _row_edges(n: int, chunk_rows: int) -> list[tuple[int, int]]:
+    edges = list(range(0, n, max(1, int(chunk_rows)))) + [n]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _rows_2d(arrays: dict) -> dict:
+    return {k: (v[:, None] if v.ndim == 1 else v) for k, v in arrays.items()}
+
+
 def _split_rows(arrays: dict, chunk_rows: int) -> list[dict]:
     """Numpy arrays (same number of rows) → chunk dicts of at most ``chunk_rows`` rows, 1-D made (n, 1)."""
-    arrays = {k: (v[:, None] if v.ndim == 1 else v) for k, v in arrays.items()}
-    n = arrays["Y"].shape[0]
-    edges = list(range(0, n, max(1, int(chunk_rows)))) + [n]
+    arrays = _rows_2d(arrays)
     return [{k: np.ascontiguousarray(v[a:b]) for k, v in arrays.items()}
-            for a, b in zip(edges[:-1], edges[1:], strict=True)]
+            for a, b in _row_edges(arrays["Y"].shape[0], chunk_rows)]
 
 
 def _chunk_rows(chunk):
@@ -144,17 +151,22 @@ class ChunkedRows:
             delayed_cols = {k: a.to_delayed().ravel() for k, a in darr.items()}
             from dask import delayed
 
-            parts = [delayed(dict)(**{k: v[i] for k, v in delayed_cols.items()}) for i in range(len(sizes))]
-            futures = client.compute(parts)
-            return cls(client, futures, sizes, rebuild=lambda idx: client.compute([parts[i] for i in idx]))
+            tasks = [delayed(dict)(**{k: v[i] for k, v in delayed_cols.items()}) for i in range(len(sizes))]
+            futures = client.compute(tasks)
+            return cls(client, futures, sizes, rebuild=lambda idx: client.compute([tasks[i] for i in idx]))
         parts = _split_rows(arrays, chunk_rows)
         # hash=False: equal chunks of two row sets must not share a key, or releasing one loses the other's
         futures = client.scatter(parts, hash=False)
         sizes = [p["Y"].shape[0] for p in parts]
         if "mu" in arrays:  # latent inputs change on the workers: no source to place them from again
             return cls(client, futures, sizes)
-        return cls(client, futures, sizes, rebuild=lambda idx: client.scatter([parts[i] for i in idx],
-                                                                                hash=False))
+        del parts  # a lost chunk is sliced again from the caller's arrays: no second copy of the data here
+        rows, edges = _rows_2d(arrays), _row_edges(len(Y), chunk_rows)
+
+        def rebuild(idx):
+            return client.scatter([{k: np.ascontiguousarray(v[a:b]) for k, v in rows.items()}
+                                   for a, b in (edges[i] for i in idx)], hash=False)
+        return cls(client, futures, sizes, rebuild=rebuild)
 
     def _with_replacement(self, evaluate):
         """``evaluate()``, repeated after any chunks lost with a worker are placed again from the source."""

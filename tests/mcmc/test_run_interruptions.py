@@ -13,13 +13,13 @@ import sys
 import textwrap
 import time
 
-import numpy as np
 import pytest
 
 import daskgp as dg
-from daskgp.mcmc.diagnostics import whole_chains
 from daskgp.mcmc.runlock import lock_info
 from daskgp.mcmc.runstore import RunError, read_checkpoint
+
+from ..run_checks import assert_runs_identical
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -48,14 +48,7 @@ def reference(tmp_path_factory):
 
 
 def _assert_identical(dt, ref):
-    """Same draws, bit for bit, and the same per-iteration records (wall seconds aside)."""
-    np.testing.assert_array_equal(whole_chains(dt)["posterior"]["draw"].values, np.arange(N_ITER))
-    for group in ("posterior", "sample_stats", "warmup_posterior", "warmup_sample_stats"):
-        for name in ref[group].data_vars:
-            if name != "seconds":
-                np.testing.assert_array_equal(dt[group][name].values, ref[group][name].values,
-                                              err_msg=f"{group}/{name}")
-    assert not np.isnan(dt["posterior"]["noise"].values).any()
+    assert_runs_identical(dt, ref, N_ITER)
 
 
 def _committed(run) -> int:

@@ -1,0 +1,1 @@
+"""ADVGP: asynchronous distributed variational GP regression (Peng, Zhe & Qi 2017)."""

@@ -1,0 +1,238 @@
+"""The weight-space variational GP of ADVGP (Peng, Zhe & Qi 2017, "Asynchronous Distributed Variational
+Gaussian Processes for Regression", sections 3–5), with its gradients.
+
+The GP is approximated by f(x) = φ(x)ᵀw, w ~ N(0, I), with a feature map built on m inducing inputs Z:
+
+* eq. (11), ``"cholesky"``: φ(x) = Lᵀ k_m(x) with K_mm⁻¹ = L Lᵀ (L = R⁻ᵀ for the Cholesky factor R of K_mm);
+* eq. (21), ``"nystrom"``: φ(x) = diag(λ)^−½ Qᵀ k_m(x), K_mm = Q diag(λ) Qᵀ (scaled Nyström eigenfunctions);
+* eq. (22), ``"ensemble"``: the sum over g groups of inducing inputs of g^−½ times the group's eq. (21) map.
+
+Each is φ(x) = Wᵀ k_m(x) for an (m, k) matrix W(K_mm) (k = m, or m/g for the ensemble). With q(w) = N(μ, Σ),
+Σ = UᵀU (U upper triangular, k × k), the negative ELBO splits into per-point terms and a convex regulariser
+(eqs. 14, 15, 23):
+
+    −L = Σ_i g_i + h,   h = ½(−ln|Σ| − k + tr Σ + μᵀμ),
+    g_i = ½ ln 2π − ½ ln β + β/2 (y_i² − 2 y_i φ_iᵀμ + φ_iᵀ(μμᵀ + Σ − I)φ_i + k_ii).
+
+Summed over a partition, the g_i depend on its rows only through the statistics of the collapsed bound of
+:mod:`daskgp.sparse.bound` (A = Σ y², B = Σ k_ii, C = K_mn y, D = K_mn K_nm): with M = μμᵀ + Σ − I,
+
+    G = n/2 ln 2π − n/2 ln β + β/2 (A − 2 μᵀWᵀC + tr(M WᵀDW) + B).
+
+So a partition's gradient w.r.t. (Z, σ², l) has two parts: through its statistics (∂G/∂C = −βWμ,
+∂G/∂D = β/2 W M Wᵀ, back-propagated over its rows by :func:`daskgp.sparse.bound.chunk_global_grad`) and
+through W(K_mm) (∂G/∂W = −β C μᵀ + β D W M, back-propagated through the Cholesky or eigen-decomposition and
+the kernel). μ and U get eqs. (16)–(17) summed: ∂G/∂μ = β(WᵀDWμ − WᵀC), ∂G/∂U = β triu(U WᵀDW).
+
+Everything is in the standardised units of the caller (the estimator standardises). Parameters are carried as
+one flat vector (:class:`ADVGPParams`): Z, log σ², log l, log β (the kernel part, stepped by ADADELTA), then
+μ and the upper triangle of U (stepped and then moved by the proximal operator of h, eqs. 18–20).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from ..sparse.bound import (
+    BoundGrads,
+    GlobalParams,
+    SuffStats,
+    chunk_global_grad,
+    chunk_stats_cached,
+    kmm,
+    kmm_backprop,
+)
+
+__all__ = ["FEATURE_MAPS", "ADVGPParams", "weight_map", "partition_objective", "regulariser", "prox_h",
+           "optimal_q", "negative_elbo"]
+
+FEATURE_MAPS = ("cholesky", "nystrom", "ensemble")
+
+
+@dataclass
+class ADVGPParams:
+    """Z (m, q) inducing inputs; variance σ², lengthscales (q,), beta (noise precision) of the RBF-ARD GP;
+    mu (k,) and U (k, k) upper triangular of q(w) = N(μ, UᵀU). ``groups``: the ensemble map's g (1 else)."""
+
+    Z: np.ndarray
+    variance: float
+    lengthscales: np.ndarray
+    beta: float
+    mu: np.ndarray
+    U: np.ndarray
+    feature_map: str = "cholesky"
+    groups: int = 1
+
+    def __post_init__(self):
+        self.Z = np.asarray(self.Z, dtype=float)
+        self.lengthscales = np.broadcast_to(np.asarray(self.lengthscales, float), (self.Z.shape[1],)).copy()
+        self.mu = np.asarray(self.mu, dtype=float)
+        self.U = np.triu(np.asarray(self.U, dtype=float))
+        if self.feature_map not in FEATURE_MAPS:
+            raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {self.feature_map!r}")
+        if self.feature_map != "ensemble" and self.groups != 1:
+            raise ValueError("groups > 1 needs feature_map='ensemble'")
+        if self.Z.shape[0] % self.groups:
+            raise ValueError(f"m = {self.Z.shape[0]} inducing inputs do not split into {self.groups} groups")
+        if self.mu.shape != (self.k,) or self.U.shape != (self.k, self.k):
+            raise ValueError(f"mu must be ({self.k},) and U ({self.k}, {self.k}), got {self.mu.shape} and "
+                             f"{self.U.shape}")
+
+    @property
+    def m(self) -> int:
+        return self.Z.shape[0]
+
+    @property
+    def k(self) -> int:
+        """The dimension of φ(x) and w."""
+        return self.Z.shape[0] // self.groups
+
+    @property
+    def kernel(self) -> GlobalParams:
+        return GlobalParams(self.Z, self.variance, self.lengthscales, self.beta)
+
+    @property
+    def n_kernel(self) -> int:
+        """Length of the kernel part of the vector: Z, log σ², log l, log β."""
+        return self.Z.size + self.Z.shape[1] + 2
+
+    def to_vector(self) -> np.ndarray:
+        iu = np.triu_indices(self.k)
+        return np.concatenate([self.Z.ravel(), [math.log(self.variance)], np.log(self.lengthscales),
+                               [math.log(self.beta)], self.mu, self.U[iu]])
+
+    def with_vector(self, v) -> ADVGPParams:
+        """The same model with the parameters of the flat vector ``v`` (see :meth:`to_vector`)."""
+        m, q, k = self.m, self.Z.shape[1], self.k
+        v = np.asarray(v, dtype=float)
+        Z = v[:m * q].reshape(m, q)
+        o = m * q
+        variance, ls, beta = math.exp(v[o]), np.exp(v[o + 1:o + 1 + q]), math.exp(v[o + 1 + q])
+        o += q + 2
+        mu = v[o:o + k]
+        U = np.zeros((k, k))
+        U[np.triu_indices(k)] = v[o + k:]
+        return ADVGPParams(Z, variance, ls, beta, mu, U, self.feature_map, self.groups)
+
+
+def weight_map(p: ADVGPParams):
+    """(W (m, k), Kmm-jittered, back(W̄) → K̄_mm): φ(x) = Wᵀ k_m(x) and the back-propagation of ∂/∂W to
+    ∂/∂K_mm (symmetric) for the map of ``p.feature_map``."""
+    K0, Kmm = kmm(p.kernel)
+    if p.feature_map == "cholesky":
+        R = np.linalg.cholesky(Kmm)
+        W = scipy.linalg.solve_triangular(R, np.eye(p.m), lower=True).T  # R⁻ᵀ
+
+        def back(Wbar):
+            # W = R⁻ᵀ: R̄ = −R⁻ᵀ W̄ᵀ R⁻ᵀ (lower part); then the Cholesky's adjoint (Murray 2016)
+            Rinv = W.T
+            Rbar = np.tril(-W @ Wbar.T @ W)
+            P = np.tril(R.T @ Rbar)
+            P[np.diag_indices_from(P)] *= 0.5
+            Kbar = Rinv.T @ P @ Rinv
+            return 0.5 * (Kbar + Kbar.T)
+        return W, K0, Kmm, back
+    g, k = p.groups, p.k
+    blocks = []
+    for j in range(g):
+        sl = slice(j * k, (j + 1) * k)
+        lam, Q = np.linalg.eigh(Kmm[sl, sl])
+        Q = Q * np.where(Q[np.argmax(np.abs(Q), axis=0), np.arange(k)] < 0, -1.0, 1.0)  # a fixed sign
+        blocks.append((sl, lam, Q))
+    W = np.zeros((p.m, k))
+    for sl, lam, Q in blocks:
+        W[sl] = Q / np.sqrt(lam) / math.sqrt(g)
+
+    def back(Wbar):
+        Kbar = np.zeros((p.m, p.m))
+        for sl, lam, Q in blocks:
+            Wb = Wbar[sl] / math.sqrt(g)
+            Qbar = Wb / np.sqrt(lam)
+            lambar = -0.5 * np.sum(Q * Wb, axis=0) * lam**-1.5
+            diff = lam[None, :] - lam[:, None]
+            F = np.divide(1.0, diff, out=np.zeros_like(diff), where=~np.eye(k, dtype=bool))
+            inner = np.diag(lambar) + F * (Q.T @ Qbar)
+            Kb = Q @ inner @ Q.T
+            Kbar[sl, sl] = 0.5 * (Kb + Kb.T)
+        return Kbar
+    return W, K0, Kmm, back
+
+
+def regulariser(mu, U) -> float:
+    """h = ½(−ln|Σ| − k + tr Σ + μᵀμ) with Σ = UᵀU (eq. 15): KL(N(μ, Σ) ‖ N(0, I)) (nats)."""
+    d = np.diag(U)
+    return 0.5 * (-2 * np.sum(np.log(np.abs(d))) - len(mu) + float(np.sum(U * U)) + float(mu @ mu))
+
+
+def prox_h(mu, U, gamma):
+    """argmin over (μ*, U*) of h(μ*, U*) + ‖(μ*, U*) − (μ, U)‖² / (2γ) (eqs. 18–20); ``gamma`` a scalar or a
+    pair of per-coordinate steps shaped as μ and U (h is separable: each coordinate has a closed form)."""
+    g_mu, g_U = (gamma, gamma) if np.isscalar(gamma) else gamma
+    mu_new = mu / (1.0 + g_mu)
+    U_new = np.triu(U / (1.0 + g_U))
+    d, gd = np.diag(U), np.diag(np.broadcast_to(g_U, U.shape))
+    np.fill_diagonal(U_new, (d + np.sqrt(d * d + 4 * (1 + gd) * gd)) / (2 * (1 + gd)))
+    return mu_new, U_new
+
+
+def _data_terms(stats: SuffStats, p: ADVGPParams, W):
+    """(G, M, WᵀC (k,), WᵀDW (k, k)) of the summed statistics."""
+    Sigma = p.U.T @ p.U
+    M = np.outer(p.mu, p.mu) + Sigma - np.eye(p.k)
+    WC = W.T @ stats.C[:, 0]
+    WDW = W.T @ stats.D @ W
+    quad = stats.A - 2 * p.mu @ WC + float(np.sum(M * WDW)) + stats.B
+    G = 0.5 * stats.n * (math.log(2 * math.pi) - math.log(p.beta)) + 0.5 * p.beta * quad
+    return G, M, WC, WDW, quad
+
+
+def partition_objective(X, y, p: ADVGPParams, grad: bool = True):
+    """G_k = Σ_{i in the partition} g_i (nats) of rows X (b, q), y (b,) and, with ``grad``, its gradient as a
+    vector in the order of :meth:`ADVGPParams.to_vector` (log-parameters for σ², l, β). The worker's task."""
+    y2 = np.asarray(y, dtype=float).reshape(-1, 1)
+    stats, psi1 = chunk_stats_cached(y2, p.kernel, np.asarray(X, dtype=float))
+    W, K0, Kmm, back = weight_map(p)
+    G, M, WC, WDW, quad = _data_terms(stats, p, W)
+    if not grad:
+        return G
+    beta = p.beta
+    # through the statistics C, D (and B = n σ² for the RBF)
+    GC = (-beta * (W @ p.mu))[:, None]
+    GD = 0.5 * beta * (W @ M @ W.T)
+    partials = BoundGrads(0.0, 0.0, GC, GD, None, 0.0, None, 0.0)  # only GC, GD are read per chunk
+    rows = chunk_global_grad(y2, p.kernel, partials, np.asarray(X, dtype=float), psi1=psi1)
+    m, q = p.Z.shape
+    dZ, dvar, dls = rows[:m * q].reshape(m, q), rows[m * q], rows[m * q + 1:]
+    dvar += 0.5 * beta * stats.n  # ∂G/∂B · ∂B/∂σ²
+    # through W(K_mm)
+    Wbar = -beta * np.outer(stats.C[:, 0], p.mu) + beta * stats.D @ W @ M
+    kZ, kvar, kls = kmm_backprop(back(Wbar), p.kernel, K0, Kmm)
+    dZ, dvar, dls = dZ + kZ, dvar + kvar, dls + kls
+    dbeta = -0.5 * stats.n / beta + 0.5 * quad
+    dmu = beta * (WDW @ p.mu - WC)
+    dU = np.triu(beta * p.U @ WDW)  # ∂/∂U of β/2 tr(UᵀU S) = β U S (S symmetric), upper part
+    iu = np.triu_indices(p.k)
+    g = np.concatenate([dZ.ravel(), [dvar * p.variance], dls * p.lengthscales, [dbeta * beta], dmu, dU[iu]])
+    return G, g
+
+
+def negative_elbo(X, y, p: ADVGPParams) -> float:
+    """−L = Σ_i g_i + h over all rows (nats): the objective ADVGP minimises."""
+    return partition_objective(X, y, p, grad=False) + regulariser(p.mu, p.U)
+
+
+def optimal_q(stats: SuffStats, p: ADVGPParams) -> tuple[np.ndarray, np.ndarray]:
+    """The q(w) minimising −L for fixed kernel parameters: Σ* = (I + β WᵀDW)⁻¹, μ* = β Σ* WᵀC; returned as
+    (μ*, U*) with U* upper triangular, Σ* = U*ᵀU*."""
+    W, _, _, _ = weight_map(p)
+    WDW = W.T @ stats.D @ W
+    A = np.eye(p.k) + p.beta * WDW
+    Sigma = np.linalg.inv(A)
+    Sigma = 0.5 * (Sigma + Sigma.T)
+    mu = p.beta * Sigma @ (W.T @ stats.C[:, 0])
+    U = np.linalg.cholesky(Sigma).T  # Σ = L Lᵀ = UᵀU with U = Lᵀ
+    return mu, U

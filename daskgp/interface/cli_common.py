@@ -1,0 +1,119 @@
+"""What the ``daskgp`` commands share: the cluster they compute on (and its quiet teardown after an
+interruption), the data set named by the data arguments, output-path checks and the run summary."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+
+def print_summary(dt, psrf: bool = False) -> None:
+    import pandas as pd
+
+    from ..mcmc.diagnostics import DEFAULT_TARGET_ESS, post_warmup, psrf_evolution, run_summary
+
+    cfg = dt.attrs["config"]
+    table, notes = run_summary(dt)
+    cap = "at most " if cfg.get("target_ess") else ""
+    with pd.option_context("display.width", 140, "display.max_columns", 20):
+        print(f"\n{cfg['method'].upper()} on {dt.attrs.get('data', {}).get('dataset', 'data')} "
+              f"(n={dt.attrs['n']}): {dt['posterior'].sizes['chain']} chains × {dt.attrs['n_draws']} draws "
+              f"of {cap}{cfg['n_iter']}, {dt.attrs['elapsed']:.1f} s wall; summary of the "
+              f"{dt.attrs['n_draws'] - post_warmup(dt)[0].attrs['warmup_draws']} post-warmup draws per chain")
+        print(table.round(4).to_string())
+    for c, msg in sorted(dt.attrs.get("messages", {}).items()):
+        print(f"chain {c} stopped: {msg}")
+    if dt.attrs.get("writer"):
+        print(f"note: {dt.attrs['writer']}: this summary covers the {dt.attrs['n_draws']} draws per chain "
+              "committed so far")
+    if dt.attrs.get("salvaged"):
+        sv = dt.attrs["salvaged"]
+        print(f"note: 'daskgp repair --salvage' cut this run back from {sv['committed_draws']} to "
+              f"{sv['kept_draws']} draws per chain (damage: {sv['damage'][0]}); it cannot be resumed")
+    for note in notes:
+        print(f"note: {note}")
+    worst = float(table["r_hat"].max())
+    ess = float(min(table["ess_bulk"].min(), table["ess_tail"].min()))
+    target, rhat_max = cfg.get("target_ess") or DEFAULT_TARGET_ESS, cfg.get("target_rhat", 1.01)
+    rate = f"; {dt.attrs['elapsed'] / ess:.2f} s per effective sample" if ess > 0 else ""
+    if dt["posterior"].sizes["chain"] < 2:
+        print(f"one chain: R-hat is undefined, so convergence cannot be judged; min bulk/tail ESS "
+              f"{ess:.0f}{rate}")
+    elif worst < rhat_max and ess >= target:
+        print(f"converged: max R-hat {worst:.3f} < {rhat_max}, min bulk/tail ESS {ess:.0f} >= {target}{rate}")
+    else:
+        print(f"not converged yet: max R-hat {worst:.3f} (want < {rhat_max}), min bulk/tail ESS {ess:.0f} "
+              f"(want >= {target}){rate}; continue with 'daskgp sample --resume RUN --target-ess {target}'")
+    if psrf:
+        sampled, _ = post_warmup(dt)
+        ev = psrf_evolution(sampled, n_points=10)
+        print("\nPSRF evolution (R-hat, classic Gelman–Rubin, over the first n post-warmup draws)")
+        print(ev[["median", "q975"]].to_dataframe().round(4).to_string())
+
+
+def dataset_from_args(args):
+    from ..core.datasets import load, load_csv
+
+    if args.csv:
+        ds = load_csv(args.csv, args.target if args.target is not None else -1)
+        return ds, {"csv": os.path.abspath(args.csv), "target": ds.target_name}
+    ds = load(args.data, data_dir=args.data_dir)
+    spec = {"dataset": args.data}
+    if args.data_dir:
+        spec["data_dir"] = os.path.abspath(args.data_dir)
+    return ds, spec
+
+
+def check_out_path(path: str, overwrite: bool, suffixes=(".csv",)) -> None:
+    """An output file path, checked before any work: one of ``suffixes``, its folder present, not an existing
+    file unless ``overwrite`` (never a folder)."""
+    if not path.lower().endswith(suffixes):
+        raise ValueError(f"--out {path}: give a path ending in {' or '.join(suffixes)}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"--out {path} is a folder")
+    if os.path.lexists(path) and not overwrite:
+        raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"the output folder {parent} does not exist")
+
+
+def positive_int(text, name: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a positive integer or 'all', got {text!r}") from None
+    if v < 1:
+        raise ValueError(f"{name} must be >= 1, got {v}")
+    return v
+
+
+@contextlib.contextmanager
+def cluster_from_args(args, stream=None):
+    """``with cluster_from_args(args) as client:`` the cluster named by the cluster arguments of
+    :mod:`daskgp.interface.cli` (a new local one by default, closed on exit whatever happens; a scheduler's
+    cluster is left running), announced on ``stream`` (stdout by default)."""
+    from ..compute.cluster import borrowed_client
+
+    with borrowed_client(None, args.scheduler, n_workers=args.workers, timeout=args.timeout) as client:
+        n_workers = len(client.scheduler_info()["workers"])
+        print(f"dask cluster: {n_workers} workers at {client.scheduler.address}", file=stream or sys.stdout,
+              flush=True)
+        try:
+            yield client
+        except KeyboardInterrupt:
+            quiet_teardown(client)  # before the cluster closes with tasks still running
+            raise
+
+
+def quiet_teardown(client=None) -> None:
+    """Silence the loggers that report a cluster torn down mid-computation (broken comms, cancelled tasks),
+    here and on the workers: after an interruption that is expected, and the one line the command prints says
+    what happened."""
+    from ..compute.cluster import quiet_logs
+
+    quiet_logs()
+    if client is not None:
+        with contextlib.suppress(Exception):  # workers already gone have nothing left to print
+            client.run(quiet_logs)

@@ -1,0 +1,223 @@
+"""``daskgp sample``, ``summary``, ``repair`` and ``predict``: the MCMC runs of the GP hyperparameters on the
+command line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import warnings
+
+import numpy as np
+
+from ..mcmc.config import SamplerConfig
+from .cli_common import check_out_path, cluster_from_args, dataset_from_args, print_summary, quiet_teardown
+from .progress import chain_progress
+
+
+def sample_command(args) -> int:
+    from ..mcmc.chains import check_resumable, resume, sample
+    from ..mcmc.control import RunControl, RunStopped
+    from ..mcmc.runstore import check_new_run_path
+
+    ds = spec = None
+    replaced = None  # the folder a new run replaces once its first block is committed (by inode)
+    for name in ("chains", "iterations", "probes", "checkpoint_every", "workers", "target_ess"):
+        v = getattr(args, name, None)
+        if v is not None and v < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+    extend = dict(n_iter=args.iterations, target_ess=args.target_ess)
+    if args.resume:
+        _refuse_fixed_on_resume(args)
+        out = args.resume
+        if not os.path.isdir(out):
+            raise FileNotFoundError(f"no run to resume at {out}")
+        # before starting a cluster: intact, free, states well formed, a valid extension
+        run, cfg, finished = check_resumable(out, **extend)
+        if finished:
+            from ..mcmc.diagnostics import open_run
+
+            what = "meets its target" if run.checkpoint["n_draws"] < cfg.n_iter else "is complete"
+            print(f"daskgp: {out} {what} ({run.checkpoint['n_draws']} draws per chain)", file=sys.stderr)
+            print_summary(open_run(out))
+            return 0
+        if run.lock is not None:
+            print(f"daskgp: note: {run.lock.describe()}; taking over its lock", file=sys.stderr)
+    else:
+        if args.out is None:
+            raise ValueError("--out run.zarr is required (or --resume run.zarr)")
+        out = args.out
+        if os.path.lexists(out) and not args.overwrite:
+            raise FileExistsError(f"{out} exists: resume it with --resume {out}, or pass --overwrite")
+        check_new_run_path(out, args.overwrite)  # only a daskgp run is ever overwritten
+        replaced = os.stat(out).st_ino if os.path.lexists(out) else None
+        ds, spec = dataset_from_args(args)
+        opts = dict(method=args.method, n_chains=args.chains, n_iter=args.iterations,
+                    target_ess=args.target_ess, seed=args.seed, kernel=args.kernel, ard=args.ard,
+                    n_probes=args.probes, checkpoint_every=args.checkpoint_every,
+                    step_start=args.step_start, step_end=args.step_end,
+                    freeze_threshold=args.freeze_threshold)
+        _check_run_fits(opts, ds)  # before a cluster starts: a refusal costs nothing
+    control = RunControl()
+    previous = signal.signal(signal.SIGINT, _stop_on_first_sigint(control))
+    dt = None
+    try:
+        with cluster_from_args(args, stream=sys.stderr) as client:
+            try:
+                if args.resume:
+                    dt = resume(out, client=client, progress=chain_progress(cfg.method), control=control,
+                                **extend)
+                else:
+                    dt = sample(ds.X, ds.y, out=out, client=client, data_spec=spec, data_meta=ds.meta(),
+                                overwrite=args.overwrite,
+                                progress=chain_progress(args.method), control=control, **opts)
+            except (KeyboardInterrupt, RunStopped):
+                quiet_teardown(client)  # the cluster closes next: its comms break loudly
+    except KeyboardInterrupt:  # a second Ctrl-C while the cluster closes
+        pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if dt is None:
+        from ..mcmc.runstore import RunError, read_checkpoint
+
+        try:  # a new run that never committed left the folder it was to replace as it was
+            n = read_checkpoint(out)["n_draws"] if os.stat(out).st_ino != replaced else 0
+        except (OSError, RunError):
+            n = 0
+        if n:
+            print(f"\ndaskgp: interrupted; {n} draws per chain are saved in {out}; continue with "
+                  f"'daskgp sample --resume {out}'", file=sys.stderr)
+        else:
+            kept = f"; the run that was at {out} is unchanged" if replaced is not None else ""
+            print(f"\ndaskgp: interrupted before the first block was committed: nothing was saved{kept}",
+                  file=sys.stderr)
+        return 130
+    print_summary(dt)
+    print(f"\nrun saved in {out} (daskgp summary {out}; daskgp predict {out} --x new.csv --out pred.csv)")
+    return 0
+
+
+def _stop_on_first_sigint(control):
+    """A SIGINT handler: the first Ctrl-C stops the run as the dashboard's Stop does (the segments in flight
+    are cancelled, the committed draws kept, the driver ends with RunStopped); a second one interrupts at
+    once. A KeyboardInterrupt raised wherever the main thread happens to be can be swallowed (inside a
+    garbage-collection callback of distributed, for one), so the first Ctrl-C does not rely on it."""
+    def handler(signum, frame):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        threading.Thread(target=control.stop, name="daskgp-sigint", daemon=True).start()
+
+    return handler
+
+
+def summary_command(args) -> int:
+    from ..mcmc.diagnostics import open_run
+
+    if not os.path.isdir(args.run):
+        raise FileNotFoundError(f"no run at {args.run}")
+    print_summary(open_run(args.run), psrf=args.psrf)
+    return 0
+
+
+def repair_command(args) -> int:
+    from ..mcmc.runstore import repair
+
+    for line in repair(args.run, salvage=args.salvage, force=args.force):
+        print(line)
+    return 0
+
+
+def predict_command(args) -> int:
+    from ..core.files import replaced_atomically, write_atomically
+    from ..mcmc.estimator import BayesianGPRegressor
+
+    if not os.path.isdir(args.run):
+        raise FileNotFoundError(f"no run at {args.run}")
+    if args.draws < 1:
+        raise ValueError(f"--draws must be >= 1, got {args.draws}")
+    if not 0 < args.level < 1:
+        raise ValueError(f"--level must be in (0, 1), got {args.level}")
+    check_out_path(args.out, args.overwrite, (".csv", ".nc"))  # before any work
+    netcdf = args.out.lower().endswith(".nc")
+    if not netcdf and args.x is None:
+        raise ValueError("--x new.csv is needed for a CSV of predictions (without --x, --out checks.nc holds "
+                         "the posterior predictive checks at the training data)")
+    est = BayesianGPRegressor.from_run(args.run, n_predict_draws=args.draws, level=args.level)
+    inputs = _read_features(args.x, est) if args.x is not None else None
+    if netcdf:
+        from ..mcmc.checks import predictive_tree
+        from ..mcmc.runstore import stored_dataset
+
+        ds = stored_dataset(est.run_)
+        if ds is None:
+            raise ValueError(f"{args.run} holds no copy of its training data (a run of daskgp <= 0.2)")
+        tree = predictive_tree(est.run_, ds, X_new=None if inputs is None else inputs.to_numpy(np.float64),
+                               n_draws=args.draws, seed=args.seed,
+                               feature_names=None if inputs is None else list(inputs.columns))
+        with replaced_atomically(args.out) as tmp:
+            tree.to_netcdf(tmp)
+        what = ("posterior_predictive and log_likelihood at the training data" if inputs is None
+                else f"predictions at {len(inputs)} new inputs")
+        print(f"{what} from {tree.attrs['n_draws']} posterior draws written to {args.out} "
+              "(arviz.from_netcdf; az.plot_ppc, az.loo)")
+        return 0
+    named = list(inputs.columns) == list(getattr(est, "feature_names_in_", []))
+    with warnings.catch_warnings():  # unnamed columns are taken in order, as _read_features checked
+        warnings.filterwarnings("ignore", "X does not have valid feature names")
+        pred = est.predictive(inputs if named else inputs.to_numpy(np.float64))
+    df = inputs.assign(mean=pred["mean"].values, sd=pred["sd"].values, lower=pred["lower"].values,
+                       upper=pred["upper"].values)
+    write_atomically(args.out, df.to_csv(index=False).encode("utf-8"))
+    print(f"{len(df)} predictions ({len(est.log_draws_)} posterior draws, {args.level:.0%} intervals, "
+          f"units of the target) written to {args.out}")
+    return 0
+
+
+# What a resumed run keeps from its own configuration and data: a flag for any of these cannot be honoured.
+FIXED_ON_RESUME = ("method", "chains", "kernel", "ard", "probes", "step_start", "step_end",
+                   "freeze_threshold", "checkpoint_every", "seed", "data", "csv", "target", "data_dir",
+                   "out", "overwrite")
+
+
+def _refuse_fixed_on_resume(args) -> None:
+    """``args.resume_defaults``: the parser's defaults of :data:`FIXED_ON_RESUME` (set by the parser)."""
+    given = [n for n in FIXED_ON_RESUME if getattr(args, n) != args.resume_defaults[n]]
+    if given:
+        flags = ", ".join("--" + n.replace("_", "-") for n in given)
+        raise ValueError(f"{flags} cannot change a run being resumed (it continues with its own settings and "
+                         "data); --iterations and --target-ess extend it")
+
+
+def _check_run_fits(opts: dict, ds) -> None:
+    """The sampler's options checked against the data (sizes, memory) without any cluster."""
+    from ..core.kernels import make_kernel
+    from ..mcmc.config import check_method_fits
+
+    cfg = SamplerConfig.from_dict(opts)
+    kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=ds.X.shape[1])
+    check_method_fits(cfg, ds.n, n_params=kernel.n_params + 1)
+
+
+def _read_features(path, est):
+    """The new inputs from a CSV as a DataFrame: the training feature columns by name (when the run knows
+    them), else all columns; numeric, no missing values."""
+
+    from ..core.datasets import check_numeric_frame, load_spec, read_csv_frame
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {path}")
+    df = read_csv_frame(path, path)
+    if len(df) == 0:
+        raise ValueError(f"{path} has no rows")
+    names = list((est.run_.attrs.get("data_meta") or {}).get("feature_names") or [])
+    if not names:  # a run of daskgp <= 0.2: the names come from its data spec
+        try:
+            names = list(load_spec(est.run_.attrs["data"]).feature_names)
+        except (ValueError, FileNotFoundError):
+            names = []
+    if names and set(names) <= set(df.columns):
+        df = df[names]
+    elif df.shape[1] != est.n_features_in_:
+        raise ValueError(f"{path} has {df.shape[1]} columns; the model needs {est.n_features_in_} features"
+                         + (f" named {names}" if names else ""))
+    return check_numeric_frame(df, path)

@@ -1,0 +1,102 @@
+"""ADVGP's weight-space model (Peng, Zhe & Qi 2017) against references: the collapsed Titsias bound of
+daskgp.sparse at the optimal q(w), finite differences of every gradient, and a numerical argmin for the
+proximal operator."""
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from daskgp.advgp.model import ADVGPParams, negative_elbo, optimal_q, partition_objective, prox_h, regulariser
+from daskgp.sparse.bound import bound_and_grads, chunk_stats
+
+
+@pytest.fixture
+def data(concrete):
+    return concrete.X[:120], concrete.y[:120]
+
+
+def _params(X, fmap, groups, rng, m=8):
+    Z = X[rng.choice(len(X), m, replace=False)] + 0.05 * rng.standard_normal((m, X.shape[1]))
+    k = m // groups
+    U = np.triu(rng.standard_normal((k, k)) * 0.1) + 0.5 * np.eye(k)
+    return ADVGPParams(Z, 1.3, rng.uniform(1.5, 3.0, X.shape[1]), 4.0, 0.3 * rng.standard_normal(k), U, fmap,
+                       groups)
+
+
+def test_at_the_optimal_q_the_elbo_is_titsias_collapsed_bound(data):
+    """With φ of eq. 11 and q(w) at its closed-form optimum, −L is −F of the collapsed bound (same jitter)."""
+    X, y = data
+    rng = np.random.default_rng(1)
+    p = _params(X, "cholesky", 1, rng)
+    stats = chunk_stats(y[:, None], p.kernel, X)
+    p.mu, p.U = optimal_q(stats, p)
+    titsias = -bound_and_grads(stats, p.kernel, grads=False)
+    assert negative_elbo(X, y, p) == pytest.approx(titsias, rel=1e-10)
+    # and any other q(w) is worse
+    other = ADVGPParams(p.Z, p.variance, p.lengthscales, p.beta, p.mu + 0.05, p.U * 1.1)
+    assert negative_elbo(X, y, other) > titsias
+
+
+@pytest.mark.parametrize("fmap,groups", [("cholesky", 1), ("nystrom", 1), ("ensemble", 2)])
+def test_partition_gradient_matches_finite_differences(fmap, groups, data):
+    """Every coordinate: Z, log σ², log l, log β, μ and the upper triangle of U, for the three feature maps
+    (central differences, step 1e-6; tolerance 1e-4 relative plus 1e-4 absolute: the eigen-decomposition's
+    derivative divides by eigenvalue gaps)."""
+    X, y = data
+    p = _params(X, fmap, groups, np.random.default_rng(2))
+    _, g = partition_objective(X, y, p)
+    v = p.to_vector()
+    num = np.empty_like(v)
+    for i in range(len(v)):
+        e = np.zeros_like(v)
+        e[i] = 1e-6
+        num[i] = (partition_objective(X, y, p.with_vector(v + e), grad=False)
+                  - partition_objective(X, y, p.with_vector(v - e), grad=False)) / 2e-6
+    np.testing.assert_allclose(g, num, rtol=1e-4, atol=1e-4)
+
+
+def test_the_objective_sums_over_partitions(data):
+    X, y = data
+    p = _params(X, "cholesky", 1, np.random.default_rng(3))
+    whole, gw = partition_objective(X, y, p)
+    parts = [partition_objective(X[a:a + 40], y[a:a + 40], p) for a in range(0, 120, 40)]
+    assert sum(G for G, _ in parts) == pytest.approx(whole, rel=1e-12)
+    np.testing.assert_allclose(sum(g for _, g in parts), gw, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("gamma", [0.01, 0.3, 2.0])
+def test_the_proximal_operator_is_the_numerical_argmin(gamma):
+    """eqs. 18–20 against L-BFGS-B on h(μ*, U*) + ‖(μ*, U*) − (μ, U)‖²/(2γ), U* upper triangular with a
+    positive diagonal, from random (μ, U) (the diagonal of U of either sign)."""
+    rng = np.random.default_rng(4)
+    k = 4
+    mu, U = rng.standard_normal(k), np.triu(rng.standard_normal((k, k)))
+    iu = np.triu_indices(k)
+    diag = np.array([i == j for i, j in zip(*iu, strict=True)])
+
+    def objective(x):
+        m, Uv = x[:k], np.zeros((k, k))
+        Uv[iu] = x[k:]
+        return regulariser(m, Uv) + (np.sum((m - mu) ** 2) + np.sum((Uv - U)[iu] ** 2)) / (2 * gamma)
+
+    x0 = np.concatenate([mu, np.where(diag, np.abs(U[iu]) + 0.5, U[iu])])
+    bounds = [(None, None)] * k + [(1e-9, None) if d else (None, None) for d in diag]
+    res = scipy.optimize.minimize(objective, x0, method="L-BFGS-B", bounds=bounds,
+                                  options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10_000})
+    m_star, U_star = prox_h(mu, U, gamma)
+    np.testing.assert_allclose(m_star, res.x[:k], atol=1e-6)
+    np.testing.assert_allclose(U_star[iu], res.x[k:], atol=1e-6)
+    # per-coordinate steps (ADADELTA's): each coordinate as if alone with its own γ
+    g_mu, g_U = np.full(k, gamma), np.full((k, k), gamma)
+    m2, U2 = prox_h(mu, U, (g_mu, g_U))
+    np.testing.assert_allclose(m2, m_star, rtol=1e-14)
+    np.testing.assert_allclose(U2, U_star, rtol=1e-14)
+
+
+def test_bad_parameters_are_refused():
+    with pytest.raises(ValueError, match="feature_map"):
+        ADVGPParams(np.zeros((4, 2)), 1.0, 1.0, 1.0, np.zeros(4), np.eye(4), "fourier")
+    with pytest.raises(ValueError, match="do not split into 3 groups"):
+        ADVGPParams(np.zeros((4, 2)), 1.0, 1.0, 1.0, np.zeros(4), np.eye(4), "ensemble", 3)
+    with pytest.raises(ValueError, match="mu must be"):
+        ADVGPParams(np.zeros((4, 2)), 1.0, 1.0, 1.0, np.zeros(3), np.eye(4))
