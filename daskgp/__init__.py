@@ -1,6 +1,7 @@
 """daskgp: Bayesian Gaussian processes on data too big for a Cholesky factorisation, on Dask."""
 
 from ._version import __version__
+from .advgp.estimator import ADVGPRegressor
 from .compute.operator import KernelOperator
 from .compute.solvers import PivotedCholesky, cg, ulisse
 from .core.datasets import Dataset, load, load_csv
@@ -17,4 +18,4 @@ __all__ = ["__version__", "Dataset", "load", "load_csv", "Kernel", "RBF", "Mater
            "make_kernel", "KernelOperator", "cg", "ulisse", "PivotedCholesky", "exact_log_marginal",
            "log_marginal_gradient", "GradientEstimate", "SamplerConfig", "sample", "resume", "open_run",
            "run_summary", "psrf_evolution", "BayesianGPRegressor", "SparseGPRegressor", "BayesianGPLVM",
-           "GPLVMClassifier"]
+           "GPLVMClassifier", "ADVGPRegressor"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from daskgp.advgp.estimator import ADVGPRegressor
 from daskgp.mcmc.estimator import BayesianGPRegressor
 from daskgp.sparse.gplvm import BayesianGPLVM, GPLVMClassifier
 from daskgp.sparse.sgpr import SparseGPRegressor
@@ -21,6 +22,7 @@ ESTIMATORS = [
     BayesianGPRegressor(method="mh", n_chains=2, n_iter=20, n_predict_draws=5),
     BayesianGPLVM(**SMALL_GPLVM),
     GPLVMClassifier(SMALL_GPLVM, n_iter=5),
+    ADVGPRegressor(n_inducing=10, max_iter=60, tau=2),
 ]
 
 _GPLVM_TRANSFORM = ("the training embedding is the joint q(X) of the fit; transform() fits q(x*) of each row "
