@@ -14,6 +14,7 @@ EXPECTED = {
     "01_sgld_vs_mh_concrete.ipynb": (3, "|mean_SGLD - mean_MH| / sd_MH"),  # running stats, trace, PSRF
     "02_distributed_sgpr_flights.ipynb": (2, "daskgp SGPR"),  # bound trace, per-worker load; RMSE table
     "03_gplvm_digits.ipynb": (3, "accuracy: GPLVM bound ratio"),  # latent space, imputation, confusion
+    "04_advgp_flights.ipynb": (2, "largest staleness"),  # RMSE against time; staleness, updates per partition
 }
 
 

@@ -11,17 +11,20 @@ statistics), then runs the parameter server (:class:`daskgp.advgp.server.Paramet
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
+import xarray as xr
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ..core.datasets import fingerprint
 from ..core.inducing import kmeans_inducing
 from ..core.validation import check_int, check_not_degenerate, fit_data, is_constant, new_data, seed_from
 from ..sparse.bound import rbf_ard
 from ..sparse.chunks import ChunkedRows
 from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
-from .server import ParameterServer
+from .server import ParameterServer, ServerCheckpoint
 
 __all__ = ["ADVGPRegressor"]
 
@@ -48,6 +51,12 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
         self.feature_map, self.groups, self.scheduler = feature_map, groups, scheduler
         self.noise_init, self.adadelta_eps, self.random_state = noise_init, adadelta_eps, random_state
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # τ > 0: gradients arrive in the order the workers finish, so two fits with one seed can differ
+        tags.non_deterministic = not (isinstance(self.tau, int) and self.tau == 0)
+        return tags
+
     def _check_params(self, n: int) -> None:
         for name in ("n_inducing", "max_iter", "groups"):
             check_int(name, getattr(self, name))
@@ -61,13 +70,27 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
         if not 0 < self.noise_init < 10:
             raise ValueError(f"noise_init must be in (0, 10) (relative to var y), got {self.noise_init}")
 
-    def fit(self, X, y, client=None, callback=None, delays=None):
-        """Fit on X (n, d), y (n,). ``callback(record)`` after every server update; ``delays``: artificial
-        seconds per partition task (the straggler experiment). Returns self."""
+    def fit(self, X, y, client=None, callback=None, delays=None, checkpoint=None, resume: bool = False,
+            keep_checkpoint: bool = False):
+        """Fit on X (n, d), y (n,). ``callback(record, params)`` after every server update (an
+        :class:`~daskgp.advgp.server.UpdateRecord` and the current :class:`ADVGPParams`); ``delays``:
+        artificial seconds per partition task (the straggler experiment).
+
+        ``checkpoint``: a JSON file path that holds the server's state every 10 updates, tied to these data
+        and settings; an existing one is refused unless ``resume``, which continues from it to ``max_iter``
+        updates in all. It is removed when the fit finishes unless ``keep_checkpoint``. Returns self."""
         X, y = fit_data(self, X, y)
         n, d = X.shape
         self._check_params(n)
         seed = seed_from(self.random_state)
+        ckpt = None if checkpoint is None else ServerCheckpoint(os.fspath(checkpoint))
+        if resume and ckpt is None:
+            raise ValueError("resume=True needs the checkpoint to resume from")
+        if ckpt is not None and not resume and ckpt.exists():
+            raise FileExistsError(f"{ckpt.path} holds an interrupted fit: pass resume=True to continue it, "
+                                  "or remove it to start afresh")
+        if resume and not ckpt.exists():
+            raise FileNotFoundError(f"no checkpoint to resume at {ckpt.path}")
         mx, sx, my, sy = X.mean(0), X.std(0), float(y.mean()), float(y.std())
         check_not_degenerate(sx, sy, "X, y", mx, my)
         sx = np.where(is_constant(sx, mx), 1.0, sx)
@@ -77,22 +100,60 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
 
         with borrowed_client(client, self.scheduler) as c:
             r = self.n_partitions or 2 * max(1, len(c.scheduler_info()["workers"]))
+            key = f"{fingerprint(X, y)}|{self._settings_key(seed, r)}"
+            state = ckpt.read(key) if resume else None
             chunks = ChunkedRows.from_arrays(c, ys, max(1, -(-n // r)), X=Xs)
             try:
                 m, k = int(self.n_inducing), int(self.n_inducing) // int(self.groups)
                 Z = kmeans_inducing(Xs, m, seed)
                 p0 = ADVGPParams(Z, 1.0, np.full(d, math.sqrt(d)), 1.0 / self.noise_init, np.zeros(k),
                                  np.eye(k), self.feature_map, int(self.groups))
-                p0.mu, p0.U = optimal_q(chunks.stats(p0.kernel), p0)
+                if state is None:
+                    p0.mu, p0.U = optimal_q(chunks.stats(p0.kernel), p0)
                 server = ParameterServer(chunks, p0, int(self.tau), delays, eps=float(self.adadelta_eps))
-                server.run(int(self.max_iter), callback=callback)
+                if state is not None:
+                    server.restore(state)
+                step = None if callback is None else (lambda rec: callback(rec, server.current))
+                server.run(int(self.max_iter), callback=step, checkpoint=ckpt, key=key)
             finally:
                 chunks.release()
         self.params_, self.records_ = server.current, server.records
         self.n_iter_ = server.version
         self.objective_ = self.records_[-1].objective if self.records_ else math.nan
         self.lost_partitions_ = server.lost
+        self.n_train_ = n
+        if ckpt is not None and not keep_checkpoint:
+            ckpt.remove()
         return self
+
+    def _settings_key(self, seed: int, r: int) -> str:
+        return (f"m={int(self.n_inducing)}|map={self.feature_map}|groups={int(self.groups)}|partitions={r}"
+                f"|seed={seed}|tau={int(self.tau)}|noise_init={float(self.noise_init)!r}"
+                f"|eps={float(self.adadelta_eps)!r}")
+
+    def to_dataset(self) -> xr.Dataset:
+        """The fitted model as labelled arrays: inducing points and lengthscales (X units), variances (y units
+        squared), q(w) (μ, U; standardised), and the server's record per update (objective, largest
+        staleness, wall seconds, the partition whose gradient triggered it)."""
+        check_is_fitted(self, "params_")
+        p, d = self.params_, self.n_features_in_
+        names = [str(c) for c in getattr(self, "feature_names_in_", [f"x{j}" for j in range(d)])]
+        rec, x_units = self.records_, {"units": "X units"}
+        return xr.Dataset(
+            {"inducing_points": (("inducing", "feature"), p.Z * self.x_scale_ + self.x_mean_, x_units),
+             "lengthscales": (("feature",), p.lengthscales * self.x_scale_, x_units),
+             "kernel_variance": ((), p.variance * self.y_scale_**2, {"units": "y units squared"}),
+             "noise_variance": ((), self.y_scale_**2 / p.beta, {"units": "y units squared"}),
+             "q_mean": (("weight",), p.mu), "q_chol_upper": (("weight", "weight_"), p.U),
+             "objective": (("update",), np.array([r.objective for r in rec]),
+                           {"units": "nats (standardised y)"}),
+             "max_staleness": (("update",), np.array([max(r.staleness) for r in rec], dtype=int)),
+             "seconds": (("update",), np.array([r.seconds for r in rec]), {"units": "s"}),
+             "partition": (("update",), np.array([r.partition for r in rec], dtype=int))},
+            coords={"feature": names, "update": np.array([r.version for r in rec], dtype=int)},
+            attrs={"model": "daskgp.ADVGPRegressor", "tau": int(self.tau), "n_inducing": int(self.n_inducing),
+                   "feature_map": self.feature_map, "n_train": int(self.n_train_),
+                   "lost_partitions": int(self.lost_partitions_)})
 
     def predict(self, X, return_std: bool = False, noise: bool = True):
         """Predictive mean (n,) in y units; with ``return_std`` also the sd (n,) (of y with ``noise``, else of
@@ -112,8 +173,8 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
         mean, sd = out[:, 0], out[:, 1]
         return (mean, sd) if return_std else mean
 
-    def _predict_block(self, X, noise: bool = True) -> np.ndarray:
-        p = self.params_
+    def _predict_block(self, X, noise: bool = True, params: ADVGPParams | None = None) -> np.ndarray:
+        p = self.params_ if params is None else params
         Xs = (np.asarray(X, float) - self.x_mean_) / self.x_scale_
         W, _, _, _ = weight_map(p)
         Phi = rbf_ard(Xs, p.Z, p.variance, p.lengthscales) @ W  # (b, k)

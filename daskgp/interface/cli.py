@@ -11,6 +11,7 @@ import numpy as np
 from .._version import __version__
 from ..core.kernels import KERNELS
 from ..mcmc.config import METHODS, SamplerConfig
+from .cli_advgp import advgp_command
 from .cli_common import cluster_from_args
 from .cli_runs import FIXED_ON_RESUME, predict_command, repair_command, sample_command, summary_command
 from .cli_sparse import sgpr_command
@@ -206,6 +207,21 @@ def build_parser() -> argparse.ArgumentParser:
                     help="continue from OUT.checkpoint.npz (written every iteration) after an interruption")
     _cluster_arguments(sg)
     sg.set_defaults(func=sgpr_command)
+
+    ad = sub.add_parser("advgp", help="asynchronous distributed variational GP regression (ADVGP)")
+    _data_arguments(ad, "flights")
+    ad.add_argument("--inducing", type=int, default=100, help="inducing points m")
+    ad.add_argument("--tau", type=int, default=8, help="staleness bound (0: synchronous)")
+    ad.add_argument("--max-iter", type=int, default=500, help="server updates")
+    ad.add_argument("--partitions", type=int, default=None, help="row partitions (default: 2 per worker)")
+    ad.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
+    ad.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (fixed random split)")
+    ad.add_argument("--seed", type=int, default=0, help="split and k-means seed")
+    ad.add_argument("--out", default="advgp.nc", help="netCDF results file")
+    ad.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    ad.add_argument("--resume", action="store_true", help="continue from OUT.checkpoint.json")
+    _cluster_arguments(ad)
+    ad.set_defaults(func=advgp_command)
 
     db = sub.add_parser("dashboard", help="serve the live SGLD dashboard (Panel)")
     db.add_argument("--address", default="127.0.0.1", help="interface to bind (default: this machine only)")

@@ -76,3 +76,28 @@ def bound_progress(max_iter: int, stream=None):
 
     show.done = done
     return show
+
+
+def advgp_progress(max_updates: int, test_rmse=None, every: int = 10, stream=None):
+    """``show(record, params)`` — the ``callback`` of :meth:`daskgp.ADVGPRegressor.fit`: server version,
+    the largest staleness of the update's contributions, the objective (nats) and, every ``every`` updates,
+    ``test_rmse(params)`` (y units); ``show.done()`` ends the line."""
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    last = {"rmse": None}
+
+    def show(rec, params):
+        if test_rmse is not None and (rec.version % every == 0 or rec.version == max_updates):
+            last["rmse"] = test_rmse(params)
+        r = "" if last["rmse"] is None else f"  test RMSE {last['rmse']:.3f}"
+        line = (f"ADVGP [{_bar(rec.version / max_updates)}] {rec.version}/{max_updates}  staleness "
+                f"{max(rec.staleness)}  -ELBO {rec.objective:12.2f}{r}  {rec.seconds:.0f} s")
+        if tty or rec.version % every == 0 or rec.version == max_updates:
+            _show_line(stream, tty, line)
+
+    def done():
+        if tty:
+            stream.write("\n")
+
+    show.done = done
+    return show
