@@ -7,6 +7,8 @@ import contextlib
 import os
 import sys
 
+import numpy as np
+
 
 def print_summary(dt, psrf: bool = False) -> None:
     import pandas as pd
@@ -117,3 +119,51 @@ def quiet_teardown(client=None) -> None:
     if client is not None:
         with contextlib.suppress(Exception):  # workers already gone have nothing left to print
             client.run(quiet_logs)
+
+
+def write_test_results(res, out: str, ds, args, ytr, yte, mean, sd) -> tuple[float, float]:
+    """Add the test predictions and their RMSE (and the mean predictor's) to a fitted model's Dataset ``res``
+    and write it to the netCDF ``out`` atomically (a finished file or none): the results file of ``daskgp
+    sgpr`` and ``daskgp advgp``. Returns (test RMSE, mean-predictor RMSE) in the target's units."""
+    from .._version import __version__
+    from ..core.files import replaced_atomically
+
+    rmse = float(np.sqrt(np.mean((mean - yte) ** 2)))
+    rmse_mean = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
+    res["test_mean"] = ("test", mean)
+    res["test_sd"] = ("test", sd)
+    res["test_y"] = ("test", yte)
+    res.attrs.update(dataset=ds.name, target=ds.target_name, test_rmse=rmse, mean_predictor_rmse=rmse_mean,
+                     n_test=len(yte), seed=args.seed, test_fraction=args.test_fraction,
+                     daskgp_version=__version__)
+    with replaced_atomically(out) as tmp:
+        res.to_netcdf(tmp)
+    return rmse, rmse_mean
+
+
+def check_fit_outputs(args, ckpt) -> None:
+    """Before any work: ``--out`` a netCDF path that is new (or ``--overwrite``), and the state of its
+    checkpoint ``ckpt`` (an object with ``path`` and ``exists()``) consistent with ``--resume``."""
+    if not str(args.out).endswith((".nc", ".nc4", ".netcdf")):
+        raise ValueError(f"--out must be a netCDF file ending in .nc, got {args.out}")
+    if os.path.exists(args.out) and not args.overwrite:
+        raise FileExistsError(f"{args.out} exists; pass --overwrite to replace it")
+    if ckpt.exists() and not (args.resume or args.overwrite):
+        raise FileExistsError(f"{ckpt.path} holds an interrupted fit: add --resume to continue it or "
+                              "--overwrite to start afresh")
+    if args.resume and not ckpt.exists():
+        raise FileNotFoundError(f"no checkpoint to resume at {ckpt.path}")
+
+
+def split_from_args(args):
+    """The data arguments' data set and its fixed split (``--test-fraction``, ``--train-size``, ``--seed``),
+    checked against ``--inducing``: (ds, X_train, y_train, X_test, y_test) in original units."""
+    from ..core.datasets import train_test
+
+    ds, _ = dataset_from_args(args)
+    train_size = (None if args.train_size in ("all", "full")
+                  else positive_int(args.train_size, "--train-size"))
+    Xtr, ytr, Xte, yte = train_test(ds, args.test_fraction, train_size, args.seed)
+    if args.inducing > len(Xtr):
+        raise ValueError(f"--inducing {args.inducing} is more than the {len(Xtr)} training rows")
+    return ds, Xtr, ytr, Xte, yte

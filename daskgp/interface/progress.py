@@ -23,6 +23,14 @@ def _show_line(stream, tty: bool, line: str, final: bool = False) -> None:
     stream.flush()
 
 
+def _line_ender(stream, tty: bool):
+    """``done()``: ends a line redrawn in place on a terminal (a log has its newlines already)."""
+    def done():
+        if tty:
+            stream.write("\n")
+    return done
+
+
 def _duration(seconds: float) -> str:
     s = int(round(seconds))
     if s >= 3600:
@@ -70,11 +78,7 @@ def bound_progress(max_iter: int, stream=None):
                 f"  {time.perf_counter() - t0:.0f} s")
         _show_line(stream, tty, line)
 
-    def done():
-        if tty:
-            stream.write("\n")
-
-    show.done = done
+    show.done = _line_ender(stream, tty)
     return show
 
 
@@ -95,9 +99,5 @@ def advgp_progress(max_updates: int, test_rmse=None, every: int = 10, stream=Non
         if tty or rec.version % every == 0 or rec.version == max_updates:
             _show_line(stream, tty, line)
 
-    def done():
-        if tty:
-            stream.write("\n")
-
-    show.done = done
+    show.done = _line_ender(stream, tty)
     return show
