@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..core.datasets import fingerprint
 from ..core.inducing import kmeans_inducing
-from ..core.validation import check_int, check_not_degenerate, fit_data, is_constant, new_data, seed_from
+from ..core.validation import check_int, fit_data, new_data, seed_from, standardising_moments
 from ..sparse.bound import rbf_ard
 from ..sparse.chunks import ChunkedRows
 from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
@@ -91,9 +91,7 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
                                   "or remove it to start afresh")
         if resume and not ckpt.exists():
             raise FileNotFoundError(f"no checkpoint to resume at {ckpt.path}")
-        mx, sx, my, sy = X.mean(0), X.std(0), float(y.mean()), float(y.std())
-        check_not_degenerate(sx, sy, "X, y", mx, my)
-        sx = np.where(is_constant(sx, mx), 1.0, sx)
+        mx, sx, my, sy = standardising_moments(X, y)
         self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = mx, sx, my, sy
         Xs, ys = (X - mx) / sx, (y - my) / sy
         from ..compute.cluster import borrowed_client

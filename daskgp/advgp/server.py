@@ -175,7 +175,8 @@ class ParameterServer:
         delta, rate = self.ada.step(grad)
         theta = self.theta + delta
         o, k = self._kernel_part, self.params.k
-        mu, U = self.params.with_vector(theta).mu, self.params.with_vector(theta).U
+        stepped = self.params.with_vector(theta)
+        mu, U = stepped.mu, stepped.U
         iu = np.triu_indices(k)
         rate_mu = rate[o:o + k]
         rate_U = np.ones((k, k))

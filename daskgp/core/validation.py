@@ -131,6 +131,21 @@ def check_not_degenerate(x_sd, y_sd, name: str = "the data", x_mean=0.0, y_mean=
                          "column)")
 
 
+def standardising_moments(X, y) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(x mean (d,), x scale (d,), y mean, y scale) to standardise X (n, d) and y (n,) (numpy, or dask arrays:
+    computed in one pass), after refusing degenerate data (:func:`check_not_degenerate`). A constant column
+    gets scale 1: it is only centred."""
+    import dask.array as da
+
+    if isinstance(X, da.Array) or isinstance(y, da.Array):
+        mx, sx, my, sy = da.compute(X.mean(0), X.std(0), y.mean(), y.std())
+    else:
+        mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
+    check_not_degenerate(sx, sy, "X, y", mx, my)
+    sx = np.where(is_constant(sx, mx), 1.0, sx)
+    return np.asarray(mx), sx, float(my), float(sy)
+
+
 def _check_real(a, name: str) -> None:
     if np.iscomplexobj(a):  # np.asarray(·, float64) would drop the imaginary parts with only a warning
         raise ValueError(f"{name} is complex; real numbers are needed")

@@ -24,15 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..core.files import replaced_atomically
 from ..core.inducing import kmeans_inducing
-from ..core.validation import (
-    check_int,
-    check_not_degenerate,
-    check_X,
-    fit_data,
-    is_constant,
-    new_data,
-    seed_from,
-)
+from ..core.validation import check_int, check_X, fit_data, new_data, seed_from, standardising_moments
 from .bound import GlobalParams, bound_and_grads
 from .chunks import ChunkedRows
 from .fit import FitCheckpoint, SparsePosterior, fit_global
@@ -62,18 +54,6 @@ def _validate_xy(est, X, y, min_rows: int):
         est.n_features_in_ = X.shape[1]
         return X.astype(float), y.astype(float)
     return fit_data(est, X, y, min_rows=min_rows)
-
-
-def _moments(X, y):
-    import dask.array as da
-
-    if isinstance(X, da.Array):
-        mx, sx, my, sy = da.compute(X.mean(0), X.std(0), y.mean(), y.std())
-    else:
-        mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
-    check_not_degenerate(sx, sy, "X, y", mx, my)
-    sx = np.where(is_constant(sx, mx), 1.0, sx)  # a constant column is only centred
-    return np.asarray(mx), sx, float(my), float(sy) if sy > 0 else 1.0
 
 
 class SparseGPRegressor(RegressorMixin, BaseEstimator):
@@ -135,7 +115,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
                                       "it, or remove it to start afresh")
         elif resume:
             raise ValueError("resume=True needs the checkpoint to resume from")
-        mx, sx, my, sy = _moments(X, y)
+        mx, sx, my, sy = standardising_moments(X, y)
         self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = mx, sx, my, sy
         Xs, ys = (X - mx) / sx, (y - my) / sy
         from ..compute.cluster import borrowed_client
