@@ -37,19 +37,23 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
     partitions (default: two per worker); feature_map: 'cholesky' (eq. 11), 'nystrom' (eq. 21) or 'ensemble'
     (eq. 22, with ``groups``); scheduler: a dask-scheduler address (default: this process's client, else a
     local cluster); noise_init: initial noise variance relative to var y; adadelta_eps: ADADELTA's ε (its
-    first steps are about √ε per coordinate); random_state: the k-means seed.
+    first steps are about √ε per coordinate); batch_size: rows per gradient task, drawn afresh from the task's
+    partition at every version and scaled to an unbiased estimate of the partition's sum (None: the whole
+    partition, exact gradients); random_state: the k-means and minibatch seed.
 
     Fitted: ``params_`` (ADVGPParams, standardised units), ``n_iter_`` (updates), ``records_`` (per update:
-    version, staleness, objective, seconds), ``objective_`` (nats, standardised y), ``n_features_in_``.
+    version, staleness, objective, seconds), ``objective_`` (nats, standardised y; with minibatches an
+    estimate), ``gradients_per_partition_``, ``lost_partitions_``, ``n_features_in_``.
     """
 
     def __init__(self, n_inducing: int = 100, max_iter: int = 500, tau: int = 8,
                  n_partitions: int | None = None, feature_map: str = "cholesky", groups: int = 1,
                  scheduler: str | None = None, noise_init: float = 0.5, adadelta_eps: float = 1e-6,
-                 random_state=0):
+                 batch_size: int | None = None, random_state=0):
         self.n_inducing, self.max_iter, self.tau, self.n_partitions = n_inducing, max_iter, tau, n_partitions
         self.feature_map, self.groups, self.scheduler = feature_map, groups, scheduler
         self.noise_init, self.adadelta_eps, self.random_state = noise_init, adadelta_eps, random_state
+        self.batch_size = batch_size
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -63,6 +67,8 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
         check_int("tau", self.tau, low=0)
         if self.n_partitions is not None:
             check_int("n_partitions", self.n_partitions)
+        if self.batch_size is not None:
+            check_int("batch_size", self.batch_size)
         if self.n_inducing > n:
             raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
         if self.feature_map not in FEATURE_MAPS:
@@ -71,14 +77,16 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"noise_init must be in (0, 10) (relative to var y), got {self.noise_init}")
 
     def fit(self, X, y, client=None, callback=None, delays=None, checkpoint=None, resume: bool = False,
-            keep_checkpoint: bool = False):
+            keep_checkpoint: bool = False, time_budget: float | None = None):
         """Fit on X (n, d), y (n,). ``callback(record, params)`` after every server update (an
         :class:`~daskgp.advgp.server.UpdateRecord` and the current :class:`ADVGPParams`); ``delays``:
         artificial seconds per partition task (the straggler experiment).
 
         ``checkpoint``: a JSON file path that holds the server's state every 10 updates, tied to these data
         and settings; an existing one is refused unless ``resume``, which continues from it to ``max_iter``
-        updates in all. It is removed when the fit finishes unless ``keep_checkpoint``. Returns self."""
+        updates in all. It is removed when the fit finishes unless ``keep_checkpoint``. ``time_budget``: stop
+        after this many seconds of updates even before ``max_iter`` (benchmarks at a fixed wall time).
+        Returns self."""
         X, y = fit_data(self, X, y)
         n, d = X.shape
         self._check_params(n)
@@ -108,17 +116,20 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
                                  np.eye(k), self.feature_map, int(self.groups))
                 if state is None:
                     p0.mu, p0.U = optimal_q(chunks.stats(p0.kernel), p0)
-                server = ParameterServer(chunks, p0, int(self.tau), delays, eps=float(self.adadelta_eps))
+                server = ParameterServer(chunks, p0, int(self.tau), delays, eps=float(self.adadelta_eps),
+                                         batch_size=self.batch_size, seed=seed)
                 if state is not None:
                     server.restore(state)
                 step = None if callback is None else (lambda rec: callback(rec, server.current))
-                server.run(int(self.max_iter), callback=step, checkpoint=ckpt, key=key)
+                server.run(int(self.max_iter), callback=step, checkpoint=ckpt, key=key,
+                           time_budget=time_budget)
             finally:
                 chunks.release()
         self.params_, self.records_ = server.current, server.records
         self.n_iter_ = server.version
         self.objective_ = self.records_[-1].objective if self.records_ else math.nan
         self.lost_partitions_ = server.lost
+        self.gradients_per_partition_ = list(server.gradients)
         self.n_train_ = n
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
@@ -127,7 +138,7 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
     def _settings_key(self, seed: int, r: int) -> str:
         return (f"m={int(self.n_inducing)}|map={self.feature_map}|groups={int(self.groups)}|partitions={r}"
                 f"|seed={seed}|tau={int(self.tau)}|noise_init={float(self.noise_init)!r}"
-                f"|eps={float(self.adadelta_eps)!r}")
+                f"|eps={float(self.adadelta_eps)!r}|batch={self.batch_size}")
 
     def to_dataset(self) -> xr.Dataset:
         """The fitted model as labelled arrays: inducing points and lengthscales (X units), variances (y units
@@ -151,7 +162,9 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
             coords={"feature": names, "update": np.array([r.version for r in rec], dtype=int)},
             attrs={"model": "daskgp.ADVGPRegressor", "tau": int(self.tau), "n_inducing": int(self.n_inducing),
                    "feature_map": self.feature_map, "n_train": int(self.n_train_),
-                   "lost_partitions": int(self.lost_partitions_)})
+                   "lost_partitions": int(self.lost_partitions_),
+                   "gradients_per_partition": np.asarray(self.gradients_per_partition_, dtype=int),
+                   **({} if self.batch_size is None else {"batch_size": int(self.batch_size)})})
 
     def predict(self, X, return_std: bool = False, noise: bool = True):
         """Predictive mean (n,) in y units; with ``return_std`` also the sd (n,) (of y with ``noise``, else of

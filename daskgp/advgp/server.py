@@ -82,13 +82,21 @@ class UpdateRecord:
     partition: int = -1  # whose gradient triggered it
 
 
-def _partition_task(chunk, theta, template: dict, delay: float):
-    """On the worker holding the partition: (G_k, ∇G_k) at θ (after ``delay`` seconds of artificial work, the
-    straggler experiment)."""
+def _partition_task(chunk, theta, template: dict, delay: float, batch: tuple | None = None):
+    """On the worker holding the partition: (G_k, ∇G_k) at θ (after ``delay`` seconds of
+    artificial work, the straggler experiment). ``batch`` = (size, seed): an unbiased estimate from that many
+    rows drawn without replacement (the sums scaled by n_k / size)."""
     if delay > 0:
         time.sleep(delay)
     p = ADVGPParams(**template).with_vector(theta)
-    return partition_objective(chunk["X"], chunk["Y"][:, 0], p)
+    X, y = chunk["X"], chunk["Y"][:, 0]
+    n_k = len(y)
+    if batch is None or batch[0] >= n_k:
+        return partition_objective(X, y, p)
+    idx = np.sort(np.random.default_rng(batch[1]).choice(n_k, batch[0], replace=False))
+    G, g = partition_objective(X[idx], y[idx], p)
+    c = n_k / batch[0]
+    return G * c, g * c
 
 
 @dataclass
@@ -131,7 +139,8 @@ class ServerCheckpoint:
 class ParameterServer:
     """Drive ADVGP on the partitions ``chunks`` (a :class:`daskgp.sparse.chunks.ChunkedRows` with "X" and "Y"
     per chunk) from ``params`` with staleness bound ``tau``. ``delays``: artificial seconds per task, per
-    partition (None: none). Call :meth:`run`."""
+    partition (None: none). Call :meth:`run`.
+    """
 
     chunks: object
     params: ADVGPParams
@@ -139,8 +148,11 @@ class ParameterServer:
     delays: list | None = None
     rho: float = 0.95
     eps: float = 1e-6
+    batch_size: int | None = None
+    seed: int = 0
     records: list = field(default_factory=list)
     lost: int = 0  # partitions placed again after a lost worker
+    gradients: list = field(default_factory=list)  # gradients received per partition
 
     def __post_init__(self):
         if not isinstance(self.tau, (int, np.integer)) or isinstance(self.tau, bool) or self.tau < 0:
@@ -172,16 +184,15 @@ class ParameterServer:
         return self.params.with_vector(self.theta)
 
     def _apply(self, grad) -> None:
+        o, k = self._kernel_part, self.params.k
         delta, rate = self.ada.step(grad)
         theta = self.theta + delta
-        o, k = self._kernel_part, self.params.k
         stepped = self.params.with_vector(theta)
-        mu, U = stepped.mu, stepped.U
         iu = np.triu_indices(k)
         rate_mu = rate[o:o + k]
         rate_U = np.ones((k, k))
         rate_U[iu] = rate[o + k:]
-        mu, U = prox_h(mu, U, (rate_mu, rate_U))
+        mu, U = prox_h(stepped.mu, stepped.U, (rate_mu, rate_U))
         theta[o:o + k], theta[o + k:] = mu, U[iu]
         self.theta = theta
         self.version += 1
@@ -196,11 +207,15 @@ class ParameterServer:
         r = len(futures)
         t0 = time.perf_counter() - (self.records[-1].seconds if self.records else 0.0)
         latest, versions, values = [None] * r, [-1] * r, [math.nan] * r
+        if len(self.gradients) != r:
+            self.gradients = [0] * r
         meta = {}
 
         def submit(k):
+            # the minibatch's seed names the partition and the version: reproducible, new at every version
+            batch = None if self.batch_size is None else (int(self.batch_size), [self.seed, k, self.version])
             f = client.submit(_partition_task, self.chunks.futures[k], self.theta, self.template,
-                              self.delays[k], pure=False)
+                              self.delays[k], batch, pure=False)
             meta[f] = (k, self.version)
             return f
 
@@ -217,6 +232,7 @@ class ParameterServer:
                     ac.add(submit(k))
                     continue
                 latest[k], versions[k], values[k] = g, v, G
+                self.gradients[k] += 1
                 if min(versions) >= max(0, self.version - self.tau) and self.version < max_updates:
                     self._apply(np.sum(latest, axis=0))  # partition order: reproducible
                     cur = self.current

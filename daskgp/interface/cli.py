@@ -214,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--tau", type=int, default=8, help="staleness bound (0: synchronous)")
     ad.add_argument("--max-iter", type=int, default=500, help="server updates")
     ad.add_argument("--partitions", type=int, default=None, help="row partitions (default: 2 per worker)")
+    ad.add_argument("--batch", type=int, default=None,
+                    help="rows per gradient task, a minibatch of its partition (default: all of it)")
     ad.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
     ad.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (fixed random split)")
     ad.add_argument("--seed", type=int, default=0, help="split and k-means seed")

@@ -20,6 +20,8 @@ def advgp_command(args) -> int:
     for name in ("inducing", "max_iter", "workers"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.batch is not None and args.batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {args.batch}")
     if args.tau < 0:
         raise ValueError(f"--tau must be >= 0, got {args.tau}")
     ckpt = ServerCheckpoint(f"{args.out}.checkpoint.json")
@@ -30,7 +32,7 @@ def advgp_command(args) -> int:
     print(f"daskgp advgp: {ds.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
           f"m={args.inducing}, tau={args.tau}", flush=True)
     est = ADVGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, tau=args.tau,
-                         n_partitions=args.partitions, random_state=args.seed)
+                         n_partitions=args.partitions, batch_size=args.batch, random_state=args.seed)
     names = list(ds.feature_names)
     Xtr, Xte = pd.DataFrame(Xtr, columns=names), pd.DataFrame(Xte, columns=names)
     X_test = Xte.to_numpy(np.float64)

@@ -25,13 +25,14 @@ def _cli(*args, timeout=300):
 @pytest.mark.cluster
 def test_results_file_and_progress(tmp_path):
     out = tmp_path / "a.nc"
-    r = _cli(*BASE, "--max-iter", "60", "--tau", "2", "--out", str(out))
+    r = _cli(*BASE, "--max-iter", "60", "--tau", "2", "--batch", "300", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "ADVGP [" in r.stderr and "test RMSE" in r.stderr and "test RMSE" in r.stdout
     with xr.open_dataset(out) as res:
         assert res.attrs["test_rmse"] < res.attrs["mean_predictor_rmse"]
         assert res.sizes["update"] == 60 and int(res["max_staleness"].max()) <= 2
         assert list(res["feature"].values)[:2] == ["month", "day"]
+        assert res.attrs["batch_size"] == 300 and int(res.attrs["gradients_per_partition"].sum()) >= 60
     assert not os.path.exists(f"{out}.checkpoint.json")
 
 
@@ -66,6 +67,7 @@ def test_ctrl_c_then_resume_is_the_uninterrupted_run(tmp_path):
 @pytest.mark.parametrize("argv,msg", [
     (["advgp", "--tau", "-1"], "--tau must be >= 0"),
     (["advgp", "--inducing", "0"], "--inducing must be >= 1"),
+    (["advgp", "--batch", "0"], "--batch must be >= 1"),
     (["advgp", "--out", "x.zarr"], "ending in .nc"),
     (["advgp", "--resume"], "no checkpoint to resume"),
     (["advgp", "--train-size", "10", "--inducing", "20"], "more than the 10 training rows"),

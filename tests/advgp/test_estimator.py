@@ -45,7 +45,8 @@ def test_dask_arrays_predict_chunk_by_chunk(split, client):
 
 @pytest.mark.parametrize("kw,msg", [(dict(tau=-1), "tau must be"), (dict(tau=1.5), "tau must be"),
                                     (dict(feature_map="fourier"), "feature_map"),
-                                    (dict(n_inducing=5000), "more than the")])
+                                    (dict(n_inducing=5000), "more than the"),
+                                    (dict(batch_size=0), "batch_size")])
 def test_bad_parameters_are_refused(kw, msg, split):
     Xtr, ytr, _, _ = split
     with pytest.raises(ValueError, match=msg):

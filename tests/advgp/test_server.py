@@ -2,11 +2,13 @@
 τ > 0 with a slow worker keeps every contribution at most τ versions old and converges, a checkpoint
 restores, and bad settings are refused."""
 
+import time
+
 import numpy as np
 import pytest
 
 from daskgp.advgp.model import ADVGPParams, optimal_q, partition_objective, prox_h
-from daskgp.advgp.server import Adadelta, ParameterServer, ServerCheckpoint
+from daskgp.advgp.server import Adadelta, ParameterServer, ServerCheckpoint, _partition_task
 from daskgp.core.inducing import kmeans_inducing
 from daskgp.sparse.chunks import ChunkedRows
 
@@ -90,6 +92,46 @@ def test_checkpoint_restores_and_continues(problem, client, tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ValueError, match="not a readable ADVGP checkpoint"):
         ServerCheckpoint(str(tmp_path / "bad.json")).read("k")
+
+
+def test_a_minibatch_gradient_is_unbiased(problem):
+    """A task on a minibatch of 40 of a partition's 200 rows, scaled by 200/40: over 600 seeded minibatches
+    the mean of every gradient coordinate is within 4.5 standard errors of the full partition's gradient (for
+    about 170 coordinates a family-wise false alarm of about 1e-3 under the CLT), and so is the objective."""
+    X, y, p = problem
+    rng = np.random.default_rng(0)
+    p.mu, p.U = rng.normal(size=p.k), np.triu(0.1 * rng.normal(size=(p.k, p.k))) + 0.5 * np.eye(p.k)
+    chunk = {"X": X[:200], "Y": y[:200, None]}
+    template = {k: getattr(p, k) for k in ("Z", "variance", "lengthscales", "beta", "mu", "U", "feature_map",
+                                           "groups")}
+    theta = p.to_vector()
+    G, g = _partition_task(chunk, theta, template, 0.0)
+    draws = [_partition_task(chunk, theta, template, 0.0, (40, [7, s])) for s in range(600)]
+    Gs, gs = np.array([d[0] for d in draws]), np.array([d[1] for d in draws])
+    se = gs.std(axis=0, ddof=1) / np.sqrt(len(gs))
+    assert np.all(np.abs(gs.mean(axis=0) - g) <= 4.5 * se + 1e-12)
+    assert abs(Gs.mean() - G) <= 4.5 * Gs.std(ddof=1) / np.sqrt(len(Gs))
+    assert np.all(se > 0)  # the minibatches do differ
+    same = _partition_task(chunk, theta, template, 0.0, (200, [7, 0]))  # a batch of the whole partition
+    np.testing.assert_array_equal(same[1], g)
+
+
+def test_minibatch_runs_are_reproducible_and_stop_at_the_time_budget(problem, client):
+    X, y, p = problem
+    chunks = ChunkedRows.from_arrays(client, y, 100, X=X)
+    runs = [ParameterServer(chunks, p, tau=0, batch_size=30, seed=3) for _ in range(2)]
+    for server in runs:
+        server.run(12)
+    np.testing.assert_array_equal(runs[0].theta, runs[1].theta)
+    assert runs[0].gradients == [12] * 4
+    other = ParameterServer(chunks, p, tau=0, batch_size=30, seed=4)
+    other.run(12)
+    assert not np.array_equal(other.theta, runs[0].theta)
+    timed = ParameterServer(chunks, p, tau=2, batch_size=30)
+    t0 = time.perf_counter()
+    records = timed.run(10**9, time_budget=1.0)
+    assert 1.0 <= records[-1].seconds < 1.0 + 5 and time.perf_counter() - t0 < 30
+    assert np.all(np.isfinite(timed.theta))
 
 
 def test_bad_settings_are_refused(problem, client):
