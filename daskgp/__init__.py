@@ -7,6 +7,7 @@ from .compute.solvers import PivotedCholesky, cg, ulisse
 from .core.datasets import Dataset, load, load_csv
 from .core.kernels import RBF, Kernel, Matern32, Matern52, make_kernel
 from .exact.marginal import GradientEstimate, exact_log_marginal, log_marginal_gradient
+from .gpc.classifier import SparseGPClassifier
 from .mcmc.chains import resume, sample
 from .mcmc.config import SamplerConfig
 from .mcmc.diagnostics import open_run, psrf_evolution, run_summary
@@ -18,4 +19,4 @@ __all__ = ["__version__", "Dataset", "load", "load_csv", "Kernel", "RBF", "Mater
            "make_kernel", "KernelOperator", "cg", "ulisse", "PivotedCholesky", "exact_log_marginal",
            "log_marginal_gradient", "GradientEstimate", "SamplerConfig", "sample", "resume", "open_run",
            "run_summary", "psrf_evolution", "BayesianGPRegressor", "SparseGPRegressor", "BayesianGPLVM",
-           "GPLVMClassifier", "ADVGPRegressor"]
+           "GPLVMClassifier", "ADVGPRegressor", "SparseGPClassifier"]

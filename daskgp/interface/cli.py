@@ -13,6 +13,7 @@ from ..core.kernels import KERNELS
 from ..mcmc.config import METHODS, SamplerConfig
 from .cli_advgp import advgp_command
 from .cli_common import cluster_from_args
+from .cli_gpc import gpc_command
 from .cli_runs import FIXED_ON_RESUME, predict_command, repair_command, sample_command, summary_command
 from .cli_sparse import sgpr_command
 
@@ -224,6 +225,26 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--resume", action="store_true", help="continue from OUT.checkpoint.json")
     _cluster_arguments(ad)
     ad.set_defaults(func=advgp_command)
+
+    gc = sub.add_parser("gpc", help="sparse GP classification by EP, stochastic EP or ADF")
+    src = gc.add_mutually_exclusive_group()
+    src.add_argument("--data", default="breast_cancer", help="breast_cancer | mnist_parity | flights_delayed")
+    src.add_argument("--csv", default=None, help="your CSV, header row: numeric features, a label column")
+    gc.add_argument("--target", default=None, help="label column of --csv (default: the last)")
+    gc.add_argument("--method", choices=("ep", "sep", "adf"), default="sep")
+    gc.add_argument("--inducing", type=int, default=100, help="inducing points m")
+    gc.add_argument("--max-iter", type=int, default=250, help="iterations (passes; minibatches with --batch)")
+    gc.add_argument("--batch", type=int, default=None, help="rows per iteration (default: all, batch mode)")
+    gc.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (task)")
+    gc.add_argument("--damping", type=float, default=0.5, help="EP damping, SEP step, ADF weight: (0, 1]")
+    gc.add_argument("--learning-rate", type=float, default=0.01, help="Adam step on the hyperparameters")
+    gc.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
+    gc.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (stratified split)")
+    gc.add_argument("--seed", type=int, default=0, help="split, k-means and minibatch seed")
+    gc.add_argument("--out", default="gpc.nc", help="netCDF results file")
+    gc.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    _cluster_arguments(gc)
+    gc.set_defaults(func=gpc_command)
 
     db = sub.add_parser("dashboard", help="serve the live SGLD dashboard (Panel)")
     db.add_argument("--address", default="127.0.0.1", help="interface to bind (default: this machine only)")

@@ -101,3 +101,24 @@ def advgp_progress(max_updates: int, test_rmse=None, every: int = 10, stream=Non
 
     show.done = _line_ender(stream, tty)
     return show
+
+
+def gpc_progress(max_iter: int, method: str, test_error=None, every: int = 10, stream=None):
+    """``show(record, state)`` — the ``callback`` of :meth:`daskgp.SparseGPClassifier.fit`: iteration, the
+    evidence approximation (nats), the training error under q and, every ``every`` iterations,
+    ``test_error(state)`` (held-out error rate); ``show.done()`` ends the line."""
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    last = {"err": None}
+
+    def show(rec, state):
+        if test_error is not None and (rec.iteration % every == 0 or rec.iteration == max_iter):
+            last["err"] = test_error(state)
+        e = "" if last["err"] is None else f"  held-out error {last['err']:.4f}"
+        line = (f"{method.upper()} [{_bar(rec.iteration / max_iter)}] {rec.iteration}/{max_iter}  log Z "
+                f"{rec.evidence:12.2f}  train error {rec.train_error:.4f}{e}")
+        if tty or rec.iteration % every == 0 or rec.iteration == max_iter:
+            _show_line(stream, tty, line)
+
+    show.done = _line_ender(stream, tty)
+    return show

@@ -38,7 +38,7 @@ from ..core.validation import check_X
 
 __all__ = ["SuffStats", "BoundGrads", "GlobalParams", "rbf_ard", "kmm", "psi1_stat", "chunk_stats",
            "chunk_stats_cached", "bound_and_grads", "collapsed_bound", "chunk_global_grad",
-           "chunk_local_grad", "kl_gauss", "kmm_backprop"]
+           "chunk_local_grad", "kl_gauss", "kmm_backprop", "rbf_ard_backprop"]
 
 _JITTER = 1e-6  # relative to the kernel variance; keeps K_mm's Cholesky stable when inducing inputs cluster
 
@@ -276,7 +276,7 @@ def collapsed_bound(stats: SuffStats, theta: GlobalParams) -> float:
     return bound_and_grads(stats, theta, grads=False)
 
 
-def _rbf_backprop(W, X, Z, ls):
+def rbf_ard_backprop(W, X, Z, ls):
     """Given W = G ⊙ K(X, Z) (b, m), return (∂/∂Z (m, q), ∂/∂l (q,)) of Σ G ⊙ K(X, Z)."""
     xp = array_namespace(W, X)
     Zx = xp.asarray(Z)
@@ -303,7 +303,7 @@ def chunk_global_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S=None, psi1=No
         Knm = Kmn.T
         G = Y @ xp.asarray(g.GC).T + 2 * (Knm @ xp.asarray(g.GD))  # ∂F/∂K_nm (b, m)
         W = G * Knm
-        dZ, dls = _rbf_backprop(W, mu, Z, ls)
+        dZ, dls = rbf_ard_backprop(W, mu, Z, ls)
         dvar = float(xp.sum(W)) / variance
         return np.concatenate([dZ.ravel(), [dvar], dls])
     dZ, dvar, dls, _, _ = _latent_grads(np.asarray(Y, float), Z, variance, ls, g, np.asarray(mu, float),

@@ -1,0 +1,168 @@
+"""``SparseGPClassifier``: binary GP classification with the FITC-probit model, trained by EP, stochastic EP
+(SEP) or ADF with per-chunk EP sums on a Dask cluster (Hernández-Lobato et al. 2015), as a scikit-learn
+classifier.
+
+``fit(X, y)`` standardises X, places the rows as chunks on the workers, starts Z at k-means centres, σ² = 1
+and every lengthscale at √d (standardised inputs), and runs ``max_iter`` iterations of the method with Adam
+steps on the hyperparameters (:func:`daskgp.gpc.fit.run_ep`). ``predict_proba`` gives
+p(y = classes_[1] | x) = Φ(μ(x) / √(1 + d(x) + σ²(x))) chunk-wise (dask arrays too).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import xarray as xr
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from ..core.inducing import kmeans_inducing
+from ..core.validation import check_int, fit_data, new_data, seed_from, standardising_moments
+from ..sparse.chunks import ChunkedRows
+from .ep import METHODS, Factor, GPCParams, Posterior
+from .fit import Adam, EPState, run_ep
+
+__all__ = ["SparseGPClassifier"]
+
+
+class SparseGPClassifier(ClassifierMixin, BaseEstimator):
+    """Sparse GP classification (probit likelihood, FITC, RBF-ARD kernel) by expectation propagation.
+
+    n_inducing: m; method: 'ep' (a site per point, memory O(n) on the workers), 'sep' (one global factor,
+    memory O(m²)) or 'adf' (the cheap baseline that underestimates the variance); max_iter: iterations (passes
+    over the data, or minibatches with ``batch_size``); chunk_rows: rows per chunk (task); batch_size: rows
+    per iteration in all (None: every row, the batch mode); damping: EP's site damping, SEP's step of the
+    global factor, ADF's weight of each pass; learning_rate: Adam's step on (Z, log σ², log l) (0: keep the
+    initial hyperparameters); learn_inducing: also move Z; scheduler: a dask-scheduler address (default: this
+    process's client, else a local cluster); random_state: k-means and minibatch seed.
+
+    Fitted: ``classes_``, ``params_`` (GPCParams, standardised inputs), ``factor_`` (the k-space factor of
+    q(u)), ``evidence_`` (nats; the log evidence approximation of the last iteration), ``records_`` (per
+    iteration: evidence, training error, gradient norm), ``n_iter_``, ``n_features_in_``.
+    """
+
+    def __init__(self, n_inducing: int = 100, method: str = "sep", max_iter: int = 250,
+                 chunk_rows: int = 20_000, batch_size: int | None = None, damping: float = 0.5,
+                 learning_rate: float = 0.01, learn_inducing: bool = True, scheduler: str | None = None,
+                 random_state=0):
+        self.n_inducing, self.method, self.max_iter = n_inducing, method, max_iter
+        self.chunk_rows = chunk_rows
+        self.batch_size, self.damping, self.learning_rate = batch_size, damping, learning_rate
+        self.learn_inducing, self.scheduler, self.random_state = learn_inducing, scheduler, random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # binary: more classes are refused with a clear error
+        return tags
+
+    def _check_params(self, n: int) -> None:
+        for name in ("n_inducing", "max_iter", "chunk_rows"):
+            check_int(name, getattr(self, name))
+        if self.batch_size is not None:
+            check_int("batch_size", self.batch_size)
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if not (isinstance(self.damping, (int, float)) and 0 < self.damping <= 1):
+            raise ValueError(f"damping must be in (0, 1], got {self.damping!r}")
+        if not (isinstance(self.learning_rate, (int, float)) and 0 <= self.learning_rate < 1):
+            raise ValueError(f"learning_rate must be in [0, 1), got {self.learning_rate!r}")
+        if self.n_inducing > n:
+            raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
+
+    def _labels(self, y) -> np.ndarray:
+        check_classification_targets(y)
+        self.classes_, idx = np.unique(y, return_inverse=True)
+        if len(self.classes_) != 2:
+            what = "one class" if len(self.classes_) == 1 else f"{len(self.classes_)} classes"
+            # scikit-learn's wording first: its checks (and users' code) look for it
+            raise ValueError(f"Only binary classification is supported: SparseGPClassifier is a binary "
+                             f"classifier: y has {what} ({self.classes_[:5].tolist()}"
+                             f"{' ...' if len(self.classes_) > 5 else ''})")
+        return np.where(idx == 1, 1.0, -1.0)
+
+    def fit(self, X, y, client=None, callback=None):
+        """Fit on X (n, d), y (n,) with two classes. ``callback(record, state)`` after every iteration (an
+        :class:`~daskgp.gpc.fit.IterationRecord` and the :class:`~daskgp.gpc.fit.EPState`). Returns self."""
+        X, y = fit_data(self, X, y, min_rows=2, y_numeric=False)
+        ypm = self._labels(y)
+        n, d = X.shape
+        self._check_params(n)
+        seed = seed_from(self.random_state)
+        mx, sx, _, _ = standardising_moments(X, ypm)
+        self.x_mean_, self.x_scale_ = mx, sx
+        Xs = (X - mx) / sx
+        m = int(self.n_inducing)
+        from ..compute.cluster import borrowed_client
+
+        with borrowed_client(client, self.scheduler) as c:
+            chunks = ChunkedRows.from_arrays(c, ypm, int(self.chunk_rows), X=Xs)
+            try:
+                params = GPCParams(kmeans_inducing(Xs, m, seed), 1.0, np.full(d, math.sqrt(d)))
+                adam = Adam(params.to_vector().size, float(self.learning_rate))
+                state = EPState(params, Factor.zero(m), adam)
+                run_ep(chunks, state, self.method, int(self.max_iter), damping=float(self.damping),
+                       learn=self.learning_rate > 0, learn_inducing=bool(self.learn_inducing),
+                       batch_size=self.batch_size, seed=seed, callback=callback)
+            finally:
+                chunks.release()
+        self.params_, self.factor_, self.records_ = state.params, state.factor, state.records
+        self.evidence_ = state.records[-1].evidence
+        self.n_iter_ = len(state.records)
+        return self
+
+    def to_dataset(self, feature_names=None) -> xr.Dataset:
+        """The fitted model as labelled arrays: inducing points and lengthscales in X units, the latent
+        variance, q(u)'s factor (T, c; standardised inputs), and the record per iteration (evidence, training
+        error, gradient norm)."""
+        check_is_fitted(self, "params_")
+        p, d = self.params_, self.n_features_in_
+        default = [str(c) for c in getattr(self, "feature_names_in_", [f"x{j}" for j in range(d)])]
+        names = feature_names or default
+        rec, x_units = self.records_, {"units": "X units"}
+        return xr.Dataset(
+            {"inducing_points": (("inducing", "feature"), p.Z * self.x_scale_ + self.x_mean_, x_units),
+             "lengthscales": (("feature",), p.lengthscales * self.x_scale_, x_units),
+             "kernel_variance": ((), p.variance, {"units": "latent units squared (probit scale)"}),
+             "factor_T": (("inducing", "inducing_"), self.factor_.T),
+             "factor_c": (("inducing",), self.factor_.c),
+             "evidence": (("iteration",), np.array([r.evidence for r in rec]), {"units": "nats"}),
+             "train_error": (("iteration",), np.array([r.train_error for r in rec])),
+             "grad_norm": (("iteration",), np.array([r.grad_norm for r in rec]))},
+            coords={"feature": list(names), "iteration": np.arange(1, len(rec) + 1),
+                    "class": np.asarray(self.classes_).astype(str)},
+            attrs={"model": "daskgp.SparseGPClassifier", "method": self.method,
+                   "n_inducing": int(self.n_inducing), "positive_class": str(self.classes_[1])})
+
+    def _proba_block(self, X) -> np.ndarray:
+        Xs = (np.asarray(X, float) - self.x_mean_) / self.x_scale_
+        mu, var = Posterior(self.params_, self.factor_).predict_latent(Xs)
+        from ..core.likelihoods import Probit
+
+        return Probit.predict_proba(mu, var)
+
+    def predict_proba(self, X):
+        """(n, 2): the probabilities of classes_[0] and classes_[1]; dask arrays chunk-wise."""
+        check_is_fitted(self, "params_")
+        import dask.array as da
+
+        if isinstance(X, da.Array):
+            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X must be (n, {self.n_features_in_}), got {X.shape}")
+            p1 = X.rechunk((X.chunks[0], -1)).map_blocks(self._proba_block, dtype=float, drop_axis=1)
+            return da.stack([1 - p1, p1], axis=1)
+        X = new_data(self, X)
+        p1 = np.concatenate([self._proba_block(X[a:a + 10_000]) for a in range(0, len(X), 10_000)])
+        return np.column_stack([1 - p1, p1])
+
+    def decision_function(self, X):
+        """The latent mean scaled as the probit's argument, Φ⁻¹(p(classes_[1])): positive for classes_[1]."""
+        from scipy.special import ndtri
+
+        p = self.predict_proba(X)[:, 1]
+        return ndtri(np.clip(p, 1e-300, 1 - 1e-16))
+
+    def predict(self, X):
+        p = self.predict_proba(X)[:, 1]
+        return self.classes_[(np.asarray(p) > 0.5).astype(int)]

@@ -1,0 +1,199 @@
+"""The EP / SEP / ADF training loop on a Dask cluster (Hernández-Lobato et al. 2015, section 2 and the
+algorithm boxes): per iteration one map over the row chunks on the workers that hold them, a tree sum of
+their :class:`~daskgp.gpc.ep.ChunkResult`, and a step at the centre.
+
+Per iteration, each chunk (or a minibatch of its rows) computes, from the cavity source sent to it, the new
+sites, their k-space sums, its evidence terms and its part of the evidence's gradient (:func:`chunk_pass`).
+The centre then
+
+* EP: takes the re-summed (damped) sites as the new factor (minibatches: adds the change of the batch's
+  sites); the sites themselves stay on the workers, as futures beside their chunks;
+* SEP: moves the global factor, t̃_g ← (1 − δ) t̃_g + δ Σ_i t̃_i (batch) or t̃_g + δ (Σ_{i∈B} t̃_i − |B|/n t̃_g);
+* ADF: adds δ Σ_i t̃_i to q's factor;
+
+and, when learning, takes one Adam ascent step on (Z, log σ², log l) along the evidence gradient (a
+minibatch's data terms scaled by n/|B|: an unbiased estimate of the full sum). The factor is in k-space, so
+the new q is formed at the new hyperparameters without another pass over the data.
+
+A worker lost mid-fit: its chunks are placed again from the data (:class:`daskgp.sparse.chunks.ChunkedRows`)
+and, for EP, their sites restart at zero (logged); SEP and ADF keep no per-point state and lose nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from concurrent.futures import CancelledError
+from dataclasses import dataclass, field
+
+import numpy as np
+from distributed import KilledWorker
+
+from ..compute.reductions import tree_sum
+from .ep import (
+    METHODS,
+    ChunkResult,
+    Factor,
+    GPCParams,
+    Posterior,
+    assemble_gradient,
+    chunk_pass,
+    evidence,
+    sep_cavity,
+)
+
+__all__ = ["Adam", "EPState", "IterationRecord", "run_ep"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Adam:
+    """Adam (Kingma & Ba 2015) for ascent: x ← x + lr·m̂/(√v̂ + ε)."""
+
+    size: int
+    lr: float = 0.01
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    t: int = 0
+    m: np.ndarray = None
+    v: np.ndarray = None
+
+    def __post_init__(self):
+        self.m = np.zeros(self.size) if self.m is None else self.m
+        self.v = np.zeros(self.size) if self.v is None else self.v
+
+    def step(self, g) -> np.ndarray:
+        self.t += 1
+        self.m = self.b1 * self.m + (1 - self.b1) * g
+        self.v = self.b2 * self.v + (1 - self.b2) * g * g
+        mh, vh = self.m / (1 - self.b1**self.t), self.v / (1 - self.b2**self.t)
+        return self.lr * mh / (np.sqrt(vh) + self.eps)
+
+
+@dataclass
+class IterationRecord:
+    """One iteration: the evidence approximation (nats; an estimate with minibatches), the training error
+    rate under q before the iteration's update, the gradient's norm."""
+
+    iteration: int
+    evidence: float
+    train_error: float
+    grad_norm: float
+
+
+@dataclass
+class EPState:
+    """What a fit carries between iterations: the hyperparameters, the factor (EP, ADF: q's; SEP: the global
+    t̃_g), the per-chunk EP site futures, and the optimiser."""
+
+    params: GPCParams
+    factor: Factor
+    adam: Adam
+    sites: list | None = None
+    records: list = field(default_factory=list)
+
+    def posterior(self) -> Posterior:
+        return Posterior(self.params, self.factor)
+
+
+def _zero_sites(chunk):
+    return np.zeros((chunk["Y"].shape[0], 2))
+
+
+def _pass_task(chunk, sites, batch, source: Posterior, damping: float, grad: bool):
+    """On the worker holding the chunk: a pass over its rows (or the minibatch ``batch`` = (size, seed))."""
+    X, y = chunk["X"], chunk["Y"][:, 0]
+    if batch is None or batch[0] >= len(y):
+        return chunk_pass(X, y, source, sites, damping, grad)
+    idx = np.sort(np.random.default_rng(batch[1]).choice(len(y), batch[0], replace=False))
+    res, new = chunk_pass(X[idx], y[idx], source, None if sites is None else sites[idx], damping, grad)
+    if sites is None:
+        return res, None
+    out = sites.copy()
+    out[idx] = new
+    return res, out
+
+
+def _batch_sizes(sizes, batch_size: int | None) -> list[int] | None:
+    """Rows per chunk for a minibatch of ``batch_size`` rows in all, proportional to the chunks' sizes."""
+    if batch_size is None or batch_size >= sum(sizes):
+        return None
+    n = sum(sizes)
+    return [max(1, int(round(batch_size * s / n))) for s in sizes]
+
+
+def run_ep(chunks, state: EPState, method: str, n_iter: int, *, damping: float = 0.5, learn: bool = True,
+           learn_inducing: bool = True, batch_size: int | None = None, seed: int = 0,
+           callback=None) -> EPState:
+    """``n_iter`` iterations of ``method`` on ``chunks`` (:class:`~daskgp.sparse.chunks.ChunkedRows` with "X"
+    and "Y" = labels ±1), from ``state``; returns it updated. ``callback(record, state)`` after each."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    client, n = chunks.client, chunks.n
+    if method == "ep" and state.sites is None:
+        state.sites = client.map(_zero_sites, chunks.futures, pure=False)
+    per_chunk = _batch_sizes(chunks.sizes, batch_size)
+    m, q_ = state.params.Z.shape
+    for _ in range(n_iter):
+        it = len(state.records)
+        q = state.posterior()
+        source = Posterior(state.params, sep_cavity(state.factor, n)) if method == "sep" else q
+        batches = ([None] * len(chunks.futures) if per_chunk is None
+                   else [(b, [seed, it, k]) for k, b in enumerate(per_chunk)])
+        total, new_sites = _map_pass(chunks, state, source, method, damping, batches, learn)
+        rows = total.n
+        scale = n / rows
+        full = total if scale == 1.0 else total.scaled(scale)
+        ev = evidence(method, q, source, full, n)
+        g = assemble_gradient(q, source, full) if learn else np.zeros(state.params.to_vector().size)
+        if learn and not learn_inducing:
+            g[:m * q_] = 0.0
+        # the factor's update (module docstring)
+        if method == "ep":
+            state.factor = total.factor if per_chunk is None else state.factor + total.sites_delta
+            state.sites = new_sites
+        elif method == "sep":
+            if per_chunk is None:
+                state.factor = state.factor.scaled(1 - damping) + total.factor.scaled(damping)
+            else:
+                state.factor = state.factor + (total.factor + state.factor.scaled(-rows / n)).scaled(damping)
+        else:
+            state.factor = state.factor + total.factor.scaled(damping)
+        if learn:
+            state.params = state.params.with_vector(state.params.to_vector() + state.adam.step(g))
+        rec = IterationRecord(it + 1, float(ev), float(total.errors) / rows, float(np.linalg.norm(g)))
+        state.records.append(rec)
+        if callback is not None:
+            callback(rec, state)
+    return state
+
+
+def _map_pass(chunks, state: EPState, source: Posterior, method: str, damping: float, batches,
+              grad: bool) -> tuple[ChunkResult, list | None]:
+    """One map over the chunks and the tree sum of their results; lost chunks are placed again (EP's sites
+    restart at zero for them) and the pass repeated."""
+    client = chunks.client
+    for attempt in range(4):
+        sites = state.sites if method == "ep" else [None] * len(chunks.futures)
+        futs = client.map(_pass_task, chunks.futures, sites, batches, source=source,
+                          damping=damping if method == "ep" else 1.0, grad=grad, pure=False)
+        try:
+            total = tree_sum(client, futs).result()
+            new = client.map(operator.itemgetter(1), futs, pure=False) if method == "ep" else None
+            return total, new
+        except (CancelledError, KilledWorker):
+            if attempt == 3 or chunks._rebuild is None:
+                raise
+            lost = [i for i, f in enumerate(chunks.futures) if f.status != "finished"]
+            log.warning("daskgp: a worker was lost with %d row chunk(s) during %s; placing them again from "
+                        "the data%s", len(lost), method.upper(),
+                        " (their EP sites restart at zero)" if method == "ep" else "")
+            for i, f in zip(lost, chunks._rebuild(lost) if lost else [], strict=True):
+                chunks.futures[i] = f
+            if method == "ep":
+                state.sites = [s if s.status == "finished" else client.submit(_zero_sites, chunks.futures[i],
+                                                                               pure=False)
+                               for i, s in enumerate(state.sites)]
+    raise AssertionError("unreachable")

@@ -1,0 +1,94 @@
+"""``daskgp gpc``: sparse GP classification by EP, stochastic EP or ADF (Hernández-Lobato et al. 2015) on the
+command line: a named data set or a CSV with a label column, a fixed stratified split, progress, and a
+netCDF results file with the model and the held-out predictions."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .cli_common import cluster_from_args, positive_int
+from .progress import gpc_progress
+
+
+def _data(args):
+    from ..core.datasets import load_classification, load_classification_csv
+
+    if args.csv:
+        return load_classification_csv(args.csv, args.target if args.target is not None else -1)
+    return load_classification(args.data)
+
+
+def gpc_command(args) -> int:
+    import os
+
+    from sklearn.model_selection import train_test_split
+
+    from .._version import __version__
+    from ..core.files import replaced_atomically
+    from ..gpc.classifier import SparseGPClassifier
+
+    for name in ("inducing", "max_iter", "workers"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.batch is not None and args.batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    if not str(args.out).endswith((".nc", ".nc4", ".netcdf")):
+        raise ValueError(f"--out must be a netCDF file ending in .nc, got {args.out}")
+    if os.path.exists(args.out) and not args.overwrite:
+        raise FileExistsError(f"{args.out} exists; pass --overwrite to replace it")
+    if not 0 < args.test_fraction < 1:
+        raise ValueError(f"--test-fraction must be in (0, 1), got {args.test_fraction}")
+    data = _data(args)
+    classes = np.unique(data.y)
+    if len(classes) != 2:
+        raise ValueError(f"{data.name}: the target {data.target_name!r} has {len(classes)} classes; daskgp "
+                         "gpc is a binary classifier")
+    Xtr, Xte, ytr, yte = train_test_split(data.X, data.y, test_size=args.test_fraction,
+                                          random_state=args.seed, stratify=data.y)
+    if args.train_size not in ("all", "full"):
+        k = positive_int(args.train_size, "--train-size")
+        if k < len(ytr):
+            Xtr, _, ytr, _ = train_test_split(Xtr, ytr, train_size=k, random_state=args.seed, stratify=ytr)
+    if args.inducing > len(Xtr):
+        raise ValueError(f"--inducing {args.inducing} is more than the {len(Xtr)} training rows")
+    print(f"daskgp gpc: {data.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
+          f"m={args.inducing}, {args.method.upper()}", flush=True)
+    est = SparseGPClassifier(n_inducing=args.inducing, method=args.method, max_iter=args.max_iter,
+                             chunk_rows=args.chunk_rows, batch_size=args.batch, damping=args.damping,
+                             learning_rate=args.learning_rate, random_state=args.seed)
+
+    def test_error(state):
+        from ..core.likelihoods import Probit
+        from ..gpc.ep import Posterior
+
+        Xs = (Xte - est.x_mean_) / est.x_scale_
+        p1 = Probit.predict_proba(*Posterior(state.params, state.factor).predict_latent(Xs))
+        return float(np.mean(np.where(p1 > 0.5, classes[1], classes[0]) != yte))
+
+    printer = gpc_progress(args.max_iter, args.method, test_error)
+    try:
+        with cluster_from_args(args, stream=sys.stderr) as client:
+            est.fit(Xtr, ytr, client=client, callback=printer)
+            printer.done()
+    except KeyboardInterrupt:
+        print("\ndaskgp: interrupted; nothing was written", file=sys.stderr)
+        return 130
+    proba = est.predict_proba(Xte)
+    err = float(np.mean(est.predict(Xte) != yte))
+    idx = np.searchsorted(est.classes_, yte)
+    nll = float(-np.mean(np.log(np.clip(proba[np.arange(len(yte)), idx], 1e-300, 1))))
+    prior = np.mean(ytr == est.classes_[1])
+    nll_prior = float(-np.mean(np.where(idx == 1, np.log(prior), np.log(1 - prior))))
+    res = est.to_dataset(list(data.feature_names))
+    res["test_proba"] = ("test", proba[:, 1], {"long_name": f"p({data.target_name} = {est.classes_[1]})"})
+    res["test_label"] = ("test", np.asarray(yte).astype(str))
+    res.attrs.update(dataset=data.name, target=data.target_name, test_error=err, test_nll=nll,
+                     prior_nll=nll_prior, n_test=len(yte), seed=args.seed, test_fraction=args.test_fraction,
+                     daskgp_version=__version__)
+    with replaced_atomically(args.out) as tmp:
+        res.to_netcdf(tmp)
+    print(f"log Z {est.evidence_:.2f} nats after {est.n_iter_} iterations; test error {err:.4f}, test NLL "
+          f"{nll:.4f} (class prior {nll_prior:.4f}); results in {args.out}")
+    return 0

@@ -1,0 +1,119 @@
+"""SparseGPClassifier on a real LocalCluster: the chunked, distributed fit equals the one-process loop and
+does not depend on the number of workers; breast cancer against logistic regression; minibatch SEP; dask
+arrays; bad input refused in one clear error each."""
+
+import dask.array as da
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+from sklearn.datasets import load_breast_cancer
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+import daskgp as dg
+from daskgp.core.inducing import kmeans_inducing
+from daskgp.gpc.ep import Factor, GPCParams, Posterior, assemble_gradient, chunk_pass, sep_cavity
+from daskgp.gpc.fit import Adam
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    X, y = load_breast_cancer(return_X_y=True)
+    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+
+
+def _sep_reference(X, y, m, n_iter, lr, seed=0):
+    """Batch SEP with Adam steps in one process, on all rows at once: the loop run_ep distributes."""
+    mx, sx = X.mean(0), X.std(0)
+    Xs, ypm = (X - mx) / sx, np.where(y == 1, 1.0, -1.0)
+    n, d = Xs.shape
+    p = GPCParams(kmeans_inducing(Xs, m, seed), 1.0, np.full(d, np.sqrt(d)))
+    g, adam = Factor.zero(m), Adam(p.to_vector().size, lr)
+    for _ in range(n_iter):
+        src = Posterior(p, sep_cavity(g, n))
+        res, _ = chunk_pass(Xs, ypm, src, None, 1.0)
+        grad = assemble_gradient(Posterior(p, g), src, res)
+        g = g.scaled(0.5) + res.factor.scaled(0.5)
+        p = p.with_vector(p.to_vector() + adam.step(grad))
+    return p
+
+
+def test_distributed_fit_is_the_one_process_loop_on_one_or_two_workers(cancer, client):
+    """300 rows in 4 chunks, 8 iterations of SEP with hyperparameter steps: the 2-worker and the 1-worker fit
+    are identical, and equal the one-process loop over all rows to 1e-9 (sums in another order)."""
+    Xtr, _, ytr, _ = cancer
+    X, y = Xtr[:300], ytr[:300]
+    kw = dict(n_inducing=10, method="sep", max_iter=8, chunk_rows=75, learning_rate=0.05)
+    two = dg.SparseGPClassifier(**kw).fit(X, y, client=client)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+                      memory_limit="2GiB") as cl, Client(cl, set_as_default=False) as c1:
+        one = dg.SparseGPClassifier(**kw).fit(X, y, client=c1)
+    np.testing.assert_array_equal(one.params_.to_vector(), two.params_.to_vector())
+    ref = _sep_reference(X, y, 10, 8, 0.05)
+    np.testing.assert_allclose(two.params_.to_vector(), ref.to_vector(), rtol=1e-9, atol=1e-12)
+
+
+def test_breast_cancer_against_logistic_regression(cancer, client):
+    """Test log loss on a stratified 30 % split. Logistic regression gets 0.085 here, scikit-learn's exact
+    Laplace GPC 0.100 (isotropic RBF) and 0.200 (ARD): this data is close to linearly separable, so a GP
+    classifier is not expected to beat it. EP and SEP (m = 20, 150 iterations) are within 0.05 nats of it
+    (measured about 0.11) and far better than the class prior; ADF, which counts the data again on every
+    pass, is worse than EP (its variance is too small) yet still better than the prior."""
+    Xtr, Xte, ytr, yte = cancer
+    lr = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)).fit(Xtr, ytr)
+    nll_lr = log_loss(yte, lr.predict_proba(Xte))
+    nll_prior = log_loss(yte, np.tile([1 - ytr.mean(), ytr.mean()], (len(yte), 1)))
+    nll = {}
+    for method in ("ep", "sep", "adf"):
+        est = dg.SparseGPClassifier(n_inducing=20, method=method, max_iter=150, chunk_rows=200)
+        est.fit(Xtr, ytr, client=client)
+        nll[method] = log_loss(yte, est.predict_proba(Xte))
+        assert est.score(Xte, yte) > 0.9
+    assert nll["ep"] < nll_lr + 0.05 and nll["sep"] < nll_lr + 0.05, (nll, nll_lr)
+    assert nll["ep"] < nll["adf"] < nll_prior / 3, nll
+
+
+def test_minibatch_sep_and_dask_arrays(cancer, client):
+    """SEP on minibatches of 100 rows (of 398) for 150 iterations: accuracy above 0.9; predict_proba on a dask
+    array equals numpy's chunk by chunk; classes keep their labels."""
+    Xtr, Xte, ytr, yte = cancer
+    labels = np.array(["benign", "malignant"])[1 - ytr]
+    est = dg.SparseGPClassifier(n_inducing=15, method="sep", max_iter=150, batch_size=100, chunk_rows=100)
+    est.fit(Xtr, labels, client=client)
+    assert list(est.classes_) == ["benign", "malignant"]
+    assert est.score(Xte, np.array(["benign", "malignant"])[1 - yte]) > 0.9
+    p = est.predict_proba(Xte)
+    pd_ = est.predict_proba(da.from_array(Xte, chunks=(40, -1))).compute()
+    np.testing.assert_allclose(pd_, p, rtol=1e-12)
+    np.testing.assert_allclose(p.sum(1), 1.0)
+
+
+@pytest.mark.parametrize("y_kind,msg", [("three", "binary classifier: y has 3 classes"),
+                                         ("one", "binary classifier: y has one class"),
+                                         ("nan_x", "NaN"), ("many_m", "more than the"),
+                                         ("method", "method must be one of"), ("damping", "damping must be"),
+                                         ("continuous", "Unknown label type")])
+def test_bad_input_is_refused(y_kind, msg, cancer):
+    Xtr, _, ytr, _ = cancer
+    X, y, kw = Xtr[:40].copy(), ytr[:40].copy(), {}
+    if y_kind == "three":
+        y[:5] = 2
+    elif y_kind == "one":
+        y[:] = 1
+    elif y_kind == "nan_x":
+        X[3, 2] = np.nan
+    elif y_kind == "many_m":
+        kw = dict(n_inducing=41)
+    elif y_kind == "method":
+        kw = dict(method="laplace")
+    elif y_kind == "damping":
+        kw = dict(damping=0.0)
+    elif y_kind == "continuous":
+        y = np.linspace(0, 1, 40)
+    with pytest.raises(ValueError, match=msg):
+        dg.SparseGPClassifier(**kw).fit(X, y)
