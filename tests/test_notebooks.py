@@ -15,6 +15,7 @@ EXPECTED = {
     "02_distributed_sgpr_flights.ipynb": (2, "daskgp SGPR"),  # bound trace, per-worker load; RMSE table
     "03_gplvm_digits.ipynb": (3, "accuracy: GPLVM bound ratio"),  # latent space, imputation, confusion
     "04_advgp_flights.ipynb": (2, "largest staleness"),  # RMSE against time; staleness, updates per partition
+    "05_sep_classification.ipynb": (3, "test NLL"),  # 2-D surface; evidence traces; calibration
 }
 
 

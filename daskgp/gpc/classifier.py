@@ -82,9 +82,10 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                              f"{' ...' if len(self.classes_) > 5 else ''})")
         return np.where(idx == 1, 1.0, -1.0)
 
-    def fit(self, X, y, client=None, callback=None):
+    def fit(self, X, y, client=None, callback=None, time_budget: float | None = None):
         """Fit on X (n, d), y (n,) with two classes. ``callback(record, state)`` after every iteration (an
-        :class:`~daskgp.gpc.fit.IterationRecord` and the :class:`~daskgp.gpc.fit.EPState`). Returns self."""
+        :class:`~daskgp.gpc.fit.IterationRecord` and the :class:`~daskgp.gpc.fit.EPState`); ``time_budget``:
+        stop after this many seconds of iterations even before ``max_iter`` (benchmarks). Returns self."""
         X, y = fit_data(self, X, y, min_rows=2, y_numeric=False)
         ypm = self._labels(y)
         n, d = X.shape
@@ -104,7 +105,8 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                 state = EPState(params, Factor.zero(m), adam)
                 run_ep(chunks, state, self.method, int(self.max_iter), damping=float(self.damping),
                        learn=self.learning_rate > 0, learn_inducing=bool(self.learn_inducing),
-                       batch_size=self.batch_size, seed=seed, callback=callback)
+                       batch_size=self.batch_size, seed=seed, callback=callback,
+                       time_budget=time_budget)
             finally:
                 chunks.release()
         self.params_, self.factor_, self.records_ = state.params, state.factor, state.records

