@@ -82,12 +82,37 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                              f"{' ...' if len(self.classes_) > 5 else ''})")
         return np.where(idx == 1, 1.0, -1.0)
 
+    def _dask_data(self, X, y):
+        """Dask arrays: shapes and finiteness checked here (one pass on the workers), the two classes found,
+        labels mapped to ±1 lazily; the rows are never gathered into this process."""
+        import dask.array as da
+
+        from ..core.validation import check_X
+
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        X = X if isinstance(X, da.Array) else da.from_array(check_X(X))
+        y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
+        if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
+            raise ValueError(f"X must be (n, d) and y (n,) with the same n, got {X.shape} and {y.shape}")
+        ok, classes = da.compute(da.isfinite(X.astype(float)).all(), da.unique(y))
+        if not ok:
+            raise ValueError("X contains non-finite values (NaN or inf)")
+        self.n_features_in_ = X.shape[1]
+        self._labels(np.asarray(classes))  # two classes, or the error the numpy path gives
+        return X.astype(float), da.where(y == self.classes_[1], 1.0, -1.0)
+
     def fit(self, X, y, client=None, callback=None, time_budget: float | None = None):
         """Fit on X (n, d), y (n,) with two classes. ``callback(record, state)`` after every iteration (an
         :class:`~daskgp.gpc.fit.IterationRecord` and the :class:`~daskgp.gpc.fit.EPState`); ``time_budget``:
         stop after this many seconds of iterations even before ``max_iter`` (benchmarks). Returns self."""
-        X, y = fit_data(self, X, y, min_rows=2, y_numeric=False)
-        ypm = self._labels(y)
+        import dask.array as da
+
+        if isinstance(X, da.Array) or isinstance(y, da.Array):
+            X, ypm = self._dask_data(X, y)
+        else:
+            X, y = fit_data(self, X, y, min_rows=2, y_numeric=False)
+            ypm = self._labels(y)
         n, d = X.shape
         self._check_params(n)
         seed = seed_from(self.random_state)

@@ -91,6 +91,10 @@ def test_minibatch_sep_and_dask_arrays(cancer, client):
     pd_ = est.predict_proba(da.from_array(Xte, chunks=(40, -1))).compute()
     np.testing.assert_allclose(pd_, p, rtol=1e-12)
     np.testing.assert_allclose(p.sum(1), 1.0)
+    # fitted from dask arrays (the rows materialised chunk by chunk on the workers): the same model
+    dd = dg.SparseGPClassifier(n_inducing=15, method="sep", max_iter=150, batch_size=100, chunk_rows=100)
+    dd.fit(da.from_array(Xtr, chunks=(100, -1)), da.from_array(labels, chunks=100), client=client)
+    np.testing.assert_allclose(dd.predict_proba(Xte), p, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("y_kind,msg", [("three", "binary classifier: y has 3 classes"),
