@@ -22,7 +22,7 @@ from ..core.inducing import kmeans_inducing
 from ..core.validation import check_int, fit_data, new_data, seed_from, standardising_moments
 from ..sparse.chunks import ChunkedRows
 from .ep import METHODS, Factor, GPCParams, Posterior
-from .fit import Adam, EPState, run_ep
+from .fit import DEFAULT_DAMPING, Adam, EPState, run_ep
 
 __all__ = ["SparseGPClassifier"]
 
@@ -34,7 +34,9 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
     memory O(m²)) or 'adf' (the cheap baseline that underestimates the variance); max_iter: iterations (passes
     over the data, or minibatches with ``batch_size``); chunk_rows: rows per chunk (task); batch_size: rows
     per iteration in all (None: every row, the batch mode); damping: EP's site damping, SEP's step of the
-    global factor, ADF's weight of each pass; learning_rate: Adam's step on (Z, log σ², log l) (0: keep the
+    global factor, ADF's weight of each pass (None: 0.5 for EP, 1 for SEP and ADF, see
+    :data:`daskgp.gpc.fit.DEFAULT_DAMPING`; SEP on minibatches |B|/n, the paper's stochastic update);
+    learning_rate: Adam's step on (Z, log σ², log l) (0: keep the
     initial hyperparameters); learn_inducing: also move Z; scheduler: a dask-scheduler address (default: this
     process's client, else a local cluster); random_state: k-means and minibatch seed.
 
@@ -44,7 +46,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, n_inducing: int = 100, method: str = "sep", max_iter: int = 250,
-                 chunk_rows: int = 20_000, batch_size: int | None = None, damping: float = 0.5,
+                 chunk_rows: int = 20_000, batch_size: int | None = None, damping: float | None = None,
                  learning_rate: float = 0.01, learn_inducing: bool = True, scheduler: str | None = None,
                  random_state=0):
         self.n_inducing, self.method, self.max_iter = n_inducing, method, max_iter
@@ -64,12 +66,20 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
             check_int("batch_size", self.batch_size)
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if not (isinstance(self.damping, (int, float)) and 0 < self.damping <= 1):
+        ok = isinstance(self.damping, (int, float)) and 0 < self.damping <= 1
+        if self.damping is not None and not ok:
             raise ValueError(f"damping must be in (0, 1], got {self.damping!r}")
         if not (isinstance(self.learning_rate, (int, float)) and 0 <= self.learning_rate < 1):
             raise ValueError(f"learning_rate must be in [0, 1), got {self.learning_rate!r}")
         if self.n_inducing > n:
             raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
+
+    def _damping(self, n: int) -> float:
+        if self.damping is not None:
+            return float(self.damping)
+        if self.method == "sep" and self.batch_size is not None and self.batch_size < n:
+            return self.batch_size / n  # the paper's minibatch update: t̃_g^{1 − |B|/n} Π_{i∈B} t̃_i
+        return DEFAULT_DAMPING[self.method]
 
     def _labels(self, y) -> np.ndarray:
         check_classification_targets(y)
@@ -128,7 +138,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                 params = GPCParams(kmeans_inducing(Xs, m, seed), 1.0, np.full(d, math.sqrt(d)))
                 adam = Adam(params.to_vector().size, float(self.learning_rate))
                 state = EPState(params, Factor.zero(m), adam)
-                run_ep(chunks, state, self.method, int(self.max_iter), damping=float(self.damping),
+                run_ep(chunks, state, self.method, int(self.max_iter), damping=self._damping(n),
                        learn=self.learning_rate > 0, learn_inducing=bool(self.learn_inducing),
                        batch_size=self.batch_size, seed=seed, callback=callback,
                        time_budget=time_budget)

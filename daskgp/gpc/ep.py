@@ -25,8 +25,8 @@ then stand for the approximation when K changes with the hyperparameters, and no
   point's own factor (in h: τ_c = 1/σ_i² − τ̃_i, ν_c = μ_i/σ_i² − ν̃_i), the tilted moments give the new
   factor, damped; (T, c) are re-summed. Memory O(n), here two numbers per row.
 * **SEP** keeps one global factor (T_g, c_g), standing for the sum of the sites: every point's cavity is
-  q\\1 = q / t̃_g^{1/n} (k-space: (1 − 1/n)(T_g, c_g)); the new sites' sum replaces it with damping (with
-  minibatches, the batch's sum scaled by n/|B|). Memory O(m²), independent of n.
+  q\\1 = q / t̃_g^{1/n} (k-space: (1 − 1/n)(T_g, c_g)); the new sites' sum replaces it, optionally damped
+  (with minibatches, the batch's sum scaled by n/|B|). Memory O(m²), independent of n.
 * **ADF** uses q itself as every cavity and adds the sites to it: cheap, but each pass counts the data again,
   so it underestimates the variance (the paper's baseline).
 

@@ -43,7 +43,14 @@ from .ep import (
     sep_cavity,
 )
 
-__all__ = ["Adam", "EPState", "IterationRecord", "run_ep"]
+__all__ = ["DEFAULT_DAMPING", "Adam", "EPState", "IterationRecord", "run_ep"]
+
+# EP's sites are re-summed at the current hyperparameters every iteration, so damping them costs nothing in
+# tracking. SEP's global factor is a sum made at earlier hyperparameters: damped, it lags behind Adam's steps,
+# its gradient drifts, and the fit degrades (breast cancer, m = 80: test NLL 0.28 at δ = 0.5 and 0.45 at
+# δ = 0.2 after 250 iterations, against 0.107 undamped and EP's 0.109); undamped it converges at fixed
+# hyperparameters in about 20 iterations. ADF adds each pass's sites whole, as the paper's baseline does.
+DEFAULT_DAMPING = {"ep": 0.5, "sep": 1.0, "adf": 1.0}
 
 log = logging.getLogger(__name__)
 

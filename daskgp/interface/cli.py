@@ -236,7 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--max-iter", type=int, default=250, help="iterations (passes; minibatches with --batch)")
     gc.add_argument("--batch", type=int, default=None, help="rows per iteration (default: all, batch mode)")
     gc.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (task)")
-    gc.add_argument("--damping", type=float, default=0.5, help="EP damping, SEP step, ADF weight: (0, 1]")
+    gc.add_argument("--damping", type=float, default=None,
+                    help="EP damping, SEP step, ADF weight, in (0, 1] (default: 0.5 EP, 1 SEP and ADF)")
     gc.add_argument("--learning-rate", type=float, default=0.01, help="Adam step on the hyperparameters")
     gc.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
     gc.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (stratified split)")

@@ -38,7 +38,7 @@ def _sep_reference(X, y, m, n_iter, lr, seed=0):
         src = Posterior(p, sep_cavity(g, n))
         res, _ = chunk_pass(Xs, ypm, src, None, 1.0)
         grad = assemble_gradient(Posterior(p, g), src, res)
-        g = g.scaled(0.5) + res.factor.scaled(0.5)
+        g = res.factor  # SEP's default in batch mode: undamped
         p = p.with_vector(p.to_vector() + adam.step(grad))
     return p
 
