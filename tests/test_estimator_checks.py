@@ -27,7 +27,7 @@ ESTIMATORS = [
     # the checks that compare fits (idempotence, y as (n, 1), lists for arrays) cannot hold; the estimator
     # declares non_deterministic then
     ADVGPRegressor(n_inducing=10, max_iter=60, tau=0),
-    SparseGPClassifier(n_inducing=5, max_iter=20, chunk_rows=50),
+    SparseGPClassifier(n_inducing=5, max_iter=5, chunk_rows=50),
 ]
 
 _GPLVM_TRANSFORM = ("the training embedding is the joint q(X) of the fit; transform() fits q(x*) of each row "
