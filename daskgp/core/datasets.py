@@ -217,18 +217,30 @@ def check_numeric_frame(df: pd.DataFrame, name: str) -> pd.DataFrame:
     return df
 
 
-def load_csv(path, target: str | int = -1, name: str | None = None) -> Dataset:
-    """Standardised Dataset from a numeric CSV with a header row; ``target`` is a column name or index."""
+def _read_table(path) -> tuple[Path, pd.DataFrame]:
+    """A CSV of features and a target: the file exists, reads with a header row, has two columns or more."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     df = read_csv_frame(path, str(path))
     if df.shape[1] < 2:
         raise ValueError(f"{path} needs at least two columns (features and a target), got {df.shape[1]}")
-    check_numeric_frame(df, str(path))
+    return path, df
+
+
+def _target_column(df: pd.DataFrame, target: str | int):
+    """The column named by ``target``: a name, or an index (−1: the last)."""
     tcol = df.columns[target] if isinstance(target, int) else target
     if tcol not in df.columns:
         raise ValueError(f"target column {target!r} not in {list(df.columns)}")
+    return tcol
+
+
+def load_csv(path, target: str | int = -1, name: str | None = None) -> Dataset:
+    """Standardised Dataset from a numeric CSV with a header row; ``target`` is a column name or index."""
+    path, df = _read_table(path)
+    check_numeric_frame(df, str(path))
+    tcol = _target_column(df, target)
     X = check_X(df.drop(columns=[tcol]).to_numpy(np.float64), name=f"{path.name} features")
     y = check_y(df[tcol].to_numpy(np.float64), X.shape[0], name=f"{path.name} target")
     return _standardised(name or path.stem, X, y, tuple(str(c) for c in df.columns if c != tcol), str(tcol),
@@ -311,15 +323,8 @@ def load_classification(name: str) -> Labelled:
 def load_classification_csv(path, target: str | int = -1) -> Labelled:
     """A CSV with a header row: numeric, complete feature columns and a ``target`` column of labels (any
     values; a classifier checks how many classes)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    df = read_csv_frame(path, str(path))
-    if df.shape[1] < 2:
-        raise ValueError(f"{path} needs at least two columns (features and a target), got {df.shape[1]}")
-    tcol = df.columns[target] if isinstance(target, int) else target
-    if tcol not in df.columns:
-        raise ValueError(f"target column {target!r} not in {list(df.columns)}")
+    path, df = _read_table(path)
+    tcol = _target_column(df, target)
     if df[tcol].isna().any():
         raise ValueError(f"{path}: the target column {tcol!r} has missing labels")
     features = check_numeric_frame(df.drop(columns=[tcol]), str(path))
