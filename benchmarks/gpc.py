@@ -6,8 +6,9 @@ GPyTorch's SVGP classifier, in one run.
    m = 5 %, 10 %, 20 % of the training rows (at most 500), 250 batch iterations (the paper's UCI protocol);
    logistic regression; GPyTorch SVGP (Bernoulli/probit likelihood, same m and starting Z, minibatch 1,000,
    Adam 0.01, 2,000 steps; its own Python 3.11 venv under benchmarks/.gpytorch-venv).
-2. Test NLL against training seconds on flights as a binary task (arrival delay > 15 min, 10 % test): SEP and
-   EP on minibatches (m = 100, 2,000 rows per iteration) and SVGP (m = 100, minibatch 5,000), same budget.
+2. Test NLL against training seconds on flights as a binary task (arrival delay > 15 min, 10 % test): SEP,
+   EP and ADF on minibatches (m = 100, 2,000 rows per iteration) and SVGP (m = 100, minibatch 5,000), same
+   budget.
 3. Memory against n (25k, 100k, 246k flights rows; m = 50, 20 iterations): the state each method keeps for its
    approximation and the workers' peak resident memory, each n on a fresh 2-worker LocalCluster.
 
@@ -192,7 +193,7 @@ def main() -> int:
         data = _split("flights_delayed", a.quick)
         fl = result["flights"]
         fl.setdefault("n_train", len(data[2]))
-        for method in ("sep", "ep"):
+        for method in ("sep", "ep", "adf"):
             if method not in fl:
                 fl[method] = _daskgp(client, data, method, 100, 10**9, batch=2000, budget=a.flights_budget,
                                      every=max(2.0, a.flights_budget / 30))

@@ -11,10 +11,12 @@ p(y = classes_[1] | x) = Φ(μ(x) / √(1 + d(x) + σ²(x))) chunk-wise (dask ar
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
@@ -138,10 +140,17 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                 params = GPCParams(kmeans_inducing(Xs, m, seed), 1.0, np.full(d, math.sqrt(d)))
                 adam = Adam(params.to_vector().size, float(self.learning_rate))
                 state = EPState(params, Factor.zero(m), adam)
-                run_ep(chunks, state, self.method, int(self.max_iter), damping=self._damping(n),
-                       learn=self.learning_rate > 0, learn_inducing=bool(self.learn_inducing),
-                       batch_size=self.batch_size, seed=seed, callback=callback,
-                       time_budget=time_budget)
+                try:
+                    run_ep(chunks, state, self.method, int(self.max_iter), damping=self._damping(n),
+                           learn=self.learning_rate > 0, learn_inducing=bool(self.learn_inducing),
+                           batch_size=self.batch_size, seed=seed, callback=callback,
+                           time_budget=time_budget)
+                except FloatingPointError as e:
+                    if not state.records:
+                        raise
+                    # scikit-learn's way with an optimiser that stops early: a fitted model and a warning
+                    warnings.warn(f"{e}; the model keeps iteration {len(state.records)}",
+                                  ConvergenceWarning, stacklevel=2)
             finally:
                 chunks.release()
         self.params_, self.factor_, self.records_ = state.params, state.factor, state.records

@@ -145,7 +145,10 @@ class Posterior:
         VK = scipy.linalg.solve_triangular(self.LK, Kmn, lower=True)
         V = scipy.linalg.solve_triangular(self.LKT, Kmn, lower=True)
         d = np.maximum(self.params.variance - np.sum(VK * VK, axis=0), 0.0)
-        return Kmn.T @ self.alpha, np.sum(V * V, axis=0), d, V, VK
+        # σ_i² ≥ a tiny multiple of σ²: a factor that has counted the data many times (ADF) drives it to 0,
+        # and 1/σ_i² must stay finite
+        s2 = np.maximum(np.sum(V * V, axis=0), 1e-12 * self.params.variance)
+        return Kmn.T @ self.alpha, s2, d, V, VK
 
     def predict_latent(self, X) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance (n,) of the latent f(x) = a(x)ᵀu + FITC's conditional part, at rows X (n, q)."""

@@ -97,6 +97,29 @@ def test_minibatch_sep_and_dask_arrays(cancer, client):
     np.testing.assert_allclose(dd.predict_proba(Xte), p, rtol=1e-9, atol=1e-12)
 
 
+def test_a_degenerate_iteration_keeps_the_last_finite_model(cancer, client):
+    """From iteration 3 Adam's step is made huge (as a runaway evidence gradient would): iteration 4's step
+    overflows exp(log σ²); the fit stops with a ConvergenceWarning naming the iteration and keeps iteration
+    3's hyperparameters and factor, which still predict."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    Xtr, Xte, ytr, _ = cancer
+    seen = {}
+
+    def blow_up(rec, state):
+        if rec.iteration == 3:
+            seen["params"], seen["factor"] = state.params.to_vector(), state.factor
+            state.adam.lr = 1e6
+
+    est = dg.SparseGPClassifier(n_inducing=8, method="sep", max_iter=10, chunk_rows=200)
+    with pytest.warns(ConvergenceWarning, match="SEP became numerically degenerate at iteration 4"):
+        est.fit(Xtr, ytr, client=client, callback=blow_up)
+    assert est.n_iter_ == 3
+    np.testing.assert_array_equal(est.params_.to_vector(), seen["params"])
+    assert est.factor_ is seen["factor"]
+    assert np.all(np.isfinite(est.predict_proba(Xte)))
+
+
 @pytest.mark.parametrize("y_kind,msg", [("three", "binary classifier: y has 3 classes"),
                                          ("one", "binary classifier: y has one class"),
                                          ("nan_x", "NaN"), ("many_m", "more than the"),
