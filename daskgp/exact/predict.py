@@ -15,6 +15,7 @@ from scipy.special import ndtr
 
 from ..compute.operator import KernelOperator, dense_covariance
 from ..compute.solvers import PivotedCholesky, cg
+from ..compute.threads import SMALL_DENSE_N, blas_threads_for
 from ..core.kernels import Kernel
 from ..core.validation import check_X, check_y
 
@@ -59,19 +60,8 @@ def predictive(X, y, kernel: Kernel, log_draws, X_new, *, y_scaler=None, level: 
     exact = n <= 5000 if exact is None else exact
     means, variances = np.empty((len(draws), m)), np.empty((len(draws), m))
     op = None if exact else KernelOperator(X, kernel, 1.0, client=client)
-    for s, phi in enumerate(draws):
-        k = kernel.with_log_params(phi[:-1])
-        noise = float(np.exp(phi[-1]))
-        Ks = np.asarray(k(X, X_new))  # (n, m)
-        if exact:
-            c = scipy.linalg.cho_factor(dense_covariance(X, k, noise), lower=True)
-            sol = scipy.linalg.cho_solve(c, np.column_stack([y, Ks]))
-        else:
-            op.set_log_params(phi)
-            P = PivotedCholesky(op, rank=precond_rank)
-            sol = cg(op, np.column_stack([y, Ks]), tol=tol, precond=P).x
-        means[s] = Ks.T @ sol[:, 0]
-        variances[s] = np.asarray(k.diag(X_new)) - np.einsum("ij,ij->j", Ks, sol[:, 1:]) + noise
+    with blas_threads_for(n if exact else n + SMALL_DENSE_N):  # CG's kernel blocks keep the default
+        _per_draw(X, y, kernel, draws, X_new, exact, op, tol, precond_rank, means, variances)
     variances = np.maximum(variances, 1e-12)
     if y_scaler is not None:  # affine: y = μ + σ·z
         scale, shift = float(y_scaler.scale_[0]), float(y_scaler.mean_[0])
@@ -85,3 +75,20 @@ def predictive(X, y, kernel: Kernel, log_draws, X_new, *, y_scaler=None, level: 
          "lower": ("point", lower), "upper": ("point", upper),
          "draw_mean": (("draw", "point"), means), "draw_var": (("draw", "point"), variances)},
         coords={"point": np.arange(m), "draw": np.arange(len(draws))}, attrs={"level": level})
+
+
+def _per_draw(X, y, kernel, draws, X_new, exact, op, tol, precond_rank, means, variances) -> None:
+    """Each draw's predictive mean and variance at X_new, written into ``means`` and ``variances`` (S, m)."""
+    for s, phi in enumerate(draws):
+        k = kernel.with_log_params(phi[:-1])
+        noise = float(np.exp(phi[-1]))
+        Ks = np.asarray(k(X, X_new))  # (n, m)
+        if exact:
+            c = scipy.linalg.cho_factor(dense_covariance(X, k, noise), lower=True)
+            sol = scipy.linalg.cho_solve(c, np.column_stack([y, Ks]))
+        else:
+            op.set_log_params(phi)
+            P = PivotedCholesky(op, rank=precond_rank)
+            sol = cg(op, np.column_stack([y, Ks]), tol=tol, precond=P).x
+        means[s] = Ks.T @ sol[:, 0]
+        variances[s] = np.asarray(k.diag(X_new)) - np.einsum("ij,ij->j", Ks, sol[:, 1:]) + noise

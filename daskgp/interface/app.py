@@ -48,6 +48,47 @@ def shared_client():
         return _CLIENT["client"]
 
 
+def _progress_text(drawn: int, st, settings) -> str:
+    """'D of N draws per chain', the chains' own position between blocks and the time to go: the run's ESS
+    estimate with a target, else the sampling rate so far."""
+    n_iter = settings.n_iter
+    text = f"{drawn} of {n_iter} draws per chain"
+    if st is None:
+        return text
+    at = max(st.done, st.running or 0)
+    if at > drawn:
+        text += f" (chains at {at})"
+    if st.eta and not st.converged:
+        text += f", about {_duration(st.eta)} to the ESS target"
+    elif at and at < n_iter and st.elapsed:
+        text += f", about {_duration(st.elapsed / at * (n_iter - at))} to go"
+    return text
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def _small_legend(fig) -> None:
+    fig.legend.label_text_font_size = "8pt"
+    fig.legend.spacing = 0
+    fig.legend.padding = 2
+    fig.legend.background_fill_alpha = 0.6
+    fig.legend.click_policy = "hide"
+
+
+def _chain_histograms(x: np.ndarray, bins: int = 30) -> dict:
+    """Per-chain density histograms of x (chains, draws) on shared bins, as step outlines for multi_line."""
+    edges = np.histogram_bin_edges(x, bins=bins)
+    xs, ys = [], []
+    for row in x:
+        top, _ = np.histogram(row, bins=edges, density=True)
+        xs.append(np.repeat(edges, 2)[1:-1].tolist())
+        ys.append(np.repeat(top, 2).tolist())
+    return {"xs": xs, "ys": ys, "color": COLORS[:len(x)], "label": [f"chain {c}" for c in range(len(x))]}
+
+
 def _thin(n: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, min(n, MAX_POINTS)).astype(int)) if n else np.arange(0)
 
@@ -88,7 +129,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     the dask-scheduler addresses a page may choose instead of the server's local cluster (none by default:
     the choice is hidden and the page cannot point the server anywhere)."""
     import panel as pn
-    from bokeh.models import BoxAnnotation, ColumnDataSource, Span, Whisker
+    from bokeh.models import BoxAnnotation, ColumnDataSource, Whisker
     from bokeh.plotting import figure
 
     pn.extension()
@@ -178,8 +219,9 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         figs = {"trace": {}, "run": {}, "dens": {}, "src": {}}
         for nm in names:
             f = figure(height=180, width=330, title=f"trace: {nm}", x_axis_label="iteration")
-            src = ColumnDataSource({"xs": [], "ys": [], "color": []})
-            f.multi_line("xs", "ys", color="color", source=src, line_width=1)
+            src = ColumnDataSource({"xs": [], "ys": [], "color": [], "label": []})
+            f.multi_line("xs", "ys", color="color", legend_field="label", source=src, line_width=1)
+            _small_legend(f)
             box = BoxAnnotation(left=0, right=0, fill_color="orange", fill_alpha=0.12)
             f.add_layout(box)
             figs["trace"][nm] = (f, src, box)
@@ -188,9 +230,10 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             g.varea("x", "lo", "hi", source=rs, fill_alpha=0.2, fill_color="black")
             g.line("x", "m", source=rs, color="black")
             figs["run"][nm] = (g, rs)
-            h = figure(height=180, width=330, title=f"marginal (after warmup): {nm}")
-            hs = ColumnDataSource({"left": [], "right": [], "top": []})
-            h.quad(left="left", right="right", top="top", bottom=0, source=hs, fill_alpha=0.5)
+            h = figure(height=180, width=330, title=f"marginal per chain (after warmup): {nm}")
+            hs = ColumnDataSource({"xs": [], "ys": [], "color": [], "label": []})
+            h.multi_line("xs", "ys", color="color", legend_field="label", source=hs, line_width=1.5)
+            _small_legend(h)
             figs["dens"][nm] = (h, hs)
         health = {}
         for key, title, log in (("step", "step size", True), ("ratio", "SGLD freeze ratio", True),
@@ -201,20 +244,24 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             if key not in stat_names:
                 continue
             f = figure(height=170, width=330, title=title, y_axis_type="log" if log else "linear")
-            src = ColumnDataSource({"xs": [], "ys": [], "color": []})
-            if key == "ratio":
-                src = ColumnDataSource({"x": [], "y": []})
-                f.scatter("x", "y", source=src, size=5)
-                f.add_layout(Span(location=0.01, dimension="width", line_dash="dashed"))
+            src = ColumnDataSource({"xs": [], "ys": [], "color": [], "label": []})
+            if key == "ratio":  # a value per chain and batch; the threshold as data, so the axis reaches it
+                src = ColumnDataSource({"x": [], "y": [], "color": [], "thr": []})
+                f.scatter("x", "y", color="color", source=src, size=6)
+                f.line("x", "thr", source=src, color="black", line_dash="dashed",
+                       legend_label="freeze at 0.01")
+                _small_legend(f)
             else:
                 f.multi_line("xs", "ys", color="color", source=src)
             health[key] = (f, src)
         figs["health"] = health
         p = figure(height=260, width=330, title="PSRF evolution (R-hat)", x_axis_label="draws per chain")
-        ps = ColumnDataSource({"n": [], "median": [], "q975": []})
+        ps = ColumnDataSource({"n": [], "median": [], "q975": [], "ref": []})
         p.line("n", "median", source=ps, legend_label="median", color="black")
         p.line("n", "q975", source=ps, legend_label="97.5%", color="black", line_dash="dashed")
-        p.add_layout(Span(location=1.01, dimension="width", line_color="red", line_dash="dotted"))
+        # the 1.01 reference as a line of the data, so the y-axis always reaches it
+        p.line("n", "ref", source=ps, legend_label="1.01", color="red", line_dash="dotted")
+        _small_legend(p)
         figs["psrf"] = (p, ps)
         q = figure(height=300, width=330, title="held-out: predicted vs observed (95%)",
                    x_axis_label="observed", y_axis_label="predicted")
@@ -234,36 +281,44 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         figs["slice"] = (s, ss)
         return figs
 
-    views = pn.Column(pn.pane.Markdown("Start a run to see its chains."))
+    views = pn.Column(pn.pane.Markdown("Start a run to see its chains."), sizing_mode="stretch_width",
+                      min_width=400)
 
     def layout_figures(figs, names):
         B = pn.pane.Bokeh
+
+        def wrap(*items):  # a row that wraps to the width of the window instead of running past it
+            return pn.FlexBox(*items, sizing_mode="stretch_width")
+
         views.objects = [
             pn.pane.Markdown("### Traces (warmup shaded: SGLD before its step froze, SGHMC / MH adapting)"),
-            pn.Row(*[B(figs["trace"][nm][0]) for nm in names]),
-            pn.pane.Markdown("### Running mean ± 2 sd, and marginal densities after warmup"),
-            pn.Row(*[B(figs["run"][nm][0]) for nm in names]),
-            pn.Row(*[B(figs["dens"][nm][0]) for nm in names]),
+            wrap(*[B(figs["trace"][nm][0]) for nm in names]),
+            pn.pane.Markdown("### Running mean ± 2 sd, and each chain's marginal after warmup"),
+            wrap(*[B(figs["run"][nm][0]) for nm in names]),
+            wrap(*[B(figs["dens"][nm][0]) for nm in names]),
             pn.pane.Markdown("### Convergence"),
-            pn.Row(B(figs["psrf"][0]), pn.Column(rhat_md, converged, table_md)),
+            wrap(B(figs["psrf"][0]), pn.Column(rhat_md, converged, table_md, width=330)),
             pn.pane.Markdown("### Sampler health"),
-            pn.Row(*[B(f) for f, _ in figs["health"].values()]),
+            wrap(*[B(f) for f, _ in figs["health"].values()]),
             pn.pane.Markdown("### Posterior predictive (held-out 10 %)"),
-            pn.Row(B(figs["pred"][0]), pn.Column(slice_dim, B(figs["slice"][0]))),
+            wrap(B(figs["pred"][0]), pn.Column(slice_dim, B(figs["slice"][0]))),
         ]
 
     # ---------------------------------------------------------------------------------------- refresh
     def multi(stats_arr, C):
         idx = _thin(stats_arr.shape[1])
         return {"xs": [idx.tolist()] * C, "ys": [stats_arr[c, idx].tolist() for c in range(C)],
-                "color": COLORS[:C]}
+                "color": COLORS[:C], "label": [f"chain {c}" for c in range(C)]}
 
     def refresh():
         run = session["run"]
         if run is None:
             return
         session["tick"] += 1
-        status.object = f"**status:** {run.status}" + (f" — {run.message}" if run.message else "")
+        stage = f" — {run.stage}…" if run.stage and run.status == "running" else ""
+        status.object = (f"**status:** {run.status}{stage}" + (f" — {run.message}" if run.message else ""))
+        if run.dask_link:
+            dask_md.object = f"[Dask dashboard]({run.dask_link})"
         if run.status == "failed":
             show_error(f"The run failed: {run.message}")
         if run.status not in ("running", "paused"):
@@ -278,7 +333,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             layout_figures(session["figs"], names)
         figs = session["figs"]
         C, D = next(iter(post.values())).shape
-        counter.object = f"draws per chain: {D}"
+        counter.object = _progress_text(D, run.progress, run.settings)
         dl_nc.disabled = dl_csv.disabled = False
         warm = stats.get("warmup")
         warm_until = [int(np.argmin(w)) if not w.all() else D for w in warm] if warm is not None else [0] * C
@@ -299,15 +354,15 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
                 figs["run"][nm][1].data = {"x": (s0 + idx / len(x)).tolist(), "m": m[idx].tolist(),
                                            "lo": (m - 2 * sd)[idx].tolist(), "hi": (m + 2 * sd)[idx].tolist()}
                 if start is not None and x.shape[1] >= 8:
-                    top, edges = np.histogram(pooled, bins=30, density=True)
-                    figs["dens"][nm][1].data = {"left": edges[:-1], "right": edges[1:], "top": top}
+                    figs["dens"][nm][1].data = _chain_histograms(x)
         for key, (_, src) in figs["health"].items():
             if key not in stats:
                 continue
             if key == "ratio":
                 r = stats["ratio"]
                 c_idx, d_idx = np.nonzero(np.isfinite(r))
-                src.data = {"x": d_idx.tolist(), "y": r[c_idx, d_idx].tolist()}
+                src.data = {"x": d_idx.tolist(), "y": r[c_idx, d_idx].tolist(),
+                            "color": [COLORS[c % len(COLORS)] for c in c_idx], "thr": [0.01] * len(c_idx)}
             else:
                 src.data = multi(stats[key], C)
         diag = run.diagnostics()
@@ -329,7 +384,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             table_md.object = "| parameter | R-hat | bulk ESS |\n|---|---|---|\n" + rows
             if diag["evolution"] is not None:
                 n, med, q = diag["evolution"]
-                figs["psrf"][1].data = {"n": n.tolist(), "median": med.tolist(), "q975": q.tolist()}
+                figs["psrf"][1].data = {"n": n.tolist(), "median": med.tolist(), "q975": q.tolist(),
+                                        "ref": [1.01] * len(n)}
         apply_predictive(figs)
         if D != session["last_pred"] and not session["pred_busy"]:
             start_predictive(run)
@@ -395,8 +451,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
                 step_start=float(step_start.value), step_end=float(step_end.value),
                 seed=int(seed.value), scheduler=None if scheduler.value == local else scheduler.value,
                 allowed_schedulers=tuple(schedulers)).validate()
-            client = None if settings.scheduler else shared_client()
-            run = LiveRun(settings, client=client)
+            # the shared cluster starts in the run's thread: the page answers at once ("starting …")
+            run = LiveRun(settings, client=None if settings.scheduler else shared_client)
             run.start(max_runs)
         except (ValueError, RunCapReached, FileNotFoundError, OSError) as e:
             show_error(f"Cannot start: {e}")
@@ -406,8 +462,9 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         session.update(run=run, figs=None, tick=0, last_pred=-1)
         slice_dim.options = list(run.feature_names)
         slice_dim.value = run.feature_names[0]
-        link = getattr(client, "dashboard_link", None) if client is not None else None
-        dask_md.object = f"[Dask dashboard]({link})" if link else "Dask dashboard: see your scheduler"
+        dask_md.object = "Dask dashboard: link shown once the cluster is up"
+        status.object = f"**status:** running — {run.stage or 'starting'}…"
+        counter.object = f"0 of {settings.n_iter} draws per chain"
         views.objects = [pn.pane.Markdown("Waiting for the first draws…")]
         start_b.disabled, pause_b.disabled, stop_b.disabled = True, False, False
         if not cb.running:
@@ -450,4 +507,4 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
                       method, chains, target_ess, iterations, probes, step_start, step_end, seed, scheduler,
                       pn.Row(start_b, pause_b, stop_b), error, status, counter, dask_md, dl_nc, dl_csv,
                       width=340)
-    return pn.Row(setup, views)
+    return pn.Row(setup, views, sizing_mode="stretch_width")

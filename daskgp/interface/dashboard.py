@@ -140,7 +140,9 @@ class LiveRun:
 
     def __init__(self, settings: DashboardSettings, *, client=None, workdir: str | None = None):
         self.settings = settings.validate()
-        self.client = client
+        self.client = client  # a Client, a zero-argument function returning one (called in the run's thread)
+        self.stage = ""  # what the run is doing before its first draws, for the page
+        self.dask_link = None
         self._tmp = None if workdir else tempfile.mkdtemp(prefix="daskgp-dashboard-")
         self.workdir = workdir or self._tmp
         self.out = os.path.join(self.workdir, "run.zarr")
@@ -207,7 +209,12 @@ class LiveRun:
                       step_end=s.step_end, seed=s.seed, checkpoint_every=s.block, batch=min(100, s.n_iter))
             cfg = SamplerConfig.from_dict(kw)
             self.warmup_draws = min(cfg.adapt, cfg.n_iter)  # where the run's kept draws begin
-            with borrowed_client(self.client, s.scheduler, timeout=10) as client:
+            given = self.client
+            if callable(given):  # the server's local cluster, started here so the page stays responsive
+                self.stage = "starting the local Dask cluster"
+                given = given()
+            self.stage = "warmup: finding the posterior mode"
+            with borrowed_client(given, s.scheduler, timeout=10) as client:
                 self.dask_link = getattr(client, "dashboard_link", None)
                 meta = {"feature_names": list(self.feature_names), "target_name": str(s.target or "y"),
                         **scaler_meta(self.x_scaler, self.y_scaler)}
@@ -221,10 +228,12 @@ class LiveRun:
             first = str(e).splitlines()[0] if str(e) else ""
             self.status, self.message = "failed", f"{type(e).__name__}: {first}"
         finally:
+            self.stage = ""
             with _ACTIVE_LOCK:
                 _ACTIVE.discard(id(self))
 
     def _on_block(self, post: dict, stats: dict, start: int) -> None:
+        self.stage = ""
         with self._lock:
             if not self.names:
                 self.names = list(post)

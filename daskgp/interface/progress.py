@@ -1,6 +1,7 @@
-"""Progress lines on stderr for the command line: the chains' iterations, R-hat, ESS and time per effective
-sample, and the sparse fit's L-BFGS-B iterations and bound. A terminal redraws one line in place; a log file
-gets one line per update."""
+"""Progress lines on stderr for the command line: the chains' iterations (between committed blocks too, from
+the workers' progress events), R-hat, ESS and time per effective sample; the sparse fit's L-BFGS-B
+iterations and bound; ADVGP's updates; the classifier's EP iterations. The bars, counts and times are tqdm's
+(``tqdm.format_meter``); a terminal redraws one line in place, a log file gets one line per update."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ import time
 __all__ = ["chain_progress", "bound_progress"]
 
 
-def _bar(frac: float) -> str:
-    k = int(30 * min(1.0, max(0.0, frac)))
-    return "#" * k + "." * (30 - k)
+def _meter(n: float, total: float, elapsed: float, tty: bool, remaining: bool = True) -> str:
+    """tqdm's bar, count and [elapsed<remaining] (``remaining`` False: elapsed only), Unicode blocks on a
+    terminal, ASCII in a log."""
+    from tqdm import tqdm
+
+    tail = "[{elapsed}<{remaining}]" if remaining else "[{elapsed}]"
+    return tqdm.format_meter(min(n, total), total, elapsed, ascii=not tty,
+                             bar_format="|{bar:30}| {n_fmt}/{total_fmt} " + tail)
 
 
 def _show_line(stream, tty: bool, line: str, final: bool = False) -> None:
@@ -32,10 +38,9 @@ def _line_ender(stream, tty: bool):
 
 
 def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+    from tqdm import tqdm
+
+    return tqdm.format_interval(seconds)
 
 
 def chain_progress(method: str, stream=None):
@@ -48,19 +53,20 @@ def chain_progress(method: str, stream=None):
 
     def show(st):
         r = "R-hat  n/a" if st.rhat is None else f"R-hat {st.rhat:5.3f}"
-        ess = "" if st.ess is None else f"  ESS {st.ess:.0f}"
-        if st.target_ess is not None:
-            frac = 0.0 if st.ess is None else st.ess / st.target_ess
-            ess = f"  ESS {0 if st.ess is None else st.ess:.0f}/{st.target_ess}"
-            count = f"{st.done} per chain"
+        done = max(st.done, st.running or 0)
+        if st.target_ess is not None:  # the bar follows the ESS; the time to go is the run's own estimate
+            ess = 0 if st.ess is None else st.ess
+            meter = _meter(int(ess), st.target_ess, st.elapsed, tty, remaining=False)
+            meter = f"{meter} ESS, {done} iterations per chain"
+            eta = f"  ETA {_duration(st.eta)}" if st.eta and not st.converged else ""
         else:
-            frac = st.done / st.n_iter
-            count = f"{st.done}/{st.n_iter} per chain"
+            meter, eta = f"{_meter(done, st.n_iter, st.elapsed, tty)} per chain", ""
+            ess = f"  ESS {st.ess:.0f}" if st.ess is not None else ""
+            meter += ess
         rate = f"  {st.sec_per_ess:.2f} s/ESS" if st.sec_per_ess else ""
-        eta = f"  ETA {_duration(st.eta)}" if st.eta and not st.converged else ""
         stopped = f"  stopped: {','.join(sorted(st.messages))}" if st.messages else ""
-        line = (f"{method} [{_bar(frac)}] {count}  {r}{ess}{rate}  {_duration(st.elapsed)}{eta}{stopped}")
-        final = st.done >= st.n_iter or (st.target_ess is not None and st.converged)
+        line = f"{method} {meter}  {r}{rate}{eta}{stopped}"
+        final = st.running is None and (st.done >= st.n_iter or (st.target_ess is not None and st.converged))
         _show_line(stream, tty, line, final=final)
 
     return show
@@ -74,8 +80,7 @@ def bound_progress(max_iter: int, stream=None):
     t0 = time.perf_counter()
 
     def show(it, bound):
-        line = (f"L-BFGS-B [{_bar(it / max_iter)}] {it}/{max_iter}  bound {bound:12.2f}"
-                f"  {time.perf_counter() - t0:.0f} s")
+        line = f"L-BFGS-B {_meter(it, max_iter, time.perf_counter() - t0, tty)}  bound {bound:12.2f}"
         _show_line(stream, tty, line)
 
     show.done = _line_ender(stream, tty)
@@ -94,8 +99,8 @@ def advgp_progress(max_updates: int, test_rmse=None, every: int = 10, stream=Non
         if test_rmse is not None and (rec.version % every == 0 or rec.version == max_updates):
             last["rmse"] = test_rmse(params)
         r = "" if last["rmse"] is None else f"  test RMSE {last['rmse']:.3f}"
-        line = (f"ADVGP [{_bar(rec.version / max_updates)}] {rec.version}/{max_updates}  staleness "
-                f"{max(rec.staleness)}  -ELBO {rec.objective:12.2f}{r}  {rec.seconds:.0f} s")
+        line = (f"ADVGP {_meter(rec.version, max_updates, rec.seconds, tty)}  staleness "
+                f"{max(rec.staleness)}  -ELBO {rec.objective:12.2f}{r}")
         if tty or rec.version % every == 0 or rec.version == max_updates:
             _show_line(stream, tty, line)
 
@@ -111,11 +116,13 @@ def gpc_progress(max_iter: int, method: str, test_error=None, every: int = 10, s
     tty = stream.isatty()
     last = {"err": None}
 
+    t0 = time.perf_counter()
+
     def show(rec, state):
         if test_error is not None and (rec.iteration % every == 0 or rec.iteration == max_iter):
             last["err"] = test_error(state)
         e = "" if last["err"] is None else f"  held-out error {last['err']:.4f}"
-        line = (f"{method.upper()} [{_bar(rec.iteration / max_iter)}] {rec.iteration}/{max_iter}  log Z "
+        line = (f"{method.upper()} {_meter(rec.iteration, max_iter, time.perf_counter() - t0, tty)}  log Z "
                 f"{rec.evidence:12.2f}  train error {rec.train_error:.4f}{e}")
         if tty or rec.iteration % every == 0 or rec.iteration == max_iter:
             _show_line(stream, tty, line)

@@ -23,9 +23,11 @@ N(φ_MAP, H⁻¹) of the subset and M is H⁻¹ scaled by subset/n (the paper's 
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -38,7 +40,15 @@ from .config import SamplerConfig, check_method_fits, check_run_size, fingerprin
 from .control import RunControl, RunStopped
 from .diagnostics import RunStatus, run_status
 from .runstore import DrawStore, RunDamaged, RunLocked, check_appendable, check_new_run_path, read_committed
-from .segments import ChainState, block_arrays, initial_states, release_operators, run_segment, warmup_segment
+from .segments import (
+    ChainState,
+    block_arrays,
+    initial_states,
+    progress_topic,
+    release_operators,
+    run_segment,
+    warmup_segment,
+)
 
 __all__ = ["sample", "resume", "check_resumable", "check_states", "extended_config", "RunStatus"]
 
@@ -319,11 +329,14 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
         Xf, yf = client.scatter([X, y], broadcast=True, hash=False)
         Mf = np.asarray(M)
         ac = as_completed()
+        live = _LiveProgress(progress, C, N, done0, elapsed0, t_start, control, paused0)
+        if progress is not None:
+            client.subscribe_topic(progress_topic(run_key), live.on_event)
 
         def submit(c: int, block: int):
             control._check()
             n = ends[block] - starts[block]
-            f = client.submit(run_segment, Xf, yf, cfg_dict, Mf, states[c], n, run_key, pure=False,
+            f = client.submit(run_segment, Xf, yf, cfg_dict, Mf, states[c], n, run_key, c, pure=False,
                               key=f"daskgp-chain{c}-block{block}-{run_key}")
             futures[f.key] = (c, block, f)
             control._track(client, f)
@@ -372,7 +385,7 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
                                         messages=messages)
                     converged = cfg.target_ess is not None and status.converged
                     if progress is not None:
-                        progress(status)
+                        live.committed(status)
                     if converged:
                         break
             if converged:
@@ -390,7 +403,49 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
         client.cancel([f for _, _, f in futures.values()])
         raise
     finally:
+        if progress is not None:
+            with contextlib.suppress(Exception):  # a closing client has no topics left
+                client.unsubscribe_topic(progress_topic(run_key))
         _release_on_workers(client, run_key)
+
+
+class _LiveProgress:
+    """Calls ``progress`` after every committed block and, between blocks, whenever the chains' segments
+    report more iterations (worker events, :func:`daskgp.mcmc.segments.progress_topic`): then with the last
+    committed :class:`RunStatus` whose ``running`` is the least iteration count over the chains. The events
+    arrive on the client's event loop; a lock keeps the two callers' lines whole."""
+
+    def __init__(self, progress, n_chains: int, n_iter: int, done0: int, elapsed0: float, t_start: float,
+                 control: RunControl, paused0: float):
+        self.progress, self.n_iter = progress, n_iter
+        self.latest = [done0] * n_chains
+        self.status = RunStatus(done=done0, n_iter=n_iter, elapsed=elapsed0)
+        self.clock = (elapsed0, t_start, control, paused0)
+        self.shown = done0
+        self.lock = threading.Lock()
+
+    def _elapsed(self) -> float:
+        elapsed0, t_start, control, paused0 = self.clock
+        return elapsed0 + time.perf_counter() - t_start - (control.paused_seconds - paused0)
+
+    def committed(self, status: RunStatus) -> None:
+        with self.lock:
+            self.status = status
+            running = max(min(self.latest), status.done)
+            self.shown = max(self.shown, running)
+            self.progress(replace(status, running=running) if running > status.done else status)
+
+    def on_event(self, event) -> None:
+        _, msg = event
+        with self.lock:
+            c, t = int(msg["chain"]), int(msg["t"])
+            if 0 <= c < len(self.latest):
+                self.latest[c] = max(self.latest[c], t)
+            running = min(self.latest)
+            if running <= self.shown:
+                return
+            self.shown = running
+            self.progress(replace(self.status, running=running, elapsed=self._elapsed()))
 
 
 def _release_on_workers(client, run_key: str) -> None:

@@ -188,7 +188,9 @@ class RunStatus:
     'sampling' (see :func:`running_diagnostics`); rhat: largest rank R-hat; ess_bulk, ess_tail: smallest
     bulk and tail ESS over the parameters (post-warmup draws of all chains; None while too short);
     target_ess (None: :data:`DEFAULT_TARGET_ESS` judges ``converged``), target_rhat; eta: estimated seconds
-    until the ESS target is reached (None while it cannot be estimated); messages: {chain: why it stopped}.
+    until the ESS target is reached (None while it cannot be estimated); messages: {chain: why it stopped};
+    running: the least iteration count the chains' running segments have reported, when it is beyond
+    ``done`` (else None); the diagnostics are those of the committed draws.
     """
 
     done: int
@@ -202,6 +204,7 @@ class RunStatus:
     target_rhat: float = 1.01
     eta: float | None = None
     messages: dict = field(default_factory=dict)
+    running: int | None = None
 
     @property
     def ess(self) -> float | None:

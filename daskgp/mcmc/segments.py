@@ -15,6 +15,7 @@ a long-lived cluster (the dashboard's) does not keep the memory of finished runs
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,9 @@ from .config import SamplerConfig
 from .samplers import SGHMC, SGLD, MHState, RandomWalkMH, SGHMCState, SGLDState, StepSchedule
 
 __all__ = ["ChainState", "initial_states", "run_segment", "warmup_segment", "release_operators", "RECORDS",
-           "block_arrays"]
+           "block_arrays", "progress_topic", "PROGRESS_EVERY"]
+
+PROGRESS_EVERY = 1.0  # seconds between a running segment's progress events
 
 
 @dataclass
@@ -92,30 +95,68 @@ RECORDS = {"sgld": {"step": float, "frozen": bool, "ratio": float, "cg_iteration
                      "seconds": float, "warmup": bool}}
 
 
-def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str) -> tuple[dict, dict]:
+def progress_topic(run_key: str) -> str:
+    """The Dask event topic on which a run's segments report their progress (:class:`_Ticker`)."""
+    return f"daskgp-progress-{run_key}"
+
+
+class _Ticker:
+    """Reports a chain's iteration count, at most every :data:`PROGRESS_EVERY` seconds, as a Dask worker
+    event ``{"chain": c, "t": iterations done}`` on :func:`progress_topic`; the driver subscribes to it, so
+    the progress line moves between committed blocks. Silent outside a worker or without a chain index."""
+
+    def __init__(self, run_key: str, chain: int | None, t: int, end: int):
+        self.worker = None
+        if chain is not None:
+            try:
+                from distributed import get_worker
+
+                self.worker = get_worker()
+            except ValueError:  # not in a worker: nobody to tell
+                pass
+        self.topic, self.chain, self.t, self.end = progress_topic(run_key), chain, t, end
+        self.next = time.monotonic() + PROGRESS_EVERY
+
+    def __call__(self, t: int | None = None) -> None:
+        """Iteration ``t`` (0-based, absolute) begins; None: the next one."""
+        self.t = min(self.end, self.t + 1 if t is None else t)
+        if self.worker is not None and time.monotonic() >= self.next:
+            self.worker.log_event(self.topic, {"chain": self.chain, "t": int(self.t)})
+            self.next = time.monotonic() + PROGRESS_EVERY
+
+
+def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str,
+                chain_index: int | None = None) -> tuple[dict, dict]:
     """Advance one chain by up to n iterations from ``state`` (a :class:`ChainState` dict); returns
     (records, the next state's dict).
 
     X (n_rows, d), y (n_rows,) standardised data; M (p, p) the SGLD preconditioner. records: 'phi' (k, p)
     log-parameters and the method's :data:`RECORDS` (k,), k ≤ n (shorter only when the chain stopped). Runs
     on a worker (or anywhere: its results depend on its arguments only; ``run_key`` only names the kernel
-    operator kept for the run's next segments)."""
+    operator kept for the run's next segments and the progress events, sent when ``chain_index`` is given)."""
     cfg = SamplerConfig.from_dict(cfg_dict)
     p = np.shape(M)[0]
     chain = ChainState.from_dict(state, cfg, p, X.shape[0])
     if chain.sampler.stopped:
         return {"phi": np.empty((0, p))}, chain.to_dict()
-    if cfg.method in ("sgld", "sghmc"):
-        return _gradient_segment(X, y, cfg, M, chain, n, run_key)
-    mh = RandomWalkMH(_mh_target(X, y, cfg), p, n_adapt=cfg.adapt)
     t_start = chain.sampler.t
+    tick = _Ticker(run_key, chain_index, t_start, t_start + n)
+    if cfg.method in ("sgld", "sghmc"):
+        return _gradient_segment(X, y, cfg, M, chain, n, run_key, tick)
+    target = _mh_target(X, y, cfg)
+
+    def counted(phi) -> float:  # one evaluation per MH iteration
+        tick()
+        return target(phi)
+
+    mh = RandomWalkMH(counted, p, n_adapt=cfg.adapt)
     res = mh.run(chain.sampler, n)
     records = {"phi": res.draws, "accepted": res.accepted, "logp": res.logp, "scale": res.scale,
                "seconds": res.seconds, "warmup": t_start + np.arange(n) < cfg.adapt}
     return records, chain.to_dict()
 
 
-def _gradient_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, run_key: str):
+def _gradient_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, run_key: str, tick):
     """SGLD or SGHMC on the stochastic gradient through this worker's kernel operator."""
     op = _operator(X, cfg, run_key)
     # SGHMC's noise correction assumes independent gradient noise: fresh probes every iteration
@@ -131,6 +172,7 @@ def _gradient_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, ru
     def grad(phi, t):
         if run_key in _RELEASED:  # the driver ended the run (target met, stopped): end this segment now
             raise ValueError("the run ended while this segment ran")
+        tick(t)
         return post.stochastic_grad(phi, t)
 
     if cfg.method == "sgld":

@@ -27,7 +27,7 @@ def test_results_file_and_progress(tmp_path):
     out = tmp_path / "a.nc"
     r = _cli(*BASE, "--max-iter", "60", "--tau", "2", "--batch", "300", "--out", str(out))
     assert r.returncode == 0, r.stderr
-    assert "ADVGP [" in r.stderr and "test RMSE" in r.stderr and "test RMSE" in r.stdout
+    assert "ADVGP |" in r.stderr and "test RMSE" in r.stderr and "test RMSE" in r.stdout
     with xr.open_dataset(out) as res:
         assert res.attrs["test_rmse"] < res.attrs["mean_predictor_rmse"]
         assert res.sizes["update"] == 60 and int(res["max_staleness"].max()) <= 2

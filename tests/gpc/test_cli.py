@@ -20,7 +20,8 @@ def test_results_file_and_progress(tmp_path):
                         "--max-iter", "30", "--method", "ep", "--out", str(out)],
                        capture_output=True, text=True, timeout=300, env=os.environ.copy())
     assert r.returncode == 0, r.stderr
-    assert "EP [" in r.stderr and "held-out error" in r.stderr and "test error" in r.stdout
+    assert "EP |" in r.stderr and "30/30 [" in r.stderr and "held-out error" in r.stderr
+    assert "test error" in r.stdout
     with xr.open_dataset(out) as res:
         assert res.attrs["test_nll"] < res.attrs["prior_nll"] / 2 and res.attrs["test_error"] < 0.15
         assert res.sizes["iteration"] == 30 and res.sizes["test"] == 57

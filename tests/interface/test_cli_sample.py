@@ -38,7 +38,7 @@ def test_sample_summary_predict_end_to_end(small_csv, tmp_path):
     r = _cli("sample", "--csv", str(small_csv / "train.csv"), "--method", "mh", "--chains", "2",
              "--iterations", "300", "--checkpoint-every", "100", "--out", run)
     assert r.returncode == 0, r.stderr
-    assert "300/300 per chain" in r.stderr and "R-hat" in r.stderr
+    assert "| 300/300 [" in r.stderr and "per chain" in r.stderr and "R-hat" in r.stderr
     for name in ("variance", "lengthscale", "noise"):
         assert name in r.stdout
     assert "ess_bulk" in r.stdout and "sec_per_ess" in r.stdout

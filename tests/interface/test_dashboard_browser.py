@@ -61,6 +61,28 @@ TRACE_POINTS_JS = """() => {
 }"""
 
 
+# every element, shadow roots included (Panel renders its components inside them), that reaches past the
+# viewport's right edge
+OVERFLOW_JS = """() => {
+  const width = document.documentElement.clientWidth, bad = [];
+  const walk = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && r.height > 0 && r.right > width + 1)
+        bad.push(`${el.tagName.toLowerCase()}.${String(el.className).slice(0, 40)} ${Math.round(r.right)}`);
+      if (el.shadowRoot) walk(el.shadowRoot);
+    }
+  };
+  walk(document);
+  return {width, scroll: document.documentElement.scrollWidth, bad: bad.slice(0, 8), n: bad.length};
+}"""
+
+
+def _assert_fits(page):
+    fit = page.evaluate(OVERFLOW_JS)
+    assert fit["n"] == 0 and fit["scroll"] <= fit["width"], fit
+
+
 def _wait(pred, timeout=120.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -78,7 +100,7 @@ def test_dashboard_end_to_end_in_chromium(served, tmp_path):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
                                     args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                                           "--disable-component-update", "--disable-sync", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1700, "height": 2300}, accept_downloads=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 900}, accept_downloads=True)
         page.goto(served)
         expect(page.get_by_role("button", name="Start")).to_be_visible(timeout=60_000)
         # the server was started without --allow-scheduler: the page cannot choose a cluster
@@ -94,7 +116,12 @@ def test_dashboard_end_to_end_in_chromium(served, tmp_path):
         start_step.press("Enter")
         page.get_by_label("Iterations per chain").fill("600")
         page.get_by_label("Iterations per chain").press("Enter")
+        # the first Start of this server starts its cluster in the background: the page answers within 1 s
+        t0 = time.perf_counter()
         page.get_by_role("button", name="Start").click()
+        expect(page.locator(".run-status")).to_contain_text("running", timeout=1_000)
+        assert time.perf_counter() - t0 < 1.0
+        expect(page.locator(".draw-count")).to_contain_text("of 600 draws per chain", timeout=1_000)
         # the trace has data and an R-hat value is shown
         assert _wait(lambda: _count(page) >= 20), page.locator(".run-status p").inner_text()
         expect(page.locator(".rhat-value")).to_contain_text("R-hat (max):", timeout=60_000)
@@ -102,7 +129,14 @@ def test_dashboard_end_to_end_in_chromium(served, tmp_path):
         assert _wait(lambda: page.evaluate(TRACE_POINTS_JS) >= 20, timeout=30)
         assert _wait(lambda: _count(page) >= 100)
         time.sleep(2.5)  # two refreshes, so the screenshot shows the plots drawn
-        page.screenshot(path=str(ARTIFACTS / "dashboard_running.png"), full_page=True)
+        # every view fits a 1,280 px window (rows wrap); the same page at 1,920 px
+        _assert_fits(page)
+        page.screenshot(path=str(ARTIFACTS / "dashboard_running_1280.png"), full_page=True)
+        page.set_viewport_size({"width": 1920, "height": 1080})
+        time.sleep(1.5)
+        _assert_fits(page)
+        page.screenshot(path=str(ARTIFACTS / "dashboard_running_1920.png"), full_page=True)
+        page.set_viewport_size({"width": 1280, "height": 900})
         # pause: no more draws (a block already in flight may still land)
         page.get_by_role("button", name="Pause").click()
         expect(page.get_by_role("button", name="Resume")).to_be_visible()

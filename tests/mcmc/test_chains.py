@@ -212,3 +212,19 @@ def test_run_control_pauses_stops_and_the_run_resumes(concrete, client, tmp_path
     assert 40 <= n < 400
     done = whole_chains(resume(out, X=X, y=y, client=client))
     np.testing.assert_array_equal(done["posterior"]["draw"].values, np.arange(400))
+
+
+def test_progress_moves_between_blocks_with_the_workers_events(concrete, client, tmp_path):
+    """300 SGLD iterations in blocks of up to 300 (its 60 adaptation iterations are a block of their own;
+    about 5 s on two workers): between commits the progress callback hears from the running segments (worker
+    events, at most one per second and chain) with the least iteration count over the chains, beyond the
+    committed count and rising; the last call is the committed end of the run."""
+    X, y = concrete.X, concrete.y
+    seen = []
+    sample(X, y, out=str(tmp_path / "r.zarr"), method="sgld", n_chains=2, n_iter=300, checkpoint_every=300,
+           warmup="subset", client=client, progress=seen.append)
+    live = [(s.done, s.running) for s in seen if s.running is not None]
+    assert len(live) >= 3, [(s.done, s.running) for s in seen]
+    assert all(done < running < 300 for done, running in live), live
+    assert [r for _, r in live] == sorted(r for _, r in live)
+    assert seen[-1].done == 300 and seen[-1].running is None

@@ -247,7 +247,7 @@ def test_cli_sgpr_writes_netcdf_with_bound_trace_and_test_rmse(tmp_path):
     r = _cli("sgpr", "--data", "flights", "--inducing", "30", "--train-size", "3000", "--max-iter", "15",
              "--out", str(out))
     assert r.returncode == 0, r.stderr
-    assert "L-BFGS-B [" in r.stderr and "bound" in r.stderr
+    assert "L-BFGS-B |" in r.stderr and "bound" in r.stderr
     assert "test RMSE" in r.stdout
     with xr.open_dataset(out) as res:
         assert res.attrs["test_rmse"] < res.attrs["mean_predictor_rmse"]

@@ -1,0 +1,65 @@
+"""pyproject.toml and environment.yml list the same dependencies with the same lower bounds, each once; the
+licence is an SPDX expression with its file."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+EXTRAS = ("app", "data", "notebook", "dev")  # what environment.yml stands for; [gpu] is a separate stack
+
+
+def _split(req: str) -> tuple[str, str]:
+    m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)(\[[^\]]*\])?\s*(.*?)\s*", req)
+    return m.group(1).lower().replace("_", "-"), m.group(3)
+
+
+def _pyproject() -> tuple[dict, list]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    groups = [project["dependencies"]] + [project["optional-dependencies"][k] for k in EXTRAS]
+    names, listed = {}, []
+    for group in groups:
+        for req in group:
+            name, spec = _split(req)
+            if name == "daskgp":  # an extra naming other extras of this project
+                continue
+            listed.append(name)
+            names[name] = spec
+    return names, listed
+
+
+def _environment() -> dict:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    entries = [d for d in env["dependencies"] if isinstance(d, str)]
+    entries += [p for d in env["dependencies"] if isinstance(d, dict) for p in d["pip"]]
+    out = {}
+    for entry in entries:
+        if entry.startswith("-e") or entry in ("pip",):
+            continue
+        name, spec = _split(entry)
+        assert name not in out, f"environment.yml lists {name} twice"
+        out[name] = spec
+    assert out.pop("python") == ">=3.12"
+    return out
+
+
+def test_environment_yml_matches_pyproject():
+    py, _ = _pyproject()
+    env = _environment()
+    assert set(env) == set(py), {"only in environment.yml": set(env) - set(py),
+                                 "only in pyproject.toml": set(py) - set(env)}
+    assert env == py
+
+
+def test_each_dependency_is_listed_once():
+    _, listed = _pyproject()
+    assert len(listed) == len(set(listed)), sorted(n for n in listed if listed.count(n) > 1)
+
+
+def test_licence_is_spdx_with_its_file():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "BSD-3-Clause"
+    assert project["license-files"] == ["LICENSE"]
+    assert (ROOT / "LICENSE").read_text().startswith("BSD 3-Clause License")
