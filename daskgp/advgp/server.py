@@ -34,6 +34,7 @@ import numpy as np
 from distributed import KilledWorker
 
 from ..core.files import write_atomically
+from ..core.random import minibatch_rows
 from .model import ADVGPParams, partition_objective, prox_h, regulariser
 
 __all__ = ["Adadelta", "ParameterServer", "ServerCheckpoint", "UpdateRecord"]
@@ -91,9 +92,9 @@ def _partition_task(chunk, theta, template: dict, delay: float, batch: tuple | N
     p = ADVGPParams(**template).with_vector(theta)
     X, y = chunk["X"], chunk["Y"][:, 0]
     n_k = len(y)
-    if batch is None or batch[0] >= n_k:
+    idx = minibatch_rows(n_k, batch)
+    if idx is None:
         return partition_objective(X, y, p)
-    idx = np.sort(np.random.default_rng(batch[1]).choice(n_k, batch[0], replace=False))
     G, g = partition_objective(X[idx], y[idx], p)
     c = n_k / batch[0]
     return G * c, g * c

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["rng_from_state", "rademacher"]
+__all__ = ["rng_from_state", "rademacher", "minibatch_rows"]
 
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
 
@@ -31,3 +31,12 @@ def rng_from_state(state: dict) -> np.random.Generator:
 def rademacher(n: int, k: int, rng) -> np.ndarray:
     """(n, k) probes with entries ±1 (E[r rᵀ] = I)."""
     return np.random.default_rng(rng).choice(np.array([-1.0, 1.0]), size=(n, k))
+
+
+def minibatch_rows(n: int, batch) -> np.ndarray | None:
+    """The rows (sorted, without replacement) of a minibatch of a chunk of n rows, ``batch`` = (size, seed):
+    the same rows for the same seed on any worker, so a task recomputed elsewhere draws them again. None when
+    ``batch`` is None or covers the chunk (every row)."""
+    if batch is None or batch[0] >= n:
+        return None
+    return np.sort(np.random.default_rng(batch[1]).choice(n, batch[0], replace=False))

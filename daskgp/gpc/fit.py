@@ -33,6 +33,7 @@ import numpy as np
 from distributed import KilledWorker
 
 from ..compute.reductions import tree_sum
+from ..core.random import minibatch_rows
 from .ep import (
     METHODS,
     ChunkResult,
@@ -123,9 +124,9 @@ def _zero_sites(chunk):
 def _pass_task(chunk, sites, batch, source: Posterior, damping: float, grad: bool):
     """On the worker holding the chunk: a pass over its rows (or the minibatch ``batch`` = (size, seed))."""
     X, y = chunk["X"], chunk["Y"][:, 0]
-    if batch is None or batch[0] >= len(y):
+    idx = minibatch_rows(len(y), batch)
+    if idx is None:
         return chunk_pass(X, y, source, sites, damping, grad)
-    idx = np.sort(np.random.default_rng(batch[1]).choice(len(y), batch[0], replace=False))
     res, new = chunk_pass(X[idx], y[idx], source, None if sites is None else sites[idx], damping, grad)
     if sites is None:
         return res, None
