@@ -63,6 +63,8 @@ DEFAULT_DAMPING = {"ep": 0.5, "sep": 1.0, "adf": 1.0}
 # does not feed back (stable with none); ADF would count the data again.
 DEFAULT_SITE_PASSES = {"ep": 1, "sep": 0, "adf": 0}
 
+SCATTER_M = 200  # from this many inducing points, q is scattered to the workers once per pass
+
 log = logging.getLogger(__name__)
 
 
@@ -229,7 +231,11 @@ def _map_pass(chunks, state: EPState, source: Posterior, method: str, damping: f
     client = chunks.client
     for attempt in range(4):
         sites = state.sites if method == "ep" else [None] * len(chunks.futures)
-        futs = client.map(_pass_task, chunks.futures, sites, batches, source=source,
+        # large m: q's four m × m factors go once to each worker (8 MB at m = 500), not inside every chunk's
+        # task; small ones ride with the tasks and save the scatter's round trip
+        big = source.params.m >= SCATTER_M
+        src = client.scatter(source, broadcast=True, hash=False) if big else source
+        futs = client.map(_pass_task, chunks.futures, sites, batches, source=src,
                           damping=damping if method == "ep" else 1.0, grad=grad, pure=False)
         try:
             total = tree_sum(client, futs).result()

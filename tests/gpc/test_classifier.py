@@ -43,13 +43,19 @@ def _sep_reference(X, y, m, n_iter, lr, seed=0):
     return p
 
 
-def test_distributed_fit_is_the_one_process_loop_on_one_or_two_workers(cancer, client):
+def test_distributed_fit_is_the_one_process_loop_on_one_or_two_workers(cancer, client, monkeypatch):
     """300 rows in 4 chunks, 8 iterations of SEP with hyperparameter steps: the 2-worker and the 1-worker fit
-    are identical, and equal the one-process loop over all rows to 1e-9 (sums in another order)."""
+    are identical, and equal the one-process loop over all rows to 1e-9 (sums in another order); q scattered
+    to the workers (as for m ≥ 200) or sent inside the tasks gives the same fit."""
+    import daskgp.gpc.fit
+
     Xtr, _, ytr, _ = cancer
     X, y = Xtr[:300], ytr[:300]
     kw = dict(n_inducing=10, method="sep", max_iter=8, chunk_rows=75, learning_rate=0.05)
     two = dg.SparseGPClassifier(**kw).fit(X, y, client=client)
+    monkeypatch.setattr(daskgp.gpc.fit, "SCATTER_M", 1)
+    scattered = dg.SparseGPClassifier(**kw).fit(X, y, client=client)
+    np.testing.assert_array_equal(scattered.params_.to_vector(), two.params_.to_vector())
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                       memory_limit="2GiB") as cl, Client(cl, set_as_default=False) as c1:
         one = dg.SparseGPClassifier(**kw).fit(X, y, client=c1)
