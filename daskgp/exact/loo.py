@@ -20,6 +20,7 @@ import numpy as np
 import scipy.linalg
 
 from ..compute.operator import dense_covariance
+from ..compute.threads import blas_threads_for
 from ..core.kernels import Kernel
 from ..core.validation import check_X, check_y
 
@@ -46,11 +47,12 @@ def loo_log_density(X, y, kernel: Kernel, log_draws, y_scale: float = 1.0) -> np
     if not y_scale > 0:
         raise ValueError(f"y_scale must be > 0, got {y_scale}")
     out = np.empty((len(draws), n))
-    for s, phi in enumerate(draws):
-        K = dense_covariance(X, kernel.with_log_params(phi[:-1]), float(np.exp(phi[-1])))
-        L = scipy.linalg.cholesky(K, lower=True)
-        Linv = scipy.linalg.solve_triangular(L, np.eye(n), lower=True)
-        c_diag = np.einsum("ij,ij->j", Linv, Linv)  # diag(K⁻¹) = column sums of (L⁻¹)²
-        g = scipy.linalg.cho_solve((L, True), y)
-        out[s] = -0.5 * math.log(2 * math.pi) + 0.5 * np.log(c_diag) - 0.5 * g**2 / c_diag
+    with blas_threads_for(n):
+        for s, phi in enumerate(draws):
+            K = dense_covariance(X, kernel.with_log_params(phi[:-1]), float(np.exp(phi[-1])))
+            L = scipy.linalg.cholesky(K, lower=True)
+            Linv = scipy.linalg.solve_triangular(L, np.eye(n), lower=True)
+            c_diag = np.einsum("ij,ij->j", Linv, Linv)  # diag(K⁻¹) = column sums of (L⁻¹)²
+            g = scipy.linalg.cho_solve((L, True), y)
+            out[s] = -0.5 * math.log(2 * math.pi) + 0.5 * np.log(c_diag) - 0.5 * g**2 / c_diag
     return out - math.log(y_scale)
