@@ -24,6 +24,7 @@ N(φ_MAP, H⁻¹) of the subset and M is H⁻¹ scaled by subset/n (the paper's 
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 import threading
 import time
@@ -51,6 +52,8 @@ from .segments import (
 )
 
 __all__ = ["sample", "resume", "check_resumable", "check_states", "extended_config", "RunStatus"]
+
+log = logging.getLogger(__name__)
 
 
 def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
@@ -445,7 +448,10 @@ class _LiveProgress:
             if running <= self.shown:
                 return
             self.shown = running
-            self.progress(replace(self.status, running=running, elapsed=self._elapsed()))
+            try:
+                self.progress(replace(self.status, running=running, elapsed=self._elapsed()))
+            except Exception:  # on the client's event loop: a failing display must not touch the run
+                log.debug("daskgp: the progress callback failed between blocks", exc_info=True)
 
 
 def _release_on_workers(client, run_key: str) -> None:
