@@ -107,8 +107,6 @@ def _svgp(py, data, m: int, batch: int, steps: int, budget=None, every: float = 
 
 def _memory_run(n: int, method: str, m: int, iters: int) -> dict:
     """One fit on n flights rows in a fresh cluster: the workers' peak RSS and the approximation's state."""
-    import resource
-
     from distributed import Client, LocalCluster
 
     import daskgp as dg
@@ -120,7 +118,9 @@ def _memory_run(n: int, method: str, m: int, iters: int) -> dict:
                       memory_limit="8GiB") as cl, Client(cl) as c:
         est = dg.SparseGPClassifier(n_inducing=m, method=method, max_iter=iters, chunk_rows=25_000)
         est.fit(X, y, client=c)
-        peak = c.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+        # each worker's own memory history (distributed's system monitor samples RSS every 0.5 s); not
+        # ru_maxrss, which a worker started by fork + exec inherits from this (large) process
+        peak = c.run(lambda dask_worker: max(dask_worker.monitor.quantities["memory"]))
     state = 16 * n if method == "ep" else 8 * (m * m + m)  # EP: (τ̃, ν̃) per row; SEP: (T_g, c_g)
     return {"n": n, "method": method, "m": m, "state_bytes": state,
             "worker_peak_rss_bytes": int(max(peak.values())),
@@ -193,6 +193,15 @@ def main() -> int:
         data = _split("flights_delayed", a.quick)
         fl = result["flights"]
         fl.setdefault("n_train", len(data[2]))
+        if "logistic_regression" not in fl:  # the linear baseline and the class prior
+            t0 = time.perf_counter()
+            lr = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)).fit(data[0], data[2])
+            p1 = lr.predict_proba(data[1])[:, 1]
+            fl["logistic_regression"] = {"test_error": float(np.mean((p1 > 0.5) != data[3])),
+                                         "test_nll": _nll(p1, data[3]), "seconds": time.perf_counter() - t0}
+            prior = np.full(len(data[3]), float(np.mean(data[2])))
+            fl["class_prior"] = {"test_error": float(np.mean((prior > 0.5) != data[3])),
+                                 "test_nll": _nll(prior, data[3])}
         for method in ("sep", "ep", "adf"):
             if method not in fl:
                 fl[method] = _daskgp(client, data, method, 100, 10**9, batch=2000, budget=a.flights_budget,

@@ -132,6 +132,13 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         self.x_mean_, self.x_scale_ = mx, sx
         Xs = (X - mx) / sx
         m = int(self.n_inducing)
+        if (self.method in ("ep", "adf") and self.batch_size is not None and self.batch_size < n
+                and self.learning_rate > 0):
+            warnings.warn(f"{self.method.upper()} on minibatches with hyperparameter learning drifts: most "
+                          "of its sites were made at older hyperparameters, the evidence gradient is biased, "
+                          "and on 246,468 flights rows the kernel variance fell towards 0 and the "
+                          "predictions to 0.5 within 300 s. SEP is the minibatch method (method='sep'); "
+                          "EP and ADF are sound in batch mode (batch_size=None)", UserWarning, stacklevel=2)
         from ..compute.cluster import borrowed_client
 
         with borrowed_client(client, self.scheduler) as c:

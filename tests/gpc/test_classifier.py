@@ -126,6 +126,21 @@ def test_a_degenerate_iteration_keeps_the_last_finite_model(cancer, client):
     assert np.all(np.isfinite(est.predict_proba(Xte)))
 
 
+def test_ep_on_minibatches_with_learning_warns(cancer, client):
+    """EP and ADF on minibatches with hyperparameter steps drift (measured on flights: σ² → 0, p → 0.5):
+    the fit says so and points to SEP; SEP on minibatches does not warn."""
+    import warnings
+
+    Xtr, _, ytr, _ = cancer
+    with pytest.warns(UserWarning, match="EP on minibatches with hyperparameter learning drifts"):
+        dg.SparseGPClassifier(n_inducing=5, method="ep", max_iter=2, batch_size=100).fit(Xtr, ytr,
+                                                                                          client=client)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        dg.SparseGPClassifier(n_inducing=5, method="sep", max_iter=2, batch_size=100).fit(Xtr, ytr,
+                                                                                           client=client)
+
+
 @pytest.mark.parametrize("y_kind,msg", [("three", "binary classifier: y has 3 classes"),
                                          ("one", "binary classifier: y has one class"),
                                          ("nan_x", "NaN"), ("many_m", "more than the"),
