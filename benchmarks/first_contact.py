@@ -7,7 +7,8 @@ before and after a change, side by side in one run.
 2. Predictions at 5 rows of concrete from a run loaded from disk (MH, 2 chains × 300 iterations, made once
    under benchmarks/runs/): 50 posterior draws, each a dense 1,030 × 1,030 Cholesky, with BLAS left at its
    default threads (what ``predict`` did before) and as ``predict`` now chooses
-   (:mod:`daskgp.compute.threads`: one thread for a small dense solve).
+   (:mod:`daskgp.compute.threads`: one thread for a small dense solve), on a quiet machine and with one
+   spinning process per core (the loaded machine of the report that asked for this).
 
 Writes benchmarks/results/first_contact.json.
 
@@ -59,6 +60,11 @@ def _heaviest_imports(k: int = 8) -> list:
     return [{"module": m.strip(), "cumulative_s": s} for m, s in top[:k]]
 
 
+def _busy(k: int) -> list:
+    """k processes spinning on a core each: the loaded machine of the issue's report."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(k)]
+
+
 def _predict_latency(repeats: int) -> dict:
     import daskgp as dg
     from daskgp.compute import threads
@@ -74,15 +80,22 @@ def _predict_latency(repeats: int) -> dict:
     X5 = dg.load("concrete").X[:5]
     out = {"load_run_s": load_s, "draws": est.n_predict_draws}
     saved = threads.SMALL_DENSE_N
-    for name, limit in (("default_blas_threads", 0), ("chosen_threads", saved)):
-        threads.SMALL_DENSE_N = limit  # 0: every solve "large", BLAS left at its default
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            est.predict(X5, return_std=True)
-            times.append(time.perf_counter() - t0)
-        out[name] = {"min": min(times), "median": float(np.median(times)), "max": max(times)}
-    threads.SMALL_DENSE_N = saved
+    for load in (0, os.cpu_count() or 2):
+        spinners = _busy(load)
+        try:
+            for name, limit in (("default_blas_threads", 0), ("chosen_threads", saved)):
+                threads.SMALL_DENSE_N = limit  # 0: every solve "large", BLAS left at its default
+                times = []
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    est.predict(X5, return_std=True)
+                    times.append(time.perf_counter() - t0)
+                key = name if load == 0 else f"{name}_with_{load}_busy_processes"
+                out[key] = {"min": min(times), "median": float(np.median(times)), "max": max(times)}
+        finally:
+            threads.SMALL_DENSE_N = saved
+            for p in spinners:
+                p.kill()
     return out
 
 
@@ -113,9 +126,10 @@ def main() -> int:
         if k in result:
             r = result[k]
             print(f"{k:6s} import {r['import']['median']:.2f} s   --help {r['help']['median']:.2f} s")
-    p = result["predict_5_rows_concrete"]
-    print(f"predict 5 rows: default BLAS threads {p['default_blas_threads']['median']:.2f} s, chosen "
-          f"{p['chosen_threads']['median']:.2f} s; written {a.out}")
+    for k, v in result["predict_5_rows_concrete"].items():
+        if isinstance(v, dict):
+            print(f"predict 5 rows, {k}: median {v['median']:.2f} s (min {v['min']:.2f}, max {v['max']:.2f})")
+    print(f"written {a.out}")
     return 0
 
 
