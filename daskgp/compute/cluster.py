@@ -4,13 +4,19 @@ cluster (a LocalCUDACluster where GPUs and dask-cuda are present)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 
-__all__ = ["get_client", "gpu_available", "borrowed_client", "close_client", "worker_environ",
-           "probe_scheduler", "quiet_logs"]
+log = logging.getLogger(__name__)
+
+__all__ = ["get_client", "gpu_available", "choose_device", "DEVICES", "borrowed_client", "close_client",
+           "worker_environ", "probe_scheduler", "quiet_logs"]
+
+
+DEVICES = ("auto", "cpu", "gpu")
 
 
 def gpu_available() -> bool:
-    """True when cupy imports and sees a CUDA device. (No GPU on the CI machines: this path is untested.)"""
+    """True when cupy imports and sees a CUDA device."""
     try:
         import cupy
 
@@ -19,19 +25,46 @@ def gpu_available() -> bool:
         return False
 
 
+def _dask_cuda_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("dask_cuda") is not None
+
+
+def choose_device(device: str = "auto") -> tuple[str, str]:
+    """('gpu' | 'cpu', why) for ``device``: 'cpu'; 'gpu' (ValueError naming what is missing when dask-cuda,
+    cupy or a CUDA device is absent); 'auto' picks the GPU only when all three are present."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if device == "cpu":
+        return "cpu", "asked for"
+    missing = [what for what, ok in (("dask-cuda", _dask_cuda_available()), ("cupy with a CUDA device",
+                                                                            gpu_available())) if not ok]
+    if not missing:
+        return "gpu", "dask-cuda, cupy and a CUDA device found"
+    if device == "gpu":
+        raise ValueError(f"device='gpu' needs {' and '.join(missing)}: pip install -e '.[gpu]' on a machine "
+                         "with an NVIDIA GPU, or use device='cpu'")
+    return "cpu", f"no {' and no '.join(missing)}"
+
+
 def get_client(address: str | None = None, *, n_workers: int | None = None, threads_per_worker: int = 1,
-               gpu: str | bool = "auto", timeout: float = 30, **cluster_kwargs):
+               device: str = "auto", timeout: float = 30, **cluster_kwargs):
     """A ``distributed.Client``.
 
     address : 'tcp://host:8786' to connect to a running dask-scheduler; None to reuse the default client
-        of this process or, failing that, start a local cluster (processes, dashboard off unless asked).
-    gpu : 'auto' starts a dask-cuda LocalCUDACluster when GPUs and dask-cuda are present; True requires it.
+        of this process or, failing that, start a local cluster (processes, dashboard on 127.0.0.1 at a free
+        port unless ``dashboard_address`` is given).
+    device : for a new local cluster, 'cpu' (LocalCluster), 'gpu' (dask-cuda's LocalCUDACluster, one worker
+        per GPU unless ``n_workers``; a clear ValueError when dask-cuda, cupy or a GPU is missing) or 'auto'
+        (the GPU only when all three are present; the choice is logged at INFO with its reason).
 
     Raises ``ConnectionError`` with the address when the scheduler cannot be reached.
     """
     import dask
     from distributed import Client
 
+    chosen, why = choose_device(device)  # bad values fail before anything connects
     if address is not None:
         probe_scheduler(address, timeout)
         try:
@@ -44,9 +77,10 @@ def get_client(address: str | None = None, *, n_workers: int | None = None, thre
         return default_client()
     except ValueError:
         pass
-    want_gpu = gpu_available() if gpu == "auto" else bool(gpu)
+    if device == "auto":
+        log.info("daskgp: local cluster on %s (%s)", chosen.upper(), why)
     with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}), _sigint_ignored():
-        cluster = _local_cluster(want_gpu, n_workers, threads_per_worker, cluster_kwargs)
+        cluster = _local_cluster(chosen == "gpu", n_workers, threads_per_worker, cluster_kwargs)
     client = Client(cluster)
     client.wait_for_workers(1, timeout=timeout)
     return client
@@ -132,14 +166,17 @@ def worker_environ() -> dict:
 def _local_cluster(want_gpu: bool, n_workers, threads_per_worker, cluster_kwargs):
     from distributed import LocalCluster
 
-    if want_gpu:
-        # Untested here (no GPU on these machines): one worker per GPU, chunks moved to cupy by the caller.
-        from dask_cuda import LocalCUDACluster
-
-        return LocalCUDACluster(**cluster_kwargs)
     # this machine only (distributed's ':port' binds every interface), a free port: no clash with others
     cluster_kwargs.setdefault("dashboard_address", "127.0.0.1:0")
     cluster_kwargs.setdefault("host", "127.0.0.1")  # scheduler and workers too
+    if want_gpu:
+        # one worker per GPU by default (dask-cuda's CUDA_VISIBLE_DEVICES); the user's counts as on CPU.
+        # Not yet run on a real GPU (README, "GPU").
+        from dask_cuda import LocalCUDACluster
+
+        if n_workers is not None:
+            cluster_kwargs.setdefault("n_workers", n_workers)
+        return LocalCUDACluster(threads_per_worker=threads_per_worker, **cluster_kwargs)
     return LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                         **cluster_kwargs)
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from daskgp.compute.cluster import MMAP_THRESHOLD, close_client, get_client, worker_environ
+from daskgp.compute.cluster import MMAP_THRESHOLD, choose_device, close_client, get_client, worker_environ
 
 
 def _env():
@@ -18,12 +18,32 @@ def test_worker_environ_keeps_distributed_defaults():
 
 
 @pytest.mark.cluster
-def test_local_cluster_workers_get_the_environment():
-    client = get_client(n_workers=1)
+def test_local_cluster_workers_get_the_environment(caplog):
+    """device='auto' on a machine without a GPU stack starts the CPU cluster and says why (INFO); its
+    workers get the library's environment and the user's worker count."""
+    import logging
+
+    chosen, why = choose_device("auto")
+    with caplog.at_level(logging.INFO, logger="daskgp.compute.cluster"):
+        client = get_client(n_workers=1, device="auto")
     try:
         assert set(client.run(_env).values()) == {(str(MMAP_THRESHOLD), "1")}
+        assert len(client.scheduler_info()["workers"]) == 1
+        assert f"local cluster on {chosen.upper()} ({why})" in caplog.text
     finally:
         close_client(client)
+
+
+def test_device_choice():
+    """'cpu' always; 'gpu' without dask-cuda or a CUDA device: one error naming what is missing, before any
+    cluster starts; an unknown device: one error."""
+    assert choose_device("cpu") == ("cpu", "asked for")
+    if choose_device("auto")[0] == "cpu":  # this machine has no GPU stack (the CI machines)
+        with pytest.raises(ValueError, match=r"device='gpu' needs .*(dask-cuda|CUDA device).*device='cpu'"):
+            get_client(device="gpu")
+        assert choose_device("auto")[1].startswith("no ")
+    with pytest.raises(ValueError, match="device must be one of"):
+        get_client(device="tpu")
 
 
 class _FakeServer:
