@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["chain_progress", "bound_progress"]
+__all__ = ["chain_progress", "bound_progress", "advgp_progress", "gpc_progress"]
 
 
 def _meter(n: float, total: float, elapsed: float, tty: bool, remaining: bool = True) -> str:
@@ -22,8 +22,9 @@ def _meter(n: float, total: float, elapsed: float, tty: bool, remaining: bool = 
 
 
 def _show_line(stream, tty: bool, line: str, final: bool = False) -> None:
-    """A terminal redraws the line in place (a newline after the final one); a log gets one line each."""
-    stream.write(("\r" + line) if tty else line + "\n")
+    """A terminal redraws the line in place (a newline after the final one), erasing what a longer line
+    before it left to the right; a log gets one line each."""
+    stream.write(("\r" + line + "\x1b[K") if tty else line + "\n")
     if tty and final:
         stream.write("\n")
     stream.flush()

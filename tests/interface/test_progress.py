@@ -1,0 +1,55 @@
+"""The command line's progress lines: tqdm's meter, the chains' live position, a terminal redrawn in place
+(with what a longer earlier line left erased), a log one line per update."""
+
+import io
+
+from daskgp.interface.progress import chain_progress, gpc_progress
+from daskgp.mcmc.diagnostics import RunStatus
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_chain_progress_in_a_log_and_on_a_terminal():
+    log = io.StringIO()
+    show = chain_progress("sgld", stream=log)
+    show(RunStatus(done=100, n_iter=400, elapsed=10.0))
+    show(RunStatus(done=100, n_iter=400, elapsed=12.0, running=180))  # between blocks, from the workers
+    show(RunStatus(done=400, n_iter=400, elapsed=40.0, rhat=1.004, ess_bulk=380.0, ess_tail=350.0))
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 3
+    assert "| 100/400 [00:10<00:30] per chain" in lines[0] and "R-hat  n/a" in lines[0]
+    assert "| 180/400 [" in lines[1]  # the running position, ahead of the committed 100
+    assert "| 400/400 [00:40<00:00] per chain" in lines[2] and "ESS 350" in lines[2]
+    assert "R-hat 1.004" in lines[2]
+
+    tty = _Terminal()
+    show = chain_progress("mh", stream=tty)
+    show(RunStatus(done=10, n_iter=20, elapsed=1.0))
+    show(RunStatus(done=20, n_iter=20, elapsed=2.0))
+    out = tty.getvalue()
+    assert out.count("\r") == 2 and out.count("\x1b[K") == 2 and out.endswith("\n")  # final line ends
+
+
+def test_target_ess_bar_follows_the_ess():
+    log = io.StringIO()
+    show = chain_progress("sghmc", stream=log)
+    show(RunStatus(done=300, n_iter=50_000, elapsed=30.0, ess_bulk=120.0, ess_tail=100.0, target_ess=400,
+                   eta=90.0))
+    line = log.getvalue()
+    assert "| 100/400 [00:30] ESS, 300 iterations per chain" in line and "ETA 01:30" in line
+
+
+def test_gpc_progress_every_tenth_iteration_in_a_log():
+    from types import SimpleNamespace
+
+    log = io.StringIO()
+    show = gpc_progress(20, "sep", test_error=lambda state: 0.05, stream=log)
+    for it in range(1, 21):
+        show(SimpleNamespace(iteration=it, evidence=-10.0 * it, train_error=0.1), None)
+    show.done()
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 2 and "SEP |" in lines[0] and "| 20/20 [" in lines[1]
+    assert "held-out error 0.0500" in lines[1]
