@@ -21,11 +21,13 @@ import torch
 
 
 class _SVGP(gpytorch.models.ApproximateGP):
-    def __init__(self, Z):
+    """GPyTorch's SVGP as its documentation sets it up; also the classifier peer's (with a zero mean)."""
+
+    def __init__(self, Z, mean=None):
         dist = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
         strategy = gpytorch.variational.VariationalStrategy(self, Z, dist, learn_inducing_locations=True)
         super().__init__(strategy)
-        self.mean = gpytorch.means.ConstantMean()
+        self.mean = gpytorch.means.ConstantMean() if mean is None else mean
         self.cov = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=Z.shape[1]))
 
     def forward(self, x):
