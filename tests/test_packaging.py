@@ -63,3 +63,16 @@ def test_licence_is_spdx_with_its_file():
     assert project["license"] == "BSD-3-Clause"
     assert project["license-files"] == ["LICENSE"]
     assert (ROOT / "LICENSE").read_text().startswith("BSD 3-Clause License")
+
+
+def test_environment_gpu_yml_is_the_runtime_plus_the_gpu_extra():
+    """environment-gpu.yml: pyproject's runtime dependencies with their bounds, cupy and dask-cuda (conda
+    names of the [gpu] extra's cupy-cuda12x and dask-cuda[cu12]), the CUDA pin, nothing else."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = dict(_split(r) for r in project["dependencies"])
+    gpu = dict(_split(r) for r in project["optional-dependencies"]["gpu"])
+    env = yaml.safe_load((ROOT / "environment-gpu.yml").read_text())
+    listed = dict(_split(d) for d in env["dependencies"] if isinstance(d, str) and d != "pip")
+    assert listed.pop("python") == ">=3.12" and listed.pop("cuda-version") == ">=12,<13"
+    assert listed.pop("cupy") == gpu["cupy-cuda12x"] and listed.pop("dask-cuda") == gpu["dask-cuda"]
+    assert listed == runtime
