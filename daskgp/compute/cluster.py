@@ -55,16 +55,20 @@ def get_client(address: str | None = None, *, n_workers: int | None = None, thre
     address : 'tcp://host:8786' to connect to a running dask-scheduler; None to reuse the default client
         of this process or, failing that, start a local cluster (processes, dashboard on 127.0.0.1 at a free
         port unless ``dashboard_address`` is given).
-    device : for a new local cluster, 'cpu' (LocalCluster), 'gpu' (dask-cuda's LocalCUDACluster, one worker
-        per GPU unless ``n_workers``; a clear ValueError when dask-cuda, cupy or a GPU is missing) or 'auto'
-        (the GPU only when all three are present; the choice is logged at INFO with its reason).
+    device : for a new local cluster (ignored with ``address``; checked with a default client): 'cpu',
+        'gpu' (dask-cuda's LocalCUDACluster, one worker per GPU unless ``n_workers``; a clear ValueError
+        when dask-cuda, cupy or a GPU is missing) or 'auto' (the GPU only when all three are present; the
+        choice is logged at INFO with its reason).
 
     Raises ``ConnectionError`` with the address when the scheduler cannot be reached.
     """
     import dask
     from distributed import Client
 
-    chosen, why = choose_device(device)  # bad values fail before anything connects
+    if device not in DEVICES:  # before anything connects
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    # a remote scheduler's workers are what they are: this machine is probed only when no address is given
+    chosen, why = choose_device(device) if address is None else ("", "")
     if address is not None:
         probe_scheduler(address, timeout)
         try:
