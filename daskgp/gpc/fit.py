@@ -195,7 +195,7 @@ def _iteration(chunks, state: EPState, method: str, damping: float, learn: bool,
                else [(b, [seed, it, k]) for k, b in enumerate(per_chunk)])
     for _ in range(site_passes if method == "ep" else 0):
         part, state.sites = _map_pass(chunks, state, q, method, damping, batches, False)
-        state.factor = part.factor if per_chunk is None else state.factor + part.sites_delta
+        state.factor = _ep_factor(state.factor, part, per_chunk is not None)
         q = source = state.posterior()
     total, new_sites = _map_pass(chunks, state, source, method, damping, batches, learn)
     rows = total.n
@@ -212,8 +212,7 @@ def _iteration(chunks, state: EPState, method: str, damping: float, learn: bool,
         raise FloatingPointError("non-finite evidence, gradient or step")
     # the factor's update (module docstring)
     if method == "ep":
-        state.factor = total.factor if per_chunk is None else state.factor + total.sites_delta
-        state.sites = new_sites
+        state.factor, state.sites = _ep_factor(state.factor, total, per_chunk is not None), new_sites
     elif method == "sep":
         # batch: the damped sum of the new sites; minibatch: the batch's sum scaled to the data
         state.factor = state.factor.scaled(1 - damping) + total.factor.scaled(damping * scale)
@@ -222,6 +221,11 @@ def _iteration(chunks, state: EPState, method: str, damping: float, learn: bool,
     if learn:
         state.params = state.params.with_vector(state.params.to_vector() + step)
     return IterationRecord(it + 1, float(ev), float(total.errors) / rows, float(np.linalg.norm(g)))
+
+
+def _ep_factor(factor: Factor, result: ChunkResult, minibatch: bool) -> Factor:
+    """EP's q after a pass: the re-summed sites, or with a minibatch the old factor plus its sites' change."""
+    return factor + result.sites_delta if minibatch else result.factor
 
 
 def _map_pass(chunks, state: EPState, source: Posterior, method: str, damping: float, batches,
