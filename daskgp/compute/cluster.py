@@ -6,23 +6,12 @@ from __future__ import annotations
 import contextlib
 import logging
 
+from .backend import DEVICES, gpu_available
+
 log = logging.getLogger(__name__)
 
 __all__ = ["get_client", "gpu_available", "choose_device", "DEVICES", "borrowed_client", "close_client",
            "worker_environ", "probe_scheduler", "quiet_logs"]
-
-
-DEVICES = ("auto", "cpu", "gpu")
-
-
-def gpu_available() -> bool:
-    """True when cupy imports and sees a CUDA device."""
-    try:
-        import cupy
-
-        return bool(cupy.is_available())
-    except Exception:  # ImportError, or a CUDA driver error raised at import
-        return False
 
 
 def _dask_cuda_available() -> bool:

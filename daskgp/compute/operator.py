@@ -22,10 +22,20 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from array_api_compat import array_namespace
+from array_api_compat import array_namespace, device
 
 from ..core.kernels import Kernel
-from ..core.validation import check_positive, check_rhs, check_X
+from ..core.validation import check_positive
+from .backend import (
+    check_columns,
+    check_matrix,
+    dtype_name,
+    free_memory,
+    is_numpy,
+    resolve_device,
+    to_device,
+    to_host,
+)
 
 __all__ = ["KernelOperator", "dense_covariance", "single_threaded_blas"]
 
@@ -53,6 +63,8 @@ def _drop_cache(op_id: str, keep_memory: bool = False) -> int:
     """Forget an operator's cached kernel rows: delete them, or only mark them stale so the next product
     rebuilds them in the same memory."""
     with _CACHE_LOCK:
+        if not keep_memory:
+            _DEVICE_X.pop(op_id, None)
         keys = [k for k in _CACHE if k[0] == op_id]
         for k in keys:
             if keep_memory:
@@ -87,8 +99,9 @@ def _np_tiles(i0: int, i1: int, n: int):
             yield r0, min(r0 + _TILE_ROWS, i1), c0, min(c0 + _TILE_COLS, n)
 
 
-def _is_numpy(*arrays) -> bool:
-    return all(type(a) is np.ndarray for a in arrays)
+def _fast(*arrays) -> bool:
+    """The in-place numpy tiles apply: float64 numpy arrays."""
+    return all(type(a) is np.ndarray and a.dtype == np.float64 for a in arrays)
 
 
 def _row_block_matmul(X, i0, i1, kernel: Kernel, noise, V, op_id, theta_key, cache_dtype):
@@ -99,10 +112,11 @@ def _row_block_matmul(X, i0, i1, kernel: Kernel, noise, V, op_id, theta_key, cac
     entry = _CACHE.get(key) if cache_dtype is not None else None
     if entry is not None and entry[0] == theta_key:
         return _cached_product(entry[1], V) + noise * V[i0:i1, :]
-    if _is_numpy(X, V):
+    if _fast(X, V):
         n = X.shape[0]
         full = None
         if cache_dtype is not None:  # rebuild in the same memory when θ changed
+            cache_dtype = np.dtype(cache_dtype)
             reuse = entry is not None and entry[1].dtype == cache_dtype
             full = entry[1] if reuse else np.empty((i1 - i0, n), dtype=cache_dtype)
             _CACHE[key] = (None, full)
@@ -118,23 +132,34 @@ def _row_block_matmul(X, i0, i1, kernel: Kernel, noise, V, op_id, theta_key, cac
             out = _cached_product(full, V)
             _CACHE[key] = (theta_key, full)
         return out + noise * V[i0:i1, :]
-    # any other array namespace (cupy, array_api_strict): allocate per tile, no cache
+    # any other array namespace (cupy, array_api_strict), or numpy float32: tiles allocated per product,
+    # the rows kept in the cache as one (rows, n) array when there is one
     xp = array_namespace(X, V)
     Z = kernel.scale(X)
     Zi = Z[i0:i1, :]
-    out = xp.zeros((i1 - i0, V.shape[1]), dtype=V.dtype)
-    for c0, c1 in _tiles(X.shape[0], i1 - i0):
+    tiles = _tiles(X.shape[0], i1 - i0)
+    if cache_dtype is not None:
+        dt = getattr(xp, cache_dtype)
+        full = xp.concat([xp.astype(kernel.blocks_from_scaled(Zi, Z[c0:c1, :])[0], dt) for c0, c1 in tiles],
+                         axis=1)
+        _CACHE[key] = (theta_key, full)
+        return _cached_product(full, V) + noise * V[i0:i1, :]
+    out = xp.zeros((i1 - i0, V.shape[1]), dtype=V.dtype, device=device(V))
+    for c0, c1 in tiles:
         Kt, _, _ = kernel.blocks_from_scaled(Zi, Z[c0:c1, :])
         out = out + Kt @ V[c0:c1, :]
     return out + noise * V[i0:i1, :]
 
 
 def _cached_product(rows, V):
-    """rows @ V in the cached rows' precision, returned as float64 (numpy would otherwise upcast a float32
+    """rows @ V in the cached rows' precision, returned in V's (numpy would otherwise upcast a float32
     cache to a float64 copy of itself on every product)."""
     if rows.dtype == V.dtype:
         return rows @ V
-    return (rows @ V.astype(rows.dtype)).astype(np.float64)
+    if is_numpy(rows, V):
+        return (rows @ V.astype(rows.dtype)).astype(V.dtype)
+    xp = array_namespace(rows, V)
+    return xp.astype(rows @ xp.astype(V, rows.dtype), V.dtype)
 
 
 def _ard_columns(xp, Z, V):
@@ -151,15 +176,15 @@ def _row_block_grads(X, i0, i1, kernel: Kernel, noise, V):
     xp = array_namespace(X, V)
     n, d = X.shape
     b, k = i1 - i0, V.shape[1]
-    fast = _is_numpy(X, V)
+    fast = _fast(X, V)
     if fast:
         A, B = kernel.augmented(X)
         Z = A[:, :d]
     else:
         Z = kernel.scale(X)
     W = _ard_columns(xp, Z, V) if kernel.ard else None
-    KV = xp.zeros((b, k), dtype=V.dtype)
-    acc = xp.zeros((b, W.shape[1] if kernel.ard else k), dtype=V.dtype)
+    KV = xp.zeros((b, k), dtype=V.dtype, device=device(V))
+    acc = xp.zeros((b, W.shape[1] if kernel.ard else k), dtype=V.dtype, device=device(V))
     if fast:
         for r0, r1, c0, c1 in _np_tiles(i0, i1, n):
             ws = _workspace(r1 - r0, c1 - c0)
@@ -201,7 +226,9 @@ class KernelOperator:
 
     Parameters
     ----------
-    X : (n, d) inputs (numpy; a dask array is computed once).
+    X : (n, d) inputs of any array-API namespace (numpy, cupy, array_api_strict; a dask array is computed
+        once). Products, derivative products and kernel rows come back in X's namespace and on its device;
+        float32 X gives float32 products (the solvers refuse it: see :mod:`daskgp.compute.backend`).
     kernel : a :class:`daskgp.core.kernels.Kernel`.
     noise : σ² > 0, the noise variance added to the diagonal (units of y²).
     client : a ``dask.distributed.Client``; with ``mode='distributed'`` and none given, one is obtained
@@ -216,16 +243,21 @@ class KernelOperator:
         gradient moved by < 1e-3 of its 32-probe noise sd). The samplers use float32; exact checks float64.
     block_rows : rows per block (per task in distributed mode).
     n_threads : threads of the local backend (default: CPU count).
+    device : None (compute where X is), 'cpu', 'gpu' or 'auto'. Local mode: 'gpu' moves X to the GPU
+        (cupy) here, 'auto' when this process has one. Distributed mode: the workers put X on their device
+        ('auto': each worker's GPU when it has one) and keep it there; products still come back in X's
+        namespace.
 
     Log-parameter vector θ = [kernel.log_params..., log noise], names in ``param_names``.
     """
 
     def __init__(self, X, kernel: Kernel, noise: float, *, client=None, mode: str = "auto",
                  cache="auto", cache_dtype: str = "float64", block_rows: int | None = None,
-                 n_threads: int | None = None, local_max_n: int = 10_000, cache_fraction: float = 0.4):
-        if hasattr(X, "compute") and not isinstance(X, np.ndarray):
+                 n_threads: int | None = None, local_max_n: int = 10_000, cache_fraction: float = 0.4,
+                 device: str | None = None):
+        if hasattr(X, "compute") and hasattr(X, "dask"):  # a dask array: its chunks' type, gathered here
             X = X.compute()
-        X = check_X(X)  # float64 throughout: CG on single-precision products loses too much
+        X = check_matrix(X)  # numpy → float64 C order unless float32; other namespaces keep their dtype
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kernel must be a daskgp Kernel, got {type(kernel).__name__}")
         kernel.check_dims(X.shape[1])
@@ -235,7 +267,10 @@ class KernelOperator:
             raise ValueError(f"cache must be 'auto', True or False, got {cache!r}")
         if cache_dtype not in ("float64", "float32"):
             raise ValueError(f"cache_dtype must be 'float64' or 'float32', got {cache_dtype!r}")
-        self.cache_dtype = np.dtype(cache_dtype)
+        if device not in (None, "auto", "cpu", "gpu"):
+            raise ValueError(f"device must be None, 'auto', 'cpu' or 'gpu', got {device!r}")
+        # cached rows never more precise than the data they are computed from
+        self.cache_dtype = np.dtype("float32" if dtype_name(X.dtype) == "float32" else cache_dtype)
         self.X, self.kernel, self.noise = X, kernel, check_positive("noise", noise)
         self.n, self.d = X.shape
         self.dtype = X.dtype
@@ -243,12 +278,20 @@ class KernelOperator:
             mode = "local" if (self.n <= local_max_n or client is None and self.n <= 4 * local_max_n) \
                 else "distributed"
         self.mode = mode
+        self.device = device
+        if mode == "local" and device is not None:
+            self.X = X = to_device(X, resolve_device(device))
+        if mode == "distributed" and device is not None and type(X) is not np.ndarray:
+            raise ValueError("device= in distributed mode moves numpy X to the workers' devices; X is "
+                             f"already a {type(X).__module__} array: pass numpy X, or device=None")
+        self._worker_device = device if mode == "distributed" else None
         self._id = uuid.uuid4().hex
         self._cache_opt, self._cache_fraction = cache, cache_fraction
         self.n_products = 0  # operator passes so far (one per matmul / matmul_grads call)
         if mode == "local":
             self.client = None
-            self.n_threads = n_threads or _cpu_count()
+            # a device array runs its own parallelism: one host thread feeds it
+            self.n_threads = n_threads or (_cpu_count() if type(X) is np.ndarray else 1)
             rows = block_rows or max(256, min(2048, math.ceil(self.n / (4 * self.n_threads))))
             self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
             self._workers = None
@@ -298,9 +341,7 @@ class KernelOperator:
         if self._cache_opt is not True and self._cache_opt is not False:
             itemsize = self.cache_dtype.itemsize
             if self.mode == "local":
-                import psutil
-
-                budget = self._cache_fraction * psutil.virtual_memory().available
+                budget = self._cache_fraction * free_memory(self.X)
                 need = self.n * self.n * itemsize
             else:
                 info = self.client.scheduler_info()["workers"]
@@ -312,28 +353,35 @@ class KernelOperator:
         return bool(self._cache_opt)
 
     # --- products -------------------------------------------------------------------------------------
-    def matmul(self, V) -> np.ndarray:
-        """K V for V (n,) or (n, k); returns the same shape."""
-        V2, was_1d = check_rhs(V, self.n)
-        V2 = np.ascontiguousarray(V2, dtype=self.dtype)
+    def matmul(self, V):
+        """K V for V (n,) or (n, k); returns the same shape, in X's namespace and dtype (V of another
+        namespace is converted to it first)."""
+        V2, was_1d = check_columns(V, self.n, self.X)
         key = _theta_key(self.kernel, self.noise)
         out = self._run(_row_block_matmul, V2, (self.kernel, self.noise, None, self._id, key,
-                                                       self.cache_dtype if self.use_cache else None))
-        out = np.concatenate(out, axis=0)
+                                                       self.cache_dtype.name if self.use_cache else None))
+        out = self._concat(out, 0)
         return out[:, 0] if was_1d else out
 
     __matmul__ = matmul
 
-    def matmul_grads(self, V) -> tuple[np.ndarray, np.ndarray]:
-        """(K V, dKV) with dKV[j] = ∂K/∂log θ_j · V, shapes (n, k) and (p, n, k); V (n,) or (n, k)."""
-        V2, was_1d = check_rhs(V, self.n)
-        V2 = np.ascontiguousarray(V2, dtype=self.dtype)
+    def matmul_grads(self, V):
+        """(K V, dKV) with dKV[j] = ∂K/∂log θ_j · V, shapes (n, k) and (p, n, k); V (n,) or (n, k); in X's
+        namespace."""
+        V2, was_1d = check_columns(V, self.n, self.X)
         parts = self._run(_row_block_grads, V2, (self.kernel, self.noise, None))
-        KV = np.concatenate([p[0] for p in parts], axis=0)
-        dKV = np.concatenate([p[1] for p in parts], axis=1)
+        KV = self._concat([p[0] for p in parts], 0)
+        dKV = self._concat([p[1] for p in parts], 1)
         if was_1d:
             return KV[:, 0], dKV[:, :, 0]
         return KV, dKV
+
+    def _concat(self, parts, axis: int):
+        if len(parts) == 1:
+            return parts[0]
+        if type(parts[0]) is np.ndarray:
+            return np.concatenate(parts, axis=axis)
+        return array_namespace(*parts).concat(parts, axis=axis)
 
     def _run(self, fn, V, args):
         """One pass: fn(X, i0, i1, *args with V in the None slot) per row block, in block order."""
@@ -369,6 +417,9 @@ class KernelOperator:
         V_future = client.scatter(V, broadcast=True, hash=False)
         full = args[:slot] + (V_future,) + args[slot + 1:]
         w = len(self._workers)
+        if self._worker_device is not None:  # the task moves X (once per worker) and V to its device
+            full = (fn, self._worker_device, self._id) + full
+            fn = _on_worker_device
         futs = [client.submit(fn, self._X_future, b0, b1, *full, pure=False,
                               workers=[self._workers[(j * w) // len(self.blocks)]],
                               allow_other_workers=False)
@@ -378,14 +429,18 @@ class KernelOperator:
         finally:
             del V_future
 
-    def diag(self) -> np.ndarray:
-        """(n,) diagonal of K: prior variance plus noise."""
-        return np.asarray(self.kernel.diag(self.X)) + self.noise
+    def diag(self):
+        """(n,) diagonal of K: prior variance plus noise, in X's namespace."""
+        return self.kernel.diag(self.X) + self.noise
 
-    def kernel_rows(self, idx) -> np.ndarray:
-        """(len(idx), n) rows k(X[idx], X) of the kernel part (no noise), computed tile by tile in place
-        (no n-sized temporaries)."""
-        idx = np.asarray(idx, dtype=np.intp)
+    def kernel_rows(self, idx):
+        """(len(idx), n) rows k(X[idx], X) of the kernel part (no noise), in X's namespace; numpy float64
+        computes them tile by tile in place (no n-sized temporaries). ``idx``: host integers."""
+        idx = np.asarray(to_host(idx), dtype=np.intp)
+        if not _fast(self.X):
+            xp = array_namespace(self.X)
+            Xi = xp.take(self.X, xp.asarray(idx, device=device(self.X)), axis=0)
+            return self.kernel(Xi, self.X)
         A, B = self.kernel.augmented(self.X)
         A = A[idx]
         out = np.empty((idx.size, self.n))
@@ -394,8 +449,8 @@ class KernelOperator:
                                    out=out[r0:r1, c0:c1])
         return out
 
-    def to_dense(self) -> np.ndarray:
-        """(n, n) dense K, for tests and small n only."""
+    def to_dense(self):
+        """(n, n) dense K in X's namespace, for tests and small n only."""
         return dense_covariance(self.X, self.kernel, self.noise)
 
     def invalidate_cache(self) -> None:
@@ -429,11 +484,33 @@ class KernelOperator:
                 f"mode={self.mode!r}, blocks={len(self.blocks)}, cache={self.use_cache})")
 
 
-def dense_covariance(X, kernel: Kernel, noise: float) -> np.ndarray:
-    """(n, n) dense K = k(X, X) + noise·I."""
-    K = np.asarray(kernel(X, X), dtype=np.float64)
-    K[np.diag_indices_from(K)] += noise
-    return K
+def dense_covariance(X, kernel: Kernel, noise: float):
+    """(n, n) dense K = k(X, X) + noise·I, in X's namespace (float64 for numpy input)."""
+    if type(X) is np.ndarray:
+        K = np.asarray(kernel(X, X), dtype=np.float64)
+        K[np.diag_indices_from(K)] += noise
+        return K
+    xp = array_namespace(X)
+    return kernel(X, X) + noise * xp.eye(X.shape[0], dtype=X.dtype, device=device(X))
+
+
+# Per-worker copies of operators' X on the worker's device: operator id -> (device, X there).
+_DEVICE_X: dict[str, tuple] = {}
+
+
+def _on_worker_device(X, i0, i1, fn, device_name, op_id, *args):
+    """Run a row-block function on this worker's device: X moved once per operator and kept, V (the
+    array among ``args``) moved per product, the result brought back to the host (the client's X is
+    numpy)."""
+    with _CACHE_LOCK:
+        entry = _DEVICE_X.get(op_id)
+        if entry is None:
+            where = resolve_device(device_name)
+            entry = _DEVICE_X[op_id] = (where, to_device(X, where))
+    where, Xd = entry
+    args = tuple(to_device(a, where) if type(a) is np.ndarray else a for a in args)
+    out = fn(Xd, i0, i1, *args)
+    return tuple(to_host(o) for o in out) if isinstance(out, tuple) else to_host(out)
 
 
 def _cpu_count() -> int:

@@ -19,7 +19,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 
-from ..core.validation import check_positive, check_rhs
+from ..core.validation import check_positive
+from .backend import (
+    check_finite,
+    cho_solve,
+    cholesky,
+    col_dots,
+    from_host,
+    namespace,
+    norms,
+    put_cols,
+    require_float64,
+    solve_triangular,
+    take_cols,
+    to_host,
+)
 
 __all__ = ["CGResult", "UlisseResult", "cg", "ulisse", "PivotedCholesky", "NystromDerivative"]
 
@@ -50,17 +64,19 @@ class UlisseResult(CGResult):
 def _as_operator(A):
     if hasattr(A, "matmul"):
         return A.matmul, A.shape[0]
-    A = np.asarray(A)
+    if not hasattr(A, "__array_namespace__") and not type(A).__module__.startswith("cupy"):
+        A = np.asarray(A)
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"A must be a square matrix or an operator with .matmul, got shape {A.shape}")
+        raise ValueError(f"A must be a square matrix or an operator with .matmul, got shape {tuple(A.shape)}")
     return (lambda V: A @ V), A.shape[0]
 
 
 def cg(A, B, x0=None, *, tol: float = 1e-8, max_iter: int | None = None, precond=None) -> CGResult:
     """Solve A X = B for symmetric positive definite A (an operator with ``.matmul`` or a dense matrix).
 
-    B (n,) or (n, k); x0 warm start of the same shape; precond: an object with ``.solve(R)`` ≈ A⁻¹R.
-    Returns a :class:`CGResult` whose ``x`` has B's shape.
+    B (n,) or (n, k), float64, of any array namespace (the solution comes back in it); x0 warm start of the
+    same shape; precond: an object with ``.solve(R)`` ≈ A⁻¹R. Returns a :class:`CGResult` whose ``x`` has
+    B's shape and namespace (the per-column counters are numpy).
     """
     return _pcg(A, B, x0, tol=tol, max_iter=max_iter, precond=precond, es_tol=None, beta=None,
                 n_estimates=None, rng=None)
@@ -73,7 +89,8 @@ def ulisse(A, B, x0=None, *, es_tol: float = 1e-2, tol: float = 1e-6, beta: floa
     es_tol : early-stop relative residual; tol : the full CG tolerance whose solution is estimated;
     beta : decay of the continuation probability p_i = exp(−β i); n_estimates : estimates per column
     (int or (k,) ints, e.g. 2 for the column whose quadratic form needs two independent estimates);
-    rng : numpy Generator or seed (the uniform draws).
+    rng : numpy Generator or seed (the uniform draws, on the host whatever B's namespace: the same seed
+    gives the same stopping on CPU and GPU).
     """
     if not (es_tol > tol > 0):
         raise ValueError(f"need es_tol > tol > 0, got es_tol={es_tol}, tol={tol}")
@@ -82,28 +99,49 @@ def ulisse(A, B, x0=None, *, es_tol: float = 1e-2, tol: float = 1e-6, beta: floa
                 n_estimates=n_estimates, rng=np.random.default_rng(rng))
 
 
+def _rhs(B, n, name):
+    """(B (n, k) float64 in its namespace, was_1d)."""
+    if not hasattr(B, "__array_namespace__") and not type(B).__module__.startswith("cupy"):
+        B = np.asarray(B, dtype=np.float64)
+    if B.ndim not in (1, 2) or B.shape[0] != n:
+        raise ValueError(f"{name} must have shape ({n},) or ({n}, k), got {tuple(B.shape)}")
+    if type(B) is np.ndarray and B.dtype != np.float64:
+        B = B.astype(np.float64)
+    require_float64(B, name, "CG / ULISSE")
+    check_finite(B, name)
+    xp = namespace(B)
+    return (xp.reshape(B, (n, 1)), True) if B.ndim == 1 else (B, False)
+
+
 def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
+    """Batched preconditioned CG (and ULISSE's Russian roulette) in B's namespace. The n-sized iterates stay
+    in that namespace and on its device; only the per-column numbers (k of them: residual norms, step
+    bookkeeping, the roulette's draws and weights) live on the host, as the stopping decisions need them."""
     matmul, n = _as_operator(A)
-    B2, was_1d = check_rhs(B, n, "B")
-    B2 = B2.astype(np.float64)
+    B2, was_1d = _rhs(B, n, "B")
+    xp = namespace(B2)
     k = B2.shape[1]
     check_positive("tol", tol)
     max_iter = int(max_iter) if max_iter is not None else 10 * n
     if x0 is None:
-        x = np.zeros_like(B2)
-        r = B2.copy()
+        x = xp.zeros_like(B2)
+        r = xp.asarray(B2, copy=True)
         n_products = 0
     else:
-        x, _ = check_rhs(x0, n, "x0")
-        x = np.array(x, dtype=np.float64)
+        x, _ = _rhs(x0, n, "x0")
         if x.shape != B2.shape:
-            raise ValueError(f"x0 has shape {x.shape}, B has {B2.shape}")
+            raise ValueError(f"x0 has shape {tuple(x.shape)}, B has {tuple(B2.shape)}")
+        x = xp.asarray(x, copy=True)
         r = B2 - matmul(x)
         n_products = 1
-    bnorm = np.linalg.norm(B2, axis=0)
+    bnorm = to_host(norms(B2)).astype(np.float64)
     zero = bnorm == 0  # b = 0: the solution is 0, whatever the warm start
-    x[:, zero], r[:, zero], bnorm[zero] = 0.0, 0.0, 1.0
-    res = np.linalg.norm(r, axis=0) / bnorm
+    if zero.any():
+        zc = np.flatnonzero(zero)
+        x = put_cols(x, zc, xp.zeros_like(take_cols(x, zc)))
+        r = put_cols(r, zc, xp.zeros_like(take_cols(r, zc)))
+        bnorm[zero] = 1.0
+    res = to_host(norms(r)) / bnorm
     history = [res.copy()]
     iterations = np.zeros(k, dtype=np.int64)
     converged = res <= tol
@@ -115,7 +153,7 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
         if np.any(n_est < 1):
             raise ValueError("n_estimates must be >= 1")
         E = int(n_est.max())
-        est = np.full((E, n, k), np.nan)
+        est = [xp.zeros_like(B2) for _ in range(E)]  # estimate e of every column; NaN where e ≥ n_est
         weight = np.ones((E, k))
         alive = np.zeros((E, k), dtype=bool)
         started = np.zeros(k, dtype=bool)
@@ -123,8 +161,12 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
         es_iteration = np.full(k, -1, dtype=np.int64)
 
         def start(cols):
+            if cols.size == 0:
+                return
+            xc = take_cols(x, cols)
+            for e in range(E):
+                est[e] = put_cols(est[e], cols, xc)
             for c in cols:
-                est[: n_est[c], :, c] = x[:, c]
                 alive[: n_est[c], c] = True
                 started[c] = True
                 es_iteration[c] = iterations[c]
@@ -133,24 +175,27 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
         active &= ~started
 
     z = precond.solve(r) if precond is not None else r
-    p = z.copy()
-    rz = np.einsum("ij,ij->j", r, z)
+    p = xp.asarray(z, copy=True)
+    rz = to_host(col_dots(r, z)).astype(np.float64)
     it = 0
     while np.any(active) and it < max_iter:
         it += 1
         cols = np.flatnonzero(active)
-        Ap = matmul(p[:, cols])
+        pc = take_cols(p, cols)
+        Ap = matmul(pc)
         n_products += 1
-        pAp = np.einsum("ij,ij->j", p[:, cols], Ap)
+        pAp = to_host(col_dots(pc, Ap))
         if np.any(pAp <= 0) or not np.all(np.isfinite(pAp)):
             raise FloatingPointError("CG breakdown: the operator is not positive definite in floating point "
                                      f"(pᵀAp = {pAp.min():.3g}); increase the noise variance or use float64")
-        alpha = rz[cols] / pAp
-        delta = p[:, cols] * alpha
-        x[:, cols] += delta
-        r[:, cols] -= Ap * alpha
+        alpha_h = rz[cols] / pAp
+        alpha = from_host(alpha_h, xp, dtype=B2.dtype, on=B2)
+        delta = pc * alpha
+        x = put_cols(x, cols, take_cols(x, cols) + delta)
+        r = put_cols(r, cols, take_cols(r, cols) - Ap * alpha)
+        rc = take_cols(r, cols)  # read back: its memory layout (numpy's fancy indexing) sets the rounding
         iterations[cols] += 1
-        res_c = np.linalg.norm(r[:, cols], axis=0) / bnorm[cols]
+        res_c = to_host(norms(rc)) / bnorm[cols]
         res[cols] = res_c
         newly_converged = res_c <= tol
         if use_ulisse:
@@ -163,11 +208,12 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
                 keep = alive[:, on] & (u < prob)
                 weight[:, on] = np.where(keep, weight[:, on] / prob, weight[:, on])
                 alive[:, on] = keep
-                d_on = delta[:, ~pre]
+                d_on = take_cols(delta, np.flatnonzero(~pre))
                 for e in range(E):
                     kc = np.flatnonzero(keep[e])
                     if kc.size:
-                        est[e][:, on[kc]] += d_on[:, kc] * weight[e, on[kc]]
+                        w = from_host(weight[e, on[kc]], xp, dtype=B2.dtype, on=B2)
+                        est[e] = put_cols(est[e], on[kc], take_cols(est[e], on[kc]) + take_cols(d_on, kc) * w)
             start(cols[pre & (res_c <= es_tol)])
             done = newly_converged | (started[cols] & ~alive[:, cols].any(axis=0))
         else:
@@ -179,29 +225,51 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
         history.append(hist)
         if not np.any(active):
             break
-        zc = precond.solve(r[:, cols]) if precond is not None else r[:, cols]
-        rz_new = np.einsum("ij,ij->j", r[:, cols], zc)
-        p[:, cols] = zc + p[:, cols] * (rz_new / rz[cols])
+        zc = precond.solve(rc) if precond is not None else rc
+        rz_new = to_host(col_dots(rc, zc))
+        beta_h = from_host(rz_new / rz[cols], xp, dtype=B2.dtype, on=B2)
+        p = put_cols(p, cols, zc + pc * beta_h)
         rz[cols] = rz_new
 
     residuals = np.vstack(history)
     if use_ulisse:
         # columns that hit max_iter before the threshold: the CG iterate is the (deterministic) answer
-        for c in np.flatnonzero(~started):
-            est[: n_est[c], :, c] = x[:, c]
-            es_iteration[c] = -1
+        late = np.flatnonzero(~started)
+        if late.size:
+            xl = take_cols(x, late)
+            for e in range(E):
+                est[e] = put_cols(est[e], late, xl)
+            es_iteration[late] = -1
+        for e in range(1, E):  # estimates a column does not have are NaN
+            short = np.flatnonzero(n_est <= e)
+            if short.size:
+                est[e] = put_cols(est[e], short, xp.full_like(take_cols(est[e], short), np.nan))
+        estimates = xp.stack(est)
         out = UlisseResult(x=x[:, 0] if was_1d else x, iterations=iterations, converged=converged,
                            residuals=residuals, n_products=n_products,
-                           estimates=est[:, :, 0] if was_1d else est, es_iteration=es_iteration)
+                           estimates=estimates[:, :, 0] if was_1d else estimates, es_iteration=es_iteration)
         return out
     return CGResult(x=x[:, 0] if was_1d else x, iterations=iterations, converged=converged,
                     residuals=residuals, n_products=n_products)
 
 
-def _pivot_cholesky_factor(kernel, Xs) -> np.ndarray:
-    """Lower Cholesky factor of k(X_S, X_S), with a 1e-10·s2 jitter against round-off."""
-    Kss = np.asarray(kernel(Xs, Xs)) + 1e-10 * kernel.variance * np.eye(Xs.shape[0])
-    return np.linalg.cholesky(Kss)
+def _pivot_cholesky_factor(kernel, Xs):
+    """Lower Cholesky factor of k(X_S, X_S), with a 1e-10·s2 jitter against round-off, in Xs's namespace."""
+    xp = namespace(Xs)
+    jitter = 1e-10 * kernel.variance * xp.eye(Xs.shape[0], dtype=Xs.dtype, device=_device(Xs))
+    return cholesky(kernel(Xs, Xs) + jitter)
+
+
+def _top(d: np.ndarray, b: int, rank: np.ndarray) -> np.ndarray:
+    """Indices of the b largest entries of d (n,), ties to the lowest ``rank`` (a fixed pseudo-random
+    ordering of the rows): the same set on every namespace and numpy version, spread over the data however
+    its rows are ordered (a stationary kernel's diagonal is one value repeated n times, and which of equal
+    values argpartition returns is an implementation detail)."""
+    n = d.size
+    v = np.partition(d, n - b)[n - b]  # the b-th largest value
+    above = np.flatnonzero(d > v)
+    tied = np.flatnonzero(d == v)
+    return np.concatenate([above, tied[np.argsort(rank[tied], kind="stable")[:b - above.size]]])
 
 
 class PivotedCholesky:
@@ -211,7 +279,8 @@ class PivotedCholesky:
 
     Pivots are taken ``block`` at a time (the largest residual diagonals, then LAPACK's pivoted Cholesky on
     that block drops near-duplicates), so the O(n r²) work is matrix-matrix products rather than r
-    matrix-vector products.
+    matrix-vector products. L and every product stay in the operator's namespace and on its device; only the
+    block × block pivoted factorisation (64 × 64 by default) runs on the host.
 
     op : a :class:`daskgp.compute.operator.KernelOperator` (its kernel, X and noise);
     rank : r (capped at n/2);
@@ -222,35 +291,42 @@ class PivotedCholesky:
         if rank < 1:
             raise ValueError(f"rank must be >= 1, got {rank}")
         X, kernel = op.X, op.kernel
+        require_float64(X, "X", "the pivoted Cholesky preconditioner")
+        xp = namespace(X)
         n = X.shape[0]
         rank = max(1, min(rank, n // 2))
-        d = np.asarray(kernel.diag(X), dtype=np.float64).copy()
+        # the residual diagonal lives on the host: the pivot choice is made there (n numbers per block)
+        d = np.array(to_host(kernel.diag(X)), dtype=np.float64)
         stop = rel_tol * d.max()
-        Lt = np.zeros((rank, n))  # Lᵀ, so that the growing factor is a contiguous block of rows
+        tie_rank = np.random.default_rng(0).permutation(n)
+        Lt = xp.zeros((rank, n), dtype=X.dtype, device=_device(X))  # Lᵀ: the factor grows by row blocks
         pivots: list[int] = []
         m = 0
         while m < rank and d.max() > stop:
             b = min(block, rank - m, int(np.count_nonzero(d > stop)))
-            S = np.argpartition(-d, b - 1)[:b]
+            S = _top(d, b, tie_rank)
             G = op.kernel_rows(S)
-            G -= Lt[:m, S].T @ Lt[:m]  # residual rows (b, n)
-            c, piv, rk, info = scipy.linalg.lapack.dpstrf(G[:, S], tol=stop, lower=1)
+            if m:
+                G = G - take_cols(Lt[:m, :], S).T @ Lt[:m, :]  # residual rows (b, n)
+            c, piv, rk, info = scipy.linalg.lapack.dpstrf(to_host(take_cols(G, S)), tol=stop, lower=1)
             if rk == 0:
                 break
             piv = piv[:rk] - 1
-            new = scipy.linalg.solve_triangular(np.tril(c[:rk, :rk]), G[piv], lower=True)  # (rk, n)
-            Lt[m:m + rk] = new
-            d -= np.einsum("ij,ij->j", new, new)
+            Lc = from_host(np.tril(c[:rk, :rk]), xp, dtype=X.dtype, on=X)
+            new = solve_triangular(Lc, _take_rows(G, piv), lower=True)  # (rk, n)
+            Lt[m:m + rk, :] = new
+            d -= to_host(col_dots(new, new))
             d[S[piv]] = 0.0
             np.maximum(d, 0.0, out=d)
             pivots.extend(S[piv].tolist())
             m += rk
-        self._set(op, np.asarray(pivots, dtype=np.intp), Lt[:m].T, float(d.sum()))
+        self._set(op, np.asarray(pivots, dtype=np.intp), Lt[:m, :].T, float(d.sum()))
 
     def _set(self, op, pivots, L, residual_trace):
         self.pivots, self.L, self.noise, self.rank = pivots, L, op.noise, L.shape[1]
-        inner = self.noise * np.eye(self.rank) + L.T @ L
-        self._chol = scipy.linalg.cho_factor(inner, lower=True)
+        xp = namespace(L)
+        inner = self.noise * xp.eye(self.rank, dtype=L.dtype, device=_device(L)) + L.T @ L
+        self._chol = cholesky(inner)  # lower factor of σ² I_r + LᵀL
         self.residual_trace = residual_trace  # tr(k(X,X) − L Lᵀ): how much the low rank misses
 
     @classmethod
@@ -260,23 +336,28 @@ class PivotedCholesky:
         pivots for several iterations and refreshes L when θ moves."""
         X, kernel = op.X, op.kernel
         pivots = np.asarray(pivots, dtype=np.intp)
-        Ls = _pivot_cholesky_factor(kernel, X[pivots])
-        # L = K_nS Ls⁻ᵀ in place: K_Sn (C order) is K_nS in Fortran order, what dtrsm works on
-        L = scipy.linalg.blas.dtrsm(1.0, Ls, op.kernel_rows(pivots).T, side=1, lower=1, trans_a=1,
-                                    overwrite_b=1)
+        Ls = _pivot_cholesky_factor(kernel, _take_rows(X, pivots))
+        if type(X) is np.ndarray and X.dtype == np.float64:
+            # L = K_nS Ls⁻ᵀ in place: K_Sn (C order) is K_nS in Fortran order, what dtrsm works on
+            L = scipy.linalg.blas.dtrsm(1.0, Ls, op.kernel_rows(pivots).T, side=1, lower=1, trans_a=1,
+                                        overwrite_b=1)
+        else:
+            L = solve_triangular(Ls, op.kernel_rows(pivots), lower=True).T
         self = cls.__new__(cls)
-        resid = float(np.sum(np.asarray(kernel.diag(X))) - np.einsum("ij,ij->", L, L))
+        xp = namespace(L)
+        resid = float(xp.sum(kernel.diag(X))) - float(xp.sum(L * L))
         self._set(op, pivots, L, max(resid, 0.0))
         return self
 
-    def solve(self, R) -> np.ndarray:
-        """P⁻¹ R for R (n,) or (n, k)."""
-        return (R - self.L @ scipy.linalg.cho_solve(self._chol, self.L.T @ R)) / self.noise
+    def solve(self, R):
+        """P⁻¹ R for R (n,) or (n, k), in R's namespace."""
+        return (R - self.L @ cho_solve(self._chol, self.L.T @ R)) / self.noise
 
     def logdet(self) -> float:
         """log |P| = log|σ² I_r + LᵀL| + (n − r) log σ²."""
         n = self.L.shape[0]
-        return 2.0 * float(np.log(np.diag(self._chol[0])).sum()) + (n - self.rank) * math.log(self.noise)
+        xp = namespace(self._chol)
+        return 2.0 * float(xp.sum(xp.log(_diagonal(self._chol)))) + (n - self.rank) * math.log(self.noise)
 
     def derivative_control(self, op) -> NystromDerivative:
         """∂P/∂log θ_j for the operator's θ with the pivots held fixed (see :class:`NystromDerivative`)."""
@@ -290,41 +371,64 @@ class NystromDerivative:
         ∂_jQ = Ã_j Lᵀ + L Ã_jᵀ − L B̃_j Lᵀ,  Ã_j = ∂_jK_nS L_S⁻ᵀ,  B̃_j = L_S⁻¹ ∂_jK_SS L_S⁻ᵀ,  K_SS = L_S L_Sᵀ.
 
     ``traces`` (p,) holds tr(P⁻¹ ∂_jP) exactly, by Woodbury in O(n m²); ``quad(R)`` gives (P⁻¹R)ᵀ ∂_jP R per
-    column in O(n m k). Together they make a control variate for the Hutchinson trace of K⁻¹∂_jK.
+    column in O(n m k). Together they make a control variate for the Hutchinson trace of K⁻¹∂_jK. Both are
+    in the operator's namespace.
     """
 
     def __init__(self, pc: PivotedCholesky, op):
         X, kernel, S = op.X, op.kernel, pc.pivots
         L, s2n = pc.L, pc.noise
-        Ls = _pivot_cholesky_factor(kernel, X[S])
-        A = np.asarray(kernel.gradients(X, X[S]))  # (p_k, n, m)
-        B = np.asarray(kernel.gradients(X[S], X[S]))  # (p_k, m, m)
-        self.At = np.stack([scipy.linalg.solve_triangular(Ls, a.T, lower=True).T for a in A])
-        self.Bt = np.stack([scipy.linalg.solve_triangular(
-            Ls, scipy.linalg.solve_triangular(Ls, b, lower=True).T, lower=True) for b in B])
+        xp = namespace(L)
+        XS = _take_rows(X, S)
+        Ls = _pivot_cholesky_factor(kernel, XS)
+        A = kernel.gradients(X, XS)  # (p_k, n, m)
+        B = kernel.gradients(XS, XS)  # (p_k, m, m)
+        self.At = xp.stack([solve_triangular(Ls, A[j, ...].T, lower=True).T for j in range(A.shape[0])])
+        self.Bt = xp.stack([solve_triangular(Ls, solve_triangular(Ls, B[j, ...], lower=True).T, lower=True)
+                            for j in range(B.shape[0])])
         self.pc = pc
         G = L.T @ L
-        MG = scipy.linalg.cho_solve(pc._chol, G)  # M G, M = (σ²I + LᵀL)⁻¹
+        MG = cho_solve(pc._chol, G)  # M G, M = (σ²I + LᵀL)⁻¹
         traces = []
-        for At, Bt in zip(self.At, self.Bt, strict=True):
+        for j in range(self.At.shape[0]):
+            At, Bt = self.At[j, ...], self.Bt[j, ...]
             H = L.T @ At
-            MH = scipy.linalg.cho_solve(pc._chol, H)
+            MH = cho_solve(pc._chol, H)
             # tr(P⁻¹(ÃLᵀ + LÃᵀ)) = 2σ⁻²[tr H − tr(M H G)];  tr(P⁻¹ L B̃ Lᵀ) = σ⁻²[tr(G B̃) − tr(M G B̃ G)]
-            t_a = 2.0 * (np.trace(H) - np.sum(MH * G.T)) / s2n
+            t_a = 2.0 * (xp.sum(_diagonal(H)) - xp.sum(MH * G.T)) / s2n
             GB = G @ Bt
-            t_b = (np.trace(GB) - np.sum(MG * GB.T)) / s2n
+            t_b = (xp.sum(_diagonal(GB)) - xp.sum(MG * GB.T)) / s2n
             traces.append(t_a - t_b)
-        traces.append(float(op.n - np.trace(MG)))  # noise: ∂P = σ²I, tr(P⁻¹)σ² = n − tr(M G)
-        self.traces = np.asarray(traces)
+        traces.append(op.n - xp.sum(_diagonal(MG)))  # noise: ∂P = σ²I, tr(P⁻¹)σ² = n − tr(M G)
+        self.traces = xp.stack(traces)
 
-    def quad(self, R) -> np.ndarray:
+    def quad(self, R):
         """(p, k): column-wise (P⁻¹R)ᵀ(∂_jP R) for R (n, k)."""
         L, pc = self.pc.L, self.pc
+        xp = namespace(R)
         PR = pc.solve(R)
         LtR = L.T @ R
         out = []
-        for At, Bt in zip(self.At, self.Bt, strict=True):
+        for j in range(self.At.shape[0]):
+            At, Bt = self.At[j, ...], self.Bt[j, ...]
             dQR = At @ LtR + L @ (At.T @ R) - L @ (Bt @ LtR)
-            out.append(np.einsum("ik,ik->k", PR, dQR))
-        out.append(pc.noise * np.einsum("ik,ik->k", PR, R))
-        return np.asarray(out)
+            out.append(col_dots(PR, dQR))
+        out.append(pc.noise * col_dots(PR, R))
+        return xp.stack(out)
+
+
+def _take_rows(a, idx: np.ndarray):
+    """a[idx] for host integer indices, in a's namespace."""
+    if type(a) is np.ndarray:
+        return a[idx]
+    return take_cols(a.T, np.asarray(idx)).T
+
+
+def _diagonal(A):
+    return A.diagonal() if type(A) is np.ndarray else namespace(A).linalg.diagonal(A)
+
+
+def _device(a):
+    from array_api_compat import device
+
+    return device(a)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from ..compute.backend import check_columns, like, namespace, require_float64, to_host
 from ..compute.operator import KernelOperator, dense_covariance, single_threaded_blas
 from ..compute.solvers import PivotedCholesky, cg, ulisse
 from ..core.kernels import Kernel
@@ -105,12 +106,27 @@ def _exact(X, y, kernel, noise, gradient, block_rows):
     return value, grad
 
 
+def target_like(y, op):
+    """The targets y (n,) (or (n, 1)) as a float64 vector in the operator's namespace, finite."""
+    if type(op.X) is np.ndarray:
+        return check_y(to_host(y), op.n)
+    if type(y) is np.ndarray or not hasattr(y, "shape"):
+        return like(check_y(y, op.n), op.X)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1 or y.shape[0] != op.n:
+        raise ValueError(f"y must have shape ({op.n},), got {tuple(y.shape)}")
+    y, _ = check_columns(y, op.n, op.X, "y")
+    return y[:, 0]
+
+
 @dataclass
 class GradientEstimate:
     """grad (p,) estimate of ∂ log p(y|θ)/∂ log θ; probes (n, N_r); warm_start (n, 1+N_r) CG iterates for
     [y, probes...] to pass as ``x0`` next time; cg_iterations (1+N_r,); n_products operator passes;
     trace_terms (p,) the estimates of tr(K⁻¹∂_jK); quad_terms (p,) of yᵀK⁻¹∂_jK K⁻¹y; trace_samples
-    (p, N_r) the per-probe trace estimates whose mean is ``trace_terms``."""
+    (p, N_r) the per-probe trace estimates whose mean is ``trace_terms``. Every numerical array is in the
+    operator's namespace and on its device; the counters (cg_iterations) are numpy."""
 
     grad: np.ndarray
     param_names: list[str]
@@ -130,7 +146,11 @@ class GradientEstimate:
         if self.trace_samples is None or self.trace_samples.shape[1] < 2:
             return None
         t = self.trace_samples
-        return 0.25 * np.atleast_2d(np.cov(t)) / t.shape[1]
+        if type(t) is np.ndarray:
+            return 0.25 * np.atleast_2d(np.cov(t)) / t.shape[1]
+        xp = namespace(t)
+        tc = t - xp.mean(t, axis=1, keepdims=True)
+        return 0.25 * (tc @ tc.T) / ((t.shape[1] - 1) * t.shape[1])
 
 
 def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: str = "ulisse",
@@ -146,17 +166,23 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
     precond : None, 'pivchol' (rank ``precond_rank``) or a :class:`PivotedCholesky` built for this θ.
     control_variate : use the preconditioner's exact tr(P⁻¹∂P) as a control variate for the trace
         (Nyström derivative with the pivots fixed; needs precond).
+
+    Namespaces: the operator's X decides (numpy, cupy, array_api_strict, float64 only); y, probes and x0 of
+    another namespace are converted to it once, and every array of the result is in it. Probes drawn here
+    come from the numpy generator ``rng`` and are uploaded, so a seed gives the same probes on any device.
     """
-    y = check_y(y, op.n)
+    require_float64(op.X, "X", "the stochastic gradient")
+    y = target_like(y, op)
+    xp = namespace(op.X)
     rng = np.random.default_rng(rng)
     if probes is None:
         if n_probes < 1:
             raise ValueError(f"n_probes must be >= 1, got {n_probes}")
-        probes = rademacher(op.n, n_probes, rng)
+        probes = like(rademacher(op.n, n_probes, rng), op.X)
     else:
-        probes = np.asarray(probes, dtype=np.float64)
-        if probes.ndim != 2 or probes.shape[0] != op.n:
-            raise ValueError(f"probes must have shape ({op.n}, N_r), got {probes.shape}")
+        if getattr(probes, "ndim", np.ndim(probes)) != 2:
+            raise ValueError(f"probes must have shape ({op.n}, N_r), got {np.shape(to_host(probes))}")
+        probes, _ = check_columns(probes, op.n, op.X, "probes")
     if solver not in ("ulisse", "cg"):
         raise ValueError(f"solver must be 'ulisse' or 'cg', got {solver!r}")
     if precond == "pivchol":
@@ -166,7 +192,9 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
     if control_variate and precond is None:
         raise ValueError("control_variate=True needs a preconditioner (precond='pivchol')")
     nr = probes.shape[1]
-    B = np.column_stack([y, probes])
+    B = xp.concat([y[:, None], probes], axis=1)
+    if x0 is not None:
+        x0, _ = check_columns(x0, op.n, op.X, "x0")
 
     if solver == "ulisse":
         n_est = np.ones(1 + nr, dtype=np.int64)
@@ -180,17 +208,21 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
         s_a = s_b = res.x[:, 0]
         Kinv_r = res.x[:, 1:]
 
-    _, dKV = op.matmul_grads(np.column_stack([s_b, probes]))  # (p, n, 1 + N_r)
+    _, dKV = op.matmul_grads(xp.concat([s_b[:, None], probes], axis=1))  # (p, n, 1 + N_r)
     quad = dKV[:, :, 0] @ s_a
-    samples = np.einsum("ik,pik->pk", Kinv_r, dKV[:, :, 1:])  # one trace estimate per probe (p, N_r)
+    if type(dKV) is np.ndarray:
+        samples = np.einsum("ik,pik->pk", Kinv_r, dKV[:, :, 1:])  # one trace estimate per probe (p, N_r)
+    else:
+        samples = xp.sum(Kinv_r[None, :, :] * dKV[:, :, 1:], axis=1)
     if control_variate:
         # tr(K⁻¹∂K) = tr(P⁻¹∂P) + E[rᵀ(K⁻¹∂K − P⁻¹∂P)r]: exact first term, Hutchinson on a small residual
         cv = precond.derivative_control(op)
         samples = samples + cv.traces[:, None] - cv.quad(probes)
-    trace = samples.mean(axis=1)
+    trace = xp.mean(samples, axis=1)
     grad = -0.5 * trace + 0.5 * quad
-    if not np.all(np.isfinite(grad)):
-        raise FloatingPointError(f"non-finite gradient {grad.tolist()} at θ={op.log_params.tolist()}")
+    if not bool(xp.all(xp.isfinite(grad))):
+        raise FloatingPointError(f"non-finite gradient {to_host(grad).tolist()} "
+                                 f"at θ={op.log_params.tolist()}")
     return GradientEstimate(grad=grad, param_names=op.param_names, probes=probes, warm_start=res.x,
                             cg_iterations=res.iterations, n_products=res.n_products + 1,
                             trace_terms=trace, quad_terms=quad, trace_samples=samples)

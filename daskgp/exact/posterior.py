@@ -15,13 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
+from ..compute.backend import like, to_host
 from ..compute.operator import KernelOperator
 from ..core.kernels import Kernel
 from ..core.plaindata import expect_array, expect_keys
 from ..core.priors import GammaPrior
 from ..core.random import rademacher, rng_from_state
 from ..core.validation import check_X, check_y
-from .marginal import exact_log_marginal, log_marginal_gradient
+from .marginal import exact_log_marginal, log_marginal_gradient, target_like
 
 __all__ = ["GPPosterior", "ProbeState", "exact_log_posterior", "subset_map"]
 
@@ -43,8 +44,9 @@ class ProbeState:
         return cls(None, None, np.random.default_rng(rng))
 
     def to_dict(self) -> dict:
-        """Plain data: arrays (or None) and the bit generator's state dict."""
-        return {"probes": self.probes, "x0": self.x0, "rng": self.rng.bit_generator.state,
+        """Plain data: numpy arrays (or None; device arrays are copied to the host) and the bit generator's
+        state dict."""
+        return {"probes": _host(self.probes), "x0": _host(self.x0), "rng": self.rng.bit_generator.state,
                 "precond_at": self.precond_at}
 
     @classmethod
@@ -80,7 +82,7 @@ class GPPosterior:
 
     def __init__(self, op: KernelOperator, y, prior: GammaPrior | None = None, *, n_probes: int = 4,
                  redraw_every: int = 20, rng=None, precond_every: int | None = None, **grad_kwargs):
-        self.op, self.y = op, check_y(y, op.n)
+        self.op, self.y = op, target_like(y, op)  # in the operator's namespace, on its device
         self.prior = prior or GammaPrior()
         self.n_probes, self.redraw_every = n_probes, redraw_every
         self.precond_every = precond_every or redraw_every
@@ -103,6 +105,9 @@ class GPPosterior:
         if st.probes is None or t % self.redraw_every == 0:
             st.probes = rademacher(self.op.n, self.n_probes, st.rng)
             st.x0 = None
+        if type(self.op.X) is not np.ndarray:  # probes drawn on the host (or read back) go to the device once
+            st.probes = _on_operator(st.probes, self.op)
+            st.x0 = _on_operator(st.x0, self.op)
         if self._reuse_precond and (st.precond_at is None or t % self.precond_every == 0):
             st.precond_at, self._precond = phi.copy(), None
         if self._reuse_precond:
@@ -111,9 +116,11 @@ class GPPosterior:
             kwargs["precond"] = self._precond
         est = log_marginal_gradient(self.op, self.y, probes=st.probes, x0=st.x0, rng=st.rng, **kwargs)
         st.x0 = est.warm_start
-        return est.grad + self.prior.grad(phi), {"cg_iterations": int(est.cg_iterations.max()),
-                                                 "n_products": int(est.n_products),
-                                                 "noise_cov": est.noise_cov}
+        # p numbers to the host: the sampler's step, its state and the checkpoint live there
+        cov = est.noise_cov
+        return to_host(est.grad) + self.prior.grad(phi), {"cg_iterations": int(est.cg_iterations.max()),
+                                                          "n_products": int(est.n_products),
+                                                          "noise_cov": None if cov is None else to_host(cov)}
 
     def _build_precond(self, at: np.ndarray, phi: np.ndarray):
         from ..compute.solvers import PivotedCholesky
@@ -126,8 +133,21 @@ class GPPosterior:
         return pc
 
     def exact(self, phi, gradient: bool = True):
-        """Exact log posterior (and gradient) at φ by Cholesky: small n only."""
-        return exact_log_posterior(self.op.X, self.y, self.op.kernel, self.prior, phi, gradient)
+        """Exact log posterior (and gradient) at φ by Cholesky (numpy, on the host): small n only."""
+        return exact_log_posterior(to_host(self.op.X), to_host(self.y), self.op.kernel, self.prior, phi,
+                                   gradient)
+
+
+def _host(a):
+    return None if a is None else to_host(a)
+
+
+def _on_operator(a, op):
+    """``a`` (numpy, or already an array of the operator's namespace; None stays None) on the operator's
+    device."""
+    if a is None or type(a) is not np.ndarray:
+        return a
+    return like(a, op.X)
 
 
 def exact_log_posterior(X, y, kernel: Kernel, prior: GammaPrior, phi, gradient: bool = True):

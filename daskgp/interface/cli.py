@@ -16,6 +16,7 @@ from .cli_common import cluster_from_args
 from .cli_gpc import gpc_command
 from .cli_runs import FIXED_ON_RESUME, predict_command, repair_command, sample_command, summary_command
 from .cli_sparse import sgpr_command
+from .doctor import doctor_command
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
 
@@ -165,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--out", default=None, help="zarr store for the run, e.g. run.zarr")
     sm.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     sm.add_argument("--resume", default=None, metavar="RUN", help="continue an interrupted run")
+    sm.add_argument("--device", default="cpu", choices=["auto", "cpu", "gpu"],
+                    help="where the chains compute: cpu, gpu (a dask-cuda cluster, cupy on every worker) or "
+                         "auto (the GPU when the stack is complete); a resumed run keeps its own")
     _cluster_arguments(sm)
     sm.set_defaults(func=sample_command, resume_defaults={n: sm.get_default(n) for n in FIXED_ON_RESUME})
 
@@ -246,6 +250,18 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     _cluster_arguments(gc)
     gc.set_defaults(func=gpc_command)
+
+    dr = sub.add_parser("doctor", help="the machine's CPU/GPU stack, and one CMVP, gradient and 20-iteration "
+                                       "chain per device against the CPU (JSON report)")
+    _data_arguments(dr, "concrete")
+    dr.add_argument("--rows", type=int, default=2000, help="rows of the data set to use")
+    dr.add_argument("--iterations", type=int, default=20, help="SGLD iterations of the chain check")
+    dr.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"],
+                    help="gpu: also run on the GPU (an error without one); auto: when there is one")
+    dr.add_argument("--out", default="daskgp-doctor.json", help="the JSON report")
+    dr.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
+    dr.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    dr.set_defaults(func=doctor_command)
 
     db = sub.add_parser("dashboard", help="serve the live SGLD dashboard (Panel)")
     db.add_argument("--address", default="127.0.0.1", help="interface to bind (default: this machine only)")

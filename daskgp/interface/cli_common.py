@@ -98,7 +98,8 @@ def cluster_from_args(args, stream=None):
     cluster is left running), announced on ``stream`` (stdout by default)."""
     from ..compute.cluster import borrowed_client
 
-    with borrowed_client(None, args.scheduler, n_workers=args.workers, timeout=args.timeout) as client:
+    with borrowed_client(None, args.scheduler, n_workers=args.workers, timeout=args.timeout,
+                         device=getattr(args, "device", "cpu")) as client:
         n_workers = len(client.scheduler_info()["workers"])
         print(f"dask cluster: {n_workers} workers at {client.scheduler.address}", file=stream or sys.stdout,
               flush=True)

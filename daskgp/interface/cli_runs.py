@@ -57,7 +57,7 @@ def sample_command(args) -> int:
                     target_ess=args.target_ess, seed=args.seed, kernel=args.kernel, ard=args.ard,
                     n_probes=args.probes, checkpoint_every=args.checkpoint_every,
                     step_start=args.step_start, step_end=args.step_end,
-                    freeze_threshold=args.freeze_threshold)
+                    freeze_threshold=args.freeze_threshold, device=args.device)
         _check_run_fits(opts, ds)  # before a cluster starts: a refusal costs nothing
     control = RunControl()
     previous = signal.signal(signal.SIGINT, _stop_on_first_sigint(control))

@@ -59,8 +59,10 @@ class SamplerConfig:
     ``redraw_every`` iterations; ``solver`` 'ulisse' | 'cg' with ``es_tol``, ``tol``, ``beta``; ``precond``
     None | 'pivchol' of rank ``precond_rank``; the kernel rows the operator caches are kept in
     ``cache_dtype`` (float32: every cached pass reads half the memory, see
-    :class:`daskgp.compute.operator.KernelOperator`); a chain whose |φ| exceeds ``max_abs_phi`` stops
-    (divergence).
+    :class:`daskgp.compute.operator.KernelOperator`); ``device`` where each chain's operator computes on its
+    worker: 'cpu' (numpy), 'gpu' (cupy: an error on a worker without one) or 'auto' (the worker's GPU when
+    it has one); the chains' states, draws and checkpoints are numpy whatever the device; a chain whose
+    |φ| exceeds ``max_abs_phi`` stops (divergence).
     MH: ``n_adapt`` adaptation iterations (default a fifth of the run). For every method the first
     ``n_adapt`` iterations are the run's warmup: their draws are stored apart (ArviZ's warmup groups) and
     every summary leaves them out; SGLD's step schedule does not depend on it.
@@ -106,6 +108,7 @@ class SamplerConfig:
     precond: str | None = "pivchol"
     precond_rank: int | None = None
     cache_dtype: str = "float32"
+    device: str = "cpu"
     max_abs_phi: float = 30.0
     warmup: str = "map"
     warmup_iter: int = 400
@@ -158,6 +161,8 @@ class SamplerConfig:
             raise ValueError(f"warmup must be 'map' or 'subset', got {self.warmup!r}")
         if self.cache_dtype not in ("float64", "float32"):
             raise ValueError(f"cache_dtype must be 'float64' or 'float32', got {self.cache_dtype!r}")
+        if self.device not in ("auto", "cpu", "gpu"):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {self.device!r}")
         if self.precond not in (None, "pivchol"):
             raise ValueError(f"precond must be None or 'pivchol', got {self.precond!r}")
         for name in ("step_iter", "target_ess", "precond_rank"):

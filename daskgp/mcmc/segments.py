@@ -288,7 +288,7 @@ def _operator(X, cfg: SamplerConfig, run_key: str):
             n_threads = None
         kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
         op = KernelOperator(X, kernel, 1.0, mode="local", n_threads=n_threads,
-                            cache_dtype=cfg.cache_dtype)
+                            cache_dtype=cfg.cache_dtype, device=None if cfg.device == "cpu" else cfg.device)
         with _OPERATORS_LOCK:
             _OPERATORS[key] = op
     return op

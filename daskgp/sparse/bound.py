@@ -30,9 +30,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 from array_api_compat import array_namespace
 
+from ..compute.backend import cho_solve, cholesky, like, namespace, require_float64, to_host
 from ..core.kernels import RBF
 from ..core.validation import check_X
 
@@ -171,13 +171,14 @@ def chunk_stats_cached(Y, theta: GlobalParams, mu, S=None):
     Z, variance, ls = theta.Z, theta.variance, theta.lengthscales
     b, m, p = mu.shape[0], Z.shape[0], Y.shape[1]
     if b == 0:  # an empty chunk adds nothing
+        if S is None and type(mu) is not np.ndarray:
+            return SuffStats(0, 0.0, 0.0, like(np.zeros((m, p)), mu), like(np.zeros((m, m)), mu)), None
         return SuffStats(0, 0.0, 0.0, np.zeros((m, p)), np.zeros((m, m))), None
-    if S is None:
-        xp = array_namespace(Y, mu)
-        Zx = xp.asarray(Z)
+    if S is None:  # observed inputs: in the chunk's namespace and on its device (the sums stay there)
+        Zx = like(Z, mu)
         Kmn = rbf_ard(Zx, mu, variance, ls)  # (m, b)
-        stats = SuffStats(b, float(xp.sum(Y * Y)), float(b * variance), _to_numpy(Kmn @ Y),
-                          _to_numpy(Kmn @ Kmn.T))
+        xp = array_namespace(Y, mu)
+        stats = SuffStats(b, float(xp.sum(Y * Y)), float(b * variance), Kmn @ Y, Kmn @ Kmn.T)
         return stats, Kmn
     mu, S, Y = np.asarray(mu, float), np.asarray(S, float), np.asarray(Y, float)
     psi1, _, _ = _psi1(mu, S, Z, variance, ls)
@@ -186,13 +187,6 @@ def chunk_stats_cached(Y, theta: GlobalParams, mu, S=None):
         Dsum += psi2.sum(axis=0)
     # nothing cached: the gradient needs ψ1's intermediate terms too and recomputes it with them
     return SuffStats(b, float(np.sum(Y * Y)), float(b * variance), psi1.T @ Y, Dsum, kl_gauss(mu, S)), None
-
-
-def _to_numpy(a):
-    """Small reduced statistics travel to the centre as numpy (cupy: device → host)."""
-    if hasattr(a, "get"):
-        return a.get()
-    return np.asarray(a)
 
 
 @dataclass
@@ -210,11 +204,13 @@ class BoundGrads:
     dbeta: float
 
 
-def kmm(theta: GlobalParams, jitter: float = _JITTER) -> tuple[np.ndarray, np.ndarray]:
+def kmm(theta: GlobalParams, jitter: float = _JITTER, ref=None) -> tuple[np.ndarray, np.ndarray]:
     """(K(Z, Z), K(Z, Z) + jitter·σ²·I), both (m, m): the inducing covariance without and with the jitter
-    (relative to σ²) that every Cholesky of it uses."""
-    K0 = rbf_ard(theta.Z, theta.Z, theta.variance, theta.lengthscales)
-    return K0, K0 + jitter * theta.variance * np.eye(theta.m)
+    (relative to σ²) that every Cholesky of it uses; in the namespace of array ``ref`` when given."""
+    Z = theta.Z if ref is None else like(theta.Z, ref)
+    K0 = rbf_ard(Z, Z, theta.variance, theta.lengthscales)
+    eye = np.eye(theta.m) if ref is None else like(np.eye(theta.m), ref)
+    return K0, K0 + jitter * theta.variance * eye
 
 
 def bound_and_grads(stats: SuffStats, theta: GlobalParams, grads: bool = True,
@@ -226,30 +222,36 @@ def bound_and_grads(stats: SuffStats, theta: GlobalParams, grads: bool = True,
     if not beta > 0:
         raise ValueError(f"the noise precision beta must be > 0, got {beta}")
     n, p = stats.n, stats.C.shape[1]
-    K0, Kmm = kmm(theta, jitter)
-    Lk = np.linalg.cholesky(Kmm)
-    P = Kmm + beta * stats.D
-    Lp = np.linalg.cholesky(P)
-    logdet_k, logdet_p = 2 * np.log(np.diag(Lk)).sum(), 2 * np.log(np.diag(Lp)).sum()
-    PiC = scipy.linalg.cho_solve((Lp, True), stats.C)  # P⁻¹C (m, p)
-    KiD = scipy.linalg.cho_solve((Lk, True), stats.D)
-    CPC = float(np.sum(stats.C * PiC))
+    D = stats.D
+    xp = array_namespace(D)  # the centre computes where the summed statistics are (numpy, cupy, ...)
+    require_float64(D, "the statistics", "the collapsed bound")
+    C = _in(stats.C, D)
+    K0, Kmm = kmm(theta, jitter, ref=None if type(D) is np.ndarray else D)
+    Lk = cholesky(Kmm)
+    P = Kmm + beta * D
+    Lp = cholesky(P)
+    logdet_k, logdet_p = 2 * float(xp.sum(xp.log(_diag(Lk)))), 2 * float(xp.sum(xp.log(_diag(Lp))))
+    PiC = cho_solve(Lp, C)  # P⁻¹C (m, p)
+    KiD = cho_solve(Lk, D)
+    CPC = float(xp.sum(C * PiC))
+    tr_KiD = float(xp.sum(_diag(KiD)))
     F = float(-0.5 * n * p * math.log(2 * math.pi) + 0.5 * n * p * math.log(beta)
               + 0.5 * p * (logdet_k - logdet_p) - 0.5 * beta * stats.A + 0.5 * beta**2 * CPC
-              - 0.5 * beta * p * stats.B + 0.5 * beta * p * np.trace(KiD) - stats.KL)
+              - 0.5 * beta * p * stats.B + 0.5 * beta * p * tr_KiD - stats.KL)
     if not grads:
         return F
-    Ki = scipy.linalg.cho_solve((Lk, True), np.eye(len(Z)))
-    Pi = scipy.linalg.cho_solve((Lp, True), np.eye(len(Z)))
+    eye = like(np.eye(len(Z)), D)
+    Ki = cho_solve(Lk, eye)
+    Pi = cho_solve(Lp, eye)
     PCCP = PiC @ PiC.T
     GC = beta**2 * PiC
     GD = -0.5 * p * beta * Pi - 0.5 * beta**3 * PCCP + 0.5 * beta * p * Ki
     GK = 0.5 * p * Ki - 0.5 * p * Pi - 0.5 * beta**2 * PCCP - 0.5 * beta * p * KiD @ Ki
     GK = 0.5 * (GK + GK.T)
     GD = 0.5 * (GD + GD.T)
-    dbeta = (0.5 * n * p / beta - 0.5 * p * np.sum(Pi * stats.D) - 0.5 * stats.A + beta * CPC
-             - 0.5 * beta**2 * float(np.sum(PiC * (stats.D @ PiC))) - 0.5 * p * stats.B
-             + 0.5 * p * np.trace(KiD))
+    dbeta = (0.5 * n * p / beta - 0.5 * p * float(xp.sum(Pi * D)) - 0.5 * stats.A + beta * CPC
+             - 0.5 * beta**2 * float(xp.sum(PiC * (D @ PiC))) - 0.5 * p * stats.B
+             + 0.5 * p * tr_KiD)
     GB = -0.5 * beta * p
     dZ, dvar, dls = kmm_backprop(GK, theta, K0, Kmm)
     dvar += GB * stats.B / variance
@@ -260,13 +262,16 @@ def kmm_backprop(GK, theta: GlobalParams, K0=None, Kmm=None) -> tuple[np.ndarray
     """Given GK = ∂F/∂K_mm (m, m) symmetric, with K_mm = K0 + jitter·σ²·I (:func:`kmm`), the derivatives of F
     through K_mm w.r.t. Z (m, q), σ² and the lengthscales (q,): (dZ, dvar, dls)."""
     if K0 is None or Kmm is None:
-        K0, Kmm = kmm(theta)
-    Z, variance, ls = theta.Z, theta.variance, theta.lengthscales
+        K0, Kmm = kmm(theta, ref=None if type(GK) is np.ndarray else GK)
+    variance = theta.variance
+    xp = array_namespace(GK)
+    Z, ls = (theta.Z, theta.lengthscales) if type(GK) is np.ndarray else (like(theta.Z, GK),
+                                                                           like(theta.lengthscales, GK))
     W = GK * K0
-    rs = W.sum(axis=1)
+    rs = xp.sum(W, axis=1)
     dZ = -2.0 * (rs[:, None] * Z - W @ Z) / ls**2
-    dls = (2 * (rs @ (Z**2)) - 2 * np.sum(Z * (W @ Z), axis=0)) / ls**3
-    dvar = float(np.sum(GK * Kmm)) / variance  # K_mm and its jitter are both proportional to σ²
+    dls = (2 * (rs @ (Z**2)) - 2 * xp.sum(Z * (W @ Z), axis=0)) / ls**3
+    dvar = float(xp.sum(GK * Kmm)) / variance  # K_mm and its jitter are both proportional to σ²
     return dZ, dvar, dls
 
 
@@ -279,13 +284,13 @@ def collapsed_bound(stats: SuffStats, theta: GlobalParams) -> float:
 def rbf_ard_backprop(W, X, Z, ls):
     """Given W = G ⊙ K(X, Z) (b, m), return (∂/∂Z (m, q), ∂/∂l (q,)) of Σ G ⊙ K(X, Z)."""
     xp = array_namespace(W, X)
-    Zx = xp.asarray(Z)
-    lsx = xp.asarray(ls)
+    Zx = like(to_host(Z), X)
+    lsx = like(to_host(ls), X)
     cs = xp.sum(W, axis=0)  # (m,)
     WX = W.T @ X  # (m, q)
     dZ = (WX - cs[:, None] * Zx) / lsx**2
     dls = (xp.sum(W, axis=1) @ (X * X) - 2 * xp.sum(WX * Zx, axis=0) + cs @ (Zx * Zx)) / lsx**3
-    return _to_numpy(dZ), _to_numpy(dls)
+    return dZ, dls
 
 
 def chunk_global_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S=None, psi1=None) -> np.ndarray:
@@ -297,15 +302,17 @@ def chunk_global_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S=None, psi1=No
     m, q = Z.shape
     if mu.shape[0] == 0:
         return np.zeros(m * q + 1 + q)
-    if S is None:
+    if S is None:  # in the chunk's namespace: the vector is summed on the workers, on their devices
         xp = array_namespace(Y, mu)
-        Kmn = psi1 if psi1 is not None else rbf_ard(xp.asarray(Z), mu, variance, ls)
+        Kmn = psi1 if psi1 is not None else rbf_ard(like(Z, mu), mu, variance, ls)
         Knm = Kmn.T
-        G = Y @ xp.asarray(g.GC).T + 2 * (Knm @ xp.asarray(g.GD))  # ∂F/∂K_nm (b, m)
+        G = Y @ _in(g.GC, mu).T + 2 * (Knm @ _in(g.GD, mu))  # ∂F/∂K_nm (b, m)
         W = G * Knm
         dZ, dls = rbf_ard_backprop(W, mu, Z, ls)
-        dvar = float(xp.sum(W)) / variance
-        return np.concatenate([dZ.ravel(), [dvar], dls])
+        dvar = xp.sum(W) / variance
+        if type(W) is np.ndarray:
+            return np.concatenate([dZ.ravel(), [dvar], dls])
+        return xp.concat([xp.reshape(dZ, (-1,)), xp.reshape(dvar, (1,)), dls])
     dZ, dvar, dls, _, _ = _latent_grads(np.asarray(Y, float), Z, variance, ls, g, np.asarray(mu, float),
                                          np.asarray(S, float))
     return np.concatenate([dZ.ravel(), [dvar], dls])
@@ -338,6 +345,17 @@ def _latent_grads(Y, Z, variance, ls, g: BoundGrads, mu, S):
         dZ += 2 * (-np.einsum("jk,jkq->jq", Wjk, zdiff) / (2 * t) + np.einsum("rjk,rjkq->jq", W2, r2))
         dvar += 2 * w.sum() / variance
     return dZ, float(dvar), dt * 2 * ls, dmu, dS
+
+
+def _diag(A):
+    return A.diagonal() if type(A) is np.ndarray else namespace(A).linalg.diagonal(A)
+
+
+def _in(a, ref):
+    """``a`` (numpy, or an array of ref's namespace) in the namespace and on the device of ``ref``."""
+    if type(ref) is np.ndarray:
+        return to_host(a)
+    return like(to_host(a), ref) if type(a) is np.ndarray else a
 
 
 def chunk_local_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S):

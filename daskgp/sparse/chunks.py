@@ -26,6 +26,7 @@ import numpy as np
 import scipy.optimize
 from distributed import KilledWorker
 
+from ..compute.backend import resolve_device, to_device, to_host
 from ..compute.reductions import local_sum, tree_sum
 from .bound import (
     BoundGrads,
@@ -96,8 +97,9 @@ def _local_task(chunk, total: SuffStats, theta: GlobalParams, n_iter: int):
 def _assemble(theta: GlobalParams, g: BoundGrads, local: np.ndarray) -> np.ndarray:
     """The gradient w.r.t. the unconstrained global vector: central part plus the chunks' summed share."""
     m, q = theta.Z.shape
-    return theta.grad_vector(g.dZ + local[:m * q].reshape(m, q), g.dvar + local[m * q],
-                             g.dls + local[m * q + 1:], g.dbeta)
+    local = to_host(local)  # the optimiser's vector lives on the host, whatever the chunks' device
+    return theta.grad_vector(to_host(g.dZ) + local[:m * q].reshape(m, q), g.dvar + local[m * q],
+                             to_host(g.dls) + local[m * q + 1:], g.dbeta)
 
 
 def _row_edges(n: int, chunk_rows: int) -> list[tuple[int, int]]:
@@ -121,7 +123,13 @@ def _chunk_rows(chunk):
 
 
 def _get_field(chunk, name):
-    return chunk[name]
+    return to_host(chunk[name])
+
+
+def _chunk_to_device(chunk: dict, device: str) -> dict:
+    """The chunk's arrays on this worker's device ('cpu' | 'gpu' | 'auto': its GPU when it has one)."""
+    where = resolve_device(device)
+    return {k: to_device(v, where) for k, v in chunk.items()}
 
 
 class ChunkedRows:
@@ -137,9 +145,25 @@ class ChunkedRows:
         return int(sum(self.sizes))
 
     @classmethod
-    def from_arrays(cls, client, Y, chunk_rows: int, **inputs) -> ChunkedRows:
+    def from_arrays(cls, client, Y, chunk_rows: int, device: str | None = None, **inputs) -> ChunkedRows:
         """Split numpy or dask arrays by rows. Dask arrays are materialised chunk by chunk on the workers
-        (their data need never pass through this process); numpy arrays are scattered."""
+        (their data need never pass through this process); numpy arrays are scattered. ``device`` None
+        keeps the chunks' own type; 'cpu', 'gpu' or 'auto' puts every chunk on its worker's device (cupy on
+        a GPU worker), where its statistics and their sums are then computed."""
+        rows = cls._from_arrays(client, Y, chunk_rows, **inputs)
+        if device is None:
+            return rows
+        if device not in ("auto", "cpu", "gpu"):
+            raise ValueError(f"device must be None, 'auto', 'cpu' or 'gpu', got {device!r}")
+
+        def place(futs):
+            return client.map(_chunk_to_device, futs, device=device, pure=False)
+        rebuild = rows._rebuild
+        return cls(client, place(rows.futures), rows.sizes,
+                   rebuild=None if rebuild is None else (lambda idx: place(rebuild(idx))))
+
+    @classmethod
+    def _from_arrays(cls, client, Y, chunk_rows: int, **inputs) -> ChunkedRows:
         import dask.array as da
 
         arrays = {"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}

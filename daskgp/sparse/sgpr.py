@@ -63,7 +63,10 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
     n_inducing: m; max_iter: L-BFGS-B iterations; chunk_rows: rows per chunk (task); learn_inducing: also
     optimise Z; scheduler: a dask-scheduler address (default: this process's client, else a local cluster
     for the fit); noise_init: initial noise variance (units of y², relative to var y); random_state: seeds
-    the k-means initialisation of Z (an int for a reproducible fit); tol: L-BFGS-B's relative tolerance.
+    the k-means initialisation of Z (an int for a reproducible fit); tol: L-BFGS-B's relative tolerance;
+    device: where the chunks' statistics are computed: 'cpu' (numpy), 'gpu' (cupy on every worker; an error
+    on a worker without one) or 'auto' (each worker's GPU when it has one). The statistics are summed on the
+    workers' devices and the m × m centre runs where their sum arrives; the optimiser's vector is numpy.
 
     Fitted attributes: ``params_`` (GlobalParams, standardised units), ``inducing_points_`` (m, d) and
     ``lengthscales_`` (d,) in X units, ``kernel_variance_`` and ``noise_variance_`` in y units², ``bound_``
@@ -73,10 +76,10 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, n_inducing: int = 100, max_iter: int = 200, chunk_rows: int = 20_000,
                  learn_inducing: bool = True, scheduler: str | None = None, noise_init: float = 0.5,
-                 random_state=0, tol: float = 1e-9):
+                 random_state=0, tol: float = 1e-9, device: str = "cpu"):
         self.n_inducing, self.max_iter, self.chunk_rows = n_inducing, max_iter, chunk_rows
         self.learn_inducing, self.scheduler, self.noise_init = learn_inducing, scheduler, noise_init
-        self.random_state, self.tol = random_state, tol
+        self.random_state, self.tol, self.device = random_state, tol, device
 
     def _check_params(self, n: int) -> None:
         for name in ("n_inducing", "max_iter", "chunk_rows"):
@@ -85,6 +88,8 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
         if not 0 < self.noise_init < 10:
             raise ValueError(f"noise_init must be in (0, 10) (relative to var y), got {self.noise_init}")
+        if self.device not in ("auto", "cpu", "gpu"):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {self.device!r}")
 
     def fit(self, X, y, callback=None, client=None, init: GlobalParams | None = None, on_params=None,
             checkpoint=None, resume: bool = False, keep_checkpoint: bool = False):
@@ -121,7 +126,8 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         from ..compute.cluster import borrowed_client
 
         with borrowed_client(client, self.scheduler) as c:
-            chunks = ChunkedRows.from_arrays(c, ys, self.chunk_rows, X=Xs)
+            chunks = ChunkedRows.from_arrays(c, ys, self.chunk_rows, X=Xs,
+                                             device=None if self.device == "cpu" else self.device)
             try:
                 Xsample = Xs if isinstance(Xs, np.ndarray) else _row_sample(Xs, 20_000, seed)
                 theta0 = init if init is not None else GlobalParams(

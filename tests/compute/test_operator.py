@@ -97,24 +97,6 @@ def test_auto_mode_is_local_for_small_n(concrete):
     assert _op(concrete.X, "rbf", False).mode == "local"
 
 
-def test_products_on_array_api_strict_arrays(rng):
-    """The generic (non-numpy) block code: the path cupy chunks take."""
-    import array_api_strict as xps
-
-    from daskgp.compute.operator import _row_block_grads, _row_block_matmul
-
-    X, V = rng.standard_normal((50, 3)), rng.standard_normal((50, 2))
-    k = make_kernel("matern32", lengthscale=[1.0, 2.0, 1.5], ard=True)
-    Xs, Vs = xps.asarray(X), xps.asarray(V)
-    out = _row_block_matmul(Xs, 10, 30, k, 0.2, Vs, "strict", (), False)
-    KV, dKV = _row_block_grads(Xs, 10, 30, k, 0.2, Vs)
-    KVn, dKVn = _row_block_grads(X, 10, 30, k, 0.2, V)
-    assert type(out).__module__.startswith("array_api_strict")
-    np.testing.assert_allclose(np.asarray(out), (k(X) @ V)[10:30] + 0.2 * V[10:30], rtol=1e-12)
-    np.testing.assert_allclose(np.asarray(KV), KVn, rtol=1e-12)
-    np.testing.assert_allclose(np.asarray(dKV), dKVn, rtol=1e-10, atol=1e-12)
-
-
 @pytest.mark.cluster
 def test_distributed_equals_local(concrete, client, rng):
     X = concrete.X
