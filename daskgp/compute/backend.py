@@ -217,7 +217,7 @@ def check_matrix(X, name: str = "X", min_rows: int = 2):
     """(n, d) finite real array with at least ``min_rows`` rows, in its own namespace. Numpy input (and lists)
     becomes float64 C-ordered (:func:`daskgp.core.validation.check_X`) unless it is numpy float32, which is
     kept; other namespaces keep float32 / float64 (integers become float64). A 1-D array is one column."""
-    from ..core.validation import check_X
+    from ..core.validation import check_2d_shape, check_X
 
     if not _is_array(X) or (type(X) is np.ndarray and X.dtype != np.float32):
         return check_X(X, name, min_rows)
@@ -225,12 +225,7 @@ def check_matrix(X, name: str = "X", min_rows: int = 2):
     xp = namespace(X)
     if X.ndim == 1:
         X = xp.reshape(X, (X.shape[0], 1))
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n, d), got shape {tuple(X.shape)}")
-    if X.shape[0] < min_rows:
-        raise ValueError(f"{name} needs at least {min_rows} rows, got {X.shape[0]}")
-    if X.shape[1] < 1:
-        raise ValueError(f"{name} has no columns")
+    check_2d_shape(X.shape, name, min_rows)
     check_finite(X, name)
     return np.ascontiguousarray(X) if type(X) is np.ndarray else X
 

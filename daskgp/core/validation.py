@@ -18,14 +18,20 @@ def check_X(X, name: str = "X", min_rows: int = 2) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n, d), got shape {X.shape}")
-    if X.shape[0] < min_rows:
-        raise ValueError(f"{name} needs at least {min_rows} rows, got {X.shape[0]}")
-    if X.shape[1] < 1:
-        raise ValueError(f"{name} has no columns")
+    check_2d_shape(X.shape, name, min_rows)
     _check_finite(X, name)
     return np.ascontiguousarray(X)
+
+
+def check_2d_shape(shape, name: str = "X", min_rows: int = 2) -> None:
+    """ValueError unless ``shape`` is (n, d) with n ≥ ``min_rows`` and d ≥ 1 (for arrays of any namespace)."""
+    shape = tuple(shape)
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be 2-D (n, d), got shape {shape}")
+    if shape[0] < min_rows:
+        raise ValueError(f"{name} needs at least {min_rows} rows, got {shape[0]}")
+    if shape[1] < 1:
+        raise ValueError(f"{name} has no columns")
 
 
 def check_y(y, n: int, name: str = "y") -> np.ndarray:
