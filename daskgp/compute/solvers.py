@@ -345,7 +345,9 @@ class PivotedCholesky:
             L = solve_triangular(Ls, op.kernel_rows(pivots), lower=True).T
         self = cls.__new__(cls)
         xp = namespace(L)
-        resid = float(xp.sum(kernel.diag(X))) - float(xp.sum(L * L))
+        # Σ L², without an (n, m) temporary on the numpy path (182 MB at house_8L's n and rank 1000)
+        LL = float(np.einsum("ij,ij->", L, L)) if type(L) is np.ndarray else float(xp.sum(L * L))
+        resid = float(xp.sum(kernel.diag(X))) - LL
         self._set(op, pivots, L, max(resid, 0.0))
         return self
 
