@@ -150,11 +150,11 @@ class ChunkedRows:
         (their data need never pass through this process); numpy arrays are scattered. ``device`` None
         keeps the chunks' own type; 'cpu', 'gpu' or 'auto' puts every chunk on its worker's device (cupy on
         a GPU worker), where its statistics and their sums are then computed."""
+        if device not in (None, "auto", "cpu", "gpu"):  # before anything is scattered
+            raise ValueError(f"device must be None, 'auto', 'cpu' or 'gpu', got {device!r}")
         rows = cls._from_arrays(client, Y, chunk_rows, **inputs)
         if device is None:
             return rows
-        if device not in ("auto", "cpu", "gpu"):
-            raise ValueError(f"device must be None, 'auto', 'cpu' or 'gpu', got {device!r}")
 
         def place(futs):
             return client.map(_chunk_to_device, futs, device=device, pure=False)
