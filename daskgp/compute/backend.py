@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 from array_api_compat import array_namespace, device, is_cupy_namespace, is_numpy_namespace
 
-__all__ = ["namespace", "is_numpy", "to_host", "like", "from_host", "require_float64", "require_floating",
+__all__ = ["namespace", "is_numpy", "is_array", "to_host", "like", "from_host", "into", "diagonal",
+           "require_float64", "require_floating",
            "solve_triangular", "cholesky", "cho_solve", "take_cols", "put_cols", "col_dots", "norms",
            "free_memory", "gpu_available", "resolve_device", "to_device", "DEVICES",
            "check_matrix", "check_finite", "check_columns", "dtype_name"]
@@ -60,6 +61,21 @@ def from_host(a, xp, dtype=None, on=None):
 def like(a, ref):
     """``a`` (numpy or numbers) in the namespace, dtype and device of array ``ref``."""
     return from_host(a, namespace(ref), dtype=ref.dtype, on=ref)
+
+
+def into(a, ref):
+    """``a`` (numpy, or an array of ref's namespace; None stays None) where array ``ref`` is: uploaded in its
+    dtype when ref is a device array, brought to the host when ref is numpy."""
+    if a is None:
+        return None
+    if type(ref) is np.ndarray:
+        return to_host(a)
+    return like(a, ref) if type(a) is np.ndarray else a
+
+
+def diagonal(A):
+    """The main diagonal (m,) of A (m, m), in A's namespace."""
+    return A.diagonal() if type(A) is np.ndarray else namespace(A).linalg.diagonal(A)
 
 
 def require_floating(a, name: str):
@@ -209,7 +225,8 @@ def to_device(a, device_name: str):
     return a
 
 
-def _is_array(a) -> bool:
+def is_array(a) -> bool:
+    """An array of some array-API namespace (numpy, cupy, array_api_strict, ...), not a list or number."""
     return hasattr(a, "__array_namespace__") or type(a).__module__.startswith("cupy")
 
 
@@ -219,7 +236,7 @@ def check_matrix(X, name: str = "X", min_rows: int = 2):
     kept; other namespaces keep float32 / float64 (integers become float64). A 1-D array is one column."""
     from ..core.validation import check_2d_shape, check_X
 
-    if not _is_array(X) or (type(X) is np.ndarray and X.dtype != np.float32):
+    if not is_array(X) or (type(X) is np.ndarray and X.dtype != np.float32):
         return check_X(X, name, min_rows)
     X = require_floating(X, name)
     xp = namespace(X)
@@ -242,7 +259,7 @@ def check_finite(a, name: str) -> None:
 def check_columns(V, n: int, ref, name: str = "V"):
     """Right-hand sides for an operator whose data is the array ``ref``: (V2d (n, k) in ref's namespace,
     dtype and device, was_1d). Numpy input to a non-numpy operator is uploaded; finite entries only."""
-    if not _is_array(V):
+    if not is_array(V):
         V = np.asarray(V, dtype=np.float64)
     was_1d = V.ndim == 1
     if V.ndim not in (1, 2) or V.shape[0] != n:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
+from array_api_compat import device
 
 from ..core.validation import check_positive
 from .backend import (
@@ -25,7 +26,9 @@ from .backend import (
     cho_solve,
     cholesky,
     col_dots,
+    diagonal,
     from_host,
+    is_array,
     namespace,
     norms,
     put_cols,
@@ -64,7 +67,7 @@ class UlisseResult(CGResult):
 def _as_operator(A):
     if hasattr(A, "matmul"):
         return A.matmul, A.shape[0]
-    if not hasattr(A, "__array_namespace__") and not type(A).__module__.startswith("cupy"):
+    if not is_array(A):
         A = np.asarray(A)
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"A must be a square matrix or an operator with .matmul, got shape {tuple(A.shape)}")
@@ -101,7 +104,7 @@ def ulisse(A, B, x0=None, *, es_tol: float = 1e-2, tol: float = 1e-6, beta: floa
 
 def _rhs(B, n, name):
     """(B (n, k) float64 in its namespace, was_1d)."""
-    if not hasattr(B, "__array_namespace__") and not type(B).__module__.startswith("cupy"):
+    if not is_array(B):
         B = np.asarray(B, dtype=np.float64)
     if B.ndim not in (1, 2) or B.shape[0] != n:
         raise ValueError(f"{name} must have shape ({n},) or ({n}, k), got {tuple(B.shape)}")
@@ -256,7 +259,7 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
 def _pivot_cholesky_factor(kernel, Xs):
     """Lower Cholesky factor of k(X_S, X_S), with a 1e-10·s2 jitter against round-off, in Xs's namespace."""
     xp = namespace(Xs)
-    jitter = 1e-10 * kernel.variance * xp.eye(Xs.shape[0], dtype=Xs.dtype, device=_device(Xs))
+    jitter = 1e-10 * kernel.variance * xp.eye(Xs.shape[0], dtype=Xs.dtype, device=device(Xs))
     return cholesky(kernel(Xs, Xs) + jitter)
 
 
@@ -299,7 +302,7 @@ class PivotedCholesky:
         d = np.array(to_host(kernel.diag(X)), dtype=np.float64)
         stop = rel_tol * d.max()
         tie_rank = np.random.default_rng(0).permutation(n)
-        Lt = xp.zeros((rank, n), dtype=X.dtype, device=_device(X))  # Lᵀ: the factor grows by row blocks
+        Lt = xp.zeros((rank, n), dtype=X.dtype, device=device(X))  # Lᵀ: the factor grows by row blocks
         pivots: list[int] = []
         m = 0
         while m < rank and d.max() > stop:
@@ -325,7 +328,7 @@ class PivotedCholesky:
     def _set(self, op, pivots, L, residual_trace):
         self.pivots, self.L, self.noise, self.rank = pivots, L, op.noise, L.shape[1]
         xp = namespace(L)
-        inner = self.noise * xp.eye(self.rank, dtype=L.dtype, device=_device(L)) + L.T @ L
+        inner = self.noise * xp.eye(self.rank, dtype=L.dtype, device=device(L)) + L.T @ L
         self._chol = cholesky(inner)  # lower factor of σ² I_r + LᵀL
         self.residual_trace = residual_trace  # tr(k(X,X) − L Lᵀ): how much the low rank misses
 
@@ -359,7 +362,7 @@ class PivotedCholesky:
         """log |P| = log|σ² I_r + LᵀL| + (n − r) log σ²."""
         n = self.L.shape[0]
         xp = namespace(self._chol)
-        return 2.0 * float(xp.sum(xp.log(_diagonal(self._chol)))) + (n - self.rank) * math.log(self.noise)
+        return 2.0 * float(xp.sum(xp.log(diagonal(self._chol)))) + (n - self.rank) * math.log(self.noise)
 
     def derivative_control(self, op) -> NystromDerivative:
         """∂P/∂log θ_j for the operator's θ with the pivots held fixed (see :class:`NystromDerivative`)."""
@@ -397,11 +400,11 @@ class NystromDerivative:
             H = L.T @ At
             MH = cho_solve(pc._chol, H)
             # tr(P⁻¹(ÃLᵀ + LÃᵀ)) = 2σ⁻²[tr H − tr(M H G)];  tr(P⁻¹ L B̃ Lᵀ) = σ⁻²[tr(G B̃) − tr(M G B̃ G)]
-            t_a = 2.0 * (xp.sum(_diagonal(H)) - xp.sum(MH * G.T)) / s2n
+            t_a = 2.0 * (xp.sum(diagonal(H)) - xp.sum(MH * G.T)) / s2n
             GB = G @ Bt
-            t_b = (xp.sum(_diagonal(GB)) - xp.sum(MG * GB.T)) / s2n
+            t_b = (xp.sum(diagonal(GB)) - xp.sum(MG * GB.T)) / s2n
             traces.append(t_a - t_b)
-        traces.append(op.n - xp.sum(_diagonal(MG)))  # noise: ∂P = σ²I, tr(P⁻¹)σ² = n − tr(M G)
+        traces.append(op.n - xp.sum(diagonal(MG)))  # noise: ∂P = σ²I, tr(P⁻¹)σ² = n − tr(M G)
         self.traces = xp.stack(traces)
 
     def quad(self, R):
@@ -426,11 +429,3 @@ def _take_rows(a, idx: np.ndarray):
     return take_cols(a.T, np.asarray(idx)).T
 
 
-def _diagonal(A):
-    return A.diagonal() if type(A) is np.ndarray else namespace(A).linalg.diagonal(A)
-
-
-def _device(a):
-    from array_api_compat import device
-
-    return device(a)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
-from ..compute.backend import like, to_host
+from ..compute.backend import into, to_host
 from ..compute.operator import KernelOperator
 from ..core.kernels import Kernel
 from ..core.plaindata import expect_array, expect_keys
@@ -106,8 +106,7 @@ class GPPosterior:
             st.probes = rademacher(self.op.n, self.n_probes, st.rng)
             st.x0 = None
         if type(self.op.X) is not np.ndarray:  # probes drawn on the host (or read back) go to the device once
-            st.probes = _on_operator(st.probes, self.op)
-            st.x0 = _on_operator(st.x0, self.op)
+            st.probes, st.x0 = into(st.probes, self.op.X), into(st.x0, self.op.X)
         if self._reuse_precond and (st.precond_at is None or t % self.precond_every == 0):
             st.precond_at, self._precond = phi.copy(), None
         if self._reuse_precond:
@@ -142,12 +141,6 @@ def _host(a):
     return None if a is None else to_host(a)
 
 
-def _on_operator(a, op):
-    """``a`` (numpy, or already an array of the operator's namespace; None stays None) on the operator's
-    device."""
-    if a is None or type(a) is not np.ndarray:
-        return a
-    return like(a, op.X)
 
 
 def exact_log_posterior(X, y, kernel: Kernel, prior: GammaPrior, phi, gradient: bool = True):

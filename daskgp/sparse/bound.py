@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from array_api_compat import array_namespace
 
-from ..compute.backend import cho_solve, cholesky, like, namespace, require_float64, to_host
+from ..compute.backend import cho_solve, cholesky, diagonal, into, like, require_float64, to_host
 from ..core.kernels import RBF
 from ..core.validation import check_X
 
@@ -225,16 +225,16 @@ def bound_and_grads(stats: SuffStats, theta: GlobalParams, grads: bool = True,
     D = stats.D
     xp = array_namespace(D)  # the centre computes where the summed statistics are (numpy, cupy, ...)
     require_float64(D, "the statistics", "the collapsed bound")
-    C = _in(stats.C, D)
+    C = into(stats.C, D)
     K0, Kmm = kmm(theta, jitter, ref=None if type(D) is np.ndarray else D)
     Lk = cholesky(Kmm)
     P = Kmm + beta * D
     Lp = cholesky(P)
-    logdet_k, logdet_p = 2 * float(xp.sum(xp.log(_diag(Lk)))), 2 * float(xp.sum(xp.log(_diag(Lp))))
+    logdet_k, logdet_p = 2 * float(xp.sum(xp.log(diagonal(Lk)))), 2 * float(xp.sum(xp.log(diagonal(Lp))))
     PiC = cho_solve(Lp, C)  # P⁻¹C (m, p)
     KiD = cho_solve(Lk, D)
     CPC = float(xp.sum(C * PiC))
-    tr_KiD = float(xp.sum(_diag(KiD)))
+    tr_KiD = float(xp.sum(diagonal(KiD)))
     F = float(-0.5 * n * p * math.log(2 * math.pi) + 0.5 * n * p * math.log(beta)
               + 0.5 * p * (logdet_k - logdet_p) - 0.5 * beta * stats.A + 0.5 * beta**2 * CPC
               - 0.5 * beta * p * stats.B + 0.5 * beta * p * tr_KiD - stats.KL)
@@ -306,7 +306,7 @@ def chunk_global_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S=None, psi1=No
         xp = array_namespace(Y, mu)
         Kmn = psi1 if psi1 is not None else rbf_ard(like(Z, mu), mu, variance, ls)
         Knm = Kmn.T
-        G = Y @ _in(g.GC, mu).T + 2 * (Knm @ _in(g.GD, mu))  # ∂F/∂K_nm (b, m)
+        G = Y @ into(g.GC, mu).T + 2 * (Knm @ into(g.GD, mu))  # ∂F/∂K_nm (b, m)
         W = G * Knm
         dZ, dls = rbf_ard_backprop(W, mu, Z, ls)
         dvar = xp.sum(W) / variance
@@ -345,17 +345,6 @@ def _latent_grads(Y, Z, variance, ls, g: BoundGrads, mu, S):
         dZ += 2 * (-np.einsum("jk,jkq->jq", Wjk, zdiff) / (2 * t) + np.einsum("rjk,rjkq->jq", W2, r2))
         dvar += 2 * w.sum() / variance
     return dZ, float(dvar), dt * 2 * ls, dmu, dS
-
-
-def _diag(A):
-    return A.diagonal() if type(A) is np.ndarray else namespace(A).linalg.diagonal(A)
-
-
-def _in(a, ref):
-    """``a`` (numpy, or an array of ref's namespace) in the namespace and on the device of ``ref``."""
-    if type(ref) is np.ndarray:
-        return to_host(a)
-    return like(to_host(a), ref) if type(a) is np.ndarray else a
 
 
 def chunk_local_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S):
