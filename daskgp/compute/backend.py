@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from array_api_compat import array_namespace, device, is_cupy_namespace, is_numpy_namespace
 
-__all__ = ["namespace", "is_numpy", "is_array", "to_host", "like", "from_host", "into", "diagonal",
+__all__ = ["namespace", "is_numpy", "is_array", "is_cupy", "to_host", "like", "from_host", "into", "diagonal",
            "require_float64", "require_floating",
            "solve_triangular", "cholesky", "cho_solve", "take_cols", "put_cols", "col_dots", "norms",
            "free_memory", "gpu_available", "resolve_device", "to_device", "DEVICES",
@@ -41,11 +41,16 @@ def is_numpy(*arrays) -> bool:
     return all(type(a) is np.ndarray for a in arrays)
 
 
+def is_cupy(a) -> bool:
+    """A cupy array (told by its type's module: cupy need not be importable here)."""
+    return type(a).__module__.startswith("cupy")
+
+
 def to_host(a) -> np.ndarray:
     """A numpy copy (or view) of ``a``: cupy device → host, other namespaces through ``np.asarray``."""
     if isinstance(a, np.ndarray):
         return a
-    if hasattr(a, "get") and type(a).__module__.startswith("cupy"):
+    if is_cupy(a):
         return a.get()
     return np.asarray(a)
 
@@ -129,7 +134,7 @@ def cho_solve(L, B):
 
 
 def _assignable(a) -> bool:
-    return type(a) is np.ndarray or type(a).__module__.startswith("cupy")
+    return type(a) is np.ndarray or is_cupy(a)
 
 
 def take_cols(a, cols: np.ndarray):
@@ -177,7 +182,7 @@ def norms(A):
 
 def free_memory(a) -> float:
     """Bytes free on the device holding array ``a``: the GPU's free memory for cupy, host memory otherwise."""
-    if type(a).__module__.startswith("cupy"):
+    if is_cupy(a):
         import cupy
 
         return float(cupy.cuda.Device().mem_info[0])
@@ -220,14 +225,14 @@ def to_device(a, device_name: str):
         return cupy.asarray(a)
     if device_name != "cpu":
         raise ValueError(f"device must be 'cpu' or 'gpu' here, got {device_name!r}")
-    if type(a).__module__.startswith("cupy"):
+    if is_cupy(a):
         return a.get()
     return a
 
 
 def is_array(a) -> bool:
     """An array of some array-API namespace (numpy, cupy, array_api_strict, ...), not a list or number."""
-    return hasattr(a, "__array_namespace__") or type(a).__module__.startswith("cupy")
+    return hasattr(a, "__array_namespace__") or is_cupy(a)
 
 
 def check_matrix(X, name: str = "X", min_rows: int = 2):

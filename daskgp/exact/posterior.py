@@ -105,8 +105,8 @@ class GPPosterior:
         if st.probes is None or t % self.redraw_every == 0:
             st.probes = rademacher(self.op.n, self.n_probes, st.rng)
             st.x0 = None
-        if type(self.op.X) is not np.ndarray:  # probes drawn on the host (or read back) go to the device once
-            st.probes, st.x0 = into(st.probes, self.op.X), into(st.x0, self.op.X)
+        # probes drawn on the host (or read back from a checkpoint) go to the operator's device once
+        st.probes, st.x0 = into(st.probes, self.op.X), into(st.x0, self.op.X)
         if self._reuse_precond and (st.precond_at is None or t % self.precond_every == 0):
             st.precond_at, self._precond = phi.copy(), None
         if self._reuse_precond:

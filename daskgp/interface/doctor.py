@@ -98,7 +98,9 @@ def device_checks(X, y, device: str, n_iter: int = 20, seed: int = 0) -> dict:
 
 def _sync(a) -> None:
     """Wait for a device array's computation (cupy runs asynchronously), so that timings are real."""
-    if type(a).__module__.startswith("cupy"):
+    from ..compute.backend import is_cupy
+
+    if is_cupy(a):
         import cupy
 
         cupy.cuda.Device().synchronize()
