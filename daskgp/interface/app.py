@@ -9,6 +9,7 @@ default) or ``panel serve apps/sgld_dashboard.py``.
 
 from __future__ import annotations
 
+import html
 import threading
 
 import numpy as np
@@ -380,6 +381,13 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
                                     if st.converged else
                                     f'<b style="color:#d62728">not converged yet</b>: want {want}; ESS '
                                     f'{st.ess:.0f}{rate}{eta}')
+                fid = st.fidelity
+                if fid is not None and fid.judged and not fid.trustworthy:  # R-hat cannot see a shared bias
+                    converged.object = ('<b style="color:#d62728">not trustworthy</b>: '
+                                        + html.escape("; ".join(fid.reasons)))
+                elif fid is not None and fid.trustworthy:
+                    converged.object += "<br>fidelity checks passed (Stein, mean gradient, kinetic temperature)"
+
             rows = "\n".join(f"| {k} | {diag['rhat'][k]:.3f} | {diag['ess'][k]:.0f} |" for k in names)
             table_md.object = "| parameter | R-hat | bulk ESS |\n|---|---|---|\n" + rows
             if diag["evolution"] is not None:

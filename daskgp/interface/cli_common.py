@@ -13,7 +13,7 @@ import numpy as np
 def print_summary(dt, psrf: bool = False) -> None:
     import pandas as pd
 
-    from ..mcmc.diagnostics import DEFAULT_TARGET_ESS, post_warmup, psrf_evolution, run_summary
+    from ..mcmc.diagnostics import DEFAULT_TARGET_ESS, post_warmup, psrf_evolution, run_fidelity, run_summary
 
     cfg = dt.attrs["config"]
     table, notes = run_summary(dt)
@@ -39,11 +39,17 @@ def print_summary(dt, psrf: bool = False) -> None:
     ess = float(min(table["ess_bulk"].min(), table["ess_tail"].min()))
     target, rhat_max = cfg.get("target_ess") or DEFAULT_TARGET_ESS, cfg.get("target_rhat", 1.01)
     rate = f"; {dt.attrs['elapsed'] / ess:.2f} s per effective sample" if ess > 0 else ""
+    fid = run_fidelity(dt)
+
     if dt["posterior"].sizes["chain"] < 2:
         print(f"one chain: R-hat is undefined, so convergence cannot be judged; min bulk/tail ESS "
               f"{ess:.0f}{rate}")
+    elif worst < rhat_max and ess >= target and fid is not None and not fid.trustworthy:
+        print(f"NOT TRUSTWORTHY although the chains agree (max R-hat {worst:.3f}, min bulk/tail ESS "
+              f"{ess:.0f}): {'; '.join(fid.reasons)}")
     elif worst < rhat_max and ess >= target:
         print(f"converged: max R-hat {worst:.3f} < {rhat_max}, min bulk/tail ESS {ess:.0f} >= {target}{rate}")
+
     else:
         print(f"not converged yet: max R-hat {worst:.3f} (want < {rhat_max}), min bulk/tail ESS {ess:.0f} "
               f"(want >= {target}){rate}; continue with 'daskgp sample --resume RUN --target-ess {target}'")

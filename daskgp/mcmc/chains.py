@@ -183,7 +183,9 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
     except BaseException:
         store.close()
         raise
-    history = {k: [v] for k, v in _whole_chains(committed.data, names).items()}
+    whole = _whole_chains(committed.data, names)
+    history = {k: [v] for k, v in whole.items() if k != "stats"}
+    history["stats"] = {k: [v] for k, v in whole["stats"].items()}
     return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block), history)
 
 
@@ -250,13 +252,16 @@ def extended_config(cfg: SamplerConfig, n_draws: int, n_iter: int | None, target
     return new
 
 
-def _whole_chains(data: dict, names) -> dict[str, np.ndarray]:
-    """{name: (chains, draws)} and 'warmup' flags of a run's committed data, warmup draws first."""
+def _whole_chains(data: dict, names) -> dict:
+    """{name: (chains, draws)}, 'warmup' flags and 'stats' {record: (chains, draws)} (the fidelity checks'
+    records) of a run's committed data, warmup draws first."""
     def both(group: str, key: str):
         parts = [data[g][key] for g in (f"warmup_{group}", group) if key in data.get(g, {})]
         return np.concatenate(parts, axis=1)
 
-    return {**{nm: both("posterior", nm) for nm in names}, "warmup": both("sample_stats", "warmup")}
+    kept = {**data.get("warmup_sample_stats", {}), **data.get("sample_stats", {})}
+    return {**{nm: both("posterior", nm) for nm in names}, "warmup": both("sample_stats", "warmup"),
+            "stats": {k: both("sample_stats", k) for k in _fidelity_records(kept, names)}}
 
 
 def _finished(cfg: SamplerConfig, n_draws: int, data: dict, names) -> bool:
@@ -268,7 +273,7 @@ def _finished(cfg: SamplerConfig, n_draws: int, data: dict, names) -> bool:
     whole = _whole_chains(data, names)
     st = run_status({nm: [whole[nm]] for nm in names}, [whole["warmup"]], warmup_draws=cfg.adapt,
                     done=n_draws, n_iter=cfg.n_iter, elapsed=0.0, target_ess=cfg.target_ess,
-                    target_rhat=cfg.target_rhat)
+                    target_rhat=cfg.target_rhat, stats_blocks={k: [v] for k, v in whole["stats"].items()})
     return st.converged
 
 
@@ -376,6 +381,8 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
                 for nm in names:
                     history[nm].append(post[nm])
                 history["warmup"].append(stats["warmup"])
+                for key in _fidelity_records(stats, names):
+                    history.setdefault("stats", {}).setdefault(key, []).append(stats[key])
                 if on_block is not None:
                     on_block(post, stats, starts[next_block])
                 next_block += 1
@@ -385,7 +392,7 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
                                         elapsed=elapsed0 + ran,
                                         seconds_per_draw=ran / (store.n_draws - done0),
                                         target_ess=cfg.target_ess, target_rhat=cfg.target_rhat,
-                                        messages=messages)
+                                        messages=messages, stats_blocks=history.get("stats"))
                     converged = cfg.target_ess is not None and status.converged
                     if progress is not None:
                         live.committed(status)
@@ -410,6 +417,11 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
             with contextlib.suppress(Exception):  # a closing client has no topics left
                 client.unsubscribe_topic(progress_topic(run_key))
         _release_on_workers(client, run_key)
+
+
+def _fidelity_records(stats: dict, names) -> list[str]:
+    """The sample-stats records the fidelity checks read, those of them this method keeps."""
+    return [k for k in [*(f"grad_{nm}" for nm in names), "kinetic", "stability"] if k in stats]
 
 
 class _LiveProgress:

@@ -34,7 +34,7 @@ SGHMC_PRECOND_RANK = 300
 LARGE_N = 5000
 SGHMC_PRECOND_RANK_LARGE = 2000
 # adaptation lengths of a run sampled to a target ESS (a fixed-length run adapts over its first fifth)
-TARGET_ADAPT = {"sghmc": lambda c: 3 * c.batch, "mh": lambda c: 1000, "sgld": lambda c: c.step_iter // 5}
+TARGET_ADAPT = {"sghmc": lambda c: 4 * c.batch, "mh": lambda c: 1000, "sgld": lambda c: c.step_iter // 5}
 # SGLD has no adaptation of its own (its step size freezes by the paper's rule); its n_adapt only says where
 # the warmup's draws end (the first fifth of its step schedule)
 

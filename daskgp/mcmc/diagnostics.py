@@ -23,7 +23,7 @@ import xarray as xr
 
 __all__ = ["to_datatree", "psrf_evolution", "summary", "open_run", "post_warmup", "whole_chains",
            "split_at_warmup", "running_diagnostics", "run_status", "RunStatus", "DEFAULT_TARGET_ESS",
-           "run_summary", "save_netcdf"]
+           "run_summary", "run_fidelity", "save_netcdf"]
 
 
 def to_datatree(log_draws, param_names, sample_stats: dict | None = None, attrs: dict | None = None):
@@ -190,7 +190,9 @@ class RunStatus:
     target_ess (None: :data:`DEFAULT_TARGET_ESS` judges ``converged``), target_rhat; eta: estimated seconds
     until the ESS target is reached (None while it cannot be estimated); messages: {chain: why it stopped};
     running: the least iteration count the chains' running segments have reported, when it is beyond
-    ``done`` (else None); the diagnostics are those of the committed draws.
+    ``done`` (else None); fidelity: the :class:`daskgp.mcmc.fidelity.Fidelity` checks of the kept draws
+    (None for a method that records no gradients: MH, SGLD); the diagnostics are those of the committed
+    draws.
     """
 
     done: int
@@ -205,6 +207,7 @@ class RunStatus:
     eta: float | None = None
     messages: dict = field(default_factory=dict)
     running: int | None = None
+    fidelity: object | None = None
 
     @property
     def ess(self) -> float | None:
@@ -217,31 +220,48 @@ class RunStatus:
         return self.elapsed / self.ess if self.ess else None
 
     @property
-    def converged(self) -> bool:
+    def mixed(self) -> bool:
         """Sampling phase, every R-hat below ``target_rhat``, every bulk and tail ESS at the target."""
         target = self.target_ess or DEFAULT_TARGET_ESS
         return (self.phase == "sampling" and self.rhat is not None and self.rhat < self.target_rhat
                 and self.ess is not None and self.ess >= target)
 
+    @property
+    def trustworthy(self) -> bool:
+        """The fidelity checks pass (True where the method records none: MH is exact, SGLD unchecked)."""
+        return self.fidelity is None or self.fidelity.trustworthy
+
+    @property
+    def converged(self) -> bool:
+        """:attr:`mixed` and :attr:`trustworthy`: chains that agree on a biased distribution are not
+        converged to the posterior."""
+        return self.mixed and self.trustworthy
+
 
 def run_status(posterior_blocks: dict[str, list], warmup_blocks: list, *, warmup_draws: int, done: int,
                n_iter: int, elapsed: float, seconds_per_draw: float | None = None,
                target_ess: int | None = None, target_rhat: float = 1.01,
-               messages: dict | None = None) -> RunStatus:
+               messages: dict | None = None, stats_blocks: dict[str, list] | None = None) -> RunStatus:
     """The :class:`RunStatus` of a growing run held as blocks in memory (the driver's progress and its
     stopping rule): ``posterior_blocks`` {name: [(chains, draws) arrays]}, ``warmup_blocks`` [(chains,
     draws) flags] of the whole chains, the first ``warmup_draws`` of them the warmup's (left out as
     :func:`running_diagnostics` leaves them out of a run on disk). ``seconds_per_draw``: wall
     seconds per iteration of every chain lately, for the time estimate — ESS grows in proportion to the
-    sampled draws, so the draws still needed are sampled × (target / ESS − 1)."""
+    sampled draws, so the draws still needed are sampled × (target / ESS − 1). ``stats_blocks`` {record:
+    [(chains, draws)]}: the records the fidelity checks read ('grad_<name>', 'kinetic', 'stability'), when
+    the method keeps them."""
     st = RunStatus(done=done, n_iter=n_iter, elapsed=elapsed, target_ess=target_ess, target_rhat=target_rhat,
                    messages=dict(messages or {}))
     if not warmup_blocks:
         return st
-    dt = split_at_warmup({k: np.concatenate(v, axis=1) for k, v in posterior_blocks.items()},
-                         {"warmup": np.concatenate(warmup_blocks, axis=1)}, warmup_draws)
+    stats = {"warmup": np.concatenate(warmup_blocks, axis=1)}
+    stats.update({k: np.concatenate(v, axis=1) for k, v in (stats_blocks or {}).items() if v})
+    dt = split_at_warmup({k: np.concatenate(v, axis=1) for k, v in posterior_blocks.items()}, stats,
+                         warmup_draws)
     live = running_diagnostics(dt, ess=False)
     st.phase = live["phase"]
+    if stats_blocks and live["sampled"] is not None:
+        st.fidelity = _fidelity(dt, list(posterior_blocks), live["sampled"]["chain"].values)
     if live["rhat"]:
         ds = live["sampled"]
         st.rhat = max(live["rhat"].values()) if ds.sizes["chain"] > 1 else None  # undefined for one chain
@@ -254,12 +274,38 @@ def run_status(posterior_blocks: dict[str, list], warmup_blocks: list, *, warmup
     return st
 
 
+def _fidelity(dt, names, chains):
+    """The fidelity checks of a run's kept draws (chains: the chains kept, those that did not diverge); None
+    when it records no gradients."""
+    from .fidelity import fidelity_of_run
+
+    if "sample_stats" not in dt.children:
+        return None
+    post = dt["posterior"].to_dataset().sel(chain=chains)
+    stats = dt["sample_stats"].to_dataset().sel(chain=chains)
+    return fidelity_of_run({k: post[k].values for k in names},
+                           {k: stats[k].values for k in stats.data_vars}, names)
+
+
+def run_fidelity(dt):
+    """The :class:`daskgp.mcmc.fidelity.Fidelity` checks of a run's kept draws (None for a method that
+    records no gradients)."""
+    sampled, _ = post_warmup(dt)
+    names = [nm for nm in dt.attrs.get("param_names", []) if nm in sampled["posterior"].to_dataset()]
+    return _fidelity(sampled, names, sampled["posterior"]["chain"].values)
+
+
 def run_summary(dt) -> tuple[pd.DataFrame, list[str]]:
     """ArviZ summary of a run's post-warmup draws with seconds (wall time of the whole run) per bulk
-    effective sample; plus the notes of :func:`post_warmup`."""
+    effective sample; plus the notes of :func:`post_warmup` and, first, the verdict of the fidelity checks
+    (:mod:`daskgp.mcmc.fidelity`: 'NOT TRUSTWORTHY: …' when the chains sample another distribution)."""
     sampled, notes = post_warmup(dt)
     if sampled["posterior"].sizes["chain"] < 2:
         notes.append("R-hat is undefined for one chain (it compares chains): run 2 or more to judge mixing")
+    names = [nm for nm in dt.attrs.get("param_names", []) if nm in sampled["posterior"].to_dataset()]
+    fid = _fidelity(sampled, names, sampled["posterior"]["chain"].values) if names else None
+    if fid is not None:
+        notes.insert(0, fid.verdict())
     table = summary(sampled, dt.attrs.get("elapsed"))
     order = [nm for nm in dt.attrs.get("param_names", []) if nm in table.index]
     return (table.loc[order] if order else table), notes

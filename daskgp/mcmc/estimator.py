@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
@@ -22,7 +24,7 @@ from ..core.validation import fit_data, new_data, seed_from
 from ..exact.predict import predictive
 from .chains import sample
 from .config import SamplerConfig, fingerprint
-from .diagnostics import open_run, post_warmup, run_summary
+from .diagnostics import open_run, post_warmup, run_fidelity, run_summary
 
 __all__ = ["BayesianGPRegressor", "thinned_log_draws"]
 
@@ -92,7 +94,12 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
             self.run_ = sample(Xs, ys, cfg, out=out, client=client, overwrite=self.out is None,
                                progress=progress, data_meta=meta)
         self._set_posterior(Xs, ys)
+        fid = run_fidelity(self.run_)
+        if fid is not None and fid.judged and not fid.trustworthy:  # scikit-learn's way to say "not right"
+            warnings.warn(f"the sampled posterior is not trustworthy: {'; '.join(fid.reasons)}",
+                          ConvergenceWarning, stacklevel=2)
         return self
+
 
     @classmethod
     def from_run(cls, path, dataset=None, n_predict_draws: int = 50, level: float = 0.95):

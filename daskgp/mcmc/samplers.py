@@ -34,7 +34,7 @@ from ..core.plaindata import expect_array, expect_int, expect_keys, expect_numbe
 from ..core.random import rng_from_state
 
 __all__ = ["StepSchedule", "SGLD", "SGLDState", "SGLDResult", "sgld", "RandomWalkMH", "MHState", "MHResult",
-           "random_walk_mh", "SGHMC", "SGHMCState", "SGHMCResult", "rng_from_state"]
+           "random_walk_mh", "SGHMC", "SGHMCState", "SGHMCResult", "rng_from_state", "whitened_hessian"]
 
 
 @dataclass(frozen=True)
@@ -357,7 +357,9 @@ class SGHMCState:
     """Where an SGHMC chain is: φ (p,), whitened momentum v (p,), the next iteration t, the gradient at φ
     (p,) (None before the first), the running estimate of the gradient-noise covariance V (p, p) (natural
     coordinates), the step h (whitened time units) and the generator; ``lam`` holds the whitened noise
-    eigenvalues seen so far in the adaptation."""
+    eigenvalues seen so far in the current metric's adaptation window. ``metric`` (p, p) is the chain's own
+    metric M (None: the sampler's), ``window`` (k, 2p) the adaptation window's [φ, ĝ] pairs so far, and
+    ``curvature`` the largest eigenvalue ω² of the whitened Hessian measured last (0 before any)."""
 
     phi: np.ndarray
     v: np.ndarray
@@ -368,6 +370,9 @@ class SGHMCState:
     lam: np.ndarray
     rng: np.random.Generator
     stopped: str | None = None
+    metric: np.ndarray | None = None
+    window: np.ndarray | None = None
+    curvature: float = 0.0
 
     @classmethod
     def initial(cls, phi0, h: float, rng=None) -> SGHMCState:
@@ -380,29 +385,45 @@ class SGHMCState:
     def to_dict(self) -> dict:
         """Plain data: arrays, numbers, the bit generator's state dict."""
         return {"phi": self.phi, "v": self.v, "t": self.t, "grad": self.grad, "noise": self.noise,
-                "h": self.h, "lam": self.lam, "rng": self.rng.bit_generator.state, "stopped": self.stopped}
+                "h": self.h, "lam": self.lam, "rng": self.rng.bit_generator.state, "stopped": self.stopped,
+                "metric": self.metric, "window": self.window, "curvature": self.curvature}
 
     @classmethod
     def from_dict(cls, d: dict, p: int) -> SGHMCState:
-        """The state ``to_dict`` wrote, checked for p parameters (copies its arrays). Raises ValueError naming
-        the first malformed field."""
-        expect_keys(d, ("phi", "v", "t", "grad", "noise", "h", "lam", "rng", "stopped"), "SGHMC state")
+        """The state ``to_dict`` wrote, checked for p parameters (copies its arrays); a state written before
+        the metric adaptation existed (no 'metric', 'window', 'curvature') reads with the sampler's metric.
+        Raises ValueError naming the first malformed field."""
+        base = ("phi", "v", "t", "grad", "noise", "h", "lam", "rng", "stopped")
+        old = isinstance(d, dict) and not {"metric", "window", "curvature"} & set(d)
+        expect_keys(d, base if old else base + ("metric", "window", "curvature"), "SGHMC state")
         lam = d["lam"]
         if not (isinstance(lam, np.ndarray) and lam.ndim == 1):
             raise ValueError("lam must be a 1-D float array")
+        window = d.get("window")
+        if window is not None and not (isinstance(window, np.ndarray) and window.ndim == 2):
+            raise ValueError(f"window must be a (k, {2 * p}) float array")
+        metric = expect_array(d.get("metric"), (p, p), "metric", optional=True)
+        if metric is not None:
+            _check_spd(metric, p)
         return cls(expect_array(d["phi"], (p,), "phi"), expect_array(d["v"], (p,), "v"),
                    expect_int(d["t"], "t"), expect_array(d["grad"], (p,), "grad", optional=True),
                    expect_array(d["noise"], (p, p), "noise"), expect_number(d["h"], "h", positive=True),
                    expect_array(lam, lam.shape, "lam"), rng_from_state(d["rng"]),
-                   _expect_stopped(d["stopped"]))
+                   _expect_stopped(d["stopped"]), metric,
+                   None if window is None else expect_array(window, (window.shape[0], 2 * p), "window"),
+                   0.0 if old else float(expect_number(d["curvature"], "curvature")))
 
 
 @dataclass
 class SGHMCResult:
     """draws (n, p) φ after each step; per iteration: step (n,) h, noise_fraction (n,) the share of the
     momentum refresh that the gradient noise takes (b·λ_max with b the kick-noise gain of
-    :func:`_baoab_noise_gains`; above 1 the excess heats the chain),
-    adapting (n,) bool, seconds (n,), plus the gradient function's numeric ``info``; ``stopped`` holds the
+    :func:`_baoab_noise_gains`; above 1 the excess heats the chain), adapting (n,) bool, seconds (n,),
+    grads (n, p) the stochastic gradient ĝ at each draw (for the Stein check of
+    :func:`daskgp.mcmc.fidelity.fidelity`), kinetic (n,) the kinetic temperature |v|²/p of the whitened
+    momentum after the step (1 − h²ω²/4 in equilibrium on a Gaussian of whitened curvature ω²; far above 1
+    the chain runs hot), stability (n,) h·ω_max, the step against the largest measured whitened curvature
+    (BAOAB is unstable from 2), plus the gradient function's numeric ``info``; ``stopped`` holds the
     divergence message if the chain stopped early; ``state`` continues the chain."""
 
     draws: np.ndarray
@@ -413,6 +434,44 @@ class SGHMCResult:
     info: dict = field(default_factory=dict)
     stopped: str | None = None
     state: SGHMCState | None = None
+    grads: np.ndarray | None = None
+    kinetic: np.ndarray | None = None
+    stability: np.ndarray | None = None
+
+
+# the metric's update per adaptation window: the regression's Hessian is shrunk towards the current metric
+# with this many pseudo-draws, against one per ``_DRAWS_PER_SAMPLE`` of the window (the draws of a window are
+# autocorrelated), and no whitened eigenvalue moves by more than ``_MAX_METRIC_CHANGE`` per window (a sd
+# changes by at most its square root), so that one noisy window cannot throw the metric far off
+_PRIOR_DRAWS, _DRAWS_PER_SAMPLE, _MAX_METRIC_CHANGE = 5.0, 5.0, 25.0
+# the step's stability bound h·ω_max ≤ _STABLE_H_OMEGA: half BAOAB's limit (2), a margin for the error of
+# the measured curvature and for a non-Gaussian target
+_STABLE_H_OMEGA = 1.0
+# during the adaptation, a whitened momentum with |v|²/p above this (in equilibrium |v|²/p ≈ χ²_p/p: beyond 25
+# is impossible by chance) means the step is unstable: it is cut by 4 and the chain goes back one step
+_UNSTABLE_KINETIC = 25.0
+
+
+
+def whitened_hessian(window: np.ndarray, L: np.ndarray) -> np.ndarray | None:
+    """The whitened Hessian A = Lᵀ(−∇²log p)L (p, p) of a near-Gaussian target by regressing the chain's
+    stochastic gradients on its positions: window (k, 2p) [φ, ĝ] pairs of the adaptation so far, L (p, p)
+    the Cholesky factor of the metric. With u = L⁻¹(φ − φ̄) and g_w = Lᵀĝ, g_w ≈ −A u + noise, so
+    A = −Cov(g_w, u) Cov(u)⁻¹, symmetrised; it is right whether or not the window has equilibrated (the
+    gradient, not the spread, carries the curvature). None when the window is too short or did not move."""
+    p = L.shape[0]
+    k = window.shape[0]
+    if k < 2 * p + 2:
+        return None
+    P, G = window[:, :p], window[:, p:]
+    U = scipy.linalg.solve_triangular(L, (P - P.mean(axis=0)).T, lower=True).T
+    Gw = (G - G.mean(axis=0)) @ L
+    Sxx = U.T @ U / k
+    w = np.linalg.eigvalsh(Sxx)
+    if not np.all(np.isfinite(w)) or w.min() <= 1e-12 * max(w.max(), 1e-300):
+        return None
+    A = -np.linalg.solve(Sxx, U.T @ Gw / k).T  # −Sgx Sxx⁻¹ (Sxx symmetric)
+    return 0.5 * (A + A.T)
 
 
 class SGHMC:
@@ -421,23 +480,34 @@ class SGHMC:
         dφ = M^½ v dt,   dv = M^½ᵀ∇log p(φ) dt − γ v dt + √(2γ) dW   (whitened momentum v),
 
     integrated by the BAOAB splitting (Leimkuhler & Matthews 2013: exact configurational sampling of a
-    Gaussian target at any stable step), with one stochastic gradient per step. The gradient noise V that
-    the kicks add to the momentum (h²·M^½ᵀ V M^½ per step, to first order) is subtracted from the friction's
-    refresh, which then injects N(0, (1 − e^{−2γh}) I − h² M^½ᵀ V̂ M^½) — the noise-estimate correction of
-    Chen, Fox & Guestrin (2014, the B̂ term) and Ahn, Korattikara & Welling (2012). V̂ is a running mean of
-    the gradient's own within-iteration estimate (``info['noise_cov']`` of ``grad_fn``; 0 without one).
+    Gaussian target at any stable step, h·ω < 2 for whitened curvature ω²), with one stochastic gradient per
+    step. The gradient noise V that the kicks add to the momentum (h²·M^½ᵀ V M^½ per step, to first order)
+    is subtracted from the friction's refresh, which then injects N(0, (1 − e^{−2γh}) I − h² M^½ᵀ V̂ M^½) —
+    the noise-estimate correction of Chen, Fox & Guestrin (2014, the B̂ term) and Ahn, Korattikara & Welling
+    (2012). V̂ is a running mean of the gradient's own within-iteration estimate (``info['noise_cov']`` of
+    ``grad_fn``; 0 without one).
 
-    During the first ``n_adapt`` iterations the step h is set every ``batch`` iterations to the largest
-    h ≤ ``h_max`` whose gradient noise takes at most ``kappa`` of the refresh (h²λ_max ≤ κ(1 − e^{−2γh}),
-    λ_max the largest whitened noise eigenvalue, the median over the batches so far of its batch means);
-    after that h is fixed and the draws are a
-    (stochastic-gradient) Markov chain. ``gamma``: friction in whitened time units. A non-finite gradient or
-    |φ| > ``max_abs_phi`` stops the chain with a message, keeping the draws so far.
+    Adaptation, over the first ``n_adapt`` iterations in windows of ``batch``: every window's [φ, ĝ] pairs
+    and those of the windows before it but the first give the whitened Hessian A by regression
+    (:func:`whitened_hessian`; the Hessian does not depend on the metric, so the windows pool). Its
+    largest eigenvalue ω²_max — the curvature measured, not assumed — bounds the step, h·ω_max ≤ 1; and,
+    while ``adapt_metric`` and more than one window remains, the metric becomes M ← L A⁻¹ Lᵀ (shrunk
+    towards the current one, each eigenvalue moved by at most 25× a window), so a metric that was too wide
+    or too narrow (a noisy Laplace estimate) is corrected from the chain's own gradients. The last window
+    only measures (the curvature and the noise in the final metric) and sets the step. A step so unstable
+    that the whitened momentum explodes (|v|²/p > 25) before a window ends is cut by 4 on the spot, the
+    chain going back one step (adaptation draws are discarded anyway). Within the bound, h is the largest
+    ≤ ``h_max`` whose gradient noise takes at most ``kappa`` of the refresh (h²λ_max ≤ κ(1 − e^{−2γh}),
+    λ_max the largest whitened noise eigenvalue, the median over the window's batches so far of its batch
+    means).
+    After ``n_adapt`` the metric and h are fixed and the draws are a (stochastic-gradient) Markov chain.
+    ``gamma``: friction in whitened time units. A non-finite gradient or |φ| > ``max_abs_phi`` stops the
+    chain with a message, keeping the draws so far.
     """
 
     def __init__(self, grad_fn, p: int, *, M=None, h: float = 0.5, gamma: float = 1.5, n_adapt: int = 0,
                  batch: int = 50, kappa: float = 0.5, h_max: float = 1.0, noise_weight: float = 0.1,
-                 correct: bool = True, max_abs_phi: float = 30.0):
+                 correct: bool = True, max_abs_phi: float = 30.0, adapt_metric: bool = True):
         if not (0 < h <= h_max):
             raise ValueError(f"need 0 < h <= h_max, got h={h}, h_max={h_max}")
         if not gamma > 0 or not 0 < kappa < 1 or not 0 < noise_weight <= 1:
@@ -446,10 +516,9 @@ class SGHMC:
             raise ValueError(f"need n_adapt >= 0 and batch >= 1, got {n_adapt}, {batch}")
         self.grad_fn, self.p = grad_fn, p
         self.M = _check_spd(M, p)
-        self._L = np.linalg.cholesky(self.M)
         self.h0, self.gamma, self.n_adapt, self.batch = float(h), float(gamma), int(n_adapt), int(batch)
         self.kappa, self.h_max, self.noise_weight = kappa, h_max, noise_weight
-        self.correct, self.max_abs_phi = correct, max_abs_phi
+        self.correct, self.max_abs_phi, self.adapt_metric = correct, max_abs_phi, adapt_metric
 
     def init(self, phi0, rng=None) -> SGHMCState:
         state = SGHMCState.initial(phi0, self.h0, rng)
@@ -469,7 +538,7 @@ class SGHMC:
             state.noise = (1 - w) * state.noise + w * np.asarray(V, dtype=float)
         return g, extra
 
-    def _adapted_step(self, lam: float) -> float:
+    def _noise_step(self, lam: float) -> float:
         """The largest h ≤ h_max whose gradient noise takes at most κ of the refresh: b(h, γ)·λ ≤ κ with b
         the kick-noise gain of :func:`_baoab_noise_gains` (increasing in h), by bisection."""
         def ok(h):
@@ -482,10 +551,54 @@ class SGHMC:
             lo, hi = (mid, hi) if ok(mid) else (lo, mid)
         return max(lo, 1e-6)
 
+    def _adapted_step(self, lam: float, curvature: float = 0.0) -> float:
+        """The noise's step (:meth:`_noise_step`) within the stability bound h·ω_max ≤ 1 (ω²_max =
+        ``curvature``, the largest measured whitened curvature; 0: not measured yet)."""
+        h = self._noise_step(lam)
+        if curvature > 0:
+            h = min(h, _STABLE_H_OMEGA / np.sqrt(curvature))
+        return max(h, 1e-6)
+
+    def _end_window(self, state: SGHMCState, L: np.ndarray, last: bool) -> np.ndarray:
+        """An adaptation window ends: measure the whitened Hessian, move the metric (unless ``last``), set
+        the step; returns the (new) Cholesky factor of the metric."""
+        rows = state.window
+        if rows is not None and rows.shape[0] >= 2 * self.batch:
+            rows = rows[self.batch:]  # the first window may have started far out, or with an unstable step
+        A = whitened_hessian(rows, L) if rows is not None else None
+        if A is not None:
+            w, Q = np.linalg.eigh(A)
+            state.curvature = float(max(w.max(), 0.0))
+            if self.adapt_metric and not last:
+                k = rows.shape[0] / _DRAWS_PER_SAMPLE
+                shrunk = (k * w + _PRIOR_DRAWS) / (k + _PRIOR_DRAWS)
+                shrunk = np.clip(shrunk, 1 / _MAX_METRIC_CHANGE, _MAX_METRIC_CHANGE)
+                # M' = L A_s⁻¹ Lᵀ; the curvature in the new metric, for the step: L'ᵀ H L' with H = L⁻ᵀ A L⁻¹
+                B = L @ (Q / np.sqrt(shrunk))
+                metric = B @ B.T
+                metric = 0.5 * (metric + metric.T)
+                L_new = np.linalg.cholesky(metric)
+                T = scipy.linalg.solve_triangular(L, L_new, lower=True)  # L⁻¹L'
+                state.curvature = float(max(np.linalg.eigvalsh(T.T @ A @ T).max(), 0.0))
+                state.metric, L = metric, L_new
+                state.lam = np.zeros(0)  # the noise eigenvalues were whitened by the old metric
+        if last:
+            state.window = None  # the pairs of every window are pooled (H does not depend on the metric)
+        lam = 0.0
+        if state.noise.any():
+            lam = float(np.linalg.eigvalsh(L.T @ state.noise @ L).max())
+        if len(state.lam):
+            k = max(1, len(state.lam) // self.batch)
+            lam = float(np.median([b.mean() for b in np.array_split(state.lam, k)]))
+        state.h = self._adapted_step(lam, state.curvature)
+        return L
+
     def run(self, state: SGHMCState, n_iter: int) -> SGHMCResult:
         """Advance ``state`` (in place) by up to n_iter iterations."""
-        p, L = self.p, self._L
+        p = self.p
+        L = np.linalg.cholesky(self.M if state.metric is None else state.metric)
         draws, step, frac = np.empty((n_iter, p)), np.empty(n_iter), np.empty(n_iter)
+        grads, kinetic, stability = np.empty((n_iter, p)), np.empty(n_iter), np.empty(n_iter)
         adapting, seconds = np.zeros(n_iter, dtype=bool), np.empty(n_iter)
         info: dict = {}
         done = 0
@@ -516,17 +629,22 @@ class SGHMC:
                 break
             g, extra = got
             v = v + 0.5 * h * (L.T @ g)  # B
+            if t < self.n_adapt and float(v @ v) > _UNSTABLE_KINETIC * p:
+                # an unstable step (a metric far too wide for the curvature) blows the momentum up within
+                # a few steps, before any window can measure the curvature: back off, from the last point
+                state.h = h = h / 4
+                phi, g, v = state.phi, state.grad, state.rng.standard_normal(p)
             state.phi, state.v, state.grad, state.t = phi, v, g, t + 1
-            draws[done], step[done], frac[done] = phi, h, b * lam
+            draws[done], step[done], frac[done], grads[done] = phi, h, b * lam, g
+            kinetic[done] = float(v @ v) / p
+            stability[done] = h * np.sqrt(state.curvature)
             adapting[done] = t < self.n_adapt
             if t < self.n_adapt:
                 state.lam = np.append(state.lam, lam)
-                if len(state.lam) % self.batch == 0 or t == self.n_adapt - 1:
-                    # the median of the batch means: one batch caught in a noisy region (the overdispersed
-                    # start) no longer sets the step for the whole run
-                    k = max(1, len(state.lam) // self.batch)
-                    means = [b.mean() for b in np.array_split(state.lam, k)]
-                    state.h = self._adapted_step(float(np.median(means)))
+                pair = np.concatenate([phi, g])[None, :]
+                state.window = pair if state.window is None else np.vstack([state.window, pair])
+                if (t + 1) % self.batch == 0 or t == self.n_adapt - 1:
+                    L = self._end_window(state, L, last=t + self.batch >= self.n_adapt)
             for k, val in extra.items():
                 if np.ndim(val) == 0:
                     info.setdefault(k, []).append(val)
@@ -535,7 +653,7 @@ class SGHMC:
         sl = slice(0, done)
         info = {k: np.asarray(val) for k, val in info.items()}
         return SGHMCResult(draws[sl], step[sl], frac[sl], adapting[sl], seconds[sl], info, state.stopped,
-                           state)
+                           state, grads[sl], kinetic[sl], stability[sl])
 
 
 @functools.lru_cache(maxsize=256)

@@ -28,6 +28,7 @@ from .config import SamplerConfig
 from .samplers import SGHMC, SGLD, MHState, RandomWalkMH, SGHMCState, SGLDState, StepSchedule
 
 __all__ = ["ChainState", "initial_states", "run_segment", "warmup_segment", "release_operators", "RECORDS",
+           "GRADIENT_RECORDS",
            "block_arrays", "progress_topic", "PROGRESS_EVERY"]
 
 PROGRESS_EVERY = 1.0  # seconds between a running segment's progress events
@@ -92,7 +93,10 @@ RECORDS = {"sgld": {"step": float, "frozen": bool, "ratio": float, "cg_iteration
                     "n_products": float, "seconds": float, "warmup": bool},
            "mh": {"accepted": bool, "logp": float, "scale": float, "seconds": float, "warmup": bool},
            "sghmc": {"step": float, "noise_fraction": float, "cg_iterations": float, "n_products": float,
-                     "seconds": float, "warmup": bool}}
+                     "seconds": float, "warmup": bool, "kinetic": float, "stability": float}}
+# methods whose records also hold the stochastic gradient at each draw, one record 'grad_<name>' per
+# parameter (what :mod:`daskgp.mcmc.fidelity` checks the stationary distribution with)
+GRADIENT_RECORDS = ("sghmc",)
 
 
 def progress_topic(run_key: str) -> str:
@@ -192,7 +196,8 @@ def _gradient_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, ru
     if cfg.method == "sgld":
         records.update(frozen=res.frozen, ratio=res.ratio, warmup=~res.frozen)
     else:
-        records.update(noise_fraction=res.noise_fraction, warmup=t_start + np.arange(k) < cfg.adapt)
+        records.update(noise_fraction=res.noise_fraction, warmup=t_start + np.arange(k) < cfg.adapt,
+                       kinetic=res.kinetic, stability=res.stability, grads=res.grads)
     if run_key in _RELEASED:  # the run ended while this segment ran (a cancelled task runs to its end)
         release_operators(run_key)
         op.close()  # already forgotten by the release, but it cached rows again since
@@ -308,8 +313,8 @@ def release_operators(run_key: str) -> int:
 def block_arrays(recs: list[dict], n: int, names, method: str) -> tuple[dict, dict]:
     """Every chain's records of one block (a stopped chain's are short, or empty) → the block's posterior
     {name: (chains, n)} in natural units and sample stats {record: (chains, n)} of the method's
-    :data:`RECORDS` plus 'diverged'; missing draws are NaN in the posterior and True in flags (a stopped
-    chain counts as warmup)."""
+    :data:`RECORDS` plus 'diverged' (and 'grad_<name>' for the :data:`GRADIENT_RECORDS` methods); missing
+    draws are NaN in the posterior and True in flags (a stopped chain counts as warmup)."""
     C = len(recs)
     p = len(names)
     phi = np.full((C, n, p), np.nan)
@@ -322,6 +327,13 @@ def block_arrays(recs: list[dict], n: int, names, method: str) -> tuple[dict, di
             if key in r:
                 arr[c, :len(r[key])] = r[key]
         stats[key] = arr
+    if method in GRADIENT_RECORDS:
+        for j, nm in enumerate(names):
+            arr = np.full((C, n), np.nan)
+            for c, r in enumerate(recs):
+                if "grads" in r:
+                    arr[c, :len(r["grads"])] = r["grads"][:, j]
+            stats[f"grad_{nm}"] = arr
     stats["diverged"] = np.isnan(phi[:, :, 0])
     post = {nm: np.exp(phi[:, :, j]) for j, nm in enumerate(names)}
     return post, stats

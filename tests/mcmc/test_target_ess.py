@@ -44,9 +44,9 @@ def test_target_ess_stops_at_the_first_block_that_meets_it_and_extends(concrete,
     more: list[RunStatus] = []
     ext = resume(out, X=X, y=y, client=client, target_ess=target, progress=more.append)
     assert ext.attrs["n_draws"] > n and more[-1].converged and more[-1].target_ess == target
-    assert ext.attrs["config"]["target_ess"] == target and ext.attrs["config"]["n_adapt"] == 75
-    k = dt["posterior"].sizes["draw"]  # the kept draws (the warmup's 75 are apart)
-    assert k == n - 75
+    assert ext.attrs["config"]["target_ess"] == target and ext.attrs["config"]["n_adapt"] == 4 * 25
+    k = dt["posterior"].sizes["draw"]  # the kept draws (the warmup's 4 batches of 25 are apart)
+    assert k == n - 4 * 25
     for name in dt.attrs["param_names"]:
         np.testing.assert_array_equal(ext["posterior"][name].values[:, :k], dt["posterior"][name].values)
         np.testing.assert_array_equal(ext["warmup_posterior"][name].values,
