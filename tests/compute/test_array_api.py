@@ -77,18 +77,23 @@ def test_numpy_right_hand_sides_are_uploaded_to_the_operators_namespace(data, rn
 
 
 def test_cg_and_ulisse_on_a_dense_matrix_match_the_numpy_path_exactly(data, rng):
-    """The solvers' own arithmetic on the same dense, well-conditioned matrix (K + 10I: a dozen steps, so the
-    numpy path's fancy-indexed copies, whose memory layout changes BLAS's summation order, cannot move a
-    threshold crossing): the strict path takes the same steps, crosses the early-stop threshold at the same
-    step, draws the same roulette and returns the same numbers (1e-9: summation order)."""
+    """The solvers' own arithmetic on the same dense, well-conditioned matrix (K + 10I): CG to 1e-10 takes
+    the same steps ± 1 (the numpy path's fancy-indexed copies change BLAS's summation order, which moved the
+    last crossing by one step on one CPU) to solutions within the residuals' bound; ULISSE at 1e-8 crosses
+    the early-stop threshold at the same step, draws the same roulette and returns the same numbers (1e-9:
+    summation order)."""
     X, y = data
     op, _ = _pair(X, "matern32", True)
     A = op.to_dense() + 10.0 * np.eye(N)
     B = np.column_stack([y, rng.choice([-1.0, 1.0], size=(N, 3))])
     ref, out = cg(A, B, tol=1e-10), cg(strict(A), strict(B), tol=1e-10)
     assert is_strict(out.x) and type(out.iterations) is np.ndarray
-    np.testing.assert_array_equal(out.iterations, ref.iterations)
-    np.testing.assert_allclose(np.asarray(out.x), ref.x, rtol=1e-9, atol=1e-11)
+    # CG to 1e-10 takes ~20 steps here, and summation order can move the last crossing by one step (seen on
+    # one CPU): the same steps ± 1, and solutions within both residuals' bound 2·1e-10·cond(A)
+    assert np.abs(out.iterations - ref.iterations).max() <= 1, (out.iterations, ref.iterations)
+    w = np.linalg.eigvalsh(A)
+    err = np.linalg.norm(np.asarray(out.x) - ref.x, axis=0) / np.linalg.norm(ref.x, axis=0)
+    assert (err <= 2e-10 * w.max() / w.min()).all(), err
     warm = cg(strict(A), strict(B), x0=out.x, tol=1e-10)  # a warm start of the namespace
     assert is_strict(warm.x) and warm.iterations.max() <= 1
     assert is_strict(cg(strict(A), strict(y), tol=1e-8).x)  # a vector in, a vector out
