@@ -66,8 +66,9 @@ def test_float32_cache_products_and_cg_solutions_match_float64(concrete, rng):
     """A float32 cache perturbs K by ~1e-7 relative (rounding of the rows and of V, float32 accumulation
     over n = 1,030 terms): products within 1e-5 of the dense float64 ones; preconditioned as the samplers
     solve (pivoted Cholesky, rank 300), CG to 1e-8 within the perturbation bound ‖K⁻¹‖‖δK‖ (measured δK) of
-    the float64 solution, column by column, in at most 10 % more iterations. (Unpreconditioned, this system takes 110 iterations in float64 and 151 in float32: the
-    rounding of every product slows CG's long recurrences.)"""
+    the float64 solution, column by column, in at most 10 % more iterations. (Unpreconditioned, this
+    system takes 110 iterations in float64 and 151 in float32: the rounding of every product slows CG's
+    long recurrences.)"""
     from daskgp.compute.solvers import PivotedCholesky, cg
 
     X = concrete.X
