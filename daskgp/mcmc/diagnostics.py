@@ -261,7 +261,7 @@ def run_status(posterior_blocks: dict[str, list], warmup_blocks: list, *, warmup
     live = running_diagnostics(dt, ess=False)
     st.phase = live["phase"]
     if stats_blocks and live["sampled"] is not None:
-        st.fidelity = _fidelity(dt, list(posterior_blocks), live["sampled"]["chain"].values)
+        st.fidelity = _fidelity(dt, list(posterior_blocks))
     if live["rhat"]:
         ds = live["sampled"]
         st.rhat = max(live["rhat"].values()) if ds.sizes["chain"] > 1 else None  # undefined for one chain
@@ -274,15 +274,15 @@ def run_status(posterior_blocks: dict[str, list], warmup_blocks: list, *, warmup
     return st
 
 
-def _fidelity(dt, names, chains):
-    """The fidelity checks of a run's kept draws (chains: the chains kept, those that did not diverge); None
-    when it records no gradients."""
+def _fidelity(dt, names):
+    """The fidelity checks of the kept draws in ``dt``'s posterior / sample_stats; None when it records no
+    gradients. Chains that diverged (NaN draws) are left out by the checks themselves, as
+    :func:`post_warmup` leaves them out."""
     from .fidelity import fidelity_of_run
 
-    if "sample_stats" not in dt.children:
+    if "sample_stats" not in dt.children or "posterior" not in dt.children:
         return None
-    post = dt["posterior"].to_dataset().sel(chain=chains)
-    stats = dt["sample_stats"].to_dataset().sel(chain=chains)
+    post, stats = dt["posterior"].to_dataset(), dt["sample_stats"].to_dataset()
     return fidelity_of_run({k: post[k].values for k in names},
                            {k: stats[k].values for k in stats.data_vars}, names)
 
@@ -292,7 +292,7 @@ def run_fidelity(dt):
     records no gradients)."""
     sampled, _ = post_warmup(dt)
     names = [nm for nm in dt.attrs.get("param_names", []) if nm in sampled["posterior"].to_dataset()]
-    return _fidelity(sampled, names, sampled["posterior"]["chain"].values)
+    return _fidelity(sampled, names)
 
 
 def run_summary(dt) -> tuple[pd.DataFrame, list[str]]:
@@ -303,7 +303,7 @@ def run_summary(dt) -> tuple[pd.DataFrame, list[str]]:
     if sampled["posterior"].sizes["chain"] < 2:
         notes.append("R-hat is undefined for one chain (it compares chains): run 2 or more to judge mixing")
     names = [nm for nm in dt.attrs.get("param_names", []) if nm in sampled["posterior"].to_dataset()]
-    fid = _fidelity(sampled, names, sampled["posterior"]["chain"].values) if names else None
+    fid = _fidelity(sampled, names) if names else None
     if fid is not None:
         notes.insert(0, fid.verdict())
     table = summary(sampled, dt.attrs.get("elapsed"))
