@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/sgld_house8l.py
 	$(PY) benchmarks/sgpr_flights.py
 	$(PY) benchmarks/run_store.py
+	$(PY) benchmarks/fidelity.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
