@@ -582,8 +582,6 @@ class SGHMC:
                 state.curvature = float(max(np.linalg.eigvalsh(T.T @ A @ T).max(), 0.0))
                 state.metric, L = metric, L_new
                 state.lam = np.zeros(0)  # the noise eigenvalues were whitened by the old metric
-        if last:
-            state.window = None  # the pairs of every window are pooled (H does not depend on the metric)
         lam = 0.0
         if state.noise.any():
             lam = float(np.linalg.eigvalsh(L.T @ state.noise @ L).max())
@@ -645,6 +643,8 @@ class SGHMC:
                 state.window = pair if state.window is None else np.vstack([state.window, pair])
                 if (t + 1) % self.batch == 0 or t == self.n_adapt - 1:
                     L = self._end_window(state, L, last=t + self.batch >= self.n_adapt)
+                if t == self.n_adapt - 1:
+                    state.window = None  # every window's pairs were pooled (H does not depend on the metric)
             for k, val in extra.items():
                 if np.ndim(val) == 0:
                     info.setdefault(k, []).append(val)
