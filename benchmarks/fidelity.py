@@ -76,7 +76,7 @@ def exact_reference(X, y) -> dict:
 
     from daskgp.core.kernels import make_kernel
     from daskgp.core.priors import GammaPrior
-    from daskgp.exact.posterior import exact_log_posterior
+    from daskgp.exact.posterior import central_hessian, exact_log_posterior
 
     kern, prior = make_kernel("rbf", n_dims=X.shape[1]), GammaPrior(2.0, 1.0)
 
@@ -87,13 +87,7 @@ def exact_reference(X, y) -> dict:
     t0 = time.perf_counter()
     res = scipy.optimize.minimize(neg, np.array([0.0, 0.0, -2.0]), jac=True, method="L-BFGS-B")
     phi, p = res.x, res.x.size
-    H = np.empty((p, p))
-    for j in range(p):
-        e = np.zeros(p)
-        e[j] = H_STEP
-        H[:, j] = (neg(phi + e)[1] - neg(phi - e)[1]) / (2 * H_STEP)
-    H = 0.5 * (H + H.T)
-    cov = np.linalg.inv(H)
+    cov = np.linalg.inv(central_hessian(neg, phi, H_STEP))
     return {"phi": phi.tolist(), "cov": cov.tolist(), "sd": np.sqrt(np.diag(cov)).tolist(),
             "evaluations": int(res.nfev) + 2 * p, "seconds": time.perf_counter() - t0}
 

@@ -134,7 +134,7 @@ def save(doc: dict) -> None:
 def reference(ds, ard: bool, doc: dict, subset: int, seed: int) -> dict:
     from daskgp.core.kernels import make_kernel
     from daskgp.core.priors import GammaPrior
-    from daskgp.exact.posterior import subset_map
+    from daskgp.exact.posterior import central_hessian, subset_map
     from daskgp.mcmc.config import SamplerConfig
 
     cfg = SamplerConfig(ard=ard)
@@ -168,13 +168,7 @@ def reference(ds, ard: bool, doc: dict, subset: int, seed: int) -> dict:
     res = scipy.optimize.minimize(neg_u, np.zeros(phi0.size), jac=True, method="L-BFGS-B",
                                   options={"maxiter": 60, "gtol": 1e-3, "ftol": 1e-14})
     phi = phi0 + Lw @ res.x
-    p = phi.size
-    H = np.empty((p, p))
-    for j in range(p):
-        e = np.zeros(p)
-        e[j] = H_STEP
-        H[:, j] = (neg(phi + e)[1] - neg(phi - e)[1]) / (2 * H_STEP)
-    H = 0.5 * (H + H.T)
+    H = central_hessian(neg, phi, H_STEP)
     w = np.linalg.eigvalsh(H)
     cov = np.linalg.inv(H) if w.min() > 0 else None
     names = kernel.param_names + ["noise"]

@@ -24,7 +24,7 @@ from ..core.random import rademacher, rng_from_state
 from ..core.validation import check_X, check_y
 from .marginal import exact_log_marginal, log_marginal_gradient, target_like
 
-__all__ = ["GPPosterior", "ProbeState", "exact_log_posterior", "subset_map"]
+__all__ = ["GPPosterior", "ProbeState", "exact_log_posterior", "subset_map", "central_hessian"]
 
 
 @dataclass
@@ -154,6 +154,19 @@ def exact_log_posterior(X, y, kernel: Kernel, prior: GammaPrior, phi, gradient: 
     return out[0] + prior.logpdf(phi), out[1] + prior.grad(phi)
 
 
+def central_hessian(neg_log_post, phi, h: float) -> np.ndarray:
+    """Hessian (p, p) of −log p at φ (p,) by central differences of its gradient, step ``h`` in each
+    log-parameter, symmetrised; ``neg_log_post(φ)`` returns (−log p, −∇log p)."""
+    phi = np.asarray(phi, dtype=float)
+    p = phi.size
+    H = np.empty((p, p))
+    for j in range(p):
+        e = np.zeros(p)
+        e[j] = h
+        H[:, j] = (neg_log_post(phi + e)[1] - neg_log_post(phi - e)[1]) / (2 * h)
+    return 0.5 * (H + H.T)
+
+
 def subset_map(X, y, kernel: Kernel, noise: float, *, prior: GammaPrior | None = None, size: int = 800,
                rng=None) -> tuple[np.ndarray, np.ndarray]:
     """MAP of the exact log posterior on a random subset of ``size`` rows (L-BFGS), and the preconditioner
@@ -174,13 +187,7 @@ def subset_map(X, y, kernel: Kernel, noise: float, *, prior: GammaPrior | None =
     res = scipy.optimize.minimize(neg, phi0, jac=True, method="L-BFGS-B",
                                   bounds=[(-12.0, 12.0)] * phi0.size)
     phi = res.x
-    h = 1e-4
-    H = np.empty((phi.size, phi.size))
-    for j in range(phi.size):
-        e = np.zeros(phi.size)
-        e[j] = h
-        H[:, j] = (neg(phi + e)[1] - neg(phi - e)[1]) / (2 * h)  # Hessian of −log p
-    H = 0.5 * (H + H.T)
+    H = central_hessian(neg, phi, 1e-4)
     w = np.linalg.eigvalsh(H)
     if w.min() <= 0:
         raise np.linalg.LinAlgError(f"the subset MAP is not a strict maximum (Hessian eigenvalues {w})")

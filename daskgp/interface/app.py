@@ -387,7 +387,6 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
                                         + html.escape("; ".join(fid.reasons)))
                 elif fid is not None and fid.trustworthy:
                     converged.object += "<br>fidelity checks passed (Stein, mean gradient, kinetic energy)"
-
             rows = "\n".join(f"| {k} | {diag['rhat'][k]:.3f} | {diag['ess'][k]:.0f} |" for k in names)
             table_md.object = "| parameter | R-hat | bulk ESS |\n|---|---|---|\n" + rows
             if diag["evolution"] is not None:

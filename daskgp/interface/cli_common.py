@@ -49,7 +49,6 @@ def print_summary(dt, psrf: bool = False) -> None:
               f"{ess:.0f}): {'; '.join(fid.reasons)}")
     elif worst < rhat_max and ess >= target:
         print(f"converged: max R-hat {worst:.3f} < {rhat_max}, min bulk/tail ESS {ess:.0f} >= {target}{rate}")
-
     else:
         print(f"not converged yet: max R-hat {worst:.3f} (want < {rhat_max}), min bulk/tail ESS {ess:.0f} "
               f"(want >= {target}){rate}; continue with 'daskgp sample --resume RUN --target-ess {target}'")

@@ -100,7 +100,6 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
                           ConvergenceWarning, stacklevel=2)
         return self
 
-
     @classmethod
     def from_run(cls, path, dataset=None, n_predict_draws: int = 50, level: float = 0.95):
         """A fitted estimator from a run on disk. ``dataset``: the :class:`daskgp.Dataset` it was sampled on
