@@ -76,3 +76,16 @@ def test_environment_gpu_yml_is_the_runtime_plus_the_gpu_extra():
     assert listed.pop("python") == ">=3.12" and listed.pop("cuda-version") == ">=12,<13"
     assert listed.pop("cupy") == gpu["cupy-cuda12x"] and listed.pop("dask-cuda") == gpu["dask-cuda"]
     assert listed == runtime
+
+
+def test_every_arviz_call_the_docs_and_the_cli_suggest_exists():
+    """`az.plot_ppc` (ArviZ 0.x) was suggested by the README and the CLI and does not exist in the pinned
+    ArviZ 1.x (issue 29): every ``az.NAME`` in the README, the docs and the package must be an attribute."""
+    import arviz as az
+
+    root = ROOT
+    texts = [root / "README.md", *root.joinpath("daskgp").rglob("*.py"), *root.joinpath("docs").rglob("*.md")]
+    names = {m for p in texts if p.is_file() for m in re.findall(r"\baz\.([A-Za-z_]\w*)", p.read_text())}
+    assert {"loo", "plot_ppc_dist"} <= names
+    missing = sorted(n for n in names if not hasattr(az, n))
+    assert not missing, f"not in arviz {az.__version__}: {missing}"

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from distributed import KilledWorker
 
-from ..core.files import write_atomically
+from ..core.files import MARK, write_atomically
 from ..core.random import minibatch_rows
 from .model import ADVGPParams, partition_objective, prox_h, regulariser
 
@@ -108,9 +108,11 @@ class ServerCheckpoint:
 
     path: str
     every: int = 10
+    kind = "daskgp.advgp-checkpoint"  # its marker (:func:`daskgp.core.files.written_kind`)
 
     def write(self, key: str, theta, version: int, ada: Adadelta, records: list, template: dict) -> None:
-        state = {"format": "daskgp-advgp-1", "key": key, "version": version, "theta": list(map(float, theta)),
+        state = {MARK: self.kind, "format": "daskgp-advgp-1", "key": key, "version": version,
+                 "theta": list(map(float, theta)),
                  "adadelta": ada.to_dict(), "template": {k: v for k, v in template.items()
                                                          if k in ("feature_map", "groups")},
                  "records": [r.__dict__ for r in records]}
@@ -121,7 +123,8 @@ class ServerCheckpoint:
             with open(self.path, "rb") as f:
                 state = json.loads(f.read().decode("utf-8"))
         except (OSError, ValueError, UnicodeDecodeError) as e:
-            raise ValueError(f"{self.path} is not a readable ADVGP checkpoint ({e})") from None
+            raise ValueError(f"{self.path} is damaged or not an ADVGP checkpoint ({type(e).__name__}), so "
+                             "nothing in it can be resumed: delete it and start afresh") from None
         if not isinstance(state, dict) or state.get("format") != "daskgp-advgp-1":
             raise ValueError(f"{self.path} is not an ADVGP checkpoint")
         if state.get("key") != key:

@@ -1,6 +1,7 @@
 """Files that are either complete or absent: write to a temporary name beside the target, flush to disk,
 then rename over it (``os.replace`` is atomic within one filesystem), so a reader or a crash never sees a
-half-written file."""
+half-written file; and the one rule for where daskgp may write at all (:func:`check_destination`): only
+where the user pointed, never over a file or folder it did not write, never through a symbolic link."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import os
 import shutil
 from contextlib import contextmanager
 
-__all__ = ["replaced_atomically", "write_atomically"]
+import numpy as np
+
+__all__ = ["MARK", "check_destination", "replaced_atomically", "write_atomically", "written_kind"]
 
 
 def _fsync(path: str) -> None:
@@ -27,10 +30,15 @@ def replaced_atomically(path, suffix: str = ""):
     may also be a directory (a zarr store): an old directory at ``path`` is then moved aside first and removed
     once the new one is in place."""
     path = os.fspath(path)
+    if os.path.islink(path):  # os.replace would swap the link itself, an open() would follow it
+        raise ValueError(f"{path} is a symbolic link; daskgp never writes through one")
     tmp = f"{path}.tmp-{os.getpid()}{suffix}"
     old = f"{path}.old-{os.getpid()}"
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as e:  # the user gave `path`: an error naming our temporary name would puzzle
+            raise OSError(e.errno, f"could not write {path}: {e.strerror or e}".replace(tmp, path)) from None
         _fsync(tmp)
         if os.path.isdir(tmp) and os.path.isdir(path):
             os.replace(path, old)  # a directory cannot replace a non-empty one in one step
@@ -47,3 +55,145 @@ def write_atomically(path, data: bytes) -> None:
     """Replace ``path`` by ``data`` atomically (see :func:`replaced_atomically`)."""
     with replaced_atomically(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
+
+
+# ---------------------------------------------------------------------- one rule for every file daskgp writes
+MARK = "daskgp_kind"  # the attribute (netCDF, zarr, JSON, npz) that says which daskgp writer made a path
+# folders that are someone's store: nothing daskgp writes goes inside one (it would corrupt or be deleted)
+_STORE_FILES = ("zarr.json", ".zgroup", ".zarray", "daskgp-checkpoint.json")
+_MAX_JSON = 64 << 20  # a marker is read only from a JSON document this small (a report, not a data dump)
+
+
+def _json_kind(path: str) -> str | None:
+    import json
+
+    if os.path.getsize(path) > _MAX_JSON:
+        return None
+    with open(path, "rb") as f:
+        doc = json.loads(f.read().decode("utf-8"))
+    return doc.get(MARK) if isinstance(doc, dict) else None
+
+
+def _netcdf_kind(path: str) -> str | None:
+    import h5py
+
+    with h5py.File(path, "r") as f:  # netCDF-4 is HDF5: the global attributes without reading any variable
+        v = f.attrs.get(MARK)
+        if v is None and "model" in f.attrs:  # a model saved by daskgp <= 0.4: its model attribute
+            v = f.attrs["model"]
+    return v.decode() if isinstance(v, bytes) else (str(v) if v is not None else None)
+
+
+def _zarr_kind(path: str) -> str | None:
+    import json
+
+    with open(os.path.join(path, "zarr.json"), "rb") as f:
+        doc = json.loads(f.read().decode("utf-8"))
+    attrs = doc.get("attributes", {}) if isinstance(doc, dict) else {}
+    if not isinstance(attrs, dict):
+        return None
+    v = attrs.get(MARK) or attrs.get("model")
+    if v is None:
+        return None
+    for entry in os.listdir(path):  # a zarr group: its metadata and node folders, nothing of a user's
+        full = os.path.join(path, entry)
+        if entry == "zarr.json":
+            continue
+        if os.path.islink(full) or not os.path.isfile(os.path.join(full, "zarr.json")):
+            return None
+    return v
+
+
+def _npz_kind(path: str) -> str | None:
+    with np.load(path) as f:  # allow_pickle=False: plain arrays only
+        return str(f[MARK]) if MARK in f.files else None
+
+
+def _csv_kind(path: str) -> str | None:
+    with open(path, "rb") as f:
+        head = f.readline(1 << 16).decode("utf-8", "replace").strip()
+    return "predictions" if head.endswith(PREDICTION_COLUMNS) else None
+
+
+PREDICTION_COLUMNS = ",mean,sd,lower,upper"  # the header's end of a predictions CSV (`daskgp predict`)
+_READERS = {".json": _json_kind, ".nc": _netcdf_kind, ".nc4": _netcdf_kind, ".netcdf": _netcdf_kind,
+            ".npz": _npz_kind, ".csv": _csv_kind}
+
+
+def written_kind(path) -> str | None:
+    """Which daskgp writer made ``path`` (its marker: :data:`MARK` in a JSON report, a netCDF's or a zarr
+    store's attributes or an ``.npz``; the prediction columns of a CSV), or None for anything else — a
+    user's file, a symbolic link, a folder with foreign entries, an unreadable file. Reads metadata only;
+    never unpickles or executes anything."""
+    path = os.fspath(path)
+    if os.path.islink(path) or not os.path.exists(path):
+        return None
+    try:
+        if os.path.isdir(path):
+            return _zarr_kind(path) if path.rstrip("/").endswith(".zarr") else None
+        reader = _READERS.get(os.path.splitext(path)[1].lower())
+        return reader(path) if reader else None
+    except Exception:  # noqa: BLE001 — truncated, foreign or garbage: not provably ours
+        return None
+
+
+def check_destination(path, kind: str, *, overwrite: bool = False, suffixes=None, reads=(),
+                      flag: str = "--out") -> str:
+    """Refuse, before any work, a path daskgp must not write ``kind`` to; return it absolute. The rule
+    (issue 29), the same for every file and store daskgp writes:
+
+    * it ends in one of ``suffixes`` (when given), and its folder exists and is writable;
+    * it is not a symbolic link (daskgp never writes through one), not inside a zarr store or a run;
+    * it is none of ``reads``, the inputs the same command reads;
+    * an existing path is refused without ``overwrite`` and, even with it, replaced only when its marker
+      (:func:`written_kind`) says daskgp wrote it as the same ``kind``.
+
+    Raises FileExistsError, FileNotFoundError, PermissionError or ValueError with one line naming ``flag``.
+    """
+    raw = os.fspath(path)
+    if not raw:
+        raise ValueError(f"{flag}: the path is empty")
+    if suffixes and not raw.lower().rstrip("/").endswith(tuple(suffixes)):
+        raise ValueError(f"{flag} {raw}: give a path ending in {' or '.join(suffixes)}")
+    full = os.path.abspath(raw)
+    parent = os.path.dirname(full)
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"{flag} {raw}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"{flag} {raw}: the folder {parent} is not writable")
+    if os.path.islink(raw):
+        raise ValueError(f"{flag} {raw} is a symbolic link; daskgp never writes through one: give the real "
+                         "path")
+    folder = parent
+    while True:
+        if any(os.path.lexists(os.path.join(folder, m)) for m in _STORE_FILES):
+            raise ValueError(f"{flag} {raw} is inside the store {folder}; write beside it, not into it")
+        up = os.path.dirname(folder)
+        if up == folder:
+            break
+        folder = up
+    for r in reads:
+        if r is not None and os.path.exists(raw) and os.path.exists(r) and os.path.samefile(raw, r):
+            raise ValueError(f"{flag} {raw} is the input {os.fspath(r)} this command reads")
+    if not os.path.lexists(raw):
+        return full
+    if not overwrite:
+        how = "--overwrite" if flag.startswith("--") else "overwrite=True"
+        raise FileExistsError(f"{raw} exists; pass {how} to replace it")
+    found = written_kind(raw)
+    if found != kind:
+        made = f"it is a {found}" if found else "daskgp did not write it"
+        raise ValueError(f"refusing to overwrite {raw}: {made} (not a {kind}); choose another path")
+    return full
+
+
+def array_digest(values) -> str:
+    """A 128-bit BLAKE2b of an array's dtype, shape and bytes: what a saved model stores per variable so that
+    a damaged copy (a lost chunk reads back as fill values) is refused instead of predicting NaN."""
+    import hashlib
+
+    a = np.ascontiguousarray(np.asarray(values))
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()

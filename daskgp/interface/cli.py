@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--out", required=True,
                     help="pred.csv: the input columns, then mean, sd, lower, upper (units of the target); "
                          "or pred.nc: ArviZ groups - predictions at --x, or without --x posterior_predictive "
-                         "and log_likelihood at the training data (az.plot_ppc, az.loo)")
+                         "and log_likelihood at the training data (az.plot_ppc_dist, az.loo)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the replicated y (.nc output)")
     pr.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     pr.add_argument("--draws", type=int, default=50, help="posterior draws to mix over")
@@ -258,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--iterations", type=int, default=20, help="SGLD iterations of the chain check")
     dr.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"],
                     help="gpu: also run on the GPU (an error without one); auto: when there is one")
-    dr.add_argument("--out", default="daskgp-doctor.json", help="the JSON report")
+    dr.add_argument("--json", default=None, metavar="PATH",
+                    help="also write the report to this new JSON file (nothing is written without it)")
+    dr.add_argument("--overwrite", action="store_true", help="replace a report an earlier doctor wrote")
     dr.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
     dr.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
     dr.set_defaults(func=doctor_command)

@@ -25,7 +25,8 @@ def advgp_command(args) -> int:
     if args.tau < 0:
         raise ValueError(f"--tau must be >= 0, got {args.tau}")
     ckpt = ServerCheckpoint(f"{args.out}.checkpoint.json")
-    check_fit_outputs(args, ckpt)  # settled before a cluster starts: refusing costs nothing
+    # settled before a cluster starts: refusing costs nothing
+    check_fit_outputs(args, ckpt, "daskgp.ADVGPRegressor")
     ds, Xtr, ytr, Xte, yte = split_from_args(args)
     if args.overwrite and not args.resume:
         ckpt.remove()

@@ -72,18 +72,16 @@ def dataset_from_args(args):
     return ds, spec
 
 
-def check_out_path(path: str, overwrite: bool, suffixes=(".csv",)) -> None:
-    """An output file path, checked before any work: one of ``suffixes``, its folder present, not an existing
-    file unless ``overwrite`` (never a folder)."""
-    if not path.lower().endswith(suffixes):
-        raise ValueError(f"--out {path}: give a path ending in {' or '.join(suffixes)}")
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"--out {path} is a folder")
-    if os.path.lexists(path) and not overwrite:
-        raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise FileNotFoundError(f"the output folder {parent} does not exist")
+def check_out_path(path: str, kind: str, overwrite: bool, suffixes=(".csv",), reads=(),
+                   flag: str = "--out") -> None:
+    """An output file path, checked before any work by the one rule of
+    :func:`daskgp.core.files.check_destination` (suffix, folder, no symbolic link, not an input, and only a
+    file daskgp wrote as ``kind`` replaced, with ``overwrite``); never a folder."""
+    from ..core.files import check_destination
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise IsADirectoryError(f"{flag} {path} is a folder")
+    check_destination(path, kind, overwrite=overwrite, suffixes=suffixes, reads=reads, flag=flag)
 
 
 def positive_int(text, name: str) -> int:
@@ -132,7 +130,7 @@ def write_test_results(res, out: str, ds, args, ytr, yte, mean, sd) -> tuple[flo
     and write it to the netCDF ``out`` atomically (a finished file or none): the results file of ``daskgp
     sgpr`` and ``daskgp advgp``. Returns (test RMSE, mean-predictor RMSE) in the target's units."""
     from .._version import __version__
-    from ..core.files import replaced_atomically
+    from ..core.files import MARK, replaced_atomically
 
     rmse = float(np.sqrt(np.mean((mean - yte) ** 2)))
     rmse_mean = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
@@ -142,23 +140,31 @@ def write_test_results(res, out: str, ds, args, ytr, yte, mean, sd) -> tuple[flo
     res.attrs.update(dataset=ds.name, target=ds.target_name, test_rmse=rmse, mean_predictor_rmse=rmse_mean,
                      n_test=len(yte), seed=args.seed, test_fraction=args.test_fraction,
                      daskgp_version=__version__)
+    res.attrs[MARK] = res.attrs["model"]
     with replaced_atomically(out) as tmp:
         res.to_netcdf(tmp)
     return rmse, rmse_mean
 
 
-def check_fit_outputs(args, ckpt) -> None:
-    """Before any work: ``--out`` a netCDF path that is new (or ``--overwrite``), and the state of its
-    checkpoint ``ckpt`` (an object with ``path`` and ``exists()``) consistent with ``--resume``."""
-    if not str(args.out).endswith((".nc", ".nc4", ".netcdf")):
-        raise ValueError(f"--out must be a netCDF file ending in .nc, got {args.out}")
-    if os.path.exists(args.out) and not args.overwrite:
-        raise FileExistsError(f"{args.out} exists; pass --overwrite to replace it")
+def check_fit_outputs(args, ckpt, kind: str) -> None:
+    """Before any work: ``--out`` a netCDF path daskgp may write a ``kind`` model to (new, or one it wrote
+    with ``--overwrite``: :func:`check_out_path`), and the state of its checkpoint ``ckpt`` (an object with
+    ``path``, ``kind`` and ``exists()``) consistent with ``--resume`` — a foreign file at the checkpoint's
+    name is never removed or read."""
+    from ..core.files import check_destination, written_kind
+
+    reads = (getattr(args, "csv", None),)
+    check_out_path(args.out, kind, args.overwrite, (".nc", ".nc4", ".netcdf"), reads=reads)
     if ckpt.exists() and not (args.resume or args.overwrite):
         raise FileExistsError(f"{ckpt.path} holds an interrupted fit: add --resume to continue it or "
                               "--overwrite to start afresh")
     if args.resume and not ckpt.exists():
         raise FileNotFoundError(f"no checkpoint to resume at {ckpt.path}")
+    if args.resume and written_kind(ckpt.path) != ckpt.kind:
+        raise ValueError(f"{ckpt.path} is damaged or not a daskgp checkpoint, so nothing in it can be "
+                         "resumed: delete it (or move it away) and run without --resume to start afresh")
+    check_destination(ckpt.path, ckpt.kind, overwrite=args.overwrite or args.resume, reads=reads,
+                      flag="the checkpoint")
 
 
 def split_from_args(args):

@@ -8,8 +8,10 @@ import sys
 
 import numpy as np
 
-from .cli_common import cluster_from_args, positive_int
+from .cli_common import check_out_path, cluster_from_args, positive_int
 from .progress import gpc_progress
+
+KIND = "daskgp.SparseGPClassifier"  # the marker of the results file: a model SparseGPClassifier reads
 
 
 def _data(args):
@@ -21,12 +23,11 @@ def _data(args):
 
 
 def gpc_command(args) -> int:
-    import os
 
     from sklearn.model_selection import train_test_split
 
     from .._version import __version__
-    from ..core.files import replaced_atomically
+    from ..core.files import MARK, replaced_atomically
     from ..gpc.classifier import SparseGPClassifier
 
     for name in ("inducing", "max_iter", "workers"):
@@ -34,10 +35,7 @@ def gpc_command(args) -> int:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.batch is not None and args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
-    if not str(args.out).endswith((".nc", ".nc4", ".netcdf")):
-        raise ValueError(f"--out must be a netCDF file ending in .nc, got {args.out}")
-    if os.path.exists(args.out) and not args.overwrite:
-        raise FileExistsError(f"{args.out} exists; pass --overwrite to replace it")
+    check_out_path(args.out, KIND, args.overwrite, (".nc", ".nc4", ".netcdf"), reads=(args.csv,))
     if not 0 < args.test_fraction < 1:
         raise ValueError(f"--test-fraction must be in (0, 1), got {args.test_fraction}")
     data = _data(args)
@@ -87,6 +85,7 @@ def gpc_command(args) -> int:
     res.attrs.update(dataset=data.name, target=data.target_name, test_error=err, test_nll=nll,
                      prior_nll=nll_prior, n_test=len(yte), seed=args.seed, test_fraction=args.test_fraction,
                      daskgp_version=__version__)
+    res.attrs[MARK] = KIND
     with replaced_atomically(args.out) as tmp:
         res.to_netcdf(tmp)
     print(f"log Z {est.evidence_:.2f} nats after {est.n_iter_} iterations; test error {err:.4f}, test NLL "

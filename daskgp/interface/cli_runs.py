@@ -128,7 +128,7 @@ def repair_command(args) -> int:
 
 
 def predict_command(args) -> int:
-    from ..core.files import replaced_atomically, write_atomically
+    from ..core.files import MARK, replaced_atomically, write_atomically
     from ..mcmc.estimator import BayesianGPRegressor
 
     if not os.path.isdir(args.run):
@@ -137,8 +137,9 @@ def predict_command(args) -> int:
         raise ValueError(f"--draws must be >= 1, got {args.draws}")
     if not 0 < args.level < 1:
         raise ValueError(f"--level must be in (0, 1), got {args.level}")
-    check_out_path(args.out, args.overwrite, (".csv", ".nc"))  # before any work
     netcdf = args.out.lower().endswith(".nc")
+    check_out_path(args.out, CHECKS_KIND if netcdf else "predictions", args.overwrite, (".csv", ".nc"),
+                   reads=(args.x, args.run))  # before any work
     if not netcdf and args.x is None:
         raise ValueError("--x new.csv is needed for a CSV of predictions (without --x, --out checks.nc holds "
                          "the posterior predictive checks at the training data)")
@@ -154,12 +155,13 @@ def predict_command(args) -> int:
         tree = predictive_tree(est.run_, ds, X_new=None if inputs is None else inputs.to_numpy(np.float64),
                                n_draws=args.draws, seed=args.seed,
                                feature_names=None if inputs is None else list(inputs.columns))
+        tree.attrs[MARK] = CHECKS_KIND
         with replaced_atomically(args.out) as tmp:
             tree.to_netcdf(tmp)
         what = ("posterior_predictive and log_likelihood at the training data" if inputs is None
                 else f"predictions at {len(inputs)} new inputs")
         print(f"{what} from {tree.attrs['n_draws']} posterior draws written to {args.out} "
-              "(arviz.from_netcdf; az.plot_ppc, az.loo)")
+              "(arviz.from_netcdf; az.plot_ppc_dist, az.loo)")
         return 0
     named = list(inputs.columns) == list(getattr(est, "feature_names_in_", []))
     with warnings.catch_warnings():  # unnamed columns are taken in order, as _read_features checked
@@ -171,6 +173,9 @@ def predict_command(args) -> int:
     print(f"{len(df)} predictions ({len(est.log_draws_)} posterior draws, {args.level:.0%} intervals, "
           f"units of the target) written to {args.out}")
     return 0
+
+
+CHECKS_KIND = "daskgp.predictive-checks"  # the marker of `predict --out F.nc` (an ArviZ DataTree)
 
 
 # What a resumed run keeps from its own configuration and data: a flag for any of these cannot be honoured.
@@ -199,8 +204,11 @@ def _check_run_fits(opts: dict, ds) -> None:
 
 
 def _read_features(path, est):
-    """The new inputs from a CSV as a DataFrame: the training feature columns by name (when the run knows
-    them), else all columns; numeric, no missing values."""
+    """The new inputs from a CSV as a DataFrame, numeric, no missing values. When the run knows its
+    features' names, the CSV's columns are taken by name (any order; the training target's column may be
+    there and is left out) and a missing, extra or renamed column is refused, naming it — taking renamed
+    columns by position would predict from the wrong inputs. A run fitted on bare arrays (names x0, x1, …)
+    takes the columns in order, as many as it has features."""
 
     from ..core.datasets import check_numeric_frame, load_spec, read_csv_frame
 
@@ -215,7 +223,17 @@ def _read_features(path, est):
             names = list(load_spec(est.run_.attrs["data"]).feature_names)
         except (ValueError, FileNotFoundError):
             names = []
-    if names and set(names) <= set(df.columns):
+    meta = est.run_.attrs.get("data_meta") or {}
+    if names and names != [f"x{j}" for j in range(len(names))]:
+        cols = [str(c) for c in df.columns]
+        missing = [n for n in names if n not in cols]
+        extra = [c for c in cols if c not in names and c != meta.get("target_name")]
+        if missing or extra:
+            said = [f"lacks the column(s) {', '.join(map(repr, missing))}"] if missing else []
+            if extra:
+                said.append(f"has the column(s) {', '.join(map(repr, extra))} the model was not fitted on")
+            raise ValueError(f"{path} {' and '.join(said)}: the model takes the columns "
+                             f"{', '.join(names)} by name, in any order")
         df = df[names]
     elif df.shape[1] != est.n_features_in_:
         raise ValueError(f"{path} has {df.shape[1]} columns; the model needs {est.n_features_in_} features"

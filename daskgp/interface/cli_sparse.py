@@ -18,7 +18,8 @@ def sgpr_command(args) -> int:
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     ckpt = FitCheckpoint(f"{args.out}.checkpoint.npz")
-    check_fit_outputs(args, ckpt)  # settled before a cluster starts: refusing costs nothing
+    # settled before a cluster starts: refusing costs nothing
+    check_fit_outputs(args, ckpt, "daskgp.SparseGPRegressor")
     ds, Xtr, ytr, Xte, yte = split_from_args(args)
     if args.overwrite and not args.resume:
         ckpt.remove()

@@ -9,8 +9,8 @@ given), and runs on a worker of it, once per device it has ('cpu' always, 'gpu' 
 3. a 20-iteration SGLD chain on the GP hyperparameter posterior (Filippone & Engler 2015), same seeds.
 
 Every device's numbers are compared with the CPU ones (the same probes and draws, so they must agree to the
-solves' tolerance) and everything goes to a JSON file. A user with a GPU confirms the GPU path with one
-command: ``daskgp doctor --device gpu``.
+solves' tolerance) and, with ``--json PATH``, everything goes to a JSON file. A user with a GPU confirms the
+GPU path with one command: ``daskgp doctor --device gpu``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ __all__ = ["environment_report", "device_checks", "doctor"]
 # agreement asked of a device against the CPU: the solves stop at 1e-8 relative residual, the chain's 20
 # steps then amplify the differences a little; rounding on another device (FMA, reductions) stays far below
 TOLERANCE = {"cmvp": 1e-10, "gradient": 1e-5, "draws": 1e-5}
+REPORT_KIND = "daskgp.doctor-report"  # the marker of a report (an earlier one may be replaced, nothing else)
 
 
 def _version(module: str) -> str | None:
@@ -135,15 +136,17 @@ def doctor(client, X, y, devices, n_iter: int = 20) -> dict:
 
 
 def doctor_command(args) -> int:
-    """The CLI entry: prints the environment and a table, writes ``args.out``; 0 when every device agrees
-    with the CPU, 1 otherwise."""
+    """The CLI entry: prints the environment and a table, and writes the report to ``args.json`` when given
+    (by the rule of :func:`daskgp.core.files.check_destination`); 0 when every device agrees with the CPU, 1
+    otherwise."""
     from ..compute.cluster import borrowed_client, choose_device
     from ..core.validation import check_int
     from .cli_common import check_out_path, dataset_from_args
 
     check_int("--rows", args.rows, 50)
     check_int("--iterations", args.iterations, 1)
-    check_out_path(args.out, overwrite=True, suffixes=(".json",))
+    if args.json is not None:
+        check_out_path(args.json, REPORT_KIND, args.overwrite, (".json",), flag="--json")
     env = environment_report()
     if args.device == "gpu" and args.scheduler is None:
         choose_device("gpu")  # one clear error, before any cluster starts, when the GPU stack is missing
@@ -174,9 +177,11 @@ def doctor_command(args) -> int:
     if devices == ["cpu"]:
         print("no GPU run: " + ("this machine has no usable GPU stack" if env["auto_device"] == "cpu"
                                 else "pass --device gpu or auto"))
-    out = {"environment": env, "data": {"name": ds.name, "rows": rows}, "iterations": args.iterations,
-           "tolerance": TOLERANCE, "devices": report}
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=2)
-    print(f"wrote {args.out}")
+    if args.json is not None:
+        from ..core.files import MARK, write_atomically
+
+        out = {MARK: REPORT_KIND, "environment": env, "data": {"name": ds.name, "rows": rows},
+               "iterations": args.iterations, "tolerance": TOLERANCE, "devices": report}
+        write_atomically(args.json, json.dumps(out, indent=2).encode("utf-8"))
+        print(f"wrote {args.json}")
     return 0 if all(r["ok"] for r in report.values()) else 1

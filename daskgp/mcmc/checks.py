@@ -1,4 +1,4 @@
-"""Posterior predictive checks and predictions of a run, in ArviZ's layout, for ``az.plot_ppc``, ``az.loo``
+"""Posterior predictive checks and predictions of a run, in ArviZ's layout, for ``az.plot_ppc_dist``, ``az.loo``
 and ``az.compare``.
 
 From a thinned set of post-warmup draws (the same draws in every chain, evenly spaced),

@@ -15,7 +15,7 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
-from ..core.files import replaced_atomically
+from ..core.files import MARK, replaced_atomically
 from .bound import GlobalParams, SuffStats, kmm, rbf_ard
 from .chunks import ChunkedRows
 
@@ -121,6 +121,8 @@ class FitCheckpoint:
     A resumed fit restarts L-BFGS-B from the stored parameters: its curvature memory is rebuilt, so the
     iterates after the break are not bit-identical to an uninterrupted fit (the bound still never drops)."""
 
+    kind = "daskgp.fit-checkpoint"  # its marker (:func:`daskgp.core.files.written_kind`)
+
     def __init__(self, path):
         self.path = os.fspath(path)
 
@@ -129,7 +131,8 @@ class FitCheckpoint:
 
     def write(self, theta: GlobalParams, trace, key: str) -> None:
         with replaced_atomically(self.path, suffix=".npz") as tmp:
-            np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(trace, float), key=np.str_(key))
+            np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(trace, float), key=np.str_(key),
+                     **{MARK: np.str_(self.kind)})
 
     def read(self, key: str, m: int, q: int) -> tuple[GlobalParams, list[float]]:
         """(parameters, bound trace) written for ``key`` with m inducing points in q dimensions. Raises
@@ -139,8 +142,9 @@ class FitCheckpoint:
         try:
             with np.load(self.path) as f:
                 stored, v, trace = str(f["key"]), np.asarray(f["theta"], float), np.asarray(f["trace"], float)
-        except (OSError, KeyError, ValueError) as e:
-            raise ValueError(f"{self.path} is not a daskgp fit checkpoint ({e})") from None
+        except Exception as e:  # noqa: BLE001 — truncated (BadZipFile), garbage, foreign: one line
+            raise ValueError(f"{self.path} is damaged or not a daskgp fit checkpoint ({type(e).__name__}), "
+                             "so nothing in it can be resumed: delete it and start afresh") from None
         if stored != key:
             raise ValueError(f"{self.path} was written for other data, split or number of inducing points: "
                              "start afresh without resuming")
@@ -152,8 +156,11 @@ class FitCheckpoint:
         """How many finished iterations the file holds (0 without a file)."""
         if not self.exists():
             return 0
-        with np.load(self.path) as f:
-            return int(np.asarray(f["trace"]).size)
+        try:
+            with np.load(self.path) as f:
+                return int(np.asarray(f["trace"]).size)
+        except Exception:  # noqa: BLE001 — a damaged file: read() says so in one line
+            return 0
 
     def remove(self) -> None:
         if os.path.exists(self.path):

@@ -22,7 +22,7 @@ import xarray as xr
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..core.files import replaced_atomically
+from ..core.files import MARK, array_digest, check_destination, replaced_atomically
 from ..core.inducing import kmeans_inducing
 from ..core.validation import check_int, check_X, fit_data, new_data, seed_from, standardising_moments
 from .bound import GlobalParams, bound_and_grads
@@ -242,6 +242,8 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
                         n_train=self.n_train_, n_inducing=int(self.n_inducing), variance_std=theta.variance,
                         beta_std=theta.beta, y_mean=float(self.y_mean_), y_scale=float(self.y_scale_),
                         params=json.dumps(params), fit_info=json.dumps(info), **info)
+        ds.attrs[MARK] = ds.attrs["model"]
+        ds.attrs["digests"] = json.dumps({k: array_digest(v.values) for k, v in ds.data_vars.items()})
         return ds
 
     def save(self, path, overwrite: bool = False) -> None:
@@ -249,8 +251,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         file or none). :meth:`load` reads it back as a fitted estimator."""
         path = os.fspath(path)
         fmt = _store_format(path)
-        if os.path.exists(path) and not overwrite:
-            raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+        check_destination(path, "daskgp.SparseGPRegressor", overwrite=overwrite, flag="path")
         ds = self.to_dataset()
         with replaced_atomically(path) as tmp:
             ds.to_netcdf(tmp) if fmt == "netcdf" else ds.to_zarr(tmp, mode="w", consolidated=True)
@@ -270,6 +271,15 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         if ds.attrs.get("model") != "daskgp.SparseGPRegressor":
             raise ValueError(f"{path} holds no daskgp SparseGPRegressor (attribute 'model' is "
                              f"{ds.attrs.get('model')!r})")
+        try:
+            digests = json.loads(ds.attrs.get("digests", "{}"))
+        except ValueError:
+            digests = None
+        bad = (["digests"] if not isinstance(digests, dict) else
+               [k for k, h in digests.items() if k not in ds or array_digest(ds[k].values) != h])
+        if bad:
+            raise ValueError(f"{path} is damaged: {', '.join(bad)} differ from what was saved (a lost or "
+                             "altered chunk); save the model again")
         if int(ds.attrs.get("model_format", 0)) != MODEL_FORMAT:
             raise ValueError(f"{path} has model format {ds.attrs.get('model_format')}; this daskgp reads "
                              f"format {MODEL_FORMAT}")

@@ -204,3 +204,22 @@ def test_predict_rejects_bad_new_inputs(small_csv, tmp_path, capsys):
     assert code == 1 and "missing values" in capsys.readouterr().err
     assert main(["predict", run, "--x", str(small_csv / "new.csv"), "--out", str(tmp_path / "p.csv"),
                  "--level", "1.5"]) == 1
+    capsys.readouterr()
+    # columns by name (issue 29): reordered gives the same predictions; renamed or extra is refused, named
+    new = pd.read_csv(small_csv / "new.csv").drop(columns="strength_mpa")
+    new.to_csv(tmp_path / "ordered.csv", index=False)
+    new[new.columns[::-1]].to_csv(tmp_path / "reordered.csv", index=False)
+    new.rename(columns={"cement": "Cement"}).to_csv(tmp_path / "renamed.csv", index=False)
+    new.assign(site=1.0).to_csv(tmp_path / "extra.csv", index=False)
+    for name in ("ordered", "reordered"):
+        assert main(["predict", run, "--x", str(tmp_path / f"{name}.csv"), "--out",
+                     str(tmp_path / f"p_{name}.csv")]) == 0
+    a, b = pd.read_csv(tmp_path / "p_ordered.csv"), pd.read_csv(tmp_path / "p_reordered.csv")
+    pd.testing.assert_frame_equal(a, b[a.columns])
+    capsys.readouterr()
+    for name, msg in (("renamed", "lacks the column(s) 'cement' and has the column(s) 'Cement'"),
+                      ("extra", "has the column(s) 'site' the model was not fitted on")):
+        code = main(["predict", run, "--x", str(tmp_path / f"{name}.csv"), "--out", str(tmp_path / "q.csv")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and len(err) == 1 and msg in err[0], (name, err)
+    assert not (tmp_path / "q.csv").exists()

@@ -43,7 +43,7 @@ def test_device_checks_compute_what_they_report(concrete):
 @pytest.mark.cluster
 def test_doctor_runs_on_a_cluster_and_writes_its_report(tmp_path):
     out = tmp_path / "doctor.json"
-    r = _run("doctor", "--rows", "300", "--iterations", "5", "--out", str(out), "--device", "cpu")
+    r = _run("doctor", "--rows", "300", "--iterations", "5", "--json", str(out), "--device", "cpu")
     assert r.returncode == 0, r.stderr
     assert "cpu" in r.stdout and "wrote" in r.stdout
     rep = json.loads(out.read_text())
@@ -55,7 +55,7 @@ def test_doctor_runs_on_a_cluster_and_writes_its_report(tmp_path):
 
 @pytest.mark.skipif(gpu_available(), reason="checks the error of a machine without a GPU")
 def test_doctor_on_a_machine_without_a_gpu_says_what_is_missing(tmp_path):
-    r = _run("doctor", "--device", "gpu", "--out", str(tmp_path / "d.json"))
+    r = _run("doctor", "--device", "gpu", "--json", str(tmp_path / "d.json"))
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "device='gpu' needs" in lines[0]

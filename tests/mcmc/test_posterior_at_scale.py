@@ -29,17 +29,17 @@ def test_default_sampler_matches_the_exact_posterior_on_5120_power_plant_rows(cl
     """power_plant, 5,120 random rows (d = 4). Exact reference: the MAP of the dense-Cholesky log posterior
     and the Laplace covariance from its Hessian (at this n the log-parameter posterior is close to
     Gaussian). The default sampler (SGHMC, its default solver, probes and the adaptation length of a target
-    run, 200 iterations) with 2 chains × 500 kept draws: every mean within 0.3 exact sd and every sd within
-    ±25 % of the exact Laplace sd. The bulk ESS is asserted ≥ 150 (measured 340–350 here), where the Monte
-    Carlo se of a mean is ≤ 0.08 sd and of an sd ratio ≤ 0.06, so the tolerances are ≥ 3.7 and 4.2 standard
-    errors. The run's own fidelity checks pass. (The code before issue 28 passed this case too — its
+    run, 200 iterations) with 2 chains × 300 kept draws: every mean within 0.3 exact sd and every sd within
+    ±25 % of the exact Laplace sd. The bulk ESS is asserted ≥ 110 (0.34 per draw was measured here: ≈ 200
+    expected), where the Monte Carlo se of a mean is ≤ 1/√110 = 0.095 sd and of an sd ratio
+    ≤ 1/√(2·110) = 0.067, so the tolerances are ≥ 3.1 and 3.7 standard errors. The run's own fidelity checks pass. (The code before issue 28 passed this case too — its
     warmup metric was right here, whitened exact curvature 0.97–1.01 — so the power to catch that failure
     lies in tests/mcmc/test_fidelity.py, on a target where the metric is wrong.)"""
     X, y = _power_plant(N)
     kernel = make_kernel("rbf", n_dims=X.shape[1])
     phi_ref, cov_ref = subset_map(X, y, kernel, 0.3, prior=GammaPrior(2.0, 1.0), size=N, rng=0)
     sd_ref = np.sqrt(np.diag(cov_ref))
-    dt = sample(X, y, out=str(tmp_path / "pp.zarr"), client=client, n_chains=2, n_iter=700, n_adapt=200)
+    dt = sample(X, y, out=str(tmp_path / "pp.zarr"), client=client, n_chains=2, n_iter=500, n_adapt=200)
     names = dt.attrs["param_names"]
     post = dt["posterior"].to_dataset()
     phi = np.stack([np.log(post[nm].values).ravel() for nm in names], axis=1)
@@ -49,7 +49,7 @@ def test_default_sampler_matches_the_exact_posterior_on_5120_power_plant_rows(cl
     gap = (phi.mean(0) - phi_ref) / sd_ref
     ratio = phi.std(0) / sd_ref
     print("power_plant 5120: mean gap (sd)", gap.round(3), "sd ratio", ratio.round(3), "ESS", ess.round(0))
-    assert ess.min() >= 150, ess
+    assert ess.min() >= 110, ess
     assert np.all(np.abs(gap) < 0.3), (gap, ratio)
     assert np.all(np.abs(ratio - 1) < 0.25), (gap, ratio)
     fid = run_fidelity(dt)

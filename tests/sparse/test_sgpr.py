@@ -219,6 +219,31 @@ def test_save_load_round_trip_predicts_identically(suffix, problem, client, tmp_
     assert all(not f.read_bytes().startswith(b"\x80") for f in files)  # no pickle protocol header
 
 
+def test_save_never_replaces_a_foreign_folder_and_a_damaged_model_is_refused(problem, client, tmp_path):
+    """Issue 29: ``save(overwrite=True)`` onto a folder daskgp did not write keeps its files; a model whose
+    chunk was deleted (it would read back as NaN fill values) is refused by its digests, in one line."""
+    X, y, _ = problem
+    est = SparseGPRegressor(n_inducing=10, max_iter=5, chunk_rows=100).fit(X[:200], y[:200], client=client)
+    foreign = tmp_path / "foreign.zarr"
+    foreign.mkdir()
+    (foreign / "precious.txt").write_text("keep")
+    with pytest.raises(ValueError, match="did not write it"):
+        est.save(foreign, overwrite=True)
+    assert (foreign / "precious.txt").read_text() == "keep"
+    path = tmp_path / "model.zarr"
+    est.save(path)
+    (path / "precious.txt").write_text("keep")  # a user's file put inside a model: no longer replaceable
+    with pytest.raises(ValueError, match="did not write it"):
+        est.save(path, overwrite=True)
+    (path / "precious.txt").unlink()
+    est.save(path, overwrite=True)
+    chunks = [p for p in (path / "q_var_matrix" / "c").rglob("*") if p.is_file()]
+    assert chunks
+    chunks[0].unlink()
+    with pytest.raises(ValueError, match="damaged: q_var_matrix"):
+        SparseGPRegressor.load(path)
+
+
 @pytest.mark.parametrize("content,msg", [(b"", "not a readable"), (b"garbage" * 50, "not a readable")])
 def test_load_refuses_foreign_or_truncated_files(content, msg, tmp_path):
     import xarray as xr
