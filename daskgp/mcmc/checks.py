@@ -1,5 +1,5 @@
-"""Posterior predictive checks and predictions of a run, in ArviZ's layout, for ``az.plot_ppc_dist``, ``az.loo``
-and ``az.compare``.
+"""Posterior predictive checks and predictions of a run, in ArviZ's layout, for ``az.plot_ppc_dist``,
+``az.loo`` and ``az.compare``.
 
 From a thinned set of post-warmup draws (the same draws in every chain, evenly spaced),
 :func:`predictive_tree` builds a DataTree whose groups follow ArviZ's schema:

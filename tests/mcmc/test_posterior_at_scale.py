@@ -32,9 +32,10 @@ def test_default_sampler_matches_the_exact_posterior_on_5120_power_plant_rows(cl
     run, 200 iterations) with 2 chains × 300 kept draws: every mean within 0.3 exact sd and every sd within
     ±25 % of the exact Laplace sd. The bulk ESS is asserted ≥ 110 (0.34 per draw was measured here: ≈ 200
     expected), where the Monte Carlo se of a mean is ≤ 1/√110 = 0.095 sd and of an sd ratio
-    ≤ 1/√(2·110) = 0.067, so the tolerances are ≥ 3.1 and 3.7 standard errors. The run's own fidelity checks pass. (The code before issue 28 passed this case too — its
-    warmup metric was right here, whitened exact curvature 0.97–1.01 — so the power to catch that failure
-    lies in tests/mcmc/test_fidelity.py, on a target where the metric is wrong.)"""
+    ≤ 1/√(2·110) = 0.067, so the tolerances are ≥ 3.1 and 3.7 standard errors. The run's own fidelity
+    checks pass. (The code before issue 28 passed this case too — its warmup metric was right here,
+    whitened exact curvature 0.97–1.01 — so the power to catch that failure lies in
+    tests/mcmc/test_fidelity.py, on a target where the metric is wrong.)"""
     X, y = _power_plant(N)
     kernel = make_kernel("rbf", n_dims=X.shape[1])
     phi_ref, cov_ref = subset_map(X, y, kernel, 0.3, prior=GammaPrior(2.0, 1.0), size=N, rng=0)
