@@ -24,7 +24,7 @@ from ..core.inducing import kmeans_inducing
 from ..core.validation import check_int, fit_data, new_data, seed_from, standardising_moments
 from ..sparse.chunks import ChunkedRows
 from .ep import METHODS, Factor, GPCParams, Posterior
-from .fit import DEFAULT_DAMPING, Adam, EPState, run_ep
+from .fit import DEFAULT_DAMPING, Adam, EPState, collapsed, run_ep
 
 __all__ = ["SparseGPClassifier"]
 
@@ -44,7 +44,9 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
 
     Fitted: ``classes_``, ``params_`` (GPCParams, standardised inputs), ``factor_`` (the k-space factor of
     q(u)), ``evidence_`` (nats; the log evidence approximation of the last iteration), ``records_`` (per
-    iteration: evidence, training error, gradient norm), ``n_iter_``, ``n_features_in_``.
+    iteration: evidence, training error, gradient norm), ``n_iter_``, ``n_features_in_``,
+    ``best_iteration_`` (the iteration whose q the model keeps: the last, unless the fit broke down or its
+    evidence collapsed — then the best, with a ConvergenceWarning).
     """
 
     def __init__(self, n_inducing: int = 100, method: str = "sep", max_iter: int = 250,
@@ -152,18 +154,33 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                            learn=self.learning_rate > 0, learn_inducing=bool(self.learn_inducing),
                            batch_size=self.batch_size, seed=seed, callback=callback,
                            time_budget=time_budget)
+                    broke = None
                 except FloatingPointError as e:
                     if not state.records:
                         raise
-                    # scikit-learn's way with an optimiser that stops early: a fitted model and a warning
-                    warnings.warn(f"{e}; the model keeps iteration {len(state.records)}",
-                                  ConvergenceWarning, stacklevel=2)
+                    broke = e
             finally:
                 chunks.release()
         self.params_, self.factor_, self.records_ = state.params, state.factor, state.records
         self.evidence_ = state.records[-1].evidence
         self.n_iter_ = len(state.records)
+        self.best_iteration_ = self.n_iter_
+        self._keep_best(state, broke, batch=self.batch_size is None or self.batch_size >= n)
         return self
+
+    def _keep_best(self, state, broke, batch: bool) -> None:
+        """A fit that broke down (non-finite) or collapsed (:func:`daskgp.gpc.fit.collapsed`; batch fits,
+        whose evidence is exact) keeps its best iterate, with scikit-learn's ConvergenceWarning saying so."""
+        best_it, params, factor = state.best
+        best, last = state.records[best_it - 1].evidence, state.records[-1].evidence
+        if broke is None and not (batch and collapsed(best, last)):
+            return
+        why = (f"{broke}" if broke is not None else
+               f"{self.method.upper()}'s evidence fell from {best:.1f} nats at iteration {best_it} to "
+               f"{last:.1f} at iteration {len(state.records)} (the fit collapsed)")
+        self.params_, self.factor_, self.evidence_, self.best_iteration_ = params, factor, best, best_it
+        warnings.warn(f"{why}; the model keeps iteration {best_it}, its best (evidence {best:.1f} nats)",
+                      ConvergenceWarning, stacklevel=3)
 
     def to_dataset(self, feature_names=None) -> xr.Dataset:
         """The fitted model as labelled arrays: inducing points and lengthscales in X units, the latent
@@ -186,6 +203,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
             coords={"feature": list(names), "iteration": np.arange(1, len(rec) + 1),
                     "class": np.asarray(self.classes_).astype(str)},
             attrs={"model": "daskgp.SparseGPClassifier", "method": self.method,
+                   "best_iteration": int(getattr(self, "best_iteration_", len(rec))),
                    "n_inducing": int(self.n_inducing), "positive_class": str(self.classes_[1])})
 
     def _proba_block(self, X) -> np.ndarray:

@@ -5,8 +5,10 @@ netCDF results file with the model and the held-out predictions."""
 from __future__ import annotations
 
 import sys
+import warnings
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from .cli_common import check_out_path, cluster_from_args, positive_int
 from .progress import gpc_progress
@@ -68,7 +70,9 @@ def gpc_command(args) -> int:
     printer = gpc_progress(args.max_iter, args.method, test_error)
     try:
         with cluster_from_args(args, stream=sys.stderr) as client:
-            est.fit(Xtr, ytr, client=client, callback=printer)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                est.fit(Xtr, ytr, client=client, callback=printer)
             printer.done()
     except KeyboardInterrupt:
         print("\ndaskgp: interrupted; nothing was written", file=sys.stderr)
@@ -88,6 +92,9 @@ def gpc_command(args) -> int:
     res.attrs[MARK] = KIND
     with replaced_atomically(args.out) as tmp:
         res.to_netcdf(tmp)
-    print(f"log Z {est.evidence_:.2f} nats after {est.n_iter_} iterations; test error {err:.4f}, test NLL "
-          f"{nll:.4f} (class prior {nll_prior:.4f}); results in {args.out}")
+    for w in caught:  # the fit's own warnings, one line each, after the progress line
+        print(f"daskgp: warning: {w.message}", file=sys.stderr)
+    kept = f" (the model is iteration {est.best_iteration_}'s)" if est.best_iteration_ != est.n_iter_ else ""
+    print(f"log Z {est.evidence_:.2f} nats after {est.n_iter_} iterations{kept}; test error {err:.4f}, "
+          f"test NLL {nll:.4f} (class prior {nll_prior:.4f}); results in {args.out}")
     return 0

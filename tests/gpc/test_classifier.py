@@ -2,6 +2,8 @@
 does not depend on the number of workers; breast cancer against logistic regression; minibatch SEP; dask
 arrays; bad input refused in one clear error each."""
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -103,27 +105,57 @@ def test_minibatch_sep_and_dask_arrays(cancer, client):
     np.testing.assert_allclose(dd.predict_proba(Xte), p, rtol=1e-9, atol=1e-12)
 
 
-def test_a_degenerate_iteration_keeps_the_last_finite_model(cancer, client):
+def test_a_degenerate_iteration_keeps_the_best_finite_model(cancer, client):
     """From iteration 3 Adam's step is made huge (as a runaway evidence gradient would): iteration 4's step
-    overflows exp(log σ²); the fit stops with a ConvergenceWarning naming the iteration and keeps iteration
-    3's hyperparameters and factor, which still predict."""
+    overflows exp(log σ²); the fit stops with a ConvergenceWarning naming the iteration and keeps the best q
+    it evaluated, iteration 3's (the hyperparameters after iteration 2's step, the factor of iteration 3's
+    start), which still predicts."""
     from sklearn.exceptions import ConvergenceWarning
 
     Xtr, Xte, ytr, _ = cancer
     seen = {}
 
     def blow_up(rec, state):
-        if rec.iteration == 3:
+        if rec.iteration == 2:
             seen["params"], seen["factor"] = state.params.to_vector(), state.factor
+        if rec.iteration == 3:
             state.adam.lr = 1e6
 
     est = dg.SparseGPClassifier(n_inducing=8, method="sep", max_iter=10, chunk_rows=200)
-    with pytest.warns(ConvergenceWarning, match="SEP became numerically degenerate at iteration 4"):
+    with pytest.warns(ConvergenceWarning, match="SEP became numerically degenerate at iteration 4.*keeps "
+                                                "iteration 3, its best"):
         est.fit(Xtr, ytr, client=client, callback=blow_up)
-    assert est.n_iter_ == 3
+    assert est.n_iter_ == 3 and est.best_iteration_ == 3
     np.testing.assert_array_equal(est.params_.to_vector(), seen["params"])
-    assert est.factor_ is seen["factor"]
+    assert est.factor_ is seen["factor"] and est.evidence_ == est.records_[2].evidence
     assert np.all(np.isfinite(est.predict_proba(Xte)))
+
+
+def test_a_collapsed_fit_keeps_its_best_iterate_and_warns(cancer, client):
+    """Issue 29: SEP's evidence can climb and then collapse (Adam at learning rate 0.1 on breast cancer,
+    m = 20: about −43 nats near iteration 50, then −90 to −430 for the rest of 100 iterations). The fit ends
+    with the best iterate's q and a ConvergenceWarning; that q's training error is the one its record
+    holds, and below the collapsed last iterate's (the known-wrong variant: keeping the last)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from daskgp.gpc.fit import collapsed
+
+    Xtr, _, ytr, _ = cancer
+    est = dg.SparseGPClassifier(n_inducing=20, method="sep", max_iter=100, learning_rate=0.1)
+    with pytest.warns(ConvergenceWarning, match=r"SEP's evidence fell from .* \(the fit collapsed\)"):
+        est.fit(Xtr, ytr, client=client)
+    ev = np.array([r.evidence for r in est.records_])
+    best = est.best_iteration_
+    assert best == int(np.argmax(ev)) + 1 and est.evidence_ == ev.max() and est.n_iter_ == 100
+    assert collapsed(ev.max(), ev[-1])
+    err = np.mean(est.predict(Xtr) != ytr)
+    assert err == pytest.approx(est.records_[best - 1].train_error, abs=1.5 / len(ytr))
+    assert err < est.records_[-1].train_error
+    # a fit that does not collapse keeps its last iterate and says nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        calm = dg.SparseGPClassifier(n_inducing=20, method="sep", max_iter=30).fit(Xtr, ytr, client=client)
+    assert calm.best_iteration_ == calm.n_iter_ == 30
 
 
 def test_ep_on_minibatches_with_learning_warns(cancer, client):
