@@ -61,9 +61,16 @@ def get_client(address: str | None = None, *, n_workers: int | None = None, thre
     if address is not None:
         probe_scheduler(address, timeout)
         try:
-            return Client(address, timeout=timeout)
+            client = Client(address, timeout=timeout)
         except (OSError, TimeoutError) as e:
             raise ConnectionError(f"cannot reach the dask scheduler at {address}: {e}") from None
+        try:  # a scheduler without workers would queue every task forever
+            client.wait_for_workers(1, timeout=timeout)
+        except TimeoutError:
+            client.close()
+            raise ConnectionError(f"the dask scheduler at {address} has no workers (waited {timeout:g} s; "
+                                  f"start some with 'dask worker {address}' or raise --timeout)") from None
+        return client
     try:
         from distributed import default_client
 
@@ -98,6 +105,8 @@ def probe_scheduler(address: str, timeout: float) -> None:
     if timeout <= 0:
         raise ValueError(f"--timeout must be > 0 seconds, got {timeout}")
     proto, _, rest = address.rpartition("://")
+    if proto not in ("", "tcp", "tls", "ucx"):  # inproc:// lives in one process: no address to give
+        raise ValueError(f"a scheduler address is tcp://host:port (or tls://, ucx://), got {address!r}")
     if proto not in ("", "tcp"):
         return
     host, _, port = rest.rpartition(":")

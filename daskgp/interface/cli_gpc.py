@@ -67,6 +67,7 @@ def gpc_command(args) -> int:
         p1 = Probit.predict_proba(*Posterior(state.params, state.factor).predict_latent(Xs))
         return float(np.mean(np.where(p1 > 0.5, classes[1], classes[0]) != yte))
 
+    est._check_params(len(Xtr))  # damping, learning rate, chunk rows: refused before a cluster starts
     printer = gpc_progress(args.max_iter, args.method, test_error)
     try:
         with cluster_from_args(args, stream=sys.stderr) as client:

@@ -30,11 +30,13 @@ def test_demo_prints_ulisse_next_to_exact():
     (["demo", "--data", "boston"], "unknown dataset"),
     (["demo", "--noise", "0"], "noise must be"),
     (["demo", "--lengthscale", "-2"], "lengthscale must be"),
-    (["demo", "--data-dir", "/nonexistent", "--data", "concrete"], None),
+    (["demo", "--data-dir", "/nonexistent", "--data", "concrete"], "data folder /nonexistent does not exist"),
+    (["demo", "--data-dir", "/nonexistent", "--data", "flights"], "data folder /nonexistent does not exist"),
+    (["demo", "--data", "nope"], None),
     (["frobnicate"], "invalid choice"),
 ])
 def test_bad_arguments_give_one_line_and_nonzero_exit(argv, msg, capsys, monkeypatch, tmp_path):
-    if "/nonexistent" in argv:  # file nowhere and no network: the loader's message, one line
+    if msg is None:  # a file nowhere and no network: the loader's message, one line
         monkeypatch.setenv("DASKGP_DATA", str(tmp_path))
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
         import urllib.error
@@ -46,6 +48,7 @@ def test_bad_arguments_give_one_line_and_nonzero_exit(argv, msg, capsys, monkeyp
 
         monkeypatch.setattr(dsm.urllib.request, "urlopen", offline)
         msg = "concrete.csv"
+        argv = ["demo", "--data", "concrete"]
     code = main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0
