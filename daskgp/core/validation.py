@@ -146,7 +146,12 @@ def standardising_moments(X, y) -> tuple[np.ndarray, np.ndarray, float, float]:
     if isinstance(X, da.Array) or isinstance(y, da.Array):
         mx, sx, my, sy = da.compute(X.mean(0), X.std(0), y.mean(), y.std())
     else:
-        mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
+        with np.errstate(over="ignore", invalid="ignore"):
+            mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
+    if not (np.all(np.isfinite(mx)) and np.all(np.isfinite(sx))):  # finite values whose squares overflow
+        raise ValueError("X's values are too large to standardise (squares overflow float64): rescale X")
+    if not (np.isfinite(my) and np.isfinite(sy)):
+        raise ValueError("y's values are too large to standardise (squares overflow float64): rescale y")
     check_not_degenerate(sx, sy, "X, y", mx, my)
     sx = np.where(is_constant(sx, mx), 1.0, sx)
     return np.asarray(mx), sx, float(my), float(sy)

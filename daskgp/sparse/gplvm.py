@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.inducing import kmeans_inducing
-from ..core.validation import check_int, check_X, fit_data, new_data, seed_from
+from ..core.validation import check_int, check_X, fit_data, is_constant, new_data, seed_from
 from .bound import GlobalParams, SuffStats, bound_and_grads, psi1_stat
 from .chunks import ChunkedRows, LocalRows, local_objective
 from .fit import SparsePosterior, fit_global
@@ -100,6 +100,9 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
         self._check(n, p)
         seed = seed_from(self.random_state)
         q = int(self.n_components)
+        if is_constant(Y.std(axis=0), Y.mean(axis=0)).all():  # every row the same point: no latent structure
+            raise ValueError("every row of Y is the same point: a GPLVM has no latent structure to find "
+                             "(check the data)")
         self.y_mean_ = Y.mean(axis=0)
         self.y_scale_ = float(Y.std()) or 1.0
         Ys = (Y - self.y_mean_) / self.y_scale_

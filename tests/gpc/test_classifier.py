@@ -177,7 +177,8 @@ def test_ep_on_minibatches_with_learning_warns(cancer, client):
                                          ("one", "binary classifier: y has one class"),
                                          ("nan_x", "NaN"), ("many_m", "more than the"),
                                          ("method", "method must be one of"), ("damping", "damping must be"),
-                                         ("continuous", "Unknown label type")])
+                                         ("continuous", "Unknown label type"),
+                                         ("overflow", "too large to standardise")])
 def test_bad_input_is_refused(y_kind, msg, cancer):
     Xtr, _, ytr, _ = cancer
     X, y, kw = Xtr[:40].copy(), ytr[:40].copy(), {}
@@ -195,5 +196,7 @@ def test_bad_input_is_refused(y_kind, msg, cancer):
         kw = dict(damping=0.0)
     elif y_kind == "continuous":
         y = np.linspace(0, 1, 40)
+    elif y_kind == "overflow":  # finite, but the squares overflow: every row would predict one class
+        X, kw = X * 1e200, dict(n_inducing=5)
     with pytest.raises(ValueError, match=msg):
         dg.SparseGPClassifier(**kw).fit(X, y)

@@ -102,12 +102,15 @@ def test_per_class_bound_ratio_classifies_digits(digits, client):
 
 @pytest.mark.parametrize("case,msg", [
     ("nan", "contains NaN"), ("components", "n_components"), ("inducing", "n_inducing"),
+    ("constant", "every row of Y is the same point"),
 ])
 def test_bad_input(case, msg, digits, client):
     Y = digits[0][:20].copy()
     kw = {"n_components": 2, "n_inducing": 5}
     if case == "nan":
         Y[3, 4] = np.nan
+    elif case == "constant":
+        Y[:] = Y[0]
     elif case == "components":
         kw["n_components"] = 65
     else:
