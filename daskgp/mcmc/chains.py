@@ -233,9 +233,13 @@ def extended_config(cfg: SamplerConfig, n_draws: int, n_iter: int | None, target
                     where: str) -> SamplerConfig:
     """The configuration of a run extended to ``n_iter`` iterations per chain and/or an ESS target: the
     adaptation and step-schedule lengths are pinned to the run's own, so the chains continue unchanged.
-    Raises ValueError when the run cannot grow that way."""
+    ``n_iter`` alone on a run with an ESS target runs to ``n_iter`` (the target, which such a run may already
+    meet, no longer stops it); both: the new target, capped at ``n_iter``. Raises ValueError when the run
+    cannot grow that way."""
     d = asdict(cfg)
     d["n_adapt"], d["step_iter"] = cfg.adapt, cfg.step_iter
+    if n_iter is not None and target_ess is None:
+        d["target_ess"] = None
     if target_ess is not None:
         d["target_ess"] = target_ess
         if n_iter is None and cfg.target_ess is None:

@@ -55,6 +55,14 @@ def test_target_ess_stops_at_the_first_block_that_meets_it_and_extends(concrete,
     assert ess >= target and rhat < 1.01
     with pytest.raises(ValueError, match="would not extend"):
         resume(out, X=X, y=y, client=client, n_iter=10)
+    # --iterations alone on a run that meets its target runs it to that length (issue 29: it did nothing)
+    m = ext.attrs["n_draws"]
+    assert not check_resumable(out, n_iter=m + 50)[2]
+    longer = resume(out, X=X, y=y, client=client, n_iter=m + 50)
+    assert longer.attrs["n_draws"] == m + 50 and longer.attrs["config"]["target_ess"] is None
+    for name in dt.attrs["param_names"]:
+        np.testing.assert_array_equal(longer["posterior"][name].values[:, :m - 100],
+                                      ext["posterior"][name].values)
 
 
 def test_extending_a_finished_run_equals_the_longer_run(concrete, client, tmp_path):
