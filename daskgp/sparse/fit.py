@@ -19,7 +19,7 @@ from ..core.files import MARK, replaced_atomically
 from .bound import GlobalParams, SuffStats, kmm, rbf_ard
 from .chunks import ChunkedRows
 
-__all__ = ["SparsePosterior", "fit_global", "FitCheckpoint"]
+__all__ = ["Evaluations", "FitCheckpoint", "ReplayDiverged", "Resumed", "SparsePosterior", "fit_global"]
 
 
 @dataclass
@@ -53,12 +53,43 @@ class SparsePosterior:
         return mean, (var + 1.0 / self.theta.beta if noise else var)
 
 
+@dataclass
+class Evaluations:
+    """Every objective evaluation of an L-BFGS-B run, in order: a digest of the point, the value and the
+    gradient it returned. L-BFGS-B is deterministic given its start and these numbers, so feeding them back
+    (:func:`fit_global`'s ``replay``) rebuilds its iterates and curvature memory bit for bit without
+    evaluating anything: the optimiser's whole state, as data."""
+
+    x: list
+    f: list
+    g: list
+
+    @classmethod
+    def empty(cls) -> Evaluations:
+        return cls([], [], [])
+
+
+class ReplayDiverged(RuntimeError):
+    """A replayed L-BFGS-B asked for a point the log does not hold (another scipy, another start)."""
+
+
+def _digest(x: np.ndarray) -> str:
+    from ..core.files import array_digest
+
+    return array_digest(np.asarray(x, np.float64))
+
+
 def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: float = 1e-9,
-               callback=None, fixed_inducing: bool = False,
-               on_params=None) -> tuple[GlobalParams, list, dict]:
+               callback=None, fixed_inducing: bool = False, on_params=None,
+               replay: tuple[Evaluations, int] | None = None) -> tuple[GlobalParams, list, dict]:
     """Maximise the bound over the global parameters with L-BFGS-B (unconstrained: Z, log σ², log l,
-    log β); ``callback(iteration, F)`` and ``on_params(θ, trace)`` after every iteration. Returns (θ, bound
-    trace, info)."""
+    log β); ``callback(iteration, F)`` and ``on_params(θ, trace, evaluations)`` after every iteration.
+
+    ``replay``: (the :class:`Evaluations` of an interrupted run of this fit from the same ``theta0``, the
+    iterations it finished): its evaluations are fed back instead of computed, so the fit continues exactly
+    as the uninterrupted one would; the callbacks fire only for the iterations after those. Raises
+    :class:`ReplayDiverged` when the log does not match. Returns (θ, bound trace of every iteration, info
+    with ``evaluations``)."""
     m, q = theta0.Z.shape
     n = chunks.n
     v0 = theta0.to_vector()
@@ -66,28 +97,44 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
     if fixed_inducing:
         free[:m * q] = False
     info = {"n_evaluations": 0, "seconds_evaluating": 0.0}
+    log = Evaluations.empty()
+    old, quiet = (replay if replay is not None else (Evaluations.empty(), 0))
 
     def fun(x):
+        k = len(log.f)
+        log.x.append(_digest(x))
+        if k < len(old.f):  # replaying: the number the interrupted run got here
+            if old.x[k] != log.x[k]:
+                raise ReplayDiverged(f"evaluation {k + 1} of the replayed L-BFGS-B is at another point")
+            log.f.append(old.f[k])
+            log.g.append(old.g[k])
+            return old.f[k], np.array(old.g[k])
         v = v0.copy()
         v[free] = x
         t0 = time.perf_counter()
         try:
             F, g, _ = chunks.bound_and_grad(GlobalParams.from_vector(v, m, q))
+            f, gf = -F / n, -g[free] / n
         except np.linalg.LinAlgError:
-            return math.inf, np.zeros_like(x)  # L-BFGS-B backtracks from a non-PD step
-        info["n_evaluations"] += 1
-        info["seconds_evaluating"] += time.perf_counter() - t0
-        return -F / n, -g[free] / n
+            f, gf = math.inf, np.zeros_like(x)  # L-BFGS-B backtracks from a non-PD step
+        else:
+            info["n_evaluations"] += 1
+            info["seconds_evaluating"] += time.perf_counter() - t0
+        log.f.append(float(f))
+        log.g.append(np.asarray(gf, np.float64))
+        return f, gf
 
     trace = []
 
     def cb(intermediate_result):
         F = -float(intermediate_result.fun) * n
         trace.append(F)
+        if len(trace) <= quiet:  # reported before the interruption
+            return
         if on_params is not None:
             v = v0.copy()
             v[free] = intermediate_result.x
-            on_params(GlobalParams.from_vector(v, m, q), trace)
+            on_params(GlobalParams.from_vector(v, m, q), trace, log)
         if callback is not None:
             callback(len(trace), F)
 
@@ -96,7 +143,8 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
                                   options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-7})
     v = v0.copy()
     v[free] = res.x
-    info.update(message=str(res.message), n_iterations=int(res.nit), converged=bool(res.success))
+    info.update(message=str(res.message), n_iterations=int(res.nit), converged=bool(res.success),
+                evaluations=log, replayed_evaluations=min(len(old.f), len(log.f)))
     return GlobalParams.from_vector(v, m, q), trace, info
 
 
@@ -112,14 +160,25 @@ def _bounds(m: int, q: int) -> np.ndarray:
     return np.array([(-np.inf, np.inf)] * (m * q) + [_LOG_VARIANCE] + [_LOG_LENGTHSCALE] * q + [_LOG_BETA])
 
 
+@dataclass
+class Resumed:
+    """What a checkpoint gives a resumed fit: the parameters after the last finished iteration, the bound
+    trace (nats), and — for an exact continuation — the fit's start and its :class:`Evaluations` (None in a
+    checkpoint of daskgp <= 0.5, which is resumed from ``theta`` with a fresh curvature memory)."""
+
+    theta: GlobalParams
+    trace: list
+    theta0: GlobalParams | None = None
+    evaluations: Evaluations | None = None
+
+
 class FitCheckpoint:
     """The state of a global fit after its last finished L-BFGS-B iteration, in one ``.npz`` file: the
-    unconstrained parameter vector (:meth:`GlobalParams.to_vector`), the bound trace so far (nats) and a key
-    naming the data and settings it belongs to. Replaced atomically after every iteration, so an interruption
-    loses at most one; read with ``np.load``'s default ``allow_pickle=False`` (plain numbers only).
-
-    A resumed fit restarts L-BFGS-B from the stored parameters: its curvature memory is rebuilt, so the
-    iterates after the break are not bit-identical to an uninterrupted fit (the bound still never drops)."""
+    unconstrained parameter vector (:meth:`GlobalParams.to_vector`), the bound trace so far (nats), a key
+    naming the data and settings it belongs to, and the optimiser's whole state — the start and every
+    evaluation (:class:`Evaluations`), so that a resumed fit replays them and continues bit for bit as the
+    uninterrupted one. Replaced atomically after every iteration, so an interruption loses at most one;
+    read with ``np.load``'s default ``allow_pickle=False`` (plain numbers only)."""
 
     kind = "daskgp.fit-checkpoint"  # its marker (:func:`daskgp.core.files.written_kind`)
 
@@ -129,19 +188,30 @@ class FitCheckpoint:
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
-    def write(self, theta: GlobalParams, trace, key: str) -> None:
+    def write(self, theta: GlobalParams, trace, key: str, theta0: GlobalParams | None = None,
+              evaluations: Evaluations | None = None) -> None:
+        extra = {}
+        if theta0 is not None and evaluations is not None:
+            g = np.asarray(evaluations.g, float).reshape(len(evaluations.g), -1)
+            extra = dict(theta0=theta0.to_vector(), eval_x=np.asarray(evaluations.x, dtype=np.str_),
+                         eval_f=np.asarray(evaluations.f, float), eval_g=g)
         with replaced_atomically(self.path, suffix=".npz") as tmp:
             np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(trace, float), key=np.str_(key),
-                     **{MARK: np.str_(self.kind)})
+                     **{MARK: np.str_(self.kind)}, **extra)
 
-    def read(self, key: str, m: int, q: int) -> tuple[GlobalParams, list[float]]:
-        """(parameters, bound trace) written for ``key`` with m inducing points in q dimensions. Raises
-        FileNotFoundError without the file and ValueError when it belongs to other data or settings."""
+    def read(self, key: str, m: int, q: int) -> Resumed:
+        """What was written for ``key`` with m inducing points in q dimensions. Raises FileNotFoundError
+        without the file and ValueError when it is damaged or belongs to other data or settings."""
         if not os.path.isfile(self.path):
             raise FileNotFoundError(f"no checkpoint to resume at {self.path}")
         try:
             with np.load(self.path) as f:
                 stored, v, trace = str(f["key"]), np.asarray(f["theta"], float), np.asarray(f["trace"], float)
+                log = None
+                if "eval_f" in f.files:
+                    v0 = np.asarray(f["theta0"], float)
+                    log = Evaluations([str(s) for s in f["eval_x"]], [float(x) for x in f["eval_f"]],
+                                      list(np.asarray(f["eval_g"], float)))
         except Exception as e:  # noqa: BLE001 — truncated (BadZipFile), garbage, foreign: one line
             raise ValueError(f"{self.path} is damaged or not a daskgp fit checkpoint ({type(e).__name__}), "
                              "so nothing in it can be resumed: delete it and start afresh") from None
@@ -150,7 +220,13 @@ class FitCheckpoint:
                              "start afresh without resuming")
         if v.shape != (m * q + q + 2,) or not np.all(np.isfinite(v)) or trace.ndim != 1:
             raise ValueError(f"{self.path} holds parameters of the wrong shape or non-finite values")
-        return GlobalParams.from_vector(v, m, q), [float(t) for t in trace]
+        out = Resumed(GlobalParams.from_vector(v, m, q), [float(t) for t in trace])
+        if log is not None:
+            if v0.shape != v.shape or not np.all(np.isfinite(v0)) or not (len(log.x) == len(log.f)
+                                                                           == len(log.g)):
+                raise ValueError(f"{self.path} holds an optimiser state of the wrong shape")
+            out.theta0, out.evaluations = GlobalParams.from_vector(v0, m, q), log
+        return out
 
     def iterations(self) -> int:
         """How many finished iterations the file holds (0 without a file)."""

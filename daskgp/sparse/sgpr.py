@@ -5,9 +5,10 @@ al. 2014) as a scikit-learn regressor.
 workers, initialises Z by k-means, and maximises the bound over (Z, σ², l, β) with scipy's L-BFGS-B, each
 evaluation being two map-reduces over the chunks (:class:`daskgp.sparse.chunks.ChunkedRows`). X and y may be
 numpy or dask arrays; dask arrays are read chunk by chunk on the workers. ``fit(..., checkpoint=path)``
-keeps the parameters after every iteration (:class:`daskgp.sparse.fit.FitCheckpoint`) and
-``resume=True`` continues an interrupted fit from them. ``save(path)`` / ``SparseGPRegressor.load(path)``
-keep a fitted model in netCDF or zarr: labelled arrays and JSON only, nothing that executes on opening.
+keeps the optimiser's whole state after every iteration (:class:`daskgp.sparse.fit.FitCheckpoint`) and
+``resume=True`` continues an interrupted fit exactly as the uninterrupted one (its evaluations replayed).
+``save(path)`` / ``SparseGPRegressor.load(path)`` keep a fitted model in netCDF or zarr: labelled arrays
+and JSON only, nothing that executes on opening.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import math
 import os
 import time
+import warnings
 
 import numpy as np
 import xarray as xr
@@ -27,7 +29,7 @@ from ..core.inducing import kmeans_inducing
 from ..core.validation import check_int, check_X, fit_data, new_data, seed_from, standardising_moments
 from .bound import GlobalParams, bound_and_grads
 from .chunks import ChunkedRows
-from .fit import FitCheckpoint, SparsePosterior, fit_global
+from .fit import FitCheckpoint, ReplayDiverged, SparsePosterior, fit_global
 
 __all__ = ["SparseGPRegressor"]
 
@@ -107,14 +109,14 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         self._check_params(X.shape[0])
         seed = seed_from(self.random_state)
         m, q = int(self.n_inducing), X.shape[1]
-        ckpt, previous, key = None, [], None
+        ckpt, resumed, key = None, None, None
         if checkpoint is not None:
             ckpt = checkpoint if isinstance(checkpoint, FitCheckpoint) else FitCheckpoint(checkpoint)
             key = self._checkpoint_key(X, y, seed)
             if resume:
                 if init is not None:
                     raise ValueError("give init or resume=True, not both")
-                init, previous = ckpt.read(key, m, q)
+                resumed = ckpt.read(key, m, q)
             elif ckpt.exists():
                 raise FileExistsError(f"{ckpt.path} holds an interrupted fit: pass resume=True to continue "
                                       "it, or remove it to start afresh")
@@ -129,38 +131,61 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             chunks = ChunkedRows.from_arrays(c, ys, self.chunk_rows, X=Xs,
                                              device=None if self.device == "cpu" else self.device)
             try:
-                Xsample = Xs if isinstance(Xs, np.ndarray) else _row_sample(Xs, 20_000, seed)
-                theta0 = init if init is not None else GlobalParams(
-                    kmeans_inducing(Xsample, m, seed), 1.0, np.full(q, math.sqrt(q)),
-                    1.0 / self.noise_init)
-                if theta0.Z.shape != (m, q):
-                    raise ValueError(f"init has Z of shape {theta0.Z.shape}, expected ({m}, {q})")
-
-                def after_iteration(theta, trace):
-                    if ckpt is not None:  # an interruption loses at most the iteration in progress
-                        ckpt.write(theta, previous + list(trace), key)
-                    if on_params is not None:
-                        on_params(theta, previous + list(trace))
-
-                def progress(it, F):
-                    if callback is not None:
-                        callback(len(previous) + it, F)
-
+                if resumed is None:
+                    Xsample = Xs if isinstance(Xs, np.ndarray) else _row_sample(Xs, 20_000, seed)
+                    init = init if init is not None else GlobalParams(
+                        kmeans_inducing(Xsample, m, seed), 1.0, np.full(q, math.sqrt(q)),
+                        1.0 / self.noise_init)
+                    if init.Z.shape != (m, q):
+                        raise ValueError(f"init has Z of shape {init.Z.shape}, expected ({m}, {q})")
                 t0 = time.perf_counter()
-                theta, trace, info = fit_global(chunks, theta0, max(1, int(self.max_iter) - len(previous)),
-                                                self.tol, progress, fixed_inducing=not self.learn_inducing,
-                                                on_params=after_iteration)
+                try:
+                    theta, trace, info = self._global(chunks, init, resumed, ckpt, key, callback, on_params,
+                                                      exact=True)
+                except ReplayDiverged as e:  # another scipy: continue from the parameters instead
+                    warnings.warn(f"{ckpt.path} cannot be replayed exactly ({e}); the fit continues from "
+                                  "its last parameters with a fresh L-BFGS-B memory", RuntimeWarning,
+                                  stacklevel=2)
+                    theta, trace, info = self._global(chunks, init, resumed, ckpt, key, callback, on_params,
+                                                      exact=False)
                 stats = chunks.stats(theta)
                 info["seconds"] = time.perf_counter() - t0
             finally:
                 chunks.release()
-        info["resumed_after"] = len(previous)
-        self.bound_trace_, self.fit_info_ = previous + list(trace), info
+        info["resumed_after"] = len(resumed.trace) if resumed is not None else 0
+        info.pop("evaluations", None)
+        self.bound_trace_, self.fit_info_ = list(trace), info
         self.n_train_ = int(X.shape[0])
         self._set_fitted(SparsePosterior.from_stats(theta, stats), bound_and_grads(stats, theta, grads=False))
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
         return self
+
+    def _global(self, chunks, init, resumed, ckpt, key, callback, on_params, exact: bool):
+        """The global L-BFGS-B fit from ``init``, or continuing ``resumed``: ``exact`` replays its
+        evaluations from its start (bit for bit the uninterrupted fit), else (a checkpoint of daskgp <= 0.5,
+        or one this scipy cannot replay) restarts from its last parameters with a fresh curvature memory.
+        Writes ``ckpt`` after every iteration. Returns (θ, the whole bound trace, info)."""
+        replay, previous, start = None, [], init
+        if resumed is not None and exact and resumed.evaluations is not None:
+            start, replay = resumed.theta0, (resumed.evaluations, len(resumed.trace))
+        elif resumed is not None:
+            start, previous = resumed.theta, list(resumed.trace)
+
+        def after_iteration(theta, trace, log):
+            if ckpt is not None:  # an interruption loses at most the iteration in progress
+                ckpt.write(theta, previous + list(trace), key, *((start, log) if not previous else ()))
+            if on_params is not None:
+                on_params(theta, previous + list(trace))
+
+        def progress(it, F):
+            if callback is not None:
+                callback(len(previous) + it, F)
+
+        theta, trace, info = fit_global(chunks, start, max(1, int(self.max_iter) - len(previous)), self.tol,
+                                        progress, fixed_inducing=not self.learn_inducing,
+                                        on_params=after_iteration, replay=replay)
+        return theta, previous + list(trace), info
 
     def _set_fitted(self, posterior: SparsePosterior, bound: float) -> None:
         """The fitted attributes that follow from q(u) and the scalers (by ``fit`` and ``load``)."""

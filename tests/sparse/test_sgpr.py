@@ -154,11 +154,52 @@ def test_a_fit_checkpoint_resumes_and_refuses_what_it_does_not_match(problem, cl
     seen = []
     est.fit(X, y, client=client, checkpoint=path, resume=True, callback=lambda it, F: seen.append(it))
     assert est.bound_trace_[:3] == done and est.fit_info_["resumed_after"] == 3
-    assert len(est.bound_trace_) == 3 + est.fit_info_["n_iterations"] <= 12 and seen[0] == 4
+    assert len(est.bound_trace_) == est.fit_info_["n_iterations"] == est.n_iter_ <= 12 and seen[0] == 4
     assert np.all(np.diff(est.bound_trace_) >= -1e-9 * np.abs(est.bound_trace_[1:]))
     assert not path.exists()
+    # issue 29: the resumed fit is the uninterrupted one, bit for bit (L-BFGS-B's evaluations replayed)
+    whole = SparseGPRegressor(n_inducing=15, max_iter=12, chunk_rows=100).fit(X, y, client=client)
+    assert est.bound_trace_ == whole.bound_trace_ and est.bound_ == whole.bound_
+    np.testing.assert_array_equal(est.params_.to_vector(), whole.params_.to_vector())
+    assert est.fit_info_["n_evaluations"] < whole.fit_info_["n_evaluations"]  # the replayed ones are free
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         est.fit(X, y, client=client, checkpoint=path, resume=True)
+
+
+def test_a_fit_interrupted_twice_ends_bit_identical_to_the_undisturbed_one(problem, client, tmp_path):
+    """Issue 29: stopped after iterations 4 and then 9 (the second time during a resumed fit), resumed each
+    time, the fit ends with the undisturbed fit's bound trace, parameters and predictions, bit for bit. The
+    known-wrong variant — restarting L-BFGS-B from the stored parameters with an empty memory, what daskgp
+    did before — ends elsewhere, so the test can tell them apart."""
+    X, y, _ = problem
+    path = tmp_path / "fit.npz"
+    kw = dict(n_inducing=12, max_iter=16, chunk_rows=100)
+    whole = SparseGPRegressor(**kw).fit(X, y, client=client)
+
+    def stop_at(k):
+        def hook(theta, trace):
+            if len(trace) == k:
+                raise KeyboardInterrupt
+        return hook
+
+    est = SparseGPRegressor(**kw)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X, y, client=client, checkpoint=path, on_params=stop_at(4))
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X, y, client=client, checkpoint=path, resume=True, on_params=stop_at(9))
+    est.fit(X, y, client=client, checkpoint=path, resume=True)
+    assert est.bound_trace_ == whole.bound_trace_ and est.n_iter_ == whole.n_iter_
+    np.testing.assert_array_equal(est.params_.to_vector(), whole.params_.to_vector())
+    np.testing.assert_array_equal(est.predict(X[:20]), whole.predict(X[:20]))
+    # the old way: a fresh L-BFGS-B from iteration 4's parameters
+    from daskgp.sparse.fit import FitCheckpoint
+
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X, y, client=client, checkpoint=path, on_params=stop_at(4))
+    stored = FitCheckpoint(path).read(est._checkpoint_key(X, y, 0), 12, X.shape[1])
+    path.unlink()
+    fresh = SparseGPRegressor(**{**kw, "max_iter": 12}).fit(X, y, client=client, init=stored.theta)
+    assert stored.trace + fresh.bound_trace_ != whole.bound_trace_
 
 
 @pytest.mark.parametrize("case,msg", [
