@@ -24,7 +24,7 @@ from ..core.inducing import kmeans_inducing
 from ..core.validation import check_int, fit_data, new_data, seed_from, standardising_moments
 from ..sparse.chunks import ChunkedRows
 from .ep import METHODS, Factor, GPCParams, Posterior
-from .fit import DEFAULT_DAMPING, Adam, EPState, collapsed, run_ep
+from .fit import DEFAULT_DAMPING, Adam, EPState, GPCCheckpoint, collapsed, run_ep
 
 __all__ = ["SparseGPClassifier"]
 
@@ -116,10 +116,16 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         self._labels(np.asarray(classes))  # two classes, or the error the numpy path gives
         return X.astype(float), da.where(y == self.classes_[1], 1.0, -1.0)
 
-    def fit(self, X, y, client=None, callback=None, time_budget: float | None = None):
+    def fit(self, X, y, client=None, callback=None, time_budget: float | None = None, checkpoint=None,
+            resume: bool = False, keep_checkpoint: bool = False):
         """Fit on X (n, d), y (n,) with two classes. ``callback(record, state)`` after every iteration (an
         :class:`~daskgp.gpc.fit.IterationRecord` and the :class:`~daskgp.gpc.fit.EPState`); ``time_budget``:
-        stop after this many seconds of iterations even before ``max_iter`` (benchmarks). Returns self."""
+        stop after this many seconds of iterations even before ``max_iter`` (benchmarks).
+
+        ``checkpoint``: a file path (or :class:`~daskgp.gpc.fit.GPCCheckpoint`) that holds the fit's whole
+        state after every iteration, tied to these data and settings; an existing one is refused unless
+        ``resume``, which continues from it — exactly as the uninterrupted fit — to ``max_iter`` iterations
+        in all. Removed when the fit finishes unless ``keep_checkpoint``. Returns self."""
         import dask.array as da
 
         if isinstance(X, da.Array) or isinstance(y, da.Array):
@@ -130,6 +136,16 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         n, d = X.shape
         self._check_params(n)
         seed = seed_from(self.random_state)
+        ckpt, key = None, None
+        if checkpoint is not None:
+            ckpt = checkpoint if isinstance(checkpoint, GPCCheckpoint) else GPCCheckpoint(checkpoint)
+            key = self._checkpoint_key(X, ypm, seed)
+            if not resume and ckpt.exists():
+                raise FileExistsError(f"{ckpt.path} holds an interrupted fit: pass resume=True to continue "
+                                      "it, or remove it to start afresh")
+        elif resume:
+            raise ValueError("resume=True needs the checkpoint to resume from")
+        resumed = ckpt.read(key, int(self.n_inducing), d, float(self.learning_rate)) if resume else None
         mx, sx, _, _ = standardising_moments(X, ypm)
         self.x_mean_, self.x_scale_ = mx, sx
         Xs = (X - mx) / sx
@@ -146,14 +162,26 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         with borrowed_client(client, self.scheduler) as c:
             chunks = ChunkedRows.from_arrays(c, ypm, int(self.chunk_rows), X=Xs)
             try:
-                params = GPCParams(kmeans_inducing(Xs, m, seed), 1.0, np.full(d, math.sqrt(d)))
-                adam = Adam(params.to_vector().size, float(self.learning_rate))
-                state = EPState(params, Factor.zero(m), adam)
+                if resumed is None:
+                    params = GPCParams(kmeans_inducing(Xs, m, seed), 1.0, np.full(d, math.sqrt(d)))
+                    adam = Adam(params.to_vector().size, float(self.learning_rate))
+                    state = EPState(params, Factor.zero(m), adam)
+                else:
+                    state, sites = resumed
+                    if self.method == "ep":
+                        state.sites = _place_sites(c, chunks, sites, n)
+
+                def after(rec, st):
+                    if ckpt is not None:  # an interruption loses at most the iteration in progress
+                        ckpt.write(st, key, c)
+                    if callback is not None:
+                        callback(rec, st)
+
                 try:
-                    run_ep(chunks, state, self.method, int(self.max_iter), damping=self._damping(n),
-                           learn=self.learning_rate > 0, learn_inducing=bool(self.learn_inducing),
-                           batch_size=self.batch_size, seed=seed, callback=callback,
-                           time_budget=time_budget)
+                    run_ep(chunks, state, self.method, max(0, int(self.max_iter) - len(state.records)),
+                           damping=self._damping(n), learn=self.learning_rate > 0,
+                           learn_inducing=bool(self.learn_inducing), batch_size=self.batch_size, seed=seed,
+                           callback=after, time_budget=time_budget)
                     broke = None
                 except FloatingPointError as e:
                     if not state.records:
@@ -166,7 +194,26 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         self.n_iter_ = len(state.records)
         self.best_iteration_ = self.n_iter_
         self._keep_best(state, broke, batch=self.batch_size is None or self.batch_size >= n)
+        if ckpt is not None and not keep_checkpoint:
+            ckpt.remove()
         return self
+
+    def _checkpoint_key(self, X, ypm, seed: int) -> str:
+        """What a checkpoint must match: the data (their numbers; a dask array's token) and every setting
+        that shapes the iterations."""
+        import dask.array as da
+
+        if isinstance(X, da.Array) or isinstance(ypm, da.Array):
+            from dask.base import tokenize
+
+            data = tokenize(X, ypm)
+        else:
+            from ..core.datasets import fingerprint
+
+            data = fingerprint(X, ypm)
+        return (f"{data}|m={int(self.n_inducing)}|{self.method}|chunk_rows={int(self.chunk_rows)}|"
+                f"batch={self.batch_size}|damping={self.damping}|lr={self.learning_rate}|"
+                f"learn_inducing={bool(self.learn_inducing)}|seed={seed}")
 
     def _keep_best(self, state, broke, batch: bool) -> None:
         """A fit that broke down (non-finite) or collapsed (:func:`daskgp.gpc.fit.collapsed`; batch fits,
@@ -237,3 +284,13 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
     def predict(self, X):
         p = self.predict_proba(X)[:, 1]
         return self.classes_[(np.asarray(p) > 0.5).astype(int)]
+
+
+def _place_sites(client, chunks, sites, n: int) -> list:
+    """EP's stored sites (n, 2), in chunk order, as futures beside their chunks (one per chunk)."""
+    if sites is None or sites.shape != (n, 2):
+        raise ValueError("the checkpoint holds no EP sites for these rows: start afresh without resuming")
+    bounds = np.cumsum([0, *chunks.sizes])
+    futs = [client.scatter(sites[a:b], workers=list(client.who_has(f)[f.key]) or None, hash=False)
+            for f, a, b in zip(chunks.futures, bounds[:-1], bounds[1:], strict=True)]
+    return futs

@@ -46,8 +46,8 @@ from .ep import (
     sep_cavity,
 )
 
-__all__ = ["DEFAULT_DAMPING", "DEFAULT_SITE_PASSES", "Adam", "EPState", "IterationRecord", "collapsed",
-           "run_ep"]
+__all__ = ["DEFAULT_DAMPING", "DEFAULT_SITE_PASSES", "Adam", "EPState", "GPCCheckpoint", "IterationRecord",
+           "collapsed", "run_ep"]
 
 # EP's sites are re-summed at the current hyperparameters every iteration, so damping them costs nothing in
 # tracking. SEP's global factor is a sum made at earlier hyperparameters: damped, it lags behind Adam's steps,
@@ -281,3 +281,100 @@ def _map_pass(chunks, state: EPState, source: Posterior, method: str, damping: f
                                                                                pure=False)
                                for i, s in enumerate(state.sites)]
     raise AssertionError("unreachable")
+
+
+class GPCCheckpoint:
+    """A fit's whole state after its last finished iteration, in one ``.npz`` (plain numbers; read with
+    ``allow_pickle=False``): the hyperparameters, the factor, Adam's moments and step count, the records,
+    the best iterate so far and — for EP — every point's site, gathered from the workers in chunk order;
+    with a key naming the data and settings. The minibatches are seeded by (seed, iteration, chunk), so a
+    fit resumed from it continues exactly as the uninterrupted one. Replaced atomically after every
+    iteration: an interruption, SIGKILL included, loses at most the iteration in progress."""
+
+    kind = "daskgp.gpc-checkpoint"  # its marker (:func:`daskgp.core.files.written_kind`)
+
+    def __init__(self, path):
+        import os
+
+        self.path = os.fspath(path)
+
+    def exists(self) -> bool:
+        import os
+
+        return os.path.exists(self.path)
+
+    def remove(self) -> None:
+        import os
+
+        if os.path.exists(self.path):
+            os.remove(self.path)
+
+    def write(self, state: EPState, key: str, client=None) -> None:
+        from ..core.files import MARK, replaced_atomically
+
+        rec = state.records
+        best_it, bp, bf = state.best
+        # the parameters in natural units, as the fit holds them: exp(log x) may differ from x in the last bit
+        arrays = dict(key=np.str_(key), Z=state.params.Z, variance=state.params.variance,
+                      lengthscales=state.params.lengthscales, T=state.factor.T, c=state.factor.c,
+                      adam_m=state.adam.m, adam_v=state.adam.v, adam_t=np.int64(state.adam.t),
+                      evidence=np.array([r.evidence for r in rec]),
+                      train_error=np.array([r.train_error for r in rec]),
+                      grad_norm=np.array([r.grad_norm for r in rec]), best_iteration=np.int64(best_it),
+                      best_Z=bp.Z, best_variance=bp.variance, best_lengthscales=bp.lengthscales, best_T=bf.T,
+                      best_c=bf.c, **{MARK: np.str_(self.kind)})
+        if state.sites is not None:
+            arrays["sites"] = np.concatenate(client.gather(state.sites))
+        with replaced_atomically(self.path, suffix=".npz") as tmp:
+            np.savez(tmp, **arrays)
+
+    def read(self, key: str, m: int, d: int, lr: float) -> tuple[EPState, np.ndarray | None]:
+        """(the state, EP's sites (n, 2) or None) written for ``key`` with m inducing points in d dimensions.
+        Raises ValueError, in one line naming the file, when it is damaged or belongs to other data or
+        settings."""
+        import os
+
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(f"no checkpoint to resume at {self.path}")
+        try:
+            with np.load(self.path) as f:
+                a = {k: f[k] for k in f.files}
+            stored = str(a["key"])
+            size = m * d + d + 1
+            vectors = {k: np.asarray(a[k], float) for k in ("adam_m", "adam_v")}
+            if any(v.shape != (size,) for v in vectors.values()) or any(
+                    np.shape(a[f"{p}Z"]) != (m, d) or np.shape(a[f"{p}lengthscales"]) != (d,)
+                    or np.shape(a[f"{p}variance"]) != () for p in ("", "best_")):
+                raise ValueError("parameters of the wrong size")
+            params = [GPCParams(np.asarray(a[f"{p}Z"], float), float(a[f"{p}variance"]),
+                                np.asarray(a[f"{p}lengthscales"], float)) for p in ("", "best_")]
+            vectors.update(params=params[0].to_vector(), best_params=params[1].to_vector())
+            T, c, bT, bc = (np.asarray(a[k], float) for k in ("T", "c", "best_T", "best_c"))
+            if T.shape != (m, m) or bT.shape != (m, m) or c.shape != (m,) or bc.shape != (m,):
+                raise ValueError("a factor of the wrong shape")
+            recs = [IterationRecord(i + 1, float(e), float(t), float(g)) for i, (e, t, g) in
+                    enumerate(zip(a["evidence"], a["train_error"], a["grad_norm"], strict=True))]
+            best_it = int(a["best_iteration"])
+            if not recs or not 1 <= best_it <= len(recs) or not all(np.all(np.isfinite(v)) for v in
+                                                                   (*vectors.values(), T, c, bT, bc)):
+                raise ValueError("records or values out of range")
+            sites = np.asarray(a["sites"], float) if "sites" in a else None
+        except Exception as e:  # noqa: BLE001 — truncated (BadZipFile), garbage, foreign: one line
+            raise ValueError(f"{self.path} is damaged or not a daskgp classifier checkpoint "
+                             f"({type(e).__name__}), so nothing in it can be resumed: delete it and start "
+                             "afresh") from None
+        if stored != key:
+            raise ValueError(f"{self.path} was written for other data or settings: start afresh without "
+                             "resuming")
+        adam = Adam(size, lr, m=vectors["adam_m"], v=vectors["adam_v"], t=int(a["adam_t"]))
+        state = EPState(params[0], Factor(T, c), adam, records=recs,
+                        best=(best_it, params[1], Factor(bT, bc)))
+        return state, sites
+
+    def iterations(self) -> int:
+        """How many finished iterations the file holds (0 without a file or with a damaged one)."""
+        try:
+            with np.load(self.path) as f:
+                return int(np.asarray(f["evidence"]).size)
+        except Exception:  # noqa: BLE001 — read() says what is wrong, in one line
+            return 0

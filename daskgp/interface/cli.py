@@ -248,6 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--seed", type=int, default=0, help="split, k-means and minibatch seed")
     gc.add_argument("--out", default="gpc.nc", help="netCDF results file")
     gc.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    gc.add_argument("--resume", action="store_true",
+                    help="continue the interrupted fit in OUT.checkpoint.npz (the same command otherwise)")
     _cluster_arguments(gc)
     gc.set_defaults(func=gpc_command)
 

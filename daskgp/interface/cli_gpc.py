@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .cli_common import check_out_path, cluster_from_args, positive_int
+from .cli_common import check_fit_outputs, cluster_from_args, positive_int
 from .progress import gpc_progress
 
 KIND = "daskgp.SparseGPClassifier"  # the marker of the results file: a model SparseGPClassifier reads
@@ -31,13 +31,17 @@ def gpc_command(args) -> int:
     from .._version import __version__
     from ..core.files import MARK, replaced_atomically
     from ..gpc.classifier import SparseGPClassifier
+    from ..gpc.fit import GPCCheckpoint
 
     for name in ("inducing", "max_iter", "workers"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.batch is not None and args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
-    check_out_path(args.out, KIND, args.overwrite, (".nc", ".nc4", ".netcdf"), reads=(args.csv,))
+    ckpt = GPCCheckpoint(f"{args.out}.checkpoint.npz")
+    check_fit_outputs(args, ckpt, KIND)  # settled before a cluster starts: refusing costs nothing
+    if args.overwrite and not args.resume:
+        ckpt.remove()
     if not 0 < args.test_fraction < 1:
         raise ValueError(f"--test-fraction must be in (0, 1), got {args.test_fraction}")
     data = _data(args)
@@ -55,6 +59,8 @@ def gpc_command(args) -> int:
         raise ValueError(f"--inducing {args.inducing} is more than the {len(Xtr)} training rows")
     print(f"daskgp gpc: {data.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
           f"m={args.inducing}, {args.method.upper()}", flush=True)
+    if args.resume:
+        print(f"resuming from {ckpt.path} after {ckpt.iterations()} iterations", flush=True)
     est = SparseGPClassifier(n_inducing=args.inducing, method=args.method, max_iter=args.max_iter,
                              chunk_rows=args.chunk_rows, batch_size=args.batch, damping=args.damping,
                              learning_rate=args.learning_rate, random_state=args.seed)
@@ -73,10 +79,12 @@ def gpc_command(args) -> int:
         with cluster_from_args(args, stream=sys.stderr) as client:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
-                est.fit(Xtr, ytr, client=client, callback=printer)
+                est.fit(Xtr, ytr, client=client, callback=printer, checkpoint=ckpt, resume=args.resume,
+                        keep_checkpoint=True)
             printer.done()
     except KeyboardInterrupt:
-        print("\ndaskgp: interrupted; nothing was written", file=sys.stderr)
+        print(f"\ndaskgp: interrupted; the fit after its last finished iteration is in {ckpt.path}; continue "
+              "with the same command plus --resume", file=sys.stderr)
         return 130
     proba = est.predict_proba(Xte)
     err = float(np.mean(est.predict(Xte) != yte))
@@ -93,6 +101,7 @@ def gpc_command(args) -> int:
     res.attrs[MARK] = KIND
     with replaced_atomically(args.out) as tmp:
         res.to_netcdf(tmp)
+    ckpt.remove()  # only once the results are safe
     for w in caught:  # the fit's own warnings, one line each, after the progress line
         print(f"daskgp: warning: {w.message}", file=sys.stderr)
     kept = f" (the model is iteration {est.best_iteration_}'s)" if est.best_iteration_ != est.n_iter_ else ""

@@ -200,3 +200,48 @@ def test_bad_input_is_refused(y_kind, msg, cancer):
         X, kw = X * 1e200, dict(n_inducing=5)
     with pytest.raises(ValueError, match=msg):
         dg.SparseGPClassifier(**kw).fit(X, y)
+
+
+@pytest.mark.parametrize("method,kw", [("sep", {}), ("ep", {}), ("sep", {"batch_size": 150})])
+def test_an_interrupted_fit_resumes_bit_identical(method, kw, cancer, client, tmp_path):
+    """Issue 29: a fit stopped after iteration 7 (the checkpoint written, then the interruption) and resumed
+    from its checkpoint ends with the undisturbed fit's records, hyperparameters, factor and predictions,
+    bit for bit — EP's per-point sites (gathered from the workers and placed again), SEP's global factor,
+    Adam's moments and the minibatch seeds included; the checkpoint is refused without resume and removed
+    at the end."""
+    from daskgp.gpc.fit import GPCCheckpoint
+
+    Xtr, Xte, ytr, _ = cancer
+    args = dict(n_inducing=10, method=method, max_iter=15, chunk_rows=150, **kw)
+    whole = dg.SparseGPClassifier(**args).fit(Xtr, ytr, client=client)
+    path = tmp_path / "gpc.npz"
+
+    def stop(rec, state):
+        if rec.iteration == 7:
+            raise KeyboardInterrupt
+
+    est = dg.SparseGPClassifier(**args)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(Xtr, ytr, client=client, checkpoint=path, callback=stop)
+    assert GPCCheckpoint(path).iterations() == 7
+    with pytest.raises(FileExistsError, match="resume=True"):
+        est.fit(Xtr, ytr, client=client, checkpoint=path)
+    with pytest.raises(ValueError, match="other data or settings"):
+        dg.SparseGPClassifier(**{**args, "n_inducing": 10, "learning_rate": 0.02}).fit(
+            Xtr, ytr, client=client, checkpoint=path, resume=True)
+    est.fit(Xtr, ytr, client=client, checkpoint=path, resume=True)
+    assert [r.__dict__ for r in est.records_] == [r.__dict__ for r in whole.records_]
+    np.testing.assert_array_equal(est.params_.to_vector(), whole.params_.to_vector())
+    np.testing.assert_array_equal(est.factor_.T, whole.factor_.T)
+    np.testing.assert_array_equal(est.predict_proba(Xte), whole.predict_proba(Xte))
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04" + b"\0" * 30, b"garbage" * 40])
+def test_a_damaged_classifier_checkpoint_is_refused_in_one_line(content, cancer, client, tmp_path):
+    Xtr, _, ytr, _ = cancer
+    path = tmp_path / "gpc.npz"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match="is damaged or not a daskgp classifier checkpoint .* delete it"):
+        dg.SparseGPClassifier(n_inducing=5, max_iter=3).fit(Xtr, ytr, client=client, checkpoint=path,
+                                                            resume=True)
