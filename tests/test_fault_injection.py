@@ -217,3 +217,24 @@ def test_gpc_survives_a_killed_worker(method, scheduler):
     else:
         nll, nll_ref = log_loss(yte, est.predict_proba(Xte)), log_loss(yte, ref.predict_proba(Xte))
         assert abs(nll - nll_ref) < 0.02, (nll, nll_ref)
+
+
+def test_a_gplvm_that_loses_a_worker_ends_in_one_clear_error(scheduler):
+    """Issue 29: a Bayesian GPLVM's latent q(x_i) live only on the workers; a worker SIGKILLed mid-fit ends
+    the fit with daskgp's WorkerLostError naming what happened, not a cancelled future's traceback."""
+    from sklearn.datasets import load_digits
+
+    from daskgp.sparse.chunks import WorkerLostError
+
+    _, client = scheduler
+    Y = load_digits().data[:200]
+    killed = []
+
+    def kill_once(step, bound):
+        if step == 3 and not killed:
+            killed.append(_kill_a_worker(client))
+
+    g = dg.BayesianGPLVM(n_components=2, n_inducing=8, n_outer=3, global_iter=5, local_iter=5, chunk_rows=50)
+    with pytest.raises(WorkerLostError, match="a Dask worker was lost with row") as e:
+        g.fit(Y, client=client, callback=kill_once)
+    assert killed and len(str(e.value).splitlines()) == 1

@@ -18,6 +18,7 @@ one ends the fit with a one-line error.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from concurrent.futures import CancelledError
@@ -212,7 +213,8 @@ class ChunkedRows:
     def field(self, name: str) -> np.ndarray:
         """Gather one field of every chunk, stacked by rows (for the latent means and variances: n × q)."""
         futs = [self.client.submit(_get_field, f, name, pure=False) for f in self.futures]
-        parts = self.client.gather(futs)
+        with self._lost_for_good():
+            parts = self.client.gather(futs)
         return np.concatenate(parts, axis=0)
 
     def stats(self, theta: GlobalParams) -> SuffStats:
@@ -238,8 +240,19 @@ class ChunkedRows:
         """Every chunk optimises its own (μ_i, S_i) for ``n_iter`` L-BFGS-B iterations on its worker, with
         the other chunks' statistics fixed at ``total`` (block-coordinate ascent, all blocks in parallel)."""
         new = self.client.map(_local_task, self.futures, total=total, theta=theta, n_iter=n_iter, pure=False)
-        self.client.gather(self.client.map(_chunk_rows, new, pure=False))  # wait; errors surface here
+        with self._lost_for_good():
+            self.client.gather(self.client.map(_chunk_rows, new, pure=False))  # wait; errors surface here
         self.futures = new
+
+    @contextlib.contextmanager
+    def _lost_for_good(self):
+        """Work on chunks whose state exists only on the workers (a GPLVM's latent means and variances):
+        a worker lost with them is one clear WorkerLostError, not a cancelled future's traceback."""
+        try:
+            yield
+        except (CancelledError, KilledWorker) as e:
+            raise WorkerLostError(f"a Dask worker was lost with row chunks whose latent state lived only "
+                                  f"there; the fit cannot continue ({type(e).__name__}): fit again") from None
 
     def release(self) -> None:
         self.futures = []
