@@ -12,7 +12,7 @@ from .._version import __version__
 from ..core.kernels import KERNELS
 from ..mcmc.config import METHODS, SamplerConfig
 from .cli_advgp import advgp_command
-from .cli_common import cluster_from_args
+from .cli_common import cluster_from_args, ignore_further_interrupts
 from .cli_gpc import gpc_command
 from .cli_runs import FIXED_ON_RESUME, predict_command, repair_command, sample_command, summary_command
 from .cli_sparse import sgpr_command
@@ -291,6 +291,7 @@ def main(argv=None) -> int:
         _check_common(args)
         return args.func(args)
     except KeyboardInterrupt:
+        ignore_further_interrupts()
         print("daskgp: interrupted", file=sys.stderr)
         return 130
     except (ValueError, FileNotFoundError, ConnectionError, MemoryError, OSError, FloatingPointError,

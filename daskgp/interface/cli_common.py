@@ -109,8 +109,20 @@ def cluster_from_args(args, stream=None):
         try:
             yield client
         except KeyboardInterrupt:
+            ignore_further_interrupts()  # a second Ctrl-C would break the teardown into tracebacks
             quiet_teardown(client)  # before the cluster closes with tasks still running
             raise
+
+
+def ignore_further_interrupts() -> None:
+    """After the first Ctrl-C the command is already on its way out (saving what it has, closing its
+    cluster, a few seconds at most): further SIGINTs are ignored, so that a user's second press cannot turn
+    that teardown into a page of tracebacks. Only the main thread can set a handler: elsewhere a no-op."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def quiet_teardown(client=None) -> None:

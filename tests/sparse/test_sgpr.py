@@ -392,6 +392,31 @@ def test_cli_sgpr_ctrl_c_keeps_the_checkpoint_and_resume_continues(tmp_path):
     assert not os.path.exists(ckpt)
 
 
+@pytest.mark.parametrize("gap", [0.0, 0.3, 1.0])
+def test_cli_sgpr_double_ctrl_c_exits_quietly(gap, tmp_path):
+    """Issue 29: a second Ctrl-C while the first one's teardown runs (at once, 0.3 s or 1 s later) exits
+    130 with the one hint and no traceback (it printed 12 lines in 1 of 3 tries)."""
+    import signal
+    import time
+
+    out = str(tmp_path / "fl.nc")
+    ckpt = out + ".checkpoint.npz"
+    argv = ["sgpr", "--inducing", "40", "--train-size", "20000", "--max-iter", "40", "--out", out]
+    proc = subprocess.Popen([sys.executable, "-m", "daskgp", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    deadline = time.time() + 240
+    while not os.path.exists(ckpt) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(gap)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.strip().splitlines()[-1].startswith("daskgp: interrupted"), err
+
+
 @pytest.mark.parametrize("bad,msg", [(dict(n_inducing=2.7), "n_inducing must be an integer"),
                                      (dict(n_inducing=True), "n_inducing must be an integer"),
                                      (dict(max_iter=0), "max_iter must be >= 1"),
