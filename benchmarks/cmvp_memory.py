@@ -35,7 +35,7 @@ def main():
 
     import daskgp
 
-    X = daskgp.load("flights").X[: a.n]
+    X = daskgp.load("flights").X_std[: a.n]
     kernel = daskgp.make_kernel("rbf", lengthscale=2.0)
     rng = np.random.default_rng(0)
     out = {"benchmark": "cmvp_memory", "n": a.n, "d": X.shape[1], "products": []}

@@ -55,7 +55,7 @@ def _load():
     import daskgp
 
     ds = daskgp.load("house_8L")
-    return ds.X, ds.y
+    return ds.X_std, ds.y_std
 
 
 # --- worker modes (each in its own process) -------------------------------------------------------------

@@ -62,7 +62,7 @@ def case_data(name: str):
         y = np.linalg.cholesky(K) @ rng.standard_normal(n) + np.sqrt(SYNTH["noise"]) * rng.standard_normal(n)
     else:
         ds = dg.load(source)
-        X, y = ds.X, ds.y
+        X, y = ds.X_std, ds.y_std
         if n is not None and n < len(y):
             idx = np.random.default_rng(0).choice(len(y), n, replace=False)
             X, y = X[idx], y[idx]

@@ -73,7 +73,7 @@ def _predict_latency(repeats: int) -> dict:
     if not run.exists():
         run.parent.mkdir(parents=True, exist_ok=True)
         ds = dg.load("concrete")
-        dg.sample(ds.X, ds.y, out=str(run), method="mh", n_chains=2, n_iter=300)
+        dg.sample(ds.X_std, ds.y_std, out=str(run), data_meta=ds.meta(), method="mh", n_chains=2, n_iter=300)
     t0 = time.perf_counter()
     est = dg.BayesianGPRegressor.from_run(str(run))
     load_s = time.perf_counter() - t0

@@ -138,15 +138,15 @@ def reference(ds, ard: bool, doc: dict, subset: int, seed: int) -> dict:
     from daskgp.mcmc.config import SamplerConfig
 
     cfg = SamplerConfig(ard=ard)
-    kernel = make_kernel(cfg.kernel, ard=ard, n_dims=ds.X.shape[1])
+    kernel = make_kernel(cfg.kernel, ard=ard, n_dims=ds.X_std.shape[1])
     prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
     key = "ard" if ard else "iso"
-    memo = Memo(doc, key, lambda phi: blocked_log_posterior(ds.X, ds.y, kernel, prior, phi))
+    memo = Memo(doc, key, lambda phi: blocked_log_posterior(ds.X_std, ds.y_std, kernel, prior, phi))
     entry = doc[key]
     if "start" not in entry or "cov" not in entry["start"]:
         t = time.perf_counter()
-        phi0, cov0 = subset_map(ds.X, ds.y, kernel, 0.3, prior=prior, size=subset, rng=seed)
-        entry["start"] = {"phi": phi0.tolist(), "cov": (cov0 * subset / ds.X.shape[0]).tolist(),
+        phi0, cov0 = subset_map(ds.X_std, ds.y_std, kernel, 0.3, prior=prior, size=subset, rng=seed)
+        entry["start"] = {"phi": phi0.tolist(), "cov": (cov0 * subset / ds.X_std.shape[0]).tolist(),
                           "from": f"MAP of a random {subset}-row subset (seed {seed}); cov: its Laplace "
                                   "covariance scaled by subset/n",
                           "seconds": time.perf_counter() - t}
@@ -194,7 +194,7 @@ def check(ds) -> int:
     from daskgp.core.priors import GammaPrior
     from daskgp.exact.posterior import exact_log_posterior
 
-    X, y = ds.X[:3000], ds.y[:3000]
+    X, y = ds.X_std[:3000], ds.y_std[:3000]
     for ard in (False, True):
         kernel = make_kernel("rbf", ard=ard, n_dims=X.shape[1])
         phi = np.concatenate([kernel.log_params + 0.1, [np.log(0.2)]])
@@ -230,7 +230,7 @@ def main(argv=None) -> int:
                  "natural-scale parameters, parameters φ = log(variance, lengthscale(s), noise)",
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
                     "platform": platform.platform()},
-        "daskgp_version": daskgp.__version__, "n": int(ds.X.shape[0]),
+        "daskgp_version": daskgp.__version__, "n": int(ds.X_std.shape[0]),
     })
     for ard in {"iso": [False], "ard": [True], "both": [False, True]}[args.kernel]:
         entry = reference(ds, ard, doc, args.subset, args.seed)

@@ -79,10 +79,10 @@ def main(argv=None) -> int:
         ds, _, client = start("house_8L", args.workers)
         try:
             if path.exists():
-                resume(str(path), X=ds.X, y=ds.y, client=client, target_ess=args.target_ess,
+                resume(str(path), X=ds.X_std, y=ds.y_std, client=client, target_ess=args.target_ess,
                        progress=progress)
             else:
-                sample(ds.X, ds.y, out=str(path), client=client, n_chains=args.chains, ard=args.ard,
+                sample(ds.X_std, ds.y_std, out=str(path), client=client, n_chains=args.chains, ard=args.ard,
                        target_ess=args.target_ess, checkpoint_every=10, seed=args.seed,
                        data_spec={"dataset": "house_8L"}, progress=progress)
         finally:

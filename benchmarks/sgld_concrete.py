@@ -104,9 +104,9 @@ def main(argv=None) -> int:
                       f"{time.perf_counter() - t0:.0f} s", flush=True)
 
             if args.resume and Path(path).exists():
-                dt = resume(path, X=ds.X, y=ds.y, client=client, progress=progress)
+                dt = resume(path, X=ds.X_std, y=ds.y_std, client=client, progress=progress)
             else:
-                dt = sample(ds.X, ds.y, out=path, overwrite=True, client=client, method=method,
+                dt = sample(ds.X_std, ds.y_std, out=path, overwrite=True, client=client, method=method,
                             n_chains=args.chains, n_iter=iters[method], checkpoint_every=250, seed=args.seed,
                             data_spec={"dataset": "concrete"}, progress=progress)
             tab, notes = run_summary(dt)

@@ -104,7 +104,7 @@ def main(argv=None) -> int:
 
     ds, runs, client = start("house_8L", args.workers)
     try:
-        comp = client.submit(_components, ds.X, ds.y, pure=False).result()
+        comp = client.submit(_components, ds.X_std, ds.y_std, pure=False).result()
         print("components (one worker thread):", comp, flush=True)
         t0 = time.perf_counter()
         marks = []
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
             print(f"  sgld: {st.done}/{st.n_iter} per chain, {time.perf_counter() - t0:.0f} s", flush=True)
 
         every = max(1, min(20, args.iterations))
-        dt = sample(ds.X, ds.y, out=str(runs / "house8l_sgld.zarr"), overwrite=True, client=client,
+        dt = sample(ds.X_std, ds.y_std, out=str(runs / "house8l_sgld.zarr"), overwrite=True, client=client,
                     method="sgld", n_chains=args.chains, n_iter=args.iterations, checkpoint_every=every,
                     subset_size=1000, batch=min(100, args.iterations), seed=args.seed,
                     data_spec={"dataset": "house_8L"}, progress=progress)

@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     from daskgp.exact.posterior import subset_map
 
     ds = daskgp.load("concrete")
-    X, y = ds.X, ds.y
+    X, y = ds.X_std, ds.y_std
     kernel, prior = make_kernel("rbf"), GammaPrior(2.0, 1.0)
     phi, cov = subset_map(X, y, kernel, 0.3, prior=prior, size=len(y), rng=args.seed)
     k = kernel.with_log_params(phi[:-1])

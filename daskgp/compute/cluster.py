@@ -77,6 +77,7 @@ def get_client(address: str | None = None, *, n_workers: int | None = None, thre
         return default_client()
     except ValueError:
         pass
+    check_script_guard()
     if device == "auto":
         log.info("daskgp: local cluster on %s (%s)", chosen.upper(), why)
     with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}), _sigint_ignored():
@@ -163,6 +164,43 @@ def worker_environ() -> dict:
     env = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {})
     env.setdefault("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD)
     return env
+
+
+def check_script_guard() -> None:
+    """Refuse, in one line, to start a local cluster from a script's top-level code outside ``if __name__ ==
+    "__main__":``. The cluster's worker processes are spawned and import the main script; unguarded, each
+    would run the script again and start its own cluster, and the first thing a newcomer saw was 27 KB of
+    "Nanny failed to start" tracebacks. Reads the script's source (never runs it) to find the line that
+    called daskgp; Jupyter, ``python -c`` and code under the guard or in an imported module pass."""
+    import ast
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or not str(path).endswith(".py"):
+        return
+    frame, line = sys._getframe(1), None
+    while frame is not None:  # the outermost frame running the script's own top-level code
+        if frame.f_code.co_name == "<module>" and frame.f_globals is main.__dict__:
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None:
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return
+    for node in tree.body:
+        if isinstance(node, ast.If) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            t = node.test
+            if (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
+                    and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in t.comparators)):
+                return
+    raise RuntimeError(f"{path}, line {line}, starts a local Dask cluster outside 'if __name__ == "
+                       "\"__main__\":' — its worker processes import the script and would run it again: put "
+                       "the script's code under that guard (or pass client= / scheduler= to use a running "
+                       "cluster)")
 
 
 def _local_cluster(want_gpu: bool, n_workers, threads_per_worker, cluster_kwargs):

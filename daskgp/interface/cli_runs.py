@@ -69,8 +69,8 @@ def sample_command(args) -> int:
                     dt = resume(out, client=client, progress=chain_progress(cfg.method), control=control,
                                 **extend)
                 else:
-                    dt = sample(ds.X, ds.y, out=out, client=client, data_spec=spec, data_meta=ds.meta(),
-                                overwrite=args.overwrite,
+                    dt = sample(ds.X_std, ds.y_std, out=out, client=client, data_spec=spec,
+                                data_meta=ds.meta(), overwrite=args.overwrite,
                                 progress=chain_progress(args.method), control=control, **opts)
             except (KeyboardInterrupt, RunStopped):
                 quiet_teardown(client)  # the cluster closes next: its comms break loudly

@@ -172,7 +172,7 @@ class LiveRun:
             self.feature_names = [str(c) for c in df.columns if c != s.target]
         else:
             ds = load(s.dataset)
-            X, y = ds.x_scaler.inverse_transform(ds.X), ds.y_original(ds.y)
+            X, y = ds.X, ds.y
             self.feature_names = list(ds.feature_names)
         train, test = split_indices(len(y), s.test_fraction, seed=s.seed)
         self.x_scaler = StandardScaler().fit(X[train])

@@ -152,7 +152,7 @@ def doctor_command(args) -> int:
         choose_device("gpu")  # one clear error, before any cluster starts, when the GPU stack is missing
     ds, _ = dataset_from_args(args)
     rows = min(args.rows, ds.n)
-    X, y = np.ascontiguousarray(ds.X[:rows]), np.ascontiguousarray(ds.y[:rows])
+    X, y = np.ascontiguousarray(ds.X_std[:rows]), np.ascontiguousarray(ds.y_std[:rows])
     print(f"daskgp doctor: Python {env['python']}, numpy {env['packages']['numpy']}, "
           f"dask {env['packages']['dask']}")
     gpus = ", ".join(f"{g['name']} ({g['memory_gib']} GiB)" for g in env["gpus"]) or "none"

@@ -79,6 +79,7 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
     X = check_X(X)
     y = check_y(y, X.shape[0])
     check_not_degenerate(X.std(axis=0), y.std(), "X, y", X.mean(axis=0), y.mean())
+    _warn_unless_standardised(X, y)
     kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
     check_method_fits(cfg, X.shape[0], n_params=kernel.n_params + 1)
     check_new_run_path(out, overwrite)  # before the MAP: a refused output costs nothing
@@ -117,6 +118,19 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
         setup = time.perf_counter() - t0
         ckpt = {"states": states, "elapsed": setup, "messages": {}}
         return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block))
+
+
+def _warn_unless_standardised(X, y) -> None:
+    """The model (zero mean, Gamma(2, 1) priors on σ², l and the noise) is for standardised data; raw units
+    (``Dataset.X`` rather than ``X_std``) would be sampled under priors that mean something else. Far off
+    only (a column's |mean| > 3 or sd outside [0.1, 10]): a subset of standardised rows is not flagged."""
+    import warnings
+
+    means, sds = np.append(X.mean(axis=0), y.mean()), np.append(X.std(axis=0), y.std())
+    if np.any(np.abs(means) > 3) or np.any((sds < 0.1) | (sds > 10)):
+        warnings.warn("sample() models standardised data (zero mean, unit variance), and these are not: pass "
+                      "Dataset.X_std / y_std, or use BayesianGPRegressor, which standardises and predicts "
+                      "in the data's units", UserWarning, stacklevel=3)
 
 
 def _warmup(X, y, cfg: SamplerConfig, kernel, prior, phi_sub, M_sub, seed, client, control) -> dict:
@@ -198,7 +212,7 @@ def _stored_or_spec(committed, attrs: dict):
     from ..core.datasets import load_spec
 
     ds = load_spec(attrs["data"])
-    return ds.X, ds.y
+    return ds.X_std, ds.y_std
 
 
 def _resume_plan(attrs: dict, ckpt: dict, where: str) -> tuple[SamplerConfig, list[str], np.ndarray]:

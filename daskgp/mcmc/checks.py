@@ -43,14 +43,14 @@ def _thinned_posterior(dt, n_draws: int) -> xr.Dataset:
 def predictive_tree(dt, dataset, *, X_new=None, n_draws: int = 100, seed: int = 0,
                     feature_names=None) -> xr.DataTree:
     """The checks (``X_new`` None) or the predictions at ``X_new`` (m, d) (original units) of the run ``dt``
-    (:func:`daskgp.mcmc.diagnostics.open_run`) sampled on ``dataset`` (a :class:`daskgp.Dataset`, standardised
-    with its scalers); ``n_draws``: posterior draws used (about, split evenly over the chains); ``seed``: the
-    replicated y's noise."""
+    (:func:`daskgp.mcmc.diagnostics.open_run`) sampled on ``dataset`` (a :class:`daskgp.Dataset`: its
+    X_std / y_std and scalers); ``n_draws``: posterior draws used (about, split evenly over the chains);
+    ``seed``: the replicated y's noise."""
     if n_draws < 1:
         raise ValueError(f"n_draws must be >= 1, got {n_draws}")
     cfg = dt.attrs["config"]
     names = list(dt.attrs["param_names"])
-    kernel = make_kernel(cfg["kernel"], ard=cfg["ard"], n_dims=dataset.X.shape[1])
+    kernel = make_kernel(cfg["kernel"], ard=cfg["ard"], n_dims=dataset.X_std.shape[1])
     post = _thinned_posterior(dt, n_draws)
     C, D = post.sizes["chain"], post.sizes["draw"]
     log_draws = np.log(np.stack([post[nm].values for nm in names], axis=-1)).reshape(C * D, len(names))
@@ -59,28 +59,28 @@ def predictive_tree(dt, dataset, *, X_new=None, n_draws: int = 100, seed: int = 
     rng = np.random.default_rng(seed)
 
     def replicated(X_std):
-        pred = predictive(dataset.X, dataset.y, kernel, log_draws, X_std, y_scaler=dataset.y_scaler)
+        pred = predictive(dataset.X_std, dataset.y_std, kernel, log_draws, X_std, y_scaler=dataset.y_scaler)
         mean, var = pred["draw_mean"].values, pred["draw_var"].values  # (C·D, m)
         return (mean + np.sqrt(var) * rng.standard_normal(mean.shape)).reshape(C, D, -1)
 
     coords = {"chain": post["chain"].values, "draw": post["draw"].values}
     groups = {"posterior": post}
     if X_new is None:
-        n = dataset.X.shape[0]
+        n = dataset.X_std.shape[0]
         if n > MAX_PPC_N:
             raise ValueError(f"posterior predictive checks at the {n} training inputs need dense solves: n "
                              f"is more than {MAX_PPC_N}; give new inputs for predictions instead")
-        y_rep = replicated(dataset.X)
-        ll = loo_log_density(dataset.X, dataset.y, kernel, log_draws,
+        y_rep = replicated(dataset.X_std)
+        ll = loo_log_density(dataset.X_std, dataset.y_std, kernel, log_draws,
                              float(dataset.y_scaler.scale_[0])).reshape(C, D, n)
         obs = {**coords, "obs": np.arange(n)}
         groups["posterior_predictive"] = xr.Dataset({"y": (("chain", "draw", "obs"), y_rep, units)}, obs)
         about = {"units": "nats", "description": "log p(y_i | y_-i, theta): leave-one-out, non-factorised"}
         groups["log_likelihood"] = xr.Dataset({"y": (("chain", "draw", "obs"), ll, about)}, obs)
-        groups["observed_data"] = xr.Dataset({"y": ("obs", dataset.y_original(dataset.y), units)},
+        groups["observed_data"] = xr.Dataset({"y": ("obs", dataset.y, units)},
                                              {"obs": np.arange(n)})
         groups["constant_data"] = xr.Dataset(
-            {"X": (("obs", "feature"), dataset.x_scaler.inverse_transform(dataset.X))},
+            {"X": (("obs", "feature"), dataset.X)},
             {"obs": np.arange(n), "feature": features})
     else:
         X_new = np.asarray(X_new, dtype=np.float64)

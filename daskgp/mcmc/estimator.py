@@ -110,14 +110,14 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
 
         dt = open_run(path)
         ds = dataset if dataset is not None else stored_dataset(dt) or load_spec(dt.attrs["data"])
-        if fingerprint(ds.X, ds.y) != dt.attrs["fingerprint"]:
+        if fingerprint(ds.X_std, ds.y_std) != dt.attrs["fingerprint"]:
             raise ValueError(f"the data set differs from the one the run at {path} was sampled on")
         cfg = dt.attrs["config"]
         est = cls(kernel=cfg["kernel"], ard=cfg["ard"], method=cfg["method"], n_chains=cfg["n_chains"],
                   n_iter=cfg["n_iter"], target_ess=cfg.get("target_ess"), n_predict_draws=n_predict_draws,
                   level=level, random_state=cfg["seed"], out=str(path))
         est.x_scaler_, est.y_scaler_, est.run_ = ds.x_scaler, ds.y_scaler, dt
-        est._set_posterior(ds.X, ds.y)
+        est._set_posterior(ds.X_std, ds.y_std)
         est.n_features_in_ = ds.X.shape[1]
         names = list(ds.feature_names)
         if names != [f"x{j}" for j in range(len(names))]:  # real column names: predict checks them

@@ -12,7 +12,7 @@ from daskgp.sparse.bound import bound_and_grads, chunk_stats
 
 @pytest.fixture
 def data(concrete):
-    return concrete.X[:120], concrete.y[:120]
+    return concrete.X_std[:120], concrete.y_std[:120]
 
 
 def _params(X, fmap, groups, rng, m=8):

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture
 def problem(concrete):
-    X, y = concrete.X[:400], concrete.y[:400]
+    X, y = concrete.X_std[:400], concrete.y_std[:400]
     Z = kmeans_inducing(X, 12, 0)
     p = ADVGPParams(Z, 1.0, np.full(8, 2.0), 2.0, np.zeros(12), np.eye(12))
     return X, y, p
@@ -90,7 +90,7 @@ def test_checkpoint_restores_and_continues(problem, client, tmp_path):
     with pytest.raises(ValueError, match="other data or settings"):
         ck.read("other")
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(ValueError, match="not a readable ADVGP checkpoint"):
+    with pytest.raises(ValueError, match="is damaged or not an ADVGP checkpoint"):
         ServerCheckpoint(str(tmp_path / "bad.json")).read("k")
 
 

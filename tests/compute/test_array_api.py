@@ -36,7 +36,7 @@ def data():
     import daskgp
 
     ds = daskgp.load("concrete")
-    return ds.X[:N], ds.y[:N]
+    return ds.X_std[:N], ds.y_std[:N]
 
 
 def _pair(X, name="matern52", ard=True, **kw):

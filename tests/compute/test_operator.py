@@ -16,7 +16,7 @@ def _op(X, name, ard, **kw):
 @pytest.mark.parametrize("name,ard", CASES)
 @pytest.mark.parametrize("block_rows", [97, 400])
 def test_blockwise_products_equal_dense(concrete, name, ard, block_rows, rng):
-    X = concrete.X
+    X = concrete.X_std
     op = _op(X, name, ard, mode="local", block_rows=block_rows, cache=False)
     assert op.blocks[-1][1] - op.blocks[-1][0] != block_rows  # uneven last block
     K = op.to_dense()
@@ -32,7 +32,7 @@ def test_blockwise_products_equal_dense(concrete, name, ard, block_rows, rng):
 
 
 def test_derivative_products_match_finite_differences(concrete, rng):
-    op = _op(concrete.X[:300], "matern52", True, mode="local", cache=False)
+    op = _op(concrete.X_std[:300], "matern52", True, mode="local", cache=False)
     V = rng.standard_normal((300, 2))
     _, dKV = op.matmul_grads(V)
     lp, h = op.log_params, 1e-6
@@ -48,14 +48,14 @@ def test_derivative_products_match_finite_differences(concrete, rng):
 
 
 def test_cache_is_used_and_dropped_when_theta_changes(concrete, rng):
-    op = _op(concrete.X, "rbf", False, mode="local", block_rows=200, cache=True)
+    op = _op(concrete.X_std, "rbf", False, mode="local", block_rows=200, cache=True)
     V = rng.standard_normal((op.n, 2))
     first = op.matmul(V)
     keys = [k for k in _CACHE if k[0] == op._id]
     assert len(keys) == len(op.blocks)
     np.testing.assert_allclose(op.matmul(V), first, rtol=1e-14)
     op.set_log_params(op.log_params + 0.1)
-    fresh = _op(concrete.X, "rbf", False, mode="local", cache=False)
+    fresh = _op(concrete.X_std, "rbf", False, mode="local", cache=False)
     fresh.set_log_params(op.log_params)
     np.testing.assert_allclose(op.matmul(V), fresh.matmul(V), rtol=1e-12)  # stale rows not reused
     op.close()
@@ -71,7 +71,7 @@ def test_float32_cache_products_and_cg_solutions_match_float64(concrete, rng):
     long recurrences.)"""
     from daskgp.compute.solvers import PivotedCholesky, cg
 
-    X = concrete.X
+    X = concrete.X_std
     op32 = _op(X, "matern52", True, mode="local", block_rows=300, cache=True, cache_dtype="float32")
     op64 = _op(X, "matern52", True, mode="local", block_rows=300, cache=True)
     V = rng.standard_normal((op32.n, 4))
@@ -102,12 +102,12 @@ def test_float32_cache_products_and_cg_solutions_match_float64(concrete, rng):
 
 
 def test_auto_mode_is_local_for_small_n(concrete):
-    assert _op(concrete.X, "rbf", False).mode == "local"
+    assert _op(concrete.X_std, "rbf", False).mode == "local"
 
 
 @pytest.mark.cluster
 def test_distributed_equals_local(concrete, client, rng):
-    X = concrete.X
+    X = concrete.X_std
     V = rng.standard_normal((X.shape[0], 4))
     local = _op(X, "matern52", True, mode="local", cache=False)
     dist = _op(X, "matern52", True, mode="distributed", client=client, block_rows=150)
@@ -140,15 +140,15 @@ def test_distributed_equals_local(concrete, client, rng):
 ])
 def test_operator_rejects_bad_X(concrete, bad, msg):
     with pytest.raises(ValueError, match=msg):
-        KernelOperator(bad(concrete.X), make_kernel("rbf"), 0.1)
+        KernelOperator(bad(concrete.X_std), make_kernel("rbf"), 0.1)
 
 
 def test_operator_rejects_bad_noise_params_and_rhs(concrete):
     with pytest.raises(ValueError, match="noise"):
-        KernelOperator(concrete.X, make_kernel("rbf"), 0.0)
+        KernelOperator(concrete.X_std, make_kernel("rbf"), 0.0)
     with pytest.raises(ValueError, match="noise"):
-        KernelOperator(concrete.X, make_kernel("rbf"), -1.0)
-    op = KernelOperator(concrete.X, make_kernel("rbf"), 0.1)
+        KernelOperator(concrete.X_std, make_kernel("rbf"), -1.0)
+    op = KernelOperator(concrete.X_std, make_kernel("rbf"), 0.1)
     with pytest.raises(ValueError, match="shape"):
         op.matmul(np.ones(5))
     with pytest.raises(ValueError, match="non-finite"):
@@ -167,7 +167,7 @@ def test_distributed_survives_a_killed_worker(concrete, client, rng):
     import signal
     import time
 
-    X = concrete.X
+    X = concrete.X_std
     V = rng.standard_normal((X.shape[0], 2))
     dist = _op(X, "rbf", False, mode="distributed", client=client, block_rows=300)
     ref = _op(X, "rbf", False, mode="local", cache=False).matmul(V)

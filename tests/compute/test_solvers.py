@@ -7,9 +7,9 @@ from daskgp import KernelOperator, PivotedCholesky, cg, make_kernel, ulisse
 
 @pytest.fixture(scope="module")
 def system(concrete):
-    op = KernelOperator(concrete.X, make_kernel("rbf", lengthscale=2.0), 0.3, mode="local")
+    op = KernelOperator(concrete.X_std, make_kernel("rbf", lengthscale=2.0), 0.3, mode="local")
     K = op.to_dense()
-    return op, K, concrete.y
+    return op, K, concrete.y_std
 
 
 def test_cg_equals_cholesky_on_concrete(system):

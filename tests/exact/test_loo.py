@@ -12,7 +12,7 @@ from daskgp.exact.loo import MAX_LOO_N, loo_log_density
 
 
 def test_closed_form_equals_refitting_without_each_point(concrete):
-    X, y = concrete.X[:80], concrete.y[:80]
+    X, y = concrete.X_std[:80], concrete.y_std[:80]
     kernel = make_kernel("matern52", ard=True, n_dims=X.shape[1])
     rng = np.random.default_rng(3)
     draws = np.column_stack([rng.normal(0, 0.3, (3, kernel.n_params)), np.log([0.05, 0.1, 0.3])])

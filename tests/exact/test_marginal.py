@@ -10,13 +10,13 @@ THETA = dict(variance=1.0, lengthscale=2.0)  # with noise 0.3: the benchmark's p
 @pytest.fixture(scope="module")
 def problem(concrete):
     k = make_kernel("rbf", **THETA)
-    op = KernelOperator(concrete.X, k, 0.3, mode="local")
-    value, grad = exact_log_marginal(concrete.X, concrete.y, k, 0.3)
-    return op, concrete.y, value, grad
+    op = KernelOperator(concrete.X_std, k, 0.3, mode="local")
+    value, grad = exact_log_marginal(concrete.X_std, concrete.y_std, k, 0.3)
+    return op, concrete.y_std, value, grad
 
 
 def test_exact_value_matches_scipy(concrete):
-    X, y = concrete.X[:200], concrete.y[:200]
+    X, y = concrete.X_std[:200], concrete.y_std[:200]
     k = make_kernel("matern52", variance=0.7, lengthscale=[1.0] * 8, ard=True)
     K = k(X) + 0.2 * np.eye(200)
     assert exact_log_marginal(X, y, k, 0.2, gradient=False) == pytest.approx(
@@ -29,7 +29,7 @@ def test_exact_gradient_matches_finite_differences(concrete, name, ard, block_ro
                                                    monkeypatch):
     if single_thread:  # the branch large n takes (one BLAS thread), exercised at small n
         monkeypatch.setattr("daskgp.exact.marginal._SAFE_THREADED_N", 10)
-    X, y = concrete.X[:250], concrete.y[:250]
+    X, y = concrete.X_std[:250], concrete.y_std[:250]
     k = make_kernel(name, variance=1.2, lengthscale=np.linspace(1, 2, 8) if ard else 1.5, ard=ard)
     noise = 0.25
     _, g = exact_log_marginal(X, y, k, noise, block_rows=block_rows)
@@ -45,7 +45,7 @@ def test_exact_gradient_matches_finite_differences(concrete, name, ard, block_ro
 
 def test_exact_refuses_too_large_n(concrete):
     with pytest.raises(MemoryError, match="refused for n=1030"):
-        exact_log_marginal(concrete.X, concrete.y, make_kernel("rbf"), 0.3, max_n=1000)
+        exact_log_marginal(concrete.X_std, concrete.y_std, make_kernel("rbf"), 0.3, max_n=1000)
 
 
 def test_stochastic_gradient_is_unbiased(problem):

@@ -12,7 +12,8 @@ from daskgp.exact.posterior import GPPosterior, subset_map
 @pytest.fixture(scope="module")
 def exact_full(concrete):
     """The exact full-data MAP and Laplace covariance of concrete (n = 1,030, Cholesky)."""
-    return subset_map(concrete.X, concrete.y, make_kernel("rbf"), 0.3, size=len(concrete.y), rng=0)
+    return subset_map(concrete.X_std, concrete.y_std, make_kernel("rbf"), 0.3, size=len(concrete.y_std),
+                      rng=0)
 
 
 def test_the_ascent_arrives_from_a_distant_subset_map_and_the_laplace_covariance_matches(concrete,
@@ -23,7 +24,7 @@ def test_the_ascent_arrives_from_a_distant_subset_map_and_the_laplace_covariance
     preconditioner's pivots, hence the random stream, changed once; the spread did not). And
     the Laplace covariance from 8 common probes has every sd within 25 % of the exact one (measured within
     11 %)."""
-    X, y = concrete.X, concrete.y
+    X, y = concrete.X_std, concrete.y_std
     n = len(y)
     phi_full, H_full = exact_full
     sd = np.sqrt(np.diag(H_full))
@@ -39,8 +40,8 @@ def test_the_ascent_arrives_from_a_distant_subset_map_and_the_laplace_covariance
 
 def test_the_ascent_refuses_to_wander_off(concrete):
     """A φ leaving |φ| <= max_abs_phi raises (the warmup then falls back to the subset start)."""
-    op = KernelOperator(concrete.X[:200], make_kernel("rbf"), 0.3)
-    post = GPPosterior(op, concrete.y[:200], n_probes=4, redraw_every=1, rng=0)
+    op = KernelOperator(concrete.X_std[:200], make_kernel("rbf"), 0.3)
+    post = GPPosterior(op, concrete.y_std[:200], n_probes=4, redraw_every=1, rng=0)
     with pytest.raises(FloatingPointError, match="left"):
         stochastic_map(post, np.array([0.0, 0.0, -1.0]), np.eye(3) * 100.0, max_abs_phi=1.5, step=5.0)
 
@@ -53,7 +54,7 @@ def test_the_warmup_segment_falls_back_to_the_subset_start(concrete):
     from daskgp.mcmc.config import SamplerConfig
     from daskgp.mcmc.segments import warmup_segment
 
-    X, y = concrete.X[:200], concrete.y[:200]
+    X, y = concrete.X_std[:200], concrete.y_std[:200]
     phi0, M0 = np.array([0.5, 0.9, -1.0]), np.eye(3) * 0.01
     cfg = asdict(SamplerConfig(max_abs_phi=0.2, warmup_iter=20))  # |φ0| already beyond it
     out = warmup_segment(X, y, cfg, phi0, M0, 0, "test-warmup-fallback")

@@ -8,13 +8,13 @@ from daskgp.mcmc.samplers import StepSchedule, sgld
 
 def test_subset_map_is_a_maximum_with_spd_preconditioner(concrete):
     k = make_kernel("rbf", lengthscale=2.0)
-    phi, M = subset_map(concrete.X, concrete.y, k, 0.3, size=300, rng=0)
+    phi, M = subset_map(concrete.X_std, concrete.y_std, k, 0.3, size=300, rng=0)
     assert np.all(np.linalg.eigvalsh(M) > 0) and np.allclose(M, M.T)
     # the gradient of the subset posterior vanishes at the MAP
     rng = np.random.default_rng(0)
-    idx = rng.choice(concrete.X.shape[0], size=300, replace=False)
-    op = KernelOperator(concrete.X[idx], k, 0.3)
-    post = GPPosterior(op, concrete.y[idx])
+    idx = rng.choice(concrete.X_std.shape[0], size=300, replace=False)
+    op = KernelOperator(concrete.X_std[idx], k, 0.3)
+    post = GPPosterior(op, concrete.y_std[idx])
     _, g = post.exact(phi)
     assert np.abs(g).max() < 1e-2 * np.abs(post.exact(phi + 0.1)[1]).max()
 
@@ -22,7 +22,7 @@ def test_subset_map_is_a_maximum_with_spd_preconditioner(concrete):
 def test_stochastic_posterior_gradient_unbiased_and_probes_fixed_for_R(concrete):
     """20 gradients with fresh probes (R = 1): mean within 4.5 standard errors of the exact posterior
     gradient per component. With R = 20 the probes stay the same between redraws."""
-    X, y = concrete.X[:400], concrete.y[:400]
+    X, y = concrete.X_std[:400], concrete.y_std[:400]
     op = KernelOperator(X, make_kernel("rbf", lengthscale=2.0), 0.3)
     post = GPPosterior(op, y, redraw_every=1, rng=1)
     phi = op.log_params
@@ -40,7 +40,7 @@ def test_stochastic_posterior_gradient_unbiased_and_probes_fixed_for_R(concrete)
 
 
 def test_short_sgld_run_on_concrete_is_finite_and_moves(concrete):
-    X, y = concrete.X[:300], concrete.y[:300]
+    X, y = concrete.X_std[:300], concrete.y_std[:300]
     k = make_kernel("rbf", lengthscale=2.0)
     phi0, M = subset_map(X, y, k, 0.3, size=300, rng=0)
     op = KernelOperator(X, k, 0.3)
@@ -55,9 +55,9 @@ def test_short_sgld_run_on_concrete_is_finite_and_moves(concrete):
 
 
 def test_posterior_rejects_bad_y(concrete):
-    op = KernelOperator(concrete.X, make_kernel("rbf"), 0.3)
+    op = KernelOperator(concrete.X_std, make_kernel("rbf"), 0.3)
     with pytest.raises(ValueError, match="rows"):
-        GPPosterior(op, concrete.y[:10])
+        GPPosterior(op, concrete.y_std[:10])
 
 
 def test_kept_preconditioner_and_state_resume_bit_identically(concrete):
@@ -70,7 +70,7 @@ def test_kept_preconditioner_and_state_resume_bit_identically(concrete):
     from daskgp.core.plaindata import decode, encode
     from daskgp.exact.posterior import ProbeState
 
-    X, y = concrete.X[:400], concrete.y[:400]
+    X, y = concrete.X_std[:400], concrete.y_std[:400]
 
     def posterior(**kw):
         op = KernelOperator(X, make_kernel("rbf", lengthscale=2.0), 0.3)

@@ -9,8 +9,9 @@ from daskgp.exact.predict import mixture_quantiles, predictive
 @pytest.fixture(scope="module")
 def split(concrete):
     rng = np.random.default_rng(0)
-    idx = rng.permutation(concrete.X.shape[0])
-    return concrete.X[idx[:600]], concrete.y[idx[:600]], concrete.X[idx[600:650]], concrete.y[idx[600:650]]
+    idx = rng.permutation(concrete.X_std.shape[0])
+    X, y = concrete.X_std, concrete.y_std
+    return X[idx[:600]], y[idx[:600]], X[idx[600:650]], y[idx[600:650]]
 
 
 def test_single_draw_equals_dense_gp(split):

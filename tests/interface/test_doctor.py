@@ -30,7 +30,7 @@ def test_device_checks_compute_what_they_report(concrete):
     """The CMVP the check returns is K V (against the dense kernel); its chain moved and is finite."""
     from daskgp import make_kernel
 
-    X, y = concrete.X[:300], concrete.y[:300]
+    X, y = concrete.X_std[:300], concrete.y_std[:300]
     r = device_checks(X, y, "cpu", n_iter=5)
     K = make_kernel("rbf", lengthscale=2.0)(X) + 0.3 * np.eye(300)
     V = np.random.default_rng(0).standard_normal((300, 8))

@@ -35,7 +35,7 @@ def test_worker_memory_returns_to_its_baseline_after_a_run_ends_or_stops(tmp_pat
     from distributed import Client, LocalCluster
 
     ds = dg.load("house_8L")
-    X, y = ds.X[:6000], ds.y[:6000]
+    X, y = ds.X_std[:6000], ds.y_std[:6000]
     # the subset start: the full-data warmup (its own operator, released with it) is not what is measured
     # float64 rows (the samplers' default is float32, half of it): the larger the cache, the clearer a leak
     kw = dict(method="sgld", n_chains=1, checkpoint_every=5, batch=5, subset_size=300, seed=0,

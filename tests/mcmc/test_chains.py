@@ -38,7 +38,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(concrete, client, tmp_pat
     """Interrupt after the first block of 40 draws (the warmup's), resume: the same 120 draws per chain as an
     uninterrupted run, 40 warmup and 80 kept, each exactly once — bit for bit, since every chain's state and
     random streams are committed with its draws."""
-    X, y = concrete.X[:200], concrete.y[:200]
+    X, y = concrete.X_std[:200], concrete.y_std[:200]
     kw = dict(method=method, n_chains=2, n_iter=120, checkpoint_every=40, batch=20, subset_size=150, seed=3,
               **extra)
     full = sample(X, y, out=str(tmp_path / "full.zarr"), client=client, **kw)
@@ -63,7 +63,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(concrete, client, tmp_pat
 
 
 def test_torn_append_is_read_as_the_committed_draws_and_repaired_on_disk(concrete, client, tmp_path):
-    X, y = concrete.X[:150], concrete.y[:150]
+    X, y = concrete.X_std[:150], concrete.y_std[:150]
     out = str(tmp_path / "run.zarr")
     sample(X, y, out=out, client=client, method="mh", n_chains=2, n_iter=80, checkpoint_every=20, n_adapt=20,
            seed=1)
@@ -89,7 +89,7 @@ def test_existing_output_is_not_overwritten_silently(concrete, client, tmp_path)
     out = tmp_path / "run.zarr"
     out.mkdir()
     with pytest.raises(FileExistsError, match="already exists"):
-        sample(concrete.X[:50], concrete.y[:50], out=str(out), client=client, method="mh", n_iter=10,
+        sample(concrete.X_std[:50], concrete.y_std[:50], out=str(out), client=client, method="mh", n_iter=10,
                n_chains=2, checkpoint_every=5)
 
 
@@ -97,7 +97,7 @@ def test_divergent_chain_stops_with_a_message_and_keeps_its_draws(concrete, clie
     """A huge first step throws SGLD chains out of range: each stops with a message, its draws up to then
     are kept (NaN after), and the summary refuses when every chain diverged."""
     out = str(tmp_path / "div.zarr")
-    dt = sample(concrete.X[:200], concrete.y[:200], out=out, client=client, method="sgld", n_chains=2,
+    dt = sample(concrete.X_std[:200], concrete.y_std[:200], out=out, client=client, method="sgld", n_chains=2,
                 n_iter=100, checkpoint_every=50, batch=50, step_start=5e4, step_end=1e4, max_abs_phi=8.0,
                 seed=0)
     msgs = dt.attrs["messages"]
@@ -139,7 +139,7 @@ def test_short_mh_and_sgld_agree_on_concrete(concrete, client, tmp_path):
     0.5 MH posterior sd of MH's (≈ 3 Monte-Carlo standard errors), every SGLD sd within a factor [0.6, 1.6] of
     MH's (≈ 4 standard errors of an sd at ESS 20, plus the ≤ 10 % variance inflation the freeze rule
     allows)."""
-    X, y = concrete.X[:300], concrete.y[:300]
+    X, y = concrete.X_std[:300], concrete.y_std[:300]
     mh = sample(X, y, out=str(tmp_path / "mh.zarr"), client=client, method="mh", n_chains=2, n_iter=2000,
                 checkpoint_every=500, seed=12)
     sg = sample(X, y, out=str(tmp_path / "sgld.zarr"), client=client, method="sgld", n_chains=2,
@@ -176,7 +176,7 @@ def test_run_control_pauses_stops_and_the_run_resumes(concrete, client, tmp_path
 
     from daskgp.mcmc.control import RunControl, RunStopped
 
-    X, y = concrete.X[:150], concrete.y[:150]
+    X, y = concrete.X_std[:150], concrete.y_std[:150]
     out = str(tmp_path / "ctl.zarr")
     control = RunControl()
     blocks = []
@@ -220,7 +220,7 @@ def test_progress_moves_between_blocks_with_the_workers_events(concrete, client,
     3–6 s on two workers): between commits the progress callback hears from the running segments (worker
     events, at most one per second and chain, the first after a second) with the least iteration count over
     the chains, beyond the committed count and rising; the last call is the committed end of the run."""
-    X, y = concrete.X, concrete.y
+    X, y = concrete.X_std, concrete.y_std
     seen = []
     sample(X, y, out=str(tmp_path / "r.zarr"), method="sgld", n_chains=2, n_iter=400, checkpoint_every=400,
            warmup="subset", client=client, progress=seen.append)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture(scope="module")
 def split(concrete):
-    X, y = concrete.x_scaler.inverse_transform(concrete.X), concrete.y_original(concrete.y)  # original units
+    X, y = concrete.X, concrete.y  # original units
     rng = np.random.default_rng(7)
     idx = rng.permutation(len(y))
     return X[idx[:300]], y[idx[:300]], X[idx[300:400]], y[idx[300:400]]

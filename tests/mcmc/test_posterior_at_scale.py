@@ -21,7 +21,7 @@ def _power_plant(n):
 
     ds = daskgp.load("power_plant")
     idx = np.random.default_rng(0).choice(ds.n, n, replace=False)
-    X, y = ds.X[idx], ds.y[idx]
+    X, y = ds.X_std[idx], ds.y_std[idx]
     return (X - X.mean(0)) / X.std(0), (y - y.mean()) / y.std()
 
 

@@ -53,9 +53,9 @@ def tiny_run(data, client, tmp_path_factory):
     that knows its data (a CSV)."""
     folder, ds = data
     out = tmp_path_factory.mktemp("runs") / "tiny.zarr"
-    sample(ds.X, ds.y, out=str(out), client=client, method="mh", n_chains=2, n_iter=30, checkpoint_every=10,
-           n_adapt=10, seed=0, data_spec={"csv": str(folder / "train.csv"), "target": ds.target_name},
-           data_meta=ds.meta())
+    sample(ds.X_std, ds.y_std, out=str(out), client=client, method="mh", n_chains=2, n_iter=30,
+           checkpoint_every=10, n_adapt=10, seed=0,
+           data_spec={"csv": str(folder / "train.csv"), "target": ds.target_name}, data_meta=ds.meta())
     return out
 
 
@@ -150,12 +150,12 @@ def test_a_failed_start_keeps_the_run_it_was_to_replace(tiny_run, data, client, 
     control = RunControl()
     control.stop()
     with pytest.raises(RunStopped):
-        sample(ds.X, ds.y, out=run, client=client, overwrite=True, control=control, method="mh", n_chains=2,
-               n_iter=20, checkpoint_every=10, seed=9)
+        sample(ds.X_std, ds.y_std, out=run, client=client, overwrite=True, control=control, method="mh",
+               n_chains=2, n_iter=20, checkpoint_every=10, seed=9)
     assert _snapshot(run) == before
     assert os.listdir(tmp_path) == ["run.zarr"]
-    dt = sample(ds.X, ds.y, out=run, client=client, overwrite=True, method="mh", n_chains=2, n_iter=30,
-                checkpoint_every=10, seed=9)
+    dt = sample(ds.X_std, ds.y_std, out=run, client=client, overwrite=True, method="mh", n_chains=2,
+                n_iter=30, checkpoint_every=10, seed=9)
     assert dt.attrs["n_draws"] == 30 and os.listdir(tmp_path) == ["run.zarr"]
 
 
@@ -183,7 +183,7 @@ def test_a_run_of_the_previous_format_is_refused_in_one_line_and_can_be_overwrit
         assert "old.zarr.checkpoint is a pickle" in line and "will not be loaded" in line
     with pytest.raises(RunError, match="earlier daskgp"):
         dg.open_run(run)
-    sample(ds.X, ds.y, out=run, client=client, overwrite=True, method="mh", n_chains=2, n_iter=10,
+    sample(ds.X_std, ds.y_std, out=run, client=client, overwrite=True, method="mh", n_chains=2, n_iter=10,
            checkpoint_every=10, seed=1)
     assert not os.path.exists(run + ".checkpoint") and not marker.exists()
     assert dg.open_run(run).attrs["n_draws"] == 10
@@ -195,7 +195,7 @@ def _entry_points(run, data, tmp):
     pred = str(tmp / "pred.csv")
     return {
         "dg.open_run": lambda: dg.open_run(run),
-        "dg.resume": lambda: resume(run, X=ds.X, y=ds.y),
+        "dg.resume": lambda: resume(run, X=ds.X_std, y=ds.y_std),
         "from_run": lambda: BayesianGPRegressor.from_run(run, n_predict_draws=5),
         "daskgp summary": lambda: main(["summary", run]),
         "daskgp predict": lambda: main(["predict", run, "--x", str(folder / "new.csv"), "--out", pred,
@@ -366,7 +366,7 @@ def test_a_malformed_chain_state_stops_resume_in_one_line(change, msg, tiny_run,
     _rewrite_checkpoint(run, _edit(change))
     assert msg in _one_line_error(capsys, main(["sample", "--resume", run]))
     with pytest.raises(RunError, match="malformed|expected"):
-        resume(run, X=ds.X, y=ds.y)
+        resume(run, X=ds.X_std, y=ds.y_std)
     assert lock_info(run) is None  # the refused writer released the run
 
 
@@ -528,8 +528,8 @@ def test_a_moved_run_predicts_and_resumes_from_its_own_data(tiny_run, data, clie
     monkeypatch.delenv("DASKGP_DATA", raising=False)
     try:
         dt = dg.open_run(run)
-        np.testing.assert_array_equal(dt["constant_data"]["X"].values, ds.X)
-        np.testing.assert_array_equal(dt["observed_data"]["y"].values, ds.y)
+        np.testing.assert_array_equal(dt["constant_data"]["X"].values, ds.X_std)
+        np.testing.assert_array_equal(dt["observed_data"]["y"].values, ds.y_std)
         assert list(dt["constant_data"]["feature"].values) == list(ds.feature_names)
         np.testing.assert_allclose(dt["constant_data"]["x_center"].values, ds.x_scaler.mean_)
         assert dt["observed_data"].attrs["y_scale"] == pytest.approx(float(ds.y_scaler.scale_[0]))

@@ -24,7 +24,7 @@ def test_target_ess_stops_at_the_first_block_that_meets_it_and_extends(concrete,
     R-hat is below 1.01 (checked again with ArviZ on the stored draws), far below its cap; resuming it
     returns it unchanged; resuming with a larger target continues the same chains (the committed draws are
     kept bit for bit) until the new target holds."""
-    X, y = concrete.X[:200], concrete.y[:200]
+    X, y = concrete.X_std[:200], concrete.y_std[:200]
     out = str(tmp_path / "r.zarr")
     seen: list[RunStatus] = []
     dt = sample(X, y, out=out, client=client, method="sghmc", n_chains=2, checkpoint_every=50, batch=25,
@@ -70,7 +70,7 @@ def test_extending_a_finished_run_equals_the_longer_run(concrete, client, tmp_pa
     same adaptation (the extension pins the run's adaptation length, n_iter // 5 = 20, so it does not
     change with the new length; blocks of 40 restart at it: 20, 60, 100, 140); a run ending with a short
     block cannot be extended."""
-    X, y = concrete.X[:150], concrete.y[:150]
+    X, y = concrete.X_std[:150], concrete.y_std[:150]
     kw = dict(method="sghmc", n_chains=2, checkpoint_every=40, batch=10, subset_size=100, n_probes=4, seed=6)
     short = str(tmp_path / "short.zarr")
     sample(X, y, out=short, client=client, n_iter=100, **kw)

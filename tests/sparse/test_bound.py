@@ -21,7 +21,7 @@ from .dense_references import bgplvm_bound_dense, titsias_bound_dense
 
 @pytest.fixture
 def small(concrete):
-    X, y = concrete.X[:300], concrete.y[:300]
+    X, y = concrete.X_std[:300], concrete.y_std[:300]
     Z = X[np.random.default_rng(0).choice(300, 15, replace=False)] + 0.01
     ls = 2.0 * np.random.default_rng(1).uniform(0.7, 1.3, X.shape[1])
     return X, y, Z, 1.3, ls, 4.0

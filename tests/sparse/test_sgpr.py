@@ -20,7 +20,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture
 def problem(concrete):
-    X, y = concrete.X[:300], concrete.y[:300]
+    X, y = concrete.X_std[:300], concrete.y_std[:300]
     Z = X[np.random.default_rng(0).choice(300, 15, replace=False)] + 0.01
     return X, y, GlobalParams(Z, 1.3, np.full(X.shape[1], 2.0), 4.0)
 
