@@ -149,3 +149,19 @@ def test_fit_commands_never_replace_a_foreign_netcdf(command, tmp_path, capsys):
     assert "daskgp did not write it" in msg and foreign.read_bytes() == before
     msg = _one_line(capsys, main([command, *data, "--out", str(tmp_path / "no" / "r.nc")]))
     assert "does not exist" in msg
+
+
+@pytest.mark.parametrize("command,suffix", [("sgpr", ".checkpoint.npz"), ("gpc", ".checkpoint.npz"),
+                                            ("advgp", ".checkpoint.json")])
+@pytest.mark.parametrize("content", [b"PK\x03\x04" + b"\0" * 20, b"\x93NUMPY garbage" * 10, b""])
+def test_a_damaged_fit_checkpoint_gives_one_line_naming_it(command, suffix, content, tmp_path, capsys):
+    """Issue 29: a truncated or garbage checkpoint on --resume was a BadZipFile traceback or numpy's
+    'allow_pickle' hint; now one line naming the file and what to do, before any cluster starts, and the
+    file is left as it was."""
+    out = tmp_path / "r.nc"
+    ckpt = tmp_path / f"r.nc{suffix}"
+    ckpt.write_bytes(content)
+    data = ["--data", "breast_cancer"] if command == "gpc" else []
+    msg = _one_line(capsys, main([command, *data, "--out", str(out), "--resume"]))
+    assert str(ckpt) in msg and "is damaged or not a daskgp checkpoint" in msg and "delete it" in msg
+    assert "allow_pickle" not in msg and ckpt.read_bytes() == content
