@@ -34,6 +34,18 @@ __all__ = ["Dataset", "load", "load_csv", "load_spec", "split_indices", "train_t
            "data_dirs", "read_csv_frame", "check_numeric_frame", "fingerprint"]
 
 
+def data_token(X, y) -> str:
+    """What ties a checkpoint to its data: :func:`fingerprint` of numpy arrays, dask's token of dask arrays
+    (their graph: the rows are never read here)."""
+    import dask.array as da
+
+    if isinstance(X, da.Array) or isinstance(y, da.Array):
+        from dask.base import tokenize
+
+        return tokenize(X, y)
+    return fingerprint(X, y)
+
+
 def fingerprint(X, y) -> str:
     """sha1 of the numbers of X and y (as float64): what ties a run or a fit checkpoint to its data, so a
     resumed one must see the same numbers."""

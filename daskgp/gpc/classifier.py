@@ -199,20 +199,12 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def _checkpoint_key(self, X, ypm, seed: int) -> str:
-        """What a checkpoint must match: the data (their numbers; a dask array's token) and every setting
-        that shapes the iterations."""
-        import dask.array as da
+        """What a checkpoint must match: the data (:func:`daskgp.core.datasets.data_token`) and every
+        setting that shapes the iterations."""
+        from ..core.datasets import data_token
 
-        if isinstance(X, da.Array) or isinstance(ypm, da.Array):
-            from dask.base import tokenize
-
-            data = tokenize(X, ypm)
-        else:
-            from ..core.datasets import fingerprint
-
-            data = fingerprint(X, ypm)
-        return (f"{data}|m={int(self.n_inducing)}|{self.method}|chunk_rows={int(self.chunk_rows)}|"
-                f"batch={self.batch_size}|damping={self.damping}|lr={self.learning_rate}|"
+        return (f"{data_token(X, ypm)}|m={int(self.n_inducing)}|{self.method}|"
+                f"chunk_rows={int(self.chunk_rows)}|batch={self.batch_size}|damping={self.damping}|lr={self.learning_rate}|"
                 f"learn_inducing={bool(self.learn_inducing)}|seed={seed}")
 
     def _keep_best(self, state, broke, batch: bool) -> None:

@@ -198,19 +198,12 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         self.noise_variance_ = sy**2 / theta.beta
 
     def _checkpoint_key(self, X, y, seed: int) -> str:
-        """What a checkpoint must match: the data (their numbers; a dask array's token) and the settings
+        """What a checkpoint must match: the data (:func:`daskgp.core.datasets.data_token`) and the settings
         that shape the parameters."""
-        import dask.array as da
+        from ..core.datasets import data_token
 
-        if isinstance(X, da.Array) or isinstance(y, da.Array):
-            from dask.base import tokenize
-
-            data = tokenize(X, y)
-        else:
-            from ..core.datasets import fingerprint
-
-            data = fingerprint(X, y)
-        return f"{data}|m={int(self.n_inducing)}|seed={seed}|learn_inducing={bool(self.learn_inducing)}"
+        return (f"{data_token(X, y)}|m={int(self.n_inducing)}|seed={seed}|"
+                f"learn_inducing={bool(self.learn_inducing)}")
 
     def predict(self, X, return_std: bool = False, noise: bool = True):
         """Predictive mean (n,) in y units; with ``return_std`` also the sd (n,) (of y with ``noise``,

@@ -355,22 +355,29 @@ def test_cli_sgpr_bad_input_one_line(argv, msg, capsys, tmp_path, monkeypatch):
     assert len(err) == 1 and err[0].startswith("daskgp: error:") and msg in err[0]
 
 
+def _sgpr_past_its_first_checkpoint(out: str):
+    """(argv, the process) of a `daskgp sgpr` fit of 20,000 flights rows, once its checkpoint exists."""
+    import time
+
+    argv = ["sgpr", "--inducing", "40", "--train-size", "20000", "--max-iter", "40", "--out", out]
+    proc = subprocess.Popen([sys.executable, "-m", "daskgp", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    deadline = time.time() + 240
+    while not os.path.exists(out + ".checkpoint.npz") and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    return argv, proc
+
+
 def test_cli_sgpr_ctrl_c_keeps_the_checkpoint_and_resume_continues(tmp_path):
     """SIGINT during the fit: exit 130 with a hint; the per-iteration checkpoint holds the finished
     iterations, and --resume continues from them to a complete result whose bound trace starts with them."""
     import signal
-    import time
 
     import xarray as xr
 
     out = str(tmp_path / "fl.nc")
     ckpt = out + ".checkpoint.npz"
-    argv = ["sgpr", "--inducing", "40", "--train-size", "20000", "--max-iter", "40", "--out", out]
-    proc = subprocess.Popen([sys.executable, "-m", "daskgp", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-    deadline = time.time() + 240
-    while not os.path.exists(ckpt) and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.1)
+    argv, proc = _sgpr_past_its_first_checkpoint(out)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
@@ -399,14 +406,7 @@ def test_cli_sgpr_double_ctrl_c_exits_quietly(gap, tmp_path):
     import signal
     import time
 
-    out = str(tmp_path / "fl.nc")
-    ckpt = out + ".checkpoint.npz"
-    argv = ["sgpr", "--inducing", "40", "--train-size", "20000", "--max-iter", "40", "--out", out]
-    proc = subprocess.Popen([sys.executable, "-m", "daskgp", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-    deadline = time.time() + 240
-    while not os.path.exists(ckpt) and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
+    _, proc = _sgpr_past_its_first_checkpoint(str(tmp_path / "fl.nc"))
     proc.send_signal(signal.SIGINT)
     time.sleep(gap)
     if proc.poll() is None:
