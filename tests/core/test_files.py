@@ -165,3 +165,17 @@ def test_a_damaged_fit_checkpoint_gives_one_line_naming_it(command, suffix, cont
     msg = _one_line(capsys, main([command, *data, "--out", str(out), "--resume"]))
     assert str(ckpt) in msg and "is damaged or not a daskgp checkpoint" in msg and "delete it" in msg
     assert "allow_pickle" not in msg and ckpt.read_bytes() == content
+
+
+def test_predict_never_replaces_a_foreign_file_or_its_input(tmp_path, capsys):
+    (tmp_path / "run.zarr").mkdir()
+    theirs = tmp_path / "theirs.nc"
+    xr.Dataset({"a": ("x", np.arange(3.0))}).to_netcdf(theirs)
+    before = theirs.read_bytes()
+    new = tmp_path / "new.csv"
+    new.write_text("a,b,mean,sd,lower,upper\n1,2,3,4,5,6\n")
+    run = str(tmp_path / "run.zarr")
+    msg = _one_line(capsys, main(["predict", run, "--out", str(theirs), "--overwrite"]))
+    assert "daskgp did not write it" in msg and theirs.read_bytes() == before
+    msg = _one_line(capsys, main(["predict", run, "--x", str(new), "--out", str(new), "--overwrite"]))
+    assert "is the input" in msg and new.read_text().startswith("a,b,mean")

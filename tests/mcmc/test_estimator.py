@@ -58,11 +58,12 @@ def test_prediction_is_the_mixture_over_the_kept_draws(fitted, split):
 
 
 def test_from_run_reproduces_the_fitted_estimator(fitted, split, concrete):
-    _, _, Xte, _ = split
+    Xtr, ytr, Xte, _ = split
     from daskgp.core.datasets import Dataset
 
-    ds = Dataset("custom", fitted.X_train_, fitted.y_train_, fitted.x_scaler_, fitted.y_scaler_,
-                 concrete.feature_names, concrete.target_name, None)
+    # the training data in their own units with the fit's scalers: X_std / y_std are what the run holds
+    ds = Dataset("custom", Xtr, ytr, fitted.x_scaler_, fitted.y_scaler_, concrete.feature_names,
+                 concrete.target_name, None)
     again = BayesianGPRegressor.from_run(fitted.out, dataset=ds, n_predict_draws=30)
     # the data set names its columns: the estimator keeps them (feature_names_in_) and checks them
     import pandas as pd
