@@ -128,7 +128,7 @@ def _warn_unless_standardised(X, y) -> None:
     import warnings
 
     means, sds = np.append(X.mean(axis=0), y.mean()), np.append(X.std(axis=0), y.std())
-    if np.any(np.abs(means) > 3) or np.any(((sds > 0) & (sds < 0.1)) | (sds > 10)):
+    if np.any(np.abs(means) > 3) or np.any(((sds > 1e-8) & (sds < 0.1)) | (sds > 10)):
         warnings.warn("sample() models standardised data (zero mean, unit variance), and these are not: pass "
                       "Dataset.X_std / y_std, or use BayesianGPRegressor, which standardises and predicts "
                       "in the data's units", UserWarning, stacklevel=3)
