@@ -71,6 +71,8 @@ def _json_kind(path: str) -> str | None:
         return None
     with open(path, "rb") as f:
         doc = json.loads(f.read().decode("utf-8"))
+    if isinstance(doc, dict) and MARK not in doc and doc.get("format") == "daskgp-advgp-1":
+        return "daskgp.advgp-checkpoint"  # written by daskgp <= 0.5, before the marker
     return doc.get(MARK) if isinstance(doc, dict) else None
 
 
@@ -106,6 +108,8 @@ def _zarr_kind(path: str) -> str | None:
 
 def _npz_kind(path: str) -> str | None:
     with np.load(path) as f:  # allow_pickle=False: plain arrays only
+        if MARK not in f.files and {"theta", "trace", "key"} <= set(f.files):
+            return "daskgp.fit-checkpoint"  # an SGPR checkpoint of daskgp <= 0.5, before the marker
         return str(f[MARK]) if MARK in f.files else None
 
 
