@@ -204,7 +204,8 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         from ..core.datasets import data_token
 
         return (f"{data_token(X, ypm)}|m={int(self.n_inducing)}|{self.method}|"
-                f"chunk_rows={int(self.chunk_rows)}|batch={self.batch_size}|damping={self.damping}|lr={self.learning_rate}|"
+                f"chunk_rows={int(self.chunk_rows)}|batch={self.batch_size}|damping={self.damping}|"
+                f"lr={self.learning_rate}|"
                 f"learn_inducing={bool(self.learn_inducing)}|seed={seed}")
 
     def _keep_best(self, state, broke, batch: bool) -> None:
