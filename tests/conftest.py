@@ -1,4 +1,5 @@
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +9,12 @@ import pytest
 _SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 if not os.environ.get("DASKGP_DATA") and _SHARED.is_dir():
     os.environ["DASKGP_DATA"] = str(_SHARED)
+
+# A test run started in the background of a non-interactive shell (a CI script's `cmd &`) inherits SIGINT
+# ignored, and Python then installs no KeyboardInterrupt handler in it or in any subprocess it starts: every
+# Ctrl-C test would see its command run to the end. A handler here is reset to the default in each child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
