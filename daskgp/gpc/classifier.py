@@ -210,7 +210,14 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
 
     def _keep_best(self, state, broke, batch: bool) -> None:
         """A fit that broke down (non-finite) or collapsed (:func:`daskgp.gpc.fit.collapsed`; batch fits,
-        whose evidence is exact) keeps its best iterate, with scikit-learn's ConvergenceWarning saying so."""
+        whose evidence is exact) keeps its best iterate, with scikit-learn's ConvergenceWarning saying so.
+        Before :data:`~daskgp.gpc.fit.SETTLE_ITERATIONS` there is no best: a breakdown keeps the last finite
+        iterate."""
+        if state.best is None:
+            if broke is not None:
+                warnings.warn(f"{broke}; the model keeps iteration {len(state.records)}, the last finite one",
+                              ConvergenceWarning, stacklevel=3)
+            return
         best_it, params, factor = state.best
         best, last = state.records[best_it - 1].evidence, state.records[-1].evidence
         if broke is None and not (batch and collapsed(best, last)):

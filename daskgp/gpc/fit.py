@@ -72,6 +72,11 @@ DEFAULT_SITE_PASSES = {"ep": 1, "sep": 0, "adf": 0}
 # of a fit on many rows. The fit then keeps its best iterate. Minibatch evidences are estimates whose noise
 # no such rule bounds: not judged.
 COLLAPSE_NATS, COLLAPSE_FRACTION = 1.0, 0.01
+# Iterations before any is a candidate for "best": the first q is the prior (a zero factor), and SEP's
+# global factor needs about 20 iterations to converge at fixed hyperparameters (DEFAULT_DAMPING's note);
+# until then the evidence is not that of a fitted q (5-iteration fits in scikit-learn's checks "collapsed"
+# from iteration 1, the prior). A fit this short keeps its last iterate.
+SETTLE_ITERATIONS = 20
 
 
 def collapsed(best: float, last: float) -> bool:
@@ -125,7 +130,7 @@ class IterationRecord:
 class EPState:
     """What a fit carries between iterations: the hyperparameters, the factor (EP, ADF: q's; SEP: the global
     t̃_g), the per-chunk EP site futures, and the optimiser; ``best``: (iteration, params, factor) of the
-    highest evidence so far — the q that evidence was computed for."""
+    highest evidence after :data:`SETTLE_ITERATIONS` — the q that evidence was computed for (None before)."""
 
     params: GPCParams
     factor: Factor
@@ -196,7 +201,8 @@ def run_ep(chunks, state: EPState, method: str, n_iter: int, *, damping: float =
             raise FloatingPointError(f"{method.upper()} became numerically degenerate at iteration "
                                      f"{len(state.records) + 1} ({e}){adf}") from e
         state.records.append(rec)
-        if state.best is None or rec.evidence > state.records[state.best[0] - 1].evidence:
+        if rec.iteration > SETTLE_ITERATIONS and (
+                state.best is None or rec.evidence > state.records[state.best[0] - 1].evidence):
             state.best = (rec.iteration, judged.params, judged.factor)
         if callback is not None:
             callback(rec, state)
@@ -313,7 +319,7 @@ class GPCCheckpoint:
         from ..core.files import MARK, replaced_atomically
 
         rec = state.records
-        best_it, bp, bf = state.best
+        best_it, bp, bf = state.best or (0, state.params, state.factor)  # 0: none judged yet
         # the parameters in natural units, as the fit holds them: exp(log x) may differ from x in the last bit
         arrays = dict(key=np.str_(key), Z=state.params.Z, variance=state.params.variance,
                       lengthscales=state.params.lengthscales, T=state.factor.T, c=state.factor.c,
@@ -355,7 +361,7 @@ class GPCCheckpoint:
             recs = [IterationRecord(i + 1, float(e), float(t), float(g)) for i, (e, t, g) in
                     enumerate(zip(a["evidence"], a["train_error"], a["grad_norm"], strict=True))]
             best_it = int(a["best_iteration"])
-            if not recs or not 1 <= best_it <= len(recs) or not all(np.all(np.isfinite(v)) for v in
+            if not recs or not 0 <= best_it <= len(recs) or not all(np.all(np.isfinite(v)) for v in
                                                                    (*vectors.values(), T, c, bT, bc)):
                 raise ValueError("records or values out of range")
             sites = np.asarray(a["sites"], float) if "sites" in a else None
@@ -368,7 +374,7 @@ class GPCCheckpoint:
                              "resuming")
         adam = Adam(size, lr, m=vectors["adam_m"], v=vectors["adam_v"], t=int(a["adam_t"]))
         state = EPState(params[0], Factor(T, c), adam, records=recs,
-                        best=(best_it, params[1], Factor(bT, bc)))
+                        best=(best_it, params[1], Factor(bT, bc)) if best_it else None)
         return state, sites
 
     def iterations(self) -> int:
