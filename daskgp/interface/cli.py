@@ -12,7 +12,7 @@ from .._version import __version__
 from ..core.kernels import KERNELS
 from ..mcmc.config import METHODS, SamplerConfig
 from .cli_advgp import advgp_command
-from .cli_common import cluster_from_args, ignore_further_interrupts
+from .cli_common import cluster_from_args, ignore_further_interrupts, interrupt_once
 from .cli_gpc import gpc_command
 from .cli_runs import FIXED_ON_RESUME, predict_command, repair_command, sample_command, summary_command
 from .cli_sparse import sgpr_command
@@ -288,6 +288,7 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse printed its one-line usage error
         return int(e.code or 0) and EXIT_USAGE
+    restore = interrupt_once()
     try:
         _check_common(args)
         return args.func(args)
@@ -300,6 +301,8 @@ def main(argv=None) -> int:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"daskgp: error: {msg}", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        restore()
 
 
 if __name__ == "__main__":

@@ -114,6 +114,35 @@ def cluster_from_args(args, stream=None):
             raise
 
 
+def interrupt_once():
+    """A command's SIGINT handler: the first Ctrl-C raises KeyboardInterrupt (the command saves what it has
+    and says how to resume), and from that instant further SIGINTs are ignored by the OS. With Python's own
+    handler a second press arriving while the first unwinds raised again wherever the main thread was —
+    inside threading's lock bookkeeping once, which then failed with "release unlocked lock" and a
+    traceback. Left alone where SIGINT is ignored already (a background job) or off the main thread.
+    Returns a function that puts the previous handler back unless an interrupt came (then the process is on
+    its way out and keeps ignoring them): ``main()`` called from Python leaves the caller's handler as it was.
+    """
+    import signal
+    import threading
+
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        return lambda: None
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+
+    def restore():
+        if signal.getsignal(signal.SIGINT) is handler:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    return restore
+
+
 def ignore_further_interrupts() -> None:
     """After the first Ctrl-C the command is already on its way out (saving what it has, closing its
     cluster, a few seconds at most): further SIGINTs are ignored, so that a user's second press cannot turn
