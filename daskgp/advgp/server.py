@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from distributed import KilledWorker
 
-from ..core.files import MARK, write_atomically
+from ..core.files import MARK, CheckpointFile, write_atomically
 from ..core.random import minibatch_rows
 from .model import ADVGPParams, partition_objective, prox_h, regulariser
 
@@ -101,7 +100,7 @@ def _partition_task(chunk, theta, template: dict, delay: float, batch: tuple | N
 
 
 @dataclass
-class ServerCheckpoint:
+class ServerCheckpoint(CheckpointFile):
     """The server's state in one JSON file (numbers only, nothing executable): θ, its version, ADADELTA's
     averages, the records so far, and a key naming the data and settings it belongs to. Replaced atomically
     after every ``every`` updates."""
@@ -131,12 +130,6 @@ class ServerCheckpoint:
             raise ValueError(f"{self.path} was written for other data or settings: start afresh")
         return state
 
-    def exists(self) -> bool:
-        return os.path.exists(self.path)
-
-    def remove(self) -> None:
-        if os.path.exists(self.path):
-            os.remove(self.path)
 
 
 @dataclass

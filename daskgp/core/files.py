@@ -11,7 +11,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["MARK", "check_destination", "replaced_atomically", "write_atomically", "written_kind"]
+__all__ = ["MARK", "CheckpointFile", "check_destination", "replaced_atomically", "write_atomically",
+           "written_kind"]
 
 
 def _fsync(path: str) -> None:
@@ -201,3 +202,20 @@ def array_digest(values) -> str:
     h.update(f"{a.dtype.str}{a.shape}".encode())
     h.update(a.tobytes())
     return h.hexdigest()
+
+
+class CheckpointFile:
+    """A fit's checkpoint file at ``path``, marked with its class's ``kind`` (:func:`written_kind`): what
+    the families' checkpoints share. Each family writes and reads its own contents."""
+
+    kind = ""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
+    def remove(self) -> None:
+        if os.path.exists(self.path):
+            os.remove(self.path)

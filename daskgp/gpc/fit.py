@@ -33,6 +33,7 @@ import numpy as np
 from distributed import KilledWorker
 
 from ..compute.reductions import tree_sum
+from ..core.files import CheckpointFile
 from ..core.random import minibatch_rows
 from .ep import (
     METHODS,
@@ -289,7 +290,7 @@ def _map_pass(chunks, state: EPState, source: Posterior, method: str, damping: f
     raise AssertionError("unreachable")
 
 
-class GPCCheckpoint:
+class GPCCheckpoint(CheckpointFile):
     """A fit's whole state after its last finished iteration, in one ``.npz`` (plain numbers; read with
     ``allow_pickle=False``): the hyperparameters, the factor, Adam's moments and step count, the records,
     the best iterate so far and — for EP — every point's site, gathered from the workers in chunk order;
@@ -298,22 +299,6 @@ class GPCCheckpoint:
     iteration: an interruption, SIGKILL included, loses at most the iteration in progress."""
 
     kind = "daskgp.gpc-checkpoint"  # its marker (:func:`daskgp.core.files.written_kind`)
-
-    def __init__(self, path):
-        import os
-
-        self.path = os.fspath(path)
-
-    def exists(self) -> bool:
-        import os
-
-        return os.path.exists(self.path)
-
-    def remove(self) -> None:
-        import os
-
-        if os.path.exists(self.path):
-            os.remove(self.path)
 
     def write(self, state: EPState, key: str, client=None) -> None:
         from ..core.files import MARK, replaced_atomically

@@ -217,13 +217,13 @@ def _read_features(path, est):
     df = read_csv_frame(path, path)
     if len(df) == 0:
         raise ValueError(f"{path} has no rows")
-    names = list((est.run_.attrs.get("data_meta") or {}).get("feature_names") or [])
+    meta = est.run_.attrs.get("data_meta") or {}
+    names = list(meta.get("feature_names") or [])
     if not names:  # a run of daskgp <= 0.2: the names come from its data spec
         try:
             names = list(load_spec(est.run_.attrs["data"]).feature_names)
         except (ValueError, FileNotFoundError):
             names = []
-    meta = est.run_.attrs.get("data_meta") or {}
     if names and names != [f"x{j}" for j in range(len(names))]:
         cols = [str(c) for c in df.columns]
         missing = [n for n in names if n not in cols]

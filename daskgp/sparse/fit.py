@@ -15,7 +15,7 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
-from ..core.files import MARK, replaced_atomically
+from ..core.files import MARK, CheckpointFile, replaced_atomically
 from .bound import GlobalParams, SuffStats, kmm, rbf_ard
 from .chunks import ChunkedRows
 
@@ -172,7 +172,7 @@ class Resumed:
     evaluations: Evaluations | None = None
 
 
-class FitCheckpoint:
+class FitCheckpoint(CheckpointFile):
     """The state of a global fit after its last finished L-BFGS-B iteration, in one ``.npz`` file: the
     unconstrained parameter vector (:meth:`GlobalParams.to_vector`), the bound trace so far (nats), a key
     naming the data and settings it belongs to, and the optimiser's whole state — the start and every
@@ -181,12 +181,6 @@ class FitCheckpoint:
     read with ``np.load``'s default ``allow_pickle=False`` (plain numbers only)."""
 
     kind = "daskgp.fit-checkpoint"  # its marker (:func:`daskgp.core.files.written_kind`)
-
-    def __init__(self, path):
-        self.path = os.fspath(path)
-
-    def exists(self) -> bool:
-        return os.path.exists(self.path)
 
     def write(self, theta: GlobalParams, trace, key: str, theta0: GlobalParams | None = None,
               evaluations: Evaluations | None = None) -> None:
@@ -237,7 +231,3 @@ class FitCheckpoint:
                 return int(np.asarray(f["trace"]).size)
         except Exception:  # noqa: BLE001 — a damaged file: read() says so in one line
             return 0
-
-    def remove(self) -> None:
-        if os.path.exists(self.path):
-            os.remove(self.path)
