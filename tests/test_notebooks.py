@@ -1,12 +1,29 @@
-"""The notebooks execute top to bottom with their quick settings (nbclient, a real kernel)."""
+"""The notebooks execute top to bottom with their quick settings (nbclient, a real kernel), and the numbers
+that carry their claims hold within tolerances derived from standard errors.
 
+After a notebook's own cells the test appends one cell (to the copy it executes, never to the file) that
+prints the claim's raw numbers as a JSON line; the checks below judge them:
+
+* 01 — SGLD's posterior agrees with exact MH's: every mean difference within 4 combined Monte Carlo standard
+  errors (sd/√ESS_bulk of each run) and every log sd ratio within 4 standard errors (1/√(2 ESS)) after the
+  ≤ 10 % variance inflation SGLD's freeze rule allows (4 se over 6 comparisons: false alarm 4e-4).
+* 02, 04 — the sparse GP beats the mean predictor on the held-out rows: the paired difference of squared
+  errors, mean over its standard error, above 3.1 (one-sided 1e-3).
+* 05 — SEP's test log loss equals EP's within 4 standard errors of the paired per-point difference (SEP is
+  the paper's memory-light stand-in for EP: it must not be worse beyond the noise), and every GP classifier
+  beats the 0.693-nat coin by more than 3.1 standard errors.
+"""
+
+import json
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+Z_AGREE, Z_BEATS = 4.0, 3.1
 
 
 # notebook -> (least number of figures, text its outputs must contain)
@@ -18,6 +35,51 @@ EXPECTED = {
     "05_sep_classification.ipynb": (3, "test NLL"),  # 2-D surface; evidence traces; calibration
 }
 
+# the appended cell: the claim's raw numbers from the notebook's own variables
+CLAIMS = {
+    "01_sgld_vs_mh_concrete.ipynb": """
+cols = ["mean", "sd", "ess_bulk", "ess_tail"]
+claims = {"sgld": t_sg[cols].to_dict("list"), "mh": t_mh[cols].to_dict("list")}""",
+    "02_distributed_sgpr_flights.ipynb": """
+claims = {"model": (est.predict(Xte) - yte).tolist(), "mean": (ytr.mean() - yte).tolist()}""",
+    "04_advgp_flights.ipynb": """
+claims = {"mean": (ytr.mean() - yte).tolist(), "sgpr": (sgpr.predict(Xte) - yte).tolist(),
+          **{f"advgp tau={t}": (e.predict(Xte) - yte).tolist() for t, (e, _) in runs.items()}}""",
+    "05_sep_classification.ipynb": """
+import numpy as np
+claims = {m: (-np.log(np.clip(e.predict_proba(Xte)[np.arange(len(yte)), yte], 1e-300, None))).tolist()
+          for m, e in fits.items()}""",
+}
+
+
+def _beats(err_model, err_base) -> float:
+    """z of 'the model's squared error is below the baseline's' (paired over the test rows)."""
+    d = np.square(err_base) - np.square(err_model)
+    return float(d.mean() / (d.std(ddof=1) / np.sqrt(len(d))))
+
+
+def check_claims(name: str, c: dict) -> None:
+    if name.startswith("01"):
+        sg, mh = ({k: np.array(v) for k, v in c[r].items()} for r in ("sgld", "mh"))
+        ess_sg = np.minimum(sg["ess_bulk"], sg["ess_tail"])
+        ess_mh = np.minimum(mh["ess_bulk"], mh["ess_tail"])
+        z_mean = np.abs(sg["mean"] - mh["mean"]) / np.sqrt(sg["sd"] ** 2 / sg["ess_bulk"]
+                                                            + mh["sd"] ** 2 / mh["ess_bulk"])
+        z_sd = (np.clip(np.abs(np.log(sg["sd"] / mh["sd"])) - np.log(np.sqrt(1.1)), 0, None)
+                / np.sqrt(1 / (2 * ess_sg) + 1 / (2 * ess_mh)))
+        assert (z_mean < Z_AGREE).all() and (z_sd < Z_AGREE).all(), (z_mean, z_sd, c)
+    elif name.startswith(("02", "04")):
+        for model, err in c.items():
+            if model != "mean":
+                assert _beats(err, c["mean"]) > Z_BEATS, (model, _beats(err, c["mean"]))
+    elif name.startswith("05"):
+        ep, sep = np.array(c["ep"]), np.array(c["sep"])
+        d = sep - ep
+        assert abs(d.mean()) < Z_AGREE * d.std(ddof=1) / np.sqrt(len(d)), (sep.mean(), ep.mean())
+        for method, nll in c.items():
+            nll = np.array(nll)
+            assert (np.log(2) - nll.mean()) / (nll.std(ddof=1) / np.sqrt(len(nll))) > Z_BEATS, method
+
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -25,6 +87,9 @@ def test_notebook_executes_with_quick_settings(name, tmp_path, monkeypatch):
     monkeypatch.setenv("DASKGP_NOTEBOOK_QUICK", "1")
     monkeypatch.setenv("DASKGP_NOTEBOOK_RUNS", str(tmp_path))
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    if name in CLAIMS:
+        nb.cells.append(nbformat.v4.new_code_cell(CLAIMS[name] + "\nimport json\nprint('CLAIMS', json.dumps("
+                                                                 "claims))"))
     NotebookClient(nb, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
@@ -34,3 +99,24 @@ def test_notebook_executes_with_quick_settings(name, tmp_path, monkeypatch):
     assert len(images) >= n_figures
     text = "".join(o.get("text", "") for o in outputs)
     assert marker in text
+    if name in CLAIMS:
+        line = next(ln for ln in text.splitlines() if ln.startswith("CLAIMS "))
+        check_claims(name, json.loads(line[len("CLAIMS "):]))
+
+
+def test_the_claim_checks_have_power():
+    """Each check fails on a known-wrong result: an SGLD posterior shifted by 1 sd (ESS 50 each), a model no
+    better than the mean, and SEP's log loss 0.1 nat worse than EP's on every point."""
+    rng = np.random.default_rng(0)
+    table = {"mean": [0.0, 1.0, -2.0], "sd": [0.2, 0.1, 0.05], "ess_bulk": [50.0] * 3, "ess_tail": [50.0] * 3}
+    shifted = dict(table, mean=list(np.array(table["mean"]) + np.array(table["sd"])))
+    check_claims("01", {"sgld": table, "mh": table})
+    with pytest.raises(AssertionError):
+        check_claims("01", {"sgld": shifted, "mh": table})
+    e = rng.standard_normal(500)
+    with pytest.raises(AssertionError):
+        check_claims("02", {"model": (e + 0.01 * rng.standard_normal(500)).tolist(), "mean": e.tolist()})
+    nll = rng.exponential(0.2, 200)
+    check_claims("05", {"ep": nll.tolist(), "sep": (nll + 0.01 * rng.standard_normal(200)).tolist()})
+    with pytest.raises(AssertionError):
+        check_claims("05", {"ep": nll.tolist(), "sep": (nll + 0.1 + 0.3 * rng.standard_normal(200)).tolist()})

@@ -2,11 +2,22 @@
 
 * :func:`cg` — batched (preconditioned) conjugate gradients: each column has its own step sizes and stops on
   its own relative residual ‖b − K s‖ / ‖b‖ ≤ tol; only the still-active columns are sent to the operator.
-* :func:`ulisse` — the Unbiased LInear System SolvEr of Filippone & Engler (2015). CG is run to an early-stop
-  threshold ``es_tol``; every further increment δ_i (i = 1, 2, … after the threshold) is kept with
-  probability p_i = exp(−β·i) and, if kept, reweighted by 1 / (p_1···p_i); the first rejection stops that
-  estimate. Its expectation is the full CG solution (to ``tol``). Several estimates per column share one CG
-  run and differ only in their uniform draws, which makes them independent given the right-hand side.
+* :func:`ulisse` — the Unbiased LInear System SolvEr of Filippone & Engler (2015, section 3). CG is run to an
+  early-stop threshold ``es_tol``; every further increment δ_i (i = 1, 2, … after the threshold) is kept
+  with probability p_i and, if kept, reweighted by 1 / P_i, P_i = p_1···p_i; the first rejection stops that
+  estimate (a Russian roulette). Its expectation is the full CG solution (to ``tol``) for any p_i that
+  depend only on the CG path, which is deterministic given the right-hand side. Several estimates per column
+  share one CG run and differ only in their uniform draws, which makes them independent.
+  The roulettes: 'exponential' is the paper's p_i = exp(−β·i), so P_i = exp(−β·i(i+1)/2) falls faster
+  than any geometric rate. CG's increments shrink only geometrically, so along a slow CG path the estimate's
+  mean is carried by draws of probability far below anything a run samples: unbiased on paper, in practice
+  a heavy-tailed estimate whose sample means sit to one side (on 4,096 house_8L rows at the posterior mode
+  the noise gradient was off by +0.47 ± 0.01 in 11 of 11 seeds; ``benchmarks/ulisse_bias.py``).
+  'increment' (the default) sets P_i = e^−β·‖δ_i‖/‖δ_1‖ (never increasing): survival follows the size of
+  CG's own steps — Rhee & Glynn's (2015) P_i ∝ ‖δ_i‖ for a geometric series — so every kept, reweighted
+  increment is at most about e^β‖δ_1‖ and no single rare draw carries the mean. 'residual' uses the
+  relative residual before the step instead of ‖δ_i‖ (a little less noise, no such bound). Both are
+  functions of the deterministic CG path, which keeps the estimate unbiased.
 * :class:`PivotedCholesky` — the rank-r preconditioner P = L Lᵀ + σ² I from a greedy pivoted Cholesky of the
   kernel, applied with the Woodbury identity in O(n r).
 """
@@ -38,7 +49,9 @@ from .backend import (
     to_host,
 )
 
-__all__ = ["CGResult", "UlisseResult", "cg", "ulisse", "PivotedCholesky", "NystromDerivative"]
+__all__ = ["CGResult", "UlisseResult", "cg", "ulisse", "PivotedCholesky", "NystromDerivative", "ROULETTES"]
+
+ROULETTES = ("increment", "residual", "exponential")
 
 
 @dataclass
@@ -82,15 +95,18 @@ def cg(A, B, x0=None, *, tol: float = 1e-8, max_iter: int | None = None, precond
     B's shape and namespace (the per-column counters are numpy).
     """
     return _pcg(A, B, x0, tol=tol, max_iter=max_iter, precond=precond, es_tol=None, beta=None,
-                n_estimates=None, rng=None)
+                n_estimates=None, rng=None, roulette=None)
 
 
 def ulisse(A, B, x0=None, *, es_tol: float = 1e-2, tol: float = 1e-6, beta: float = 1.0,
-           n_estimates=1, rng=None, max_iter: int | None = None, precond=None) -> UlisseResult:
+           n_estimates=1, rng=None, max_iter: int | None = None, precond=None,
+           roulette: str = "increment") -> UlisseResult:
     """ULISSE: unbiased estimates of the CG solution of A X = B from an early-stopped CG run.
 
     es_tol : early-stop relative residual; tol : the full CG tolerance whose solution is estimated;
-    beta : decay of the continuation probability p_i = exp(−β i); n_estimates : estimates per column
+    beta : the roulette's scale (the first step past the threshold is kept with probability e^−β);
+    roulette : 'increment' (survival P_i = e^−β·‖δ_i‖/‖δ_1‖), 'residual' (P_i = e^−β·r_(i−1)/r_es) or
+    'exponential' (the paper's p_i = exp(−β i)), see the module; n_estimates : estimates per column
     (int or (k,) ints, e.g. 2 for the column whose quadratic form needs two independent estimates);
     rng : numpy Generator or seed (the uniform draws, on the host whatever B's namespace: the same seed
     gives the same stopping on CPU and GPU).
@@ -98,8 +114,10 @@ def ulisse(A, B, x0=None, *, es_tol: float = 1e-2, tol: float = 1e-6, beta: floa
     if not (es_tol > tol > 0):
         raise ValueError(f"need es_tol > tol > 0, got es_tol={es_tol}, tol={tol}")
     check_positive("beta", beta)
+    if roulette not in ROULETTES:
+        raise ValueError(f"roulette must be one of {ROULETTES}, got {roulette!r}")
     return _pcg(A, B, x0, tol=tol, max_iter=max_iter, precond=precond, es_tol=es_tol, beta=beta,
-                n_estimates=n_estimates, rng=np.random.default_rng(rng))
+                n_estimates=n_estimates, rng=np.random.default_rng(rng), roulette=roulette)
 
 
 def _rhs(B, n, name):
@@ -116,7 +134,7 @@ def _rhs(B, n, name):
     return (xp.reshape(B, (n, 1)), True) if B.ndim == 1 else (B, False)
 
 
-def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
+def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng, roulette):
     """Batched preconditioned CG (and ULISSE's Russian roulette) in B's namespace. The n-sized iterates stay
     in that namespace and on its device; only the per-column numbers (k of them: residual norms, step
     bookkeeping, the roulette's draws and weights) live on the host, as the stopping decisions need them."""
@@ -162,6 +180,8 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
         started = np.zeros(k, dtype=bool)
         since = np.zeros(k, dtype=np.int64)  # steps taken after the early-stop threshold
         es_iteration = np.full(k, -1, dtype=np.int64)
+        es_res = np.ones(k)  # the first step's size past the threshold (increment or residual roulette)
+        survive = np.ones(k)  # P_i: probability that an estimate is still alive after step i
 
         def start(cols):
             if cols.size == 0:
@@ -184,6 +204,7 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
     while np.any(active) and it < max_iter:
         it += 1
         cols = np.flatnonzero(active)
+        res_before = res[cols].copy()  # the residual this step's increment is computed from
         pc = take_cols(p, cols)
         Ap = matmul(pc)
         n_products += 1
@@ -206,12 +227,23 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng):
             on = cols[~pre]  # columns already past the threshold: Russian roulette on this increment
             if on.size:
                 since[on] += 1
-                prob = np.exp(-beta * since[on])
+                d_on = take_cols(delta, np.flatnonzero(~pre))
+                if roulette == "exponential":  # the paper's p_i = exp(-β i): P_i = exp(-β i(i+1)/2)
+                    prob = np.exp(-beta * since[on])
+                else:
+                    # P_i from the (deterministic) CG path alone, never increasing, so the estimate stays
+                    # unbiased: e^-β times this increment's size (or the residual it came from) relative
+                    # to the first one past the threshold
+                    size = (to_host(norms(d_on)) if roulette == "increment" else res_before[~pre])
+                    first = since[on] == 1
+                    es_res[on[first]] = np.maximum(size[first], np.finfo(float).tiny)
+                    target = np.minimum(survive[on], np.exp(-beta) * size / es_res[on])
+                    prob = target / survive[on]
+                    survive[on] = target
                 u = rng.uniform(size=(E, on.size))
                 keep = alive[:, on] & (u < prob)
                 weight[:, on] = np.where(keep, weight[:, on] / prob, weight[:, on])
                 alive[:, on] = keep
-                d_on = take_cols(delta, np.flatnonzero(~pre))
                 for e in range(E):
                     kc = np.flatnonzero(keep[e])
                     if kc.size:

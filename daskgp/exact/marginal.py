@@ -156,13 +156,15 @@ class GradientEstimate:
 def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: str = "ulisse",
                           probes=None, x0=None, rng=None, es_tol: float = 1e-2, tol: float = 1e-6,
                           beta: float = 1.0, max_iter: int | None = None, precond=None,
-                          precond_rank: int = 100, control_variate: bool = False) -> GradientEstimate:
+                          precond_rank: int = 100, control_variate: bool = False,
+                          roulette: str = "increment") -> GradientEstimate:
     """Unbiased stochastic gradient of log p(y|θ) w.r.t. log θ at the operator's current θ.
 
     op : the kernel operator (θ = ``op.log_params``); y (n,) targets.
     n_probes : N_r Hutchinson probes (ignored when ``probes`` (n, N_r) is given — keep them fixed for R
         iterations as in the paper); x0 (n, 1+N_r) warm start for [y, probes] (``.warm_start``).
-    solver : 'ulisse' (unbiased early stop, es_tol / beta) or 'cg' (run to ``tol``).
+    solver : 'ulisse' (unbiased early stop, es_tol / beta / roulette, see :func:`daskgp.ulisse`) or 'cg'
+        (run to ``tol``).
     precond : None, 'pivchol' (rank ``precond_rank``) or a :class:`PivotedCholesky` built for this θ.
     control_variate : use the preconditioner's exact tr(P⁻¹∂P) as a control variate for the trace
         (Nyström derivative with the pivots fixed; needs precond).
@@ -200,7 +202,7 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
         n_est = np.ones(1 + nr, dtype=np.int64)
         n_est[0] = 2
         res = ulisse(op, B, x0, es_tol=es_tol, tol=tol, beta=beta, n_estimates=n_est, rng=rng,
-                     max_iter=max_iter, precond=precond)
+                     max_iter=max_iter, precond=precond, roulette=roulette)
         s_a, s_b = res.estimates[0, :, 0], res.estimates[1, :, 0]
         Kinv_r = res.estimates[0, :, 1:]
     else:

@@ -29,7 +29,8 @@ __all__ = ["ModeResult", "stochastic_map", "laplace_covariance"]
 @dataclass
 class ModeResult:
     """phi (p,) the mode estimate; iterations used; converged (the stopping test held); grad_norm the final
-    window's mean whitened gradient norm (≈ distance to the mode in posterior sd); trace (k, p) the iterates;
+    window's mean whitened gradient norm (≈ distance to the mode in posterior sd); grad_se (p,) the standard
+    errors of that mean's coordinates (NaN before the averaging window fills); trace (k, p) the iterates;
     noise_eig the largest eigenvalue of the whitened gradient-noise covariance (M₀^½ V M₀^½) seen."""
 
     phi: np.ndarray
@@ -38,6 +39,7 @@ class ModeResult:
     grad_norm: float
     noise_eig: float
     trace: np.ndarray = field(repr=False)
+    grad_se: np.ndarray | None = None
 
 
 def stochastic_map(post: GPPosterior, phi0, M0, *, max_iter: int = 400, window: int = 10, tol: float = 0.5,
@@ -57,6 +59,7 @@ def stochastic_map(post: GPPosterior, phi0, M0, *, max_iter: int = 400, window: 
     L = np.linalg.cholesky(np.asarray(M0, dtype=float))
     gws, phis, lams = [], [], []
     settled_at, noise_eig, converged, gnorm = None, 0.0, False, np.inf
+    se = np.full(len(phi), np.nan)
     for k in range(max_iter):
         g, info = post.stochastic_grad(phi, k)
         gw = L.T @ g  # whitened: M₀ĝ = L gw
@@ -84,7 +87,7 @@ def stochastic_map(post: GPPosterior, phi0, M0, *, max_iter: int = 400, window: 
                 converged = True
                 break
     tail = np.array(phis[settled_at:] if settled_at is not None and settled_at < len(phis) else phis[-1:])
-    return ModeResult(tail.mean(axis=0), len(phis), converged, gnorm, noise_eig, np.array(phis))
+    return ModeResult(tail.mean(axis=0), len(phis), converged, gnorm, noise_eig, np.array(phis), se)
 
 
 def laplace_covariance(post: GPPosterior, phi, *, n_probes: int = 8, h: float = 1e-3, tol: float = 1e-7,

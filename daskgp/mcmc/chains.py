@@ -221,7 +221,9 @@ def _resume_plan(attrs: dict, ckpt: dict, where: str) -> tuple[SamplerConfig, li
     can be continued (not salvaged, every chain state well formed)."""
     check_appendable(where, ckpt)
     try:  # an extended run's configuration travels with its checkpoint
-        cfg = SamplerConfig.from_dict(ckpt.get("config") or attrs["config"])
+        stored = ckpt.get("config") or attrs["config"]
+        # a run stored before ULISSE's roulette was an option used the paper's exponential one
+        cfg = SamplerConfig.from_dict({"roulette": "exponential", **stored})
         names, M = list(attrs["param_names"]), np.array(attrs["M"], dtype=float)
     except (KeyError, TypeError, ValueError) as e:
         raise RunDamaged(f"{where}/zarr.json: the run's configuration is malformed ({e})") from None

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..compute.solvers import ROULETTES
 from ..core.datasets import fingerprint
 from ..core.kernels import KERNELS
 from ..core.validation import check_positive
@@ -56,7 +57,9 @@ class SamplerConfig:
     the paper's start, from the subset MAP with the subset Laplace covariance scaled by subset/n.
     SGLD: step sizes ``step_start`` → ``step_end`` with exponent ``step_gamma``; freeze when the ratio over a
     ``batch`` of gradients is below ``freeze_threshold``; ``n_probes`` Hutchinson probes redrawn every
-    ``redraw_every`` iterations; ``solver`` 'ulisse' | 'cg' with ``es_tol``, ``tol``, ``beta``; ``precond``
+    ``redraw_every`` iterations; ``solver`` 'ulisse' | 'cg' with ``es_tol``, ``tol``, ``beta`` and ULISSE's
+    ``roulette`` ('increment': survival follows the size of CG's steps; 'residual'; 'exponential': the
+    paper's p_i = exp(−βi), heavy-tailed in practice, see :func:`daskgp.compute.solvers.ulisse`); ``precond``
     None | 'pivchol' of rank ``precond_rank``; the kernel rows the operator caches are kept in
     ``cache_dtype`` (float32: every cached pass reads half the memory, see
     :class:`daskgp.compute.operator.KernelOperator`); ``device`` where each chain's operator computes on its
@@ -105,6 +108,7 @@ class SamplerConfig:
     es_tol: float = 1e-2
     tol: float = 1e-6
     beta: float = 1.0
+    roulette: str = "increment"
     precond: str | None = "pivchol"
     precond_rank: int | None = None
     cache_dtype: str = "float32"
@@ -150,6 +154,8 @@ class SamplerConfig:
             raise ValueError(f"step_start ({self.step_start}) must be >= step_end ({self.step_end})")
         if not 0 < self.step_gamma <= 1:
             raise ValueError(f"step_gamma must be in (0, 1], got {self.step_gamma}")
+        if self.roulette not in ROULETTES:
+            raise ValueError(f"roulette must be one of {ROULETTES}, got {self.roulette!r}")
         if self.solver not in (None, "ulisse", "cg"):
             raise ValueError(f"solver must be 'ulisse', 'cg' or None (by size), got {self.solver!r}")
         if not self.h_max < 2:

@@ -168,7 +168,8 @@ def _gradient_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, ru
     post = GPPosterior(op, y, GammaPrior(cfg.prior_shape, cfg.prior_rate), n_probes=cfg.n_probes,
                        redraw_every=redraw, precond_every=cfg.redraw_every,
                        solver=cfg.solver_for(X.shape[0]), es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta,
-                       precond=cfg.precond, precond_rank=cfg.precond_rank_for(X.shape[0]))
+                       roulette=cfg.roulette, precond=cfg.precond,
+                       precond_rank=cfg.precond_rank_for(X.shape[0]))
     post.state = chain.probes  # advanced in place with the sampler's state
     p = len(chain.sampler.phi)
     t_start = chain.sampler.t
@@ -224,7 +225,8 @@ def warmup_segment(X, y, cfg_dict: dict, phi0, M0, seed: int, run_key: str) -> d
     post = GPPosterior(op, y, GammaPrior(cfg.prior_shape, cfg.prior_rate),
                        n_probes=cfg.n_probes, redraw_every=1, precond_every=cfg.redraw_every,
                        rng=rng, solver=cfg.solver_for(X.shape[0]), es_tol=cfg.es_tol, tol=cfg.tol,
-                       beta=cfg.beta, precond=cfg.precond, precond_rank=cfg.precond_rank_for(X.shape[0]))
+                       beta=cfg.beta, roulette=cfg.roulette, precond=cfg.precond,
+                       precond_rank=cfg.precond_rank_for(X.shape[0]))
     M0 = np.asarray(M0, dtype=float)
     try:
         first = stochastic_map(post, phi0, M0, max_iter=cfg.warmup_iter, max_abs_phi=cfg.max_abs_phi)

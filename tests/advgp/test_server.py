@@ -57,7 +57,10 @@ def test_a_slow_worker_keeps_staleness_within_tau_and_the_fit_converges(problem,
     """Partition 0 sleeps 0.05 s per gradient, the others none: with τ = 3 the fast ones update on without it
     but never more than 3 versions ahead of it. An asynchronous update carries one fresh gradient of four, so
     per update it gains less: after 150 updates its objective has fallen at least 85 % as far as the
-    synchronous run's (measured: 94 %), in less wall time."""
+    synchronous run's (measured: 94 %). That the asynchronous run does not wait is shown by events, not by
+    wall time: the slow partition's staleness reaches τ (the fast partitions' gradients made 3 updates in a
+    row without a fresh one from it), where the synchronous run's never leaves 0. (The wall-clock ordering
+    this test used to assert is a benchmark's measurement, not a test's.)"""
     X, y, p = problem
     stats = ChunkedRows.from_arrays(client, y, 400, X=X).stats(p.kernel)
     p.mu, p.U = optimal_q(stats, p)
@@ -71,7 +74,8 @@ def test_a_slow_worker_keeps_staleness_within_tau_and_the_fit_converges(problem,
     start = runs[0][0].objective
     end0, end3 = runs[0][-1].objective, runs[3][-1].objective
     assert start - end0 > 0 and start - end3 > 0.85 * (start - end0)
-    assert runs[3][-1].seconds < runs[0][-1].seconds  # and it got there sooner
+    # τ = 0 never updates on a stale gradient: the same event check fails for the synchronous run
+    assert max(max(r.staleness) for r in runs[0]) == 0
 
 
 def test_checkpoint_restores_and_continues(problem, client, tmp_path):

@@ -12,10 +12,24 @@ from daskgp.mcmc.config import SamplerConfig, check_method_fits
 from daskgp.mcmc.diagnostics import open_run, post_warmup, run_summary, whole_chains
 from daskgp.mcmc.runstore import CHECKPOINT, read_checkpoint, repair
 
-# SGHMC against MH on 300 rows, 2 chains × 2000 (bulk ESS 250–330 measured; MH's is asserted > 150): the
-# Monte Carlo se of a mean difference is about 0.1 MH sd and of an sd ratio about 0.07, so the tolerances are
-# 3 and 3.5 combined standard errors (measured: |z| <= 0.03, sd ratios 1.00–1.11).
-SGHMC_MEAN_TOL, SGHMC_SD_RANGE = 0.3, (0.75, 1.3)
+# Two runs' posteriors agree when every mean difference and every log sd ratio is within Z_AGREE combined
+# Monte Carlo standard errors, each from the runs' own effective sample sizes: se(mean) = sd/√ESS_bulk and
+# se(log sd) = 1/√(2·ESS) with ESS the smaller of bulk and tail (a normal posterior's sd from ESS
+# independent draws). 4 standard errors over 6 comparisons: a family-wise false alarm of 4e-4.
+Z_AGREE = 4.0
+
+
+def assert_posteriors_agree(t_a, t_b, sd_allowance: float = 0.0):
+    """t_a, t_b: run_summary tables of the same parameters. ``sd_allowance``: a known systematic relative
+    inflation of a's sd that is not a failure (SGLD's freeze rule allows up to 10 % in variance)."""
+    ess_a = np.minimum(t_a["ess_bulk"], t_a["ess_tail"])
+    ess_b = np.minimum(t_b["ess_bulk"], t_b["ess_tail"])
+    z_mean = (t_a["mean"] - t_b["mean"]).abs() / np.sqrt(t_a["sd"] ** 2 / t_a["ess_bulk"]
+                                                         + t_b["sd"] ** 2 / t_b["ess_bulk"])
+    z_sd = ((np.log(t_a["sd"] / t_b["sd"]).abs() - np.log1p(sd_allowance)).clip(lower=0)
+            / np.sqrt(1 / (2 * ess_a) + 1 / (2 * ess_b)))
+    assert (z_mean < Z_AGREE).all() and (z_sd < Z_AGREE).all(), (z_mean, z_sd, t_a, t_b)
+    return z_mean, z_sd
 
 pytestmark = pytest.mark.cluster
 
@@ -134,11 +148,10 @@ def test_short_mh_and_sgld_agree_on_concrete(concrete, client, tmp_path):
     """Short runs on the first 300 concrete rows: 2 MH chains × 2000 (adaptation 400) against 2 SGLD chains ×
     2000 with a step that mixes within a short run (0.05 → 0.01, frozen at the first batch whose freeze ratio
     is below 0.1) and probes redrawn every iteration (probes kept for R iterations make the gradient noise
-    correlated, which inflates the sampled variance by about R × the freeze ratio). At these run lengths the
-    SGLD bulk ESS is about 10–30 per parameter, so the stated tolerances are: every SGLD posterior mean within
-    0.5 MH posterior sd of MH's (≈ 3 Monte-Carlo standard errors), every SGLD sd within a factor [0.6, 1.6] of
-    MH's (≈ 4 standard errors of an sd at ESS 20, plus the ≤ 10 % variance inflation the freeze rule
-    allows)."""
+    correlated, which inflates the sampled variance by about R × the freeze ratio). The tolerances come
+    from the runs' own ESS (:func:`assert_posteriors_agree`: 4 combined standard errors, SGLD's sd allowed
+    the ≤ 10 % variance inflation of its freeze rule); SGLD's bulk ESS is only about 10–30 per parameter at
+    this length, so its check is loose, while SGHMC (ESS in the hundreds) is held much closer."""
     X, y = concrete.X_std[:300], concrete.y_std[:300]
     mh = sample(X, y, out=str(tmp_path / "mh.zarr"), client=client, method="mh", n_chains=2, n_iter=2000,
                 checkpoint_every=500, seed=12)
@@ -149,9 +162,7 @@ def test_short_mh_and_sgld_agree_on_concrete(concrete, client, tmp_path):
     t_sg, notes_sg = run_summary(sg)
     assert not notes_sg and not notes_mh, (notes_sg, notes_mh)
     assert (t_mh["ess_bulk"] > 150).all() and (t_mh["r_hat"] < 1.05).all()
-    z = (t_sg["mean"] - t_mh["mean"]).abs() / t_mh["sd"]
-    assert (z < 0.5).all(), (t_sg, t_mh)
-    assert ((t_sg["sd"] / t_mh["sd"]).between(0.6, 1.6)).all(), (t_sg, t_mh)
+    assert_posteriors_agree(t_sg, t_mh, sd_allowance=np.sqrt(1.1) - 1)
     assert np.isfinite(t_sg["sec_per_ess"]).all() and (t_sg["sec_per_ess"] > 0).all()
     assert sg["sample_stats"]["frozen"].values[:, -1].all()
     assert os.path.exists(os.path.join(tmp_path, "sgld.zarr", CHECKPOINT))
@@ -161,10 +172,8 @@ def test_short_mh_and_sgld_agree_on_concrete(concrete, client, tmp_path):
     t_hm, notes_hm = run_summary(hm)
     assert len(notes_hm) == 1 and notes_hm[0].startswith("fidelity checks passed"), notes_hm
 
-    z = (t_hm["mean"] - t_mh["mean"]).abs() / t_mh["sd"]
-    ratio = t_hm["sd"] / t_mh["sd"]
-    assert (z < SGHMC_MEAN_TOL).all() and ratio.between(*SGHMC_SD_RANGE).all(), (t_hm, t_mh)
-    print("SGHMC vs MH", z.round(3).to_dict(), ratio.round(3).to_dict(),
+    z_mean, z_sd = assert_posteriors_agree(t_hm, t_mh)
+    print("SGHMC vs MH z", z_mean.round(2).to_dict(), z_sd.round(2).to_dict(),
           t_hm["ess_bulk"].round(0).to_dict())
 
 
@@ -218,14 +227,25 @@ def test_run_control_pauses_stops_and_the_run_resumes(concrete, client, tmp_path
 def test_progress_moves_between_blocks_with_the_workers_events(concrete, client, tmp_path):
     """400 SGLD iterations in blocks of up to 400 (its 80 adaptation iterations are a block of their own;
     3–6 s on two workers): between commits the progress callback hears from the running segments (worker
-    events, at most one per second and chain, the first after a second) with the least iteration count over
-    the chains, beyond the committed count and rising; the last call is the committed end of the run."""
+    events, at most one per PROGRESS_EVERY seconds and chain) with the least iteration count over the
+    chains, beyond the committed count and rising; the last call is the committed end of the run. The
+    workers' PROGRESS_EVERY is set to 0.05 s for this test, so that even a machine ten times faster than a
+    2-core CI runner reports several times during the run (the default, 1 s, gave 2–5 events here)."""
+    from daskgp.mcmc import segments
+
+    def every(seconds):
+        segments.PROGRESS_EVERY = seconds
+
     X, y = concrete.X_std, concrete.y_std
     seen = []
-    sample(X, y, out=str(tmp_path / "r.zarr"), method="sgld", n_chains=2, n_iter=400, checkpoint_every=400,
-           warmup="subset", client=client, progress=seen.append)
+    client.run(every, 0.05)
+    try:
+        sample(X, y, out=str(tmp_path / "r.zarr"), method="sgld", n_chains=2, n_iter=400,
+               checkpoint_every=400, warmup="subset", client=client, progress=seen.append)
+    finally:
+        client.run(every, segments.PROGRESS_EVERY)
     live = [(s.done, s.running) for s in seen if s.running is not None]
-    assert len(live) >= 2, [(s.done, s.running) for s in seen]  # measured: 2 (fast machine) to 5
+    assert len(live) >= 2, [(s.done, s.running) for s in seen]
     assert all(done < running < 400 for done, running in live), live
     assert [r for _, r in live] == sorted(r for _, r in live)
     assert seen[-1].done == 400 and seen[-1].running is None
