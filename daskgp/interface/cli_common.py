@@ -130,13 +130,17 @@ def interrupt_once():
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         return lambda: None
 
+    from .progress import note_interrupt
+
     def handler(signum, frame):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        note_interrupt(True)  # re-raised by the next progress update should this one be swallowed
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, handler)
 
     def restore():
+        note_interrupt(False)  # the command is over: nothing pending carries into a later main() call
         if signal.getsignal(signal.SIGINT) is handler:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -150,6 +154,9 @@ def ignore_further_interrupts() -> None:
     import signal
     import threading
 
+    from .progress import note_interrupt
+
+    note_interrupt(False)  # called where the KeyboardInterrupt was caught: it arrived
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 

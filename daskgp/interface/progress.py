@@ -11,6 +11,27 @@ import time
 __all__ = ["chain_progress", "bound_progress", "advgp_progress", "gpc_progress"]
 
 
+# A Ctrl-C whose KeyboardInterrupt is raised where Python swallows exceptions (a gc callback, a destructor:
+# "Exception ignored in …") is lost, and with later presses ignored the command ran on to the end (seen in
+# CI: distributed's GC diagnosis callback took it). The SIGINT handler marks the interrupt pending, the
+# command's except-block clears it, and every progress update re-raises one still pending at a safe point.
+_INTERRUPT = {"pending": False}
+
+
+def note_interrupt(pending: bool) -> None:
+    """Mark a Ctrl-C as raised (True, by the SIGINT handler) or as caught by the command (False)."""
+    _INTERRUPT["pending"] = pending
+
+
+def raise_pending_interrupt() -> None:
+    """Raise KeyboardInterrupt if a Ctrl-C was raised and never reached the command (swallowed); only on
+    the main thread, where the command runs (progress from the client's event thread passes)."""
+    import threading
+
+    if _INTERRUPT["pending"] and threading.current_thread() is threading.main_thread():
+        raise KeyboardInterrupt
+
+
 def _meter(n: float, total: float, elapsed: float, tty: bool, remaining: bool = True) -> str:
     """tqdm's bar, count and [elapsed<remaining] (``remaining`` False: elapsed only), Unicode blocks on a
     terminal, ASCII in a log."""
@@ -53,6 +74,7 @@ def chain_progress(method: str, stream=None):
     tty = stream.isatty()
 
     def show(st):
+        raise_pending_interrupt()
         r = "R-hat  n/a" if st.rhat is None else f"R-hat {st.rhat:5.3f}"
         done = max(st.done, st.running or 0)
         if st.target_ess is not None:  # the bar follows the ESS; the time to go is the run's own estimate
@@ -81,6 +103,7 @@ def bound_progress(max_iter: int, stream=None):
     t0 = time.perf_counter()
 
     def show(it, bound):
+        raise_pending_interrupt()
         line = f"L-BFGS-B {_meter(it, max_iter, time.perf_counter() - t0, tty)}  bound {bound:12.2f}"
         _show_line(stream, tty, line)
 
@@ -97,6 +120,7 @@ def advgp_progress(max_updates: int, test_rmse=None, every: int = 10, stream=Non
     last = {"rmse": None}
 
     def show(rec, params):
+        raise_pending_interrupt()
         if test_rmse is not None and (rec.version % every == 0 or rec.version == max_updates):
             last["rmse"] = test_rmse(params)
         r = "" if last["rmse"] is None else f"  test RMSE {last['rmse']:.3f}"
@@ -120,6 +144,7 @@ def gpc_progress(max_iter: int, method: str, test_error=None, every: int = 10, s
     t0 = time.perf_counter()
 
     def show(rec, state):
+        raise_pending_interrupt()
         if test_error is not None and (rec.iteration % every == 0 or rec.iteration == max_iter):
             last["err"] = test_error(state)
         e = "" if last["err"] is None else f"  held-out error {last['err']:.4f}"
