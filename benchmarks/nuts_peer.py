@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -35,6 +34,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import load_results, write_results  # noqa: E402
+
 OUT = HERE / "results" / "nuts_peer.json"
 RUNS = HERE / "runs"
 VENV = HERE / ".numpyro-venv"
@@ -144,10 +146,7 @@ RESULTS: dict = {}
 
 
 def _save() -> None:
-    OUT.parent.mkdir(exist_ok=True)
-    tmp = OUT.with_suffix(".tmp")
-    tmp.write_text(json.dumps(RESULTS, indent=1))
-    os.replace(tmp, OUT)
+    write_results(OUT, RESULTS)
 
 
 def main() -> int:
@@ -163,11 +162,7 @@ def main() -> int:
     sys.path.insert(0, str(HERE))
     from fidelity import case_data
 
-    RESULTS.update({} if a.redo or not OUT.exists() else json.loads(OUT.read_text()))
-    RESULTS.setdefault("benchmark", "nuts_peer")
-    RESULTS.setdefault("cases", {})
-    RESULTS["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "platform": platform.platform()}
+    RESULTS.update(load_results(OUT, "nuts_peer", a.redo))
     client = None
     for name in a.cases.split(","):
         X, y = case_data(name)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import load_results, write_results  # noqa: E402
+
 OUT = HERE / "results" / "ulisse_bias.json"
 CASES = {
     "house_8L": dict(theta=(1.0, 2.0, 0.3), probes=4, es_tol=3e-2, rank=1000, seeds=20),
@@ -131,10 +133,7 @@ def _write(results: dict) -> None:
     for rec in results["cases"].values():
         if len(rec["seeds"]) >= 2:
             rec["summary"] = summarise(rec)
-    OUT.parent.mkdir(exist_ok=True)
-    tmp = OUT.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1))
-    os.replace(tmp, OUT)
+    write_results(OUT, results)
 
 
 def main() -> int:
@@ -144,11 +143,7 @@ def main() -> int:
     ap.add_argument("--redo", action="store_true", help="start afresh instead of continuing")
     a = ap.parse_args()
     os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
-    results = ({} if a.redo or not OUT.exists() else json.loads(OUT.read_text()))
-    results.setdefault("benchmark", "ulisse_bias")
-    results.setdefault("cases", {})
-    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "platform": platform.platform()}
+    results = load_results(OUT, "ulisse_bias", a.redo)
     for name in a.cases.split(","):
         if name not in CASES:
             print(f"unknown case {name!r}: one of {', '.join(CASES)}", file=sys.stderr)

@@ -180,7 +180,7 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng, ro
         started = np.zeros(k, dtype=bool)
         since = np.zeros(k, dtype=np.int64)  # steps taken after the early-stop threshold
         es_iteration = np.full(k, -1, dtype=np.int64)
-        es_res = np.ones(k)  # the first step's size past the threshold (increment or residual roulette)
+        first_size = np.ones(k)  # the first step's size past the threshold (increment or residual roulette)
         survive = np.ones(k)  # P_i: probability that an estimate is still alive after step i
 
         def start(cols):
@@ -236,8 +236,8 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng, ro
                     # to the first one past the threshold
                     size = (to_host(norms(d_on)) if roulette == "increment" else res_before[~pre])
                     first = since[on] == 1
-                    es_res[on[first]] = np.maximum(size[first], np.finfo(float).tiny)
-                    target = np.minimum(survive[on], np.exp(-beta) * size / es_res[on])
+                    first_size[on[first]] = np.maximum(size[first], np.finfo(float).tiny)
+                    target = np.minimum(survive[on], np.exp(-beta) * size / first_size[on])
                     prob = target / survive[on]
                     survive[on] = target
                 u = rng.uniform(size=(E, on.size))
