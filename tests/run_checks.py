@@ -1,4 +1,5 @@
-"""Comparisons of runs shared by the interruption and fault-injection tests."""
+"""Comparisons of runs shared by the tests: bit-identical runs (interruption and fault-injection tests) and
+posteriors that agree within Monte Carlo error (samplers against MH, the notebooks' claims)."""
 
 import numpy as np
 
@@ -15,3 +16,30 @@ def assert_runs_identical(dt, ref, n_iter: int) -> None:
                 np.testing.assert_array_equal(dt[group][name].values, ref[group][name].values,
                                               err_msg=f"{group}/{name}")
     assert not np.isnan(dt["posterior"]["noise"].values).any()
+
+
+# Two runs' posteriors agree when every mean difference and every log sd ratio is within Z_AGREE combined
+# Monte Carlo standard errors, each from the runs' own effective sample sizes: se(mean) = sd/√ESS_bulk and
+# se(log sd) = 1/√(2·ESS) with ESS the smaller of bulk and tail (a normal posterior's sd from ESS
+# independent draws). 4 standard errors over 6 comparisons: a family-wise false alarm of 4e-4.
+Z_AGREE = 4.0
+
+
+def posterior_agreement(a, b, sd_allowance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(z of the mean differences, z of the log sd ratios) (p,) of two runs' summaries ``a``, ``b``: tables
+    or dicts with 'mean', 'sd', 'ess_bulk', 'ess_tail' per parameter. ``sd_allowance``: a known systematic
+    relative inflation of a's sd that is not a failure (SGLD's freeze rule allows up to 10 % in variance)."""
+    cols = ("mean", "sd", "ess_bulk", "ess_tail")
+    a, b = ({k: np.asarray(t[k], dtype=float) for k in cols} for t in (a, b))
+    ess_a, ess_b = np.minimum(a["ess_bulk"], a["ess_tail"]), np.minimum(b["ess_bulk"], b["ess_tail"])
+    z_mean = np.abs(a["mean"] - b["mean"]) / np.sqrt(a["sd"] ** 2 / a["ess_bulk"]
+                                                      + b["sd"] ** 2 / b["ess_bulk"])
+    z_sd = (np.clip(np.abs(np.log(a["sd"] / b["sd"])) - np.log1p(sd_allowance), 0, None)
+            / np.sqrt(1 / (2 * ess_a) + 1 / (2 * ess_b)))
+    return z_mean, z_sd
+
+
+def assert_posteriors_agree(a, b, sd_allowance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    z_mean, z_sd = posterior_agreement(a, b, sd_allowance)
+    assert (z_mean < Z_AGREE).all() and (z_sd < Z_AGREE).all(), (z_mean, z_sd, a, b)
+    return z_mean, z_sd
