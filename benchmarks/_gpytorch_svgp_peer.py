@@ -7,8 +7,9 @@ Stochastic variational GP regression (Hensman et al. 2013) as GPyTorch's documen
 ``ApproximateGP`` with a Cholesky variational distribution over m inducing values, learned inducing
 locations (started at the npz's Z, the same k-means centres daskgp starts from), a constant mean, a scaled
 RBF-ARD kernel, ``VariationalELBO`` on shuffled minibatches and Adam (lr 0.01) on all parameters, in
-GPyTorch's default float32. The data in the npz are standardised; the test RMSE is reported in y units
-(× y_scale). The clock stops while the test RMSE is measured (every ``--eval-every`` training seconds).
+GPyTorch's default float32 (or ``--dtype float64``). The data in the npz are standardised; the test RMSE
+is reported in y units (× y_scale). The clock stops while the test RMSE is measured (every ``--eval-every``
+training seconds).
 """
 
 import argparse
@@ -53,14 +54,17 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-every", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     a = ap.parse_args()
+    dt = getattr(torch, a.dtype)
+    torch.set_default_dtype(dt)  # the model's parameters and buffers too, not only the data
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     d = np.load(a.data)
-    X, y = torch.tensor(d["X"], dtype=torch.float32), torch.tensor(d["y"], dtype=torch.float32)
-    Xte, yte = torch.tensor(d["Xte"], dtype=torch.float32), torch.tensor(d["yte"], dtype=torch.float32)
+    X, y = torch.tensor(d["X"], dtype=dt), torch.tensor(d["y"], dtype=dt)
+    Xte, yte = torch.tensor(d["Xte"], dtype=dt), torch.tensor(d["yte"], dtype=dt)
     y_scale = float(d["y_scale"])
-    model, lik = _SVGP(torch.tensor(d["Z"], dtype=torch.float32)), gpytorch.likelihoods.GaussianLikelihood()
+    model, lik = _SVGP(torch.tensor(d["Z"], dtype=dt)), gpytorch.likelihoods.GaussianLikelihood()
     model.train()
     lik.train()
     opt = torch.optim.Adam([*model.parameters(), *lik.parameters()], lr=a.lr)
@@ -85,7 +89,7 @@ def main():
             if trained >= a.budget:
                 break
     print(json.dumps({"curve": curve, "steps": steps, "epochs": epochs, "seconds_per_step": trained / steps,
-                      "batch": a.batch, "lr": a.lr, "threads": a.threads, "dtype": "float32",
+                      "batch": a.batch, "lr": a.lr, "threads": a.threads, "dtype": a.dtype,
                       "m": int(d["Z"].shape[0]), "gpytorch": gpytorch.__version__,
                       "torch": torch.__version__}))
 

@@ -64,13 +64,14 @@ def _cluster():
 
 
 def _advgp(client, data, m: int, tau: int, budget: float, batch: int, partitions: int, every: float,
-           delays=None) -> dict:
+           delays=None, seed: int = 0) -> dict:
     """One ADVGP fit for ``budget`` seconds: its RMSE curve (wall seconds from the start of fit, including the
     set-up: k-means, placing the partitions, the first q(w)) and the server's records in summary."""
     import daskgp as dg
 
     Xtr, ytr, Xte, yte = data
-    est = dg.ADVGPRegressor(n_inducing=m, max_iter=10**9, tau=tau, n_partitions=partitions, batch_size=batch)
+    est = dg.ADVGPRegressor(n_inducing=m, max_iter=10**9, tau=tau, n_partitions=partitions, batch_size=batch,
+                            random_state=seed)
     snaps, last = [], [-np.inf]
 
     def snap(rec, params):

@@ -14,6 +14,11 @@ after one untimed first call (reported apart, on both sides):
   float32, its default. Its float64 is not run at this n: the float32 peak is 11.9 GB and float64 doubles
   every n×n buffer, beyond this 24 GB machine (an estimate from the measured float32 peak, not a run).
 
+``--rows N`` runs the same sweep on a fixed random subset of N rows (seed 0) with its own exact gradient
+(dense Cholesky, computed once) and GPyTorch in float64 as well as float32 (its defaults, the tolerances 0.1
+and 0.01, and the setting most accurate at full n), into benchmarks/results/exact_gradient_sweep_rowsN.json:
+where float64 fits, the two precisions side by side.
+
 Writes benchmarks/results/exact_gradient_sweep.json: every point (seconds mean ± sd over seeds, relative
 error ‖g − g_exact‖/‖g_exact‖ mean ± sd, first-call seconds, peak RSS), and for every daskgp point the
 cheapest GPyTorch point whose mean error is equal or lower: ``ratio`` = daskgp seconds ÷ its seconds
@@ -43,20 +48,40 @@ GPYTORCH = {f"f32_tol{tol}_t{ts}_p{ps}": ["--cg-tolerance", str(tol), "--trace-s
                                           "--precond-size", str(ps)]
             for tol, ts, ps in ((1.0, 10, 15), (0.1, 10, 15), (0.01, 10, 15), (1.0, 64, 15),
                                 (0.1, 64, 15), (0.01, 64, 15), (0.01, 64, 100))}
+# on a subset (``--rows``, where float64's n×n buffers fit) each precision runs GPyTorch's defaults, the
+# tolerances, and the setting that reached the lowest error in float32 at full n
+SUBSET = ("f32_tol1.0_t10_p15", "f32_tol0.1_t10_p15", "f32_tol0.01_t10_p15", "f32_tol0.01_t64_p100")
+GPYTORCH_SUBSET = {**{k: GPYTORCH[k] for k in SUBSET},
+                   **{"f64" + k[3:]: GPYTORCH[k] + ["--float64"] for k in SUBSET}}
 
 
-def _data():
+def _data(rows: int | None = None):
+    """house_8L standardised; ``rows``: a fixed random subset of that many rows (seed 0)."""
     os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
     import daskgp
 
     ds = daskgp.load("house_8L")
-    return ds.X_std, ds.y_std
+    if rows is None:
+        return ds.X_std, ds.y_std
+    idx = np.sort(np.random.default_rng(0).choice(len(ds.y_std), rows, replace=False))
+    return ds.X_std[idx], ds.y_std[idx]
 
 
-def worker(config: str, seeds: int) -> dict:
+def worker_exact(rows: int) -> dict:
+    """The exact gradient by dense Cholesky on the ``rows`` subset."""
     import daskgp
 
-    X, y = _data()
+    X, y = _data(rows)
+    t0 = time.perf_counter()
+    _, grad = daskgp.exact_log_marginal(X, y, daskgp.make_kernel("rbf", variance=THETA[0],
+                                                                lengthscale=THETA[1]), THETA[2])
+    return {"grad": np.asarray(grad).tolist(), "seconds": time.perf_counter() - t0}
+
+
+def worker(config: str, seeds: int, rows: int | None = None) -> dict:
+    import daskgp
+
+    X, y = _data(rows)
     kw = dict(DASKGP[config])
     op = daskgp.KernelOperator(X, daskgp.make_kernel("rbf", variance=THETA[0], lengthscale=THETA[1]),
                                THETA[2], mode="local")
@@ -105,26 +130,36 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--sides", default="daskgp,gpytorch")
+    ap.add_argument("--rows", type=int, default=None,
+                    help="a fixed random subset of house_8L (then GPyTorch in float64 too; own results file)")
     ap.add_argument("--redo", action="store_true")
     a = ap.parse_args()
     sys.path.insert(0, str(HERE))
     from exact_gradient import _gpytorch_python, _run_json
 
-    results = {} if a.redo or not OUT.exists() else json.loads(OUT.read_text())
-    results.update(benchmark="exact_gradient_sweep", dataset="house_8L", n=22784, seeds=a.seeds,
+    out = OUT if a.rows is None else OUT.with_name(f"exact_gradient_sweep_rows{a.rows}.json")
+    results = {} if a.redo or not out.exists() else json.loads(out.read_text())
+    results.update(benchmark="exact_gradient_sweep", dataset="house_8L", n=a.rows or 22784, seeds=a.seeds,
                    theta=dict(zip(("variance", "lengthscale", "noise"), THETA, strict=True)),
                    machine={"cpus": os.cpu_count(), "platform": platform.platform(),
                             "python": platform.python_version()})
-    exact = np.array(json.loads((HERE / "results" / "exact_gradient.json").read_text())["exact"]["grad"])
+    me = [sys.executable, str(Path(__file__).resolve())]
+    rows_arg = [] if a.rows is None else ["--rows", str(a.rows)]
+    if a.rows is None:
+        exact = np.array(json.loads((HERE / "results" / "exact_gradient.json").read_text())["exact"]["grad"])
+    else:
+        if "exact" not in results:
+            print(f"exact Cholesky gradient on {a.rows} rows …", flush=True)
+            results["exact"] = _run_json(me + ["--worker", "exact", *rows_arg], timeout=7200)
+        exact = np.array(results["exact"]["grad"])
     results["exact_grad"] = exact.tolist()
 
     def save():
         for side in ("daskgp", "gpytorch"):
             _points(results.get(side, {}), exact)
         matched(results)
-        OUT.write_text(json.dumps(results, indent=1))
+        out.write_text(json.dumps(results, indent=1))
 
-    me = [sys.executable, str(Path(__file__).resolve())]
     if "daskgp" in a.sides:
         side = results.setdefault("daskgp", {})
         for name in DASKGP:
@@ -132,17 +167,18 @@ def main() -> int:
                 continue
             t0 = time.time()
             print(f"daskgp {name} …", flush=True)
-            side[name] = _run_json(me + ["--worker", name, "--seeds", str(a.seeds)], timeout=3600)
+            side[name] = _run_json(me + ["--worker", name, "--seeds", str(a.seeds), *rows_arg], timeout=3600)
             side[name]["segment_wall_seconds"] = time.time() - t0
             save()
     if "gpytorch" in a.sides:
         py = _gpytorch_python(None)
         side = results.setdefault("gpytorch", {})
-        X, y = _data()
+        X, y = _data(a.rows)
         with tempfile.TemporaryDirectory() as tmp:
             data = os.path.join(tmp, "house_8L.npz")
             np.savez(data, X=X, y=y, theta=np.array(THETA))
-            for name, extra in GPYTORCH.items():
+            configs = GPYTORCH if a.rows is None else GPYTORCH_SUBSET
+            for name, extra in configs.items():
                 if name in side:
                     continue
                 t0 = time.time()
@@ -165,7 +201,8 @@ if __name__ == "__main__":
         wp = argparse.ArgumentParser()
         wp.add_argument("--worker")
         wp.add_argument("--seeds", type=int, default=3)
+        wp.add_argument("--rows", type=int, default=None)
         w = wp.parse_args()
-        print(json.dumps(worker(w.worker, w.seeds)))
+        print(json.dumps(worker_exact(w.rows) if w.worker == "exact" else worker(w.worker, w.seeds, w.rows)))
     else:
         raise SystemExit(main())
