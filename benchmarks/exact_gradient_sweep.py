@@ -112,18 +112,26 @@ def _points(side: dict, exact: np.ndarray) -> dict:
     return side
 
 
+def _cheapest(rec: dict, peers: dict) -> dict:
+    """The cheapest peer point whose mean error is at most ``rec``'s, and daskgp's time ratio against it."""
+    e = rec["summary"]["rel_error_mean"]
+    ok = [(r["summary"]["seconds_mean"], k) for k, r in peers.items() if r["summary"]["rel_error_mean"] <= e]
+    if not ok:
+        return {"peer": None, "ratio": None, "note": "no GPyTorch setting in the sweep reached this error"}
+    secs, peer = min(ok)
+    return {"peer": peer, "peer_seconds": secs, "ratio": rec["summary"]["seconds_mean"] / secs}
+
+
 def matched(results: dict) -> None:
+    """Every daskgp point against the cheapest GPyTorch point at equal or lower error: any precision
+    (``matched``) and, where both precisions ran, each apart (``matched_float32`` / ``matched_float64``)."""
     d, g = results.get("daskgp", {}), results.get("gpytorch", {})
+    by_dtype = {dt: {k: r for k, r in g.items() if k.startswith(dt)} for dt in ("f32", "f64")}
     for rec in d.values():
-        e = rec["summary"]["rel_error_mean"]
-        ok = [(r["summary"]["seconds_mean"], k) for k, r in g.items() if r["summary"]["rel_error_mean"] <= e]
-        if ok:
-            secs, peer = min(ok)
-            rec["matched"] = {"peer": peer, "peer_seconds": secs,
-                              "ratio": rec["summary"]["seconds_mean"] / secs}
-        else:
-            rec["matched"] = {"peer": None, "ratio": None,
-                              "note": "no GPyTorch setting in the sweep reached this error"}
+        rec["matched"] = _cheapest(rec, g)
+        if by_dtype["f64"]:
+            rec["matched_float32"] = _cheapest(rec, by_dtype["f32"])
+            rec["matched_float64"] = _cheapest(rec, by_dtype["f64"])
 
 
 def main() -> int:
