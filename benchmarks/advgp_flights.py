@@ -171,6 +171,24 @@ def _projection(costs: dict, round_trip: float, batch: int) -> dict:
     return out
 
 
+def _svgp(py: str, data, budget: float, every: float, seed: int = 0, dtype: str = "float32") -> dict:
+    """GPyTorch's SVGP regression (m = 100, minibatch 5,000) for ``budget`` training seconds on the
+    standardised split, started at the same k-means Z (seed ``seed``) daskgp starts from; its JSON line."""
+    from daskgp.core.inducing import kmeans_inducing
+    from daskgp.core.validation import standardising_moments
+
+    Xtr, ytr, Xte, yte = data
+    mx, sx, my, sy = standardising_moments(Xtr, ytr)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "flights.npz")
+        Xs = (Xtr - mx) / sx
+        np.savez(path, X=Xs, y=(ytr - my) / sy, Xte=(Xte - mx) / sx, yte=(yte - my) / sy, y_scale=sy,
+                 Z=kmeans_inducing(Xs, 100, seed))
+        return _run_json([py, str(HERE / "_gpytorch_svgp_peer.py"), path, "--budget", str(budget), "--batch",
+                          "5000", "--threads", "2", "--eval-every", str(every), "--seed", str(seed),
+                          "--dtype", dtype], timeout=budget * 3 + 600)
+
+
 def _time_to(curve, target: float) -> float | None:
     """First wall second at which an RMSE curve [(t, …, rmse)] is at or below ``target``."""
     return next((c[0] for c in curve if c[-1] <= target), None)
@@ -238,7 +256,6 @@ def main() -> int:
     import daskgp
     from daskgp.compute.cluster import close_client
     from daskgp.core.datasets import train_test
-    from daskgp.core.inducing import kmeans_inducing
     from daskgp.core.validation import standardising_moments
 
     out = Path(a.out)
@@ -319,16 +336,7 @@ def main() -> int:
 
     if "svgp" not in result and not a.skip_gpytorch:
         py = _gpytorch_python(a.gpytorch_python)
-        mx, sx, my, sy = standardising_moments(Xtr, ytr)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "flights.npz")
-            Xs = (Xtr - mx) / sx
-            np.savez(path, X=Xs, y=(ytr - my) / sy, Xte=(Xte - mx) / sx, yte=(yte - my) / sy, y_scale=sy,
-                     Z=kmeans_inducing(Xs, 100, 0))
-            result["svgp"] = _run_json([py, str(HERE / "_gpytorch_svgp_peer.py"), path, "--budget",
-                                        str(a.svgp_budget), "--batch", "5000", "--threads", "2",
-                                        "--eval-every", str(max(a.every, 10.0) if not a.quick else a.every)],
-                                       timeout=a.svgp_budget * 3 + 600)
+        result["svgp"] = _svgp(py, data, a.svgp_budget, max(a.every, 10.0) if not a.quick else a.every)
         print(f"SVGP: RMSE {result['svgp']['curve'][-1][1]:.3f} after {a.svgp_budget:.0f} s, "
               f"{result['svgp']['seconds_per_step']:.4f} s/step", flush=True)
         _save(result, out)

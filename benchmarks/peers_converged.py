@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -107,23 +106,12 @@ def part_gpc(res: dict, seeds, py, save) -> None:
         part[f"ep_vs_svgp_{metric}"] = _summary(part["seeds"], metric, "ep", "svgp")
 
 
-def _time_to(curve, target: float, col: int):
-    """Seconds at which a (t, …) curve first reaches ``target`` or lower in column ``col``; None if never."""
-    for p in curve:
-        if p[col] <= target:
-            return p[0]
-    return None
-
-
 def part_advgp(res: dict, seeds, py, budget: float, save) -> None:
-    from advgp_flights import _advgp, _cluster
-    from exact_gradient import _run_json
+    from advgp_flights import _advgp, _cluster, _svgp, _time_to
 
     import daskgp
     from daskgp.compute.cluster import close_client
     from daskgp.core.datasets import train_test
-    from daskgp.core.inducing import kmeans_inducing
-    from daskgp.core.validation import standardising_moments
 
     part = res.setdefault("advgp", {"data": "flights", "m": 100, "tau": 32, "partitions": 4, "batch": 2000,
                                     "budget": budget})
@@ -132,7 +120,7 @@ def part_advgp(res: dict, seeds, py, budget: float, save) -> None:
     ds = daskgp.load("flights")
     for seed in seeds:
         rec = part.setdefault("seeds", {}).setdefault(str(seed), {})
-        Xtr, ytr, Xte, yte = data = train_test(ds, test_fraction=0.1, seed=seed)
+        data = train_test(ds, test_fraction=0.1, seed=seed)
         if "advgp" not in rec:
             client = _cluster()
             try:
@@ -144,24 +132,16 @@ def part_advgp(res: dict, seeds, py, budget: float, save) -> None:
             print(f"advgp seed {seed}: RMSE {r['final_rmse']:.3f} after {r['seconds']:.0f} s", flush=True)
             save()
         if "svgp" not in rec:
-            mx, sx, my, sy = standardising_moments(Xtr, ytr)
             peer_budget = PEER_BUDGET_FACTOR * rec["advgp"]["seconds"]
-            with tempfile.TemporaryDirectory() as tmp:
-                path = os.path.join(tmp, "flights.npz")
-                Xs = (Xtr - mx) / sx
-                np.savez(path, X=Xs, y=(ytr - my) / sy, Xte=(Xte - mx) / sx, yte=(yte - my) / sy, y_scale=sy,
-                         Z=kmeans_inducing(Xs, 100, seed))
-                r = _run_json([py, str(HERE / "_gpytorch_svgp_peer.py"), path, "--budget", str(peer_budget),
-                               "--batch", "5000", "--threads", "2", "--eval-every", "10", "--seed", str(seed),
-                               "--dtype", "float64"], timeout=peer_budget * 3 + 600)
+            r = _svgp(py, data, peer_budget, 10.0, seed=seed, dtype="float64")
             r.update(budget=peer_budget, rmse=r["curve"][-1][1],
                      last_quarter_rmse_change=r["curve"][-1][1] - _at(r["curve"], 0.75, 1))
-            r["seconds_to_advgp_final"] = _time_to(r["curve"], rec["advgp"]["rmse"], 1)
+            r["seconds_to_advgp_final"] = _time_to(r["curve"], rec["advgp"]["rmse"])
             rec["svgp"] = r
             print(f"advgp seed {seed} svgp: RMSE {r['rmse']:.3f} after {r['curve'][-1][0]:.0f} s", flush=True)
             save()
         a, s = rec["advgp"], rec["svgp"]
-        rec["advgp_seconds_to_svgp_final"] = _time_to([(t, e) for t, _, e in a["curve"]], s["rmse"], 1)
+        rec["advgp_seconds_to_svgp_final"] = _time_to(a["curve"], s["rmse"])
         if s["seconds_to_advgp_final"] is not None:
             # < 1: ADVGP reached its final RMSE faster than SVGP reached the same RMSE
             rec["time_ratio_at_advgp_final"] = a["seconds"] / s["seconds_to_advgp_final"]
