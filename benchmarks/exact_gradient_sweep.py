@@ -69,13 +69,9 @@ def _data(rows: int | None = None):
 
 def worker_exact(rows: int) -> dict:
     """The exact gradient by dense Cholesky on the ``rows`` subset."""
-    import daskgp
+    from exact_gradient import worker_exact as exact
 
-    X, y = _data(rows)
-    t0 = time.perf_counter()
-    _, grad = daskgp.exact_log_marginal(X, y, daskgp.make_kernel("rbf", variance=THETA[0],
-                                                                lengthscale=THETA[1]), THETA[2])
-    return {"grad": np.asarray(grad).tolist(), "seconds": time.perf_counter() - t0}
+    return exact(*_data(rows))
 
 
 def worker(config: str, seeds: int, rows: int | None = None) -> dict:
