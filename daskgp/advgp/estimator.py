@@ -3,9 +3,9 @@ scikit-learn regressor on a Dask cluster.
 
 ``fit(X, y)`` standardises X and y, places the rows as partitions on the workers, starts Z at k-means
 centres and q(w) at its closed-form optimum for the initial kernel (one synchronous map-reduce of the
-statistics), then runs the parameter server (:class:`daskgp.advgp.server.ParameterServer`) for
-``max_iter`` updates with staleness bound ``tau``. ``predict`` gives the mean φ(x*)ᵀμ and the variance
-φᵀΣφ + k** − φᵀφ (+ 1/β for y), chunk-wise for dask arrays.
+statistics), then runs the parameter server (:class:`daskgp.advgp.server.ParameterServer`) with staleness
+bound ``tau`` until its stopping rule on the objective (``tol``) or ``max_iter`` updates. ``predict`` gives
+the mean φ(x*)ᵀμ and the variance φᵀΣφ + k** − φᵀφ (+ 1/β for y), chunk-wise for dask arrays.
 """
 
 from __future__ import annotations
@@ -33,25 +33,35 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
     """Sparse variational GP regression with an RBF-ARD kernel in ADVGP's weight space, fitted by asynchronous
     delayed proximal gradients on a Dask cluster.
 
-    n_inducing: m; max_iter: server updates; tau: staleness bound (0: synchronous); n_partitions: row
-    partitions (default: two per worker); feature_map: 'cholesky' (eq. 11), 'nystrom' (eq. 21) or 'ensemble'
-    (eq. 22, with ``groups``); scheduler: a dask-scheduler address (default: this process's client, else a
-    local cluster); noise_init: initial noise variance relative to var y; adadelta_eps: ADADELTA's ε (its
-    first steps are about √ε per coordinate); batch_size: rows per gradient task, drawn afresh from the task's
-    partition at every version and scaled to an unbiased estimate of the partition's sum (None: the whole
-    partition, exact gradients); random_state: the k-means and minibatch seed.
+    n_inducing: m; max_iter: the most server updates; tol: stop earlier when the objective's mean over a
+    window of updates improves by less than tol times its size (:meth:`ParameterServer.converged_at
+    <daskgp.advgp.server.ParameterServer.converged_at>`; None: run ``max_iter`` updates); tau: staleness
+    bound (0: synchronous); n_partitions: row partitions (default: two per worker); feature_map: 'cholesky'
+    (eq. 11), 'nystrom' (eq. 21) or 'ensemble' (eq. 22, with ``groups``); optimizer: 'adam' (Adam with its
+    own step size for the inducing inputs, ``inducing_rate``, and for log σ², log l, log β,
+    ``learning_rate``; natural-gradient steps of size ``q_step`` on q(w)) or 'adadelta' (the paper's
+    Algorithm 1: ADADELTA with ε = ``adadelta_eps`` and the proximal step on q(w)); scheduler: a
+    dask-scheduler address (default: this process's client, else a local cluster); noise_init: initial noise
+    variance relative to var y; batch_size: rows per gradient task, drawn afresh from the task's partition
+    at every version and scaled to an unbiased estimate of the partition's sum (None: the whole partition,
+    exact gradients); random_state: the k-means and minibatch seed.
 
-    Fitted: ``params_`` (ADVGPParams, standardised units), ``n_iter_`` (updates), ``records_`` (per update:
-    version, staleness, objective, seconds), ``objective_`` (nats, standardised y; with minibatches an
-    estimate), ``gradients_per_partition_``, ``lost_partitions_``, ``n_features_in_``.
+    Fitted: ``params_`` (ADVGPParams, standardised units), ``n_iter_`` (updates), ``converged_`` (stopped by
+    ``tol``), ``records_`` (per update: version, staleness, objective, seconds), ``objective_`` (nats,
+    standardised y; with minibatches an estimate), ``gradients_per_partition_``, ``lost_partitions_``,
+    ``n_features_in_``.
     """
 
-    def __init__(self, n_inducing: int = 100, max_iter: int = 500, tau: int = 8,
+    def __init__(self, n_inducing: int = 100, max_iter: int = 5000, tol: float | None = 1e-4, tau: int = 0,
                  n_partitions: int | None = None, feature_map: str = "cholesky", groups: int = 1,
-                 scheduler: str | None = None, noise_init: float = 0.5, adadelta_eps: float = 1e-6,
-                 batch_size: int | None = None, random_state=0):
+                 optimizer: str = "adam", learning_rate: float = 0.02, inducing_rate: float = 0.02,
+                 q_step: float = 0.5, scheduler: str | None = None, noise_init: float = 0.5,
+                 adadelta_eps: float = 1e-6, batch_size: int | None = None, random_state=0):
         self.n_inducing, self.max_iter, self.tau, self.n_partitions = n_inducing, max_iter, tau, n_partitions
+        self.tol = tol
         self.feature_map, self.groups, self.scheduler = feature_map, groups, scheduler
+        self.optimizer, self.learning_rate, self.inducing_rate = optimizer, learning_rate, inducing_rate
+        self.q_step = q_step
         self.noise_init, self.adadelta_eps, self.random_state = noise_init, adadelta_eps, random_state
         self.batch_size = batch_size
 
@@ -75,6 +85,18 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {self.feature_map!r}")
         if not 0 < self.noise_init < 10:
             raise ValueError(f"noise_init must be in (0, 10) (relative to var y), got {self.noise_init}")
+        from .server import OPTIMIZERS
+
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        for name in ("learning_rate", "inducing_rate"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0 <= v < 1):
+                raise ValueError(f"{name} must be in [0, 1), got {v!r}")
+        if not (isinstance(self.q_step, (int, float)) and 0 < self.q_step <= 1):
+            raise ValueError(f"q_step must be in (0, 1], got {self.q_step!r}")
+        if self.tol is not None and not (isinstance(self.tol, (int, float)) and self.tol >= 0):
+            raise ValueError(f"tol must be None or >= 0, got {self.tol!r}")
 
     def fit(self, X, y, client=None, callback=None, delays=None, checkpoint=None, resume: bool = False,
             keep_checkpoint: bool = False, time_budget: float | None = None):
@@ -117,16 +139,19 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
                 if state is None:
                     p0.mu, p0.U = optimal_q(chunks.stats(p0.kernel), p0)
                 server = ParameterServer(chunks, p0, int(self.tau), delays, eps=float(self.adadelta_eps),
-                                         batch_size=self.batch_size, seed=seed)
+                                         batch_size=self.batch_size, seed=seed, optimizer=self.optimizer,
+                                         learning_rate=float(self.learning_rate),
+                                         inducing_rate=float(self.inducing_rate), q_step=float(self.q_step))
                 if state is not None:
                     server.restore(state)
                 step = None if callback is None else (lambda rec: callback(rec, server.current))
                 server.run(int(self.max_iter), callback=step, checkpoint=ckpt, key=key,
-                           time_budget=time_budget)
+                           time_budget=time_budget, tol=None if self.tol is None else float(self.tol))
             finally:
                 chunks.release()
         self.params_, self.records_ = server.current, server.records
         self.n_iter_ = server.version
+        self.converged_ = server.converged
         self.objective_ = self.records_[-1].objective if self.records_ else math.nan
         self.lost_partitions_ = server.lost
         self.gradients_per_partition_ = list(server.gradients)
@@ -138,7 +163,8 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
     def _settings_key(self, seed: int, r: int) -> str:
         return (f"m={int(self.n_inducing)}|map={self.feature_map}|groups={int(self.groups)}|partitions={r}"
                 f"|seed={seed}|tau={int(self.tau)}|noise_init={float(self.noise_init)!r}"
-                f"|eps={float(self.adadelta_eps)!r}|batch={self.batch_size}")
+                f"|eps={float(self.adadelta_eps)!r}|batch={self.batch_size}|opt={self.optimizer}"
+                f"|lr={self.learning_rate!r}|zlr={self.inducing_rate!r}|q_step={self.q_step!r}")
 
     def to_dataset(self) -> xr.Dataset:
         """The fitted model as labelled arrays: inducing points and lengthscales (X units), variances (y units
@@ -161,6 +187,7 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
              "partition": (("update",), np.array([r.partition for r in rec], dtype=int))},
             coords={"feature": names, "update": np.array([r.version for r in rec], dtype=int)},
             attrs={"model": "daskgp.ADVGPRegressor", "tau": int(self.tau), "n_inducing": int(self.n_inducing),
+                   "optimizer": self.optimizer, "converged": int(bool(getattr(self, "converged_", False))),
                    "feature_map": self.feature_map, "n_train": int(self.n_train_),
                    "lost_partitions": int(self.lost_partitions_),
                    "gradients_per_partition": np.asarray(self.gradients_per_partition_, dtype=int),

@@ -48,7 +48,7 @@ from ..sparse.bound import (
 )
 
 __all__ = ["FEATURE_MAPS", "ADVGPParams", "weight_map", "partition_objective", "regulariser", "prox_h",
-           "optimal_q", "negative_elbo"]
+           "natural_step", "optimal_q", "negative_elbo"]
 
 FEATURE_MAPS = ("cholesky", "nystrom", "ensemble")
 
@@ -190,9 +190,14 @@ def _data_terms(stats: SuffStats, p: ADVGPParams, W):
     return G, M, WC, WDW, quad
 
 
-def partition_objective(X, y, p: ADVGPParams, grad: bool = True):
+def partition_objective(X, y, p: ADVGPParams, grad: bool = True, natural: bool = False):
     """G_k = Σ_{i in the partition} g_i (nats) of rows X (b, q), y (b,) and, with ``grad``, its gradient as a
-    vector in the order of :meth:`ADVGPParams.to_vector` (log-parameters for σ², l, β). The worker's task."""
+    vector in the order of :meth:`ADVGPParams.to_vector` (log-parameters for σ², l, β). The worker's task.
+
+    ``natural``: the q(w) part of the vector is left at zero and the partition's statistics C (m,) and the
+    upper triangle of D (m, m) are appended: what a natural-gradient step of q(w) sums
+    (:func:`natural_step`). They do not depend on W, β or q, so partitions computed at different versions
+    add up to a likelihood the server maps into w-space with its own current W and β."""
     y2 = np.asarray(y, dtype=float).reshape(-1, 1)
     stats, psi1 = chunk_stats_cached(y2, p.kernel, np.asarray(X, dtype=float))
     W, K0, Kmm, back = weight_map(p)
@@ -213,11 +218,40 @@ def partition_objective(X, y, p: ADVGPParams, grad: bool = True):
     kZ, kvar, kls = kmm_backprop(back(Wbar), p.kernel, K0, Kmm)
     dZ, dvar, dls = dZ + kZ, dvar + kvar, dls + kls
     dbeta = -0.5 * stats.n / beta + 0.5 * quad
+    iu = np.triu_indices(p.k)
+    kernel = [dZ.ravel(), [dvar * p.variance], dls * p.lengthscales, [dbeta * beta]]
+    if natural:
+        return G, np.concatenate([*kernel, np.zeros(p.k + len(iu[0])), stats.C[:, 0],
+                                  stats.D[np.triu_indices(m)]])
     dmu = beta * (WDW @ p.mu - WC)
     dU = np.triu(beta * p.U @ WDW)  # ∂/∂U of β/2 tr(UᵀU S) = β U S (S symmetric), upper part
-    iu = np.triu_indices(p.k)
-    g = np.concatenate([dZ.ravel(), [dvar * p.variance], dls * p.lengthscales, [dbeta * beta], dmu, dU[iu]])
-    return G, g
+    return G, np.concatenate([*kernel, dmu, dU[iu]])
+
+
+def natural_step(p: ADVGPParams, C, D, rho: float) -> tuple[np.ndarray, np.ndarray]:
+    """A natural-gradient step of size ρ ∈ (0, 1] on q(w) = N(μ, UᵀU) of ``p`` for the negative ELBO −L
+    (Hensman, Fusi & Lawrence 2013, eq. 9; Salimbeni, Eleftheriadis & Hensman 2018), from the data's summed
+    statistics C (m,) and D (m, m): in natural parameters (Λ = Σ⁻¹, b = Σ⁻¹μ), with W and β of ``p``,
+
+        Λ ← (1 − ρ) Λ + ρ (I + β WᵀDW),   b ← (1 − ρ) b + ρ β WᵀC,
+
+    ρ = 1 being the closed-form optimum (:func:`optimal_q`). It is also a proximal step: the mirror-descent
+    step on −L with the KL divergence as the proximity term (Khan & Lin 2017), so the convex regulariser h
+    is treated exactly, as the paper's Euclidean prox (eqs. 18–20) treats it in its geometry. Returns
+    (μ, U), U upper triangular."""
+    k, mu, U = p.k, p.mu, p.U
+    W, _, _, _ = weight_map(p)
+    L = np.linalg.cholesky(U.T @ U)  # Σ = L Lᵀ
+    Sigma_inv = scipy.linalg.cho_solve((L, True), np.eye(k))
+    b = Sigma_inv @ mu
+    WDW = W.T @ (0.5 * (D + D.T)) @ W
+    Lam = (1 - rho) * Sigma_inv + rho * (np.eye(k) + p.beta * WDW)
+    b = (1 - rho) * b + rho * p.beta * (W.T @ C)
+    C = np.linalg.cholesky(Lam)
+    mu = scipy.linalg.cho_solve((C, True), b)
+    Cinv = scipy.linalg.solve_triangular(C, np.eye(k), lower=True)
+    Sigma = Cinv.T @ Cinv  # Λ⁻¹; its own Cholesky factor gives the upper-triangular U the model carries
+    return mu, np.linalg.cholesky(0.5 * (Sigma + Sigma.T)).T
 
 
 def negative_elbo(X, y, p: ADVGPParams) -> float:

@@ -10,13 +10,14 @@ The centre then
   sites); the sites themselves stay on the workers, as futures beside their chunks. When learning, each
   iteration first makes a site-only pass (:data:`DEFAULT_SITE_PASSES`), so the gradient is taken near EP's
   fixed point at the current hyperparameters;
-* SEP: moves the global factor, t̃_g ← (1 − δ) t̃_g + δ Σ_i t̃_i (batch), or with n/|B| Σ_{i∈B} t̃_i, an
-  unbiased estimate of that sum, in place of Σ_i t̃_i (minibatches: the paper's stochastic update, damped);
-* ADF: adds δ Σ_i t̃_i to q's factor;
+* SEP and ADF: move the global factor, t̃_g ← (1 − δ) t̃_g + δ Σ_i t̃_i (batch), or with n/|B| Σ_{i∈B} t̃_i,
+  an unbiased estimate of that sum, in place of Σ_i t̃_i (minibatches: the paper's stochastic update); the
+  sites come from q\\1 for SEP and from q for ADF;
 
 and, when learning, takes one Adam ascent step on (Z, log σ², log l) along the evidence gradient (a
-minibatch's data terms scaled by n/|B|: an unbiased estimate of the full sum). The factor is in k-space, so
-the new q is formed at the new hyperparameters without another pass over the data.
+minibatch's data terms scaled by n/|B|: an unbiased estimate of the full sum; SEP's and ADF's gradient with
+per-point cavities, :func:`daskgp.gpc.ep.tied_gradient_pass`). The factor is in k-space, so the new q is
+formed at the new hyperparameters without another pass over the data.
 
 A worker lost mid-fit: its chunks are placed again from the data (:class:`daskgp.sparse.chunks.ChunkedRows`)
 and, for EP, their sites restart at zero (logged); SEP and ADF keep no per-point state and lose nothing.
@@ -34,6 +35,7 @@ from distributed import KilledWorker
 
 from ..compute.reductions import tree_sum
 from ..core.files import CheckpointFile
+from ..core.optim import Adam
 from ..core.random import minibatch_rows
 from .ep import (
     METHODS,
@@ -50,20 +52,23 @@ from .ep import (
 __all__ = ["DEFAULT_DAMPING", "DEFAULT_SITE_PASSES", "Adam", "EPState", "GPCCheckpoint", "IterationRecord",
            "collapsed", "run_ep"]
 
-# EP's sites are re-summed at the current hyperparameters every iteration, so damping them costs nothing in
-# tracking. SEP's global factor is a sum made at earlier hyperparameters: damped, it lags behind Adam's steps,
-# its gradient drifts, and the fit degrades (breast cancer, m = 80: test NLL 0.28 at δ = 0.5 and 0.45 at
-# δ = 0.2 after 250 iterations, against 0.107 undamped and EP's 0.109); undamped it converges at fixed
-# hyperparameters in about 20 iterations. ADF adds each pass's sites whole, as the paper's baseline does.
-DEFAULT_DAMPING = {"ep": 0.5, "sep": 1.0, "adf": 1.0}
+# EP damps its sites by half (parallel updates of every site oscillate when the sites are strong) and re-sums
+# them at the current hyperparameters, so damping costs it nothing in tracking. SEP's and ADF's factor is a
+# sum made at earlier hyperparameters: damped, it lags behind Adam's steps and its gradient drifts (2,000
+# hourly weather rows, rain / none, m = 100: at δ = 0.5 the evidence fell from −187 nats at iteration 50 to
+# −207 at 250 and the test NLL rose 0.084 → 0.089; undamped it climbed to −177). Undamped with one site pass
+# per step (below) it climbs smoothly (2,000 house_8L rows, price in the top quarter: −598 nats at iteration
+# 25, −545 at 250, above EP's −560).
+# ADF's sites are made from q itself, which already holds them, and its undamped fixed-point iteration
+# oscillates (800 of those house_8L rows: test NLL 0.32 → 0.69 between iterations 25 and 250): damped by half.
+DEFAULT_DAMPING = {"ep": 0.5, "sep": 1.0, "adf": 0.5}
 
-# Site-only passes before each gradient pass. The evidence gradient is exact at EP's fixed point; EP's
-# per-point cavities feed a site back into its own update, and with one damped (or undamped) parallel pass
-# per Adam step its sites fell behind the hyperparameters and the fit came apart (MNIST-5k odd/even, m = 200:
-# evidence −569 at iteration 190, −1121 at 250, test error 41.5 %). One extra site pass per step keeps them
-# at the fixed point (evidence −530, test error 4.6 %, NLL 0.130 at 250). SEP's cavities are all q\1, which
-# does not feed back (stable with none); ADF would count the data again.
-DEFAULT_SITE_PASSES = {"ep": 1, "sep": 0, "adf": 0}
+# Site-only passes before each gradient pass. The evidence gradient is exact at the fixed point; with one
+# parallel pass per Adam step EP's sites fell behind the hyperparameters and the fit came apart (MNIST-5k
+# odd/even, m = 200: evidence −569 at iteration 190, −1121 at 250, test error 41.5 %). One extra site pass
+# per step keeps them at the fixed point (evidence −530, test error 4.6 %, NLL 0.130 at 250); the same for
+# SEP's and ADF's factor (without it, undamped SEP diverged after about 60 iterations on the house_8L rows).
+DEFAULT_SITE_PASSES = {"ep": 1, "sep": 1, "adf": 1}
 
 # A batch fit whose evidence falls below its best by more than max(COLLAPSE_NATS, COLLAPSE_FRACTION·|best|)
 # has collapsed: with every row in each pass the evidence is the method's exact log Z approximation for its q,
@@ -89,31 +94,6 @@ def collapsed(best: float, last: float) -> bool:
 SCATTER_M = 200  # from this many inducing points, q is scattered to the workers once per pass
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Adam:
-    """Adam (Kingma & Ba 2015) for ascent: x ← x + lr·m̂/(√v̂ + ε)."""
-
-    size: int
-    lr: float = 0.01
-    b1: float = 0.9
-    b2: float = 0.999
-    eps: float = 1e-8
-    t: int = 0
-    m: np.ndarray = None
-    v: np.ndarray = None
-
-    def __post_init__(self):
-        self.m = np.zeros(self.size) if self.m is None else self.m
-        self.v = np.zeros(self.size) if self.v is None else self.v
-
-    def step(self, g) -> np.ndarray:
-        self.t += 1
-        self.m = self.b1 * self.m + (1 - self.b1) * g
-        self.v = self.b2 * self.v + (1 - self.b2) * g * g
-        mh, vh = self.m / (1 - self.b1**self.t), self.v / (1 - self.b2**self.t)
-        return self.lr * mh / (np.sqrt(vh) + self.eps)
 
 
 @dataclass
@@ -148,18 +128,27 @@ def _zero_sites(chunk):
     return np.zeros((chunk["Y"].shape[0], 2))
 
 
-def _pass_task(chunk, sites, batch, source: Posterior, damping: float, grad: bool):
-    """On the worker holding the chunk: a pass over its rows (or the minibatch ``batch`` = (size, seed))."""
+def _pass_task(chunk, sites, batch, source: Posterior, damping: float, grad: bool,
+               gradient_at: Posterior | None = None):
+    """On the worker holding the chunk: a pass over its rows (or the minibatch ``batch`` = (size, seed));
+    ``gradient_at``: SEP's and ADF's q (:func:`daskgp.gpc.ep.tied_gradient_pass`)."""
     X, y = chunk["X"], chunk["Y"][:, 0]
     idx = minibatch_rows(len(y), batch)
     if idx is None:
-        return chunk_pass(X, y, source, sites, damping, grad)
-    res, new = chunk_pass(X[idx], y[idx], source, None if sites is None else sites[idx], damping, grad)
+        return chunk_pass(X, y, source, sites, damping, grad, gradient_at)
+    res, new = chunk_pass(X[idx], y[idx], source, None if sites is None else sites[idx], damping, grad,
+                          gradient_at)
     if sites is None:
         return res, None
     out = sites.copy()
     out[idx] = new
     return res, out
+
+
+def _tied_factor(factor: Factor, result: ChunkResult, damping: float, scale: float) -> Factor:
+    """SEP's and ADF's factor after a pass: (1 − δ) of the old one plus δ times the new sites' sum (a
+    minibatch's sum scaled by n/|B|, an unbiased estimate of the full sum)."""
+    return factor.scaled(1 - damping) + result.factor.scaled(damping * scale)
 
 
 def _batch_sizes(sizes, batch_size: int | None) -> list[int] | None:
@@ -218,20 +207,29 @@ def _iteration(chunks, state: EPState, method: str, damping: float, learn: bool,
     the record holds."""
     n, (m, q_) = chunks.n, state.params.Z.shape
     it = len(state.records)
-    q = state.posterior()
-    source = Posterior(state.params, sep_cavity(state.factor, n)) if method == "sep" else q
     batches = ([None] * len(chunks.futures) if per_chunk is None
                else [(b, [seed, it, k]) for k, b in enumerate(per_chunk)])
-    for _ in range(site_passes if method == "ep" else 0):
-        part, state.sites = _map_pass(chunks, state, q, method, damping, batches, False)
-        state.factor = _ep_factor(state.factor, part, per_chunk is not None)
-        q = source = state.posterior()
-    total, new_sites = _map_pass(chunks, state, source, method, damping, batches, learn)
+
+    def posteriors():
+        q = state.posterior()
+        return q, Posterior(state.params, sep_cavity(state.factor, n)) if method == "sep" else q
+
+    q, source = posteriors()
+    for _ in range(site_passes):
+        part, sites = _map_pass(chunks, state, source, method, damping, batches, False)
+        if method == "ep":
+            state.factor, state.sites = _ep_factor(state.factor, part, per_chunk is not None), sites
+        else:
+            state.factor = _tied_factor(state.factor, part, damping, n / part.n)
+        q, source = posteriors()
+    total, new_sites = _map_pass(chunks, state, source, method, damping, batches, learn,
+                                 None if method == "ep" else q)
     rows = total.n
     scale = n / rows
     full = total if scale == 1.0 else total.scaled(scale)
     ev = evidence(method, q, source, full, n)
-    g = assemble_gradient(q, source, full) if learn else np.zeros(state.params.to_vector().size)
+    # SEP's and ADF's gradient parts are EP's at q (per-point cavities q / t̃_i): their source is q
+    g = assemble_gradient(q, q, full) if learn else np.zeros(state.params.to_vector().size)
     if learn and not learn_inducing:
         g[:m * q_] = 0.0
     step = state.adam.step(g) if learn else np.zeros_like(g)
@@ -242,11 +240,8 @@ def _iteration(chunks, state: EPState, method: str, damping: float, learn: bool,
     # the factor's update (module docstring)
     if method == "ep":
         state.factor, state.sites = _ep_factor(state.factor, total, per_chunk is not None), new_sites
-    elif method == "sep":
-        # batch: the damped sum of the new sites; minibatch: the batch's sum scaled to the data
-        state.factor = state.factor.scaled(1 - damping) + total.factor.scaled(damping * scale)
     else:
-        state.factor = state.factor + total.factor.scaled(damping)
+        state.factor = _tied_factor(state.factor, total, damping, scale)
     if learn:
         state.params = state.params.with_vector(state.params.to_vector() + step)
     return IterationRecord(it + 1, float(ev), float(total.errors) / rows, float(np.linalg.norm(g))), q
@@ -258,7 +253,7 @@ def _ep_factor(factor: Factor, result: ChunkResult, minibatch: bool) -> Factor:
 
 
 def _map_pass(chunks, state: EPState, source: Posterior, method: str, damping: float, batches,
-              grad: bool) -> tuple[ChunkResult, list | None]:
+              grad: bool, gradient_at: Posterior | None = None) -> tuple[ChunkResult, list | None]:
     """One map over the chunks and the tree sum of their results; lost chunks are placed again (EP's sites
     restart at zero for them) and the pass repeated."""
     client = chunks.client
@@ -267,9 +262,14 @@ def _map_pass(chunks, state: EPState, source: Posterior, method: str, damping: f
         # large m: q's four m × m factors go once to each worker (8 MB at m = 500), not inside every chunk's
         # task; small ones ride with the tasks and save the scatter's round trip
         big = source.params.m >= SCATTER_M
-        src = client.scatter(source, broadcast=True, hash=False) if big else source
+        src, at = source, gradient_at if grad else None
+        if big:
+            src = client.scatter(source, broadcast=True, hash=False)
+            at = None if at is None else (src if at is source else
+                                          client.scatter(at, broadcast=True, hash=False))
         futs = client.map(_pass_task, chunks.futures, sites, batches, source=src,
-                          damping=damping if method == "ep" else 1.0, grad=grad, pure=False)
+                          damping=damping if method == "ep" else 1.0, grad=grad, gradient_at=at,
+                          pure=False)
         try:
             total = tree_sum(client, futs).result()
             new = client.map(operator.itemgetter(1), futs, pure=False) if method == "ep" else None

@@ -217,8 +217,15 @@ def build_parser() -> argparse.ArgumentParser:
     ad = sub.add_parser("advgp", help="asynchronous distributed variational GP regression (ADVGP)")
     _data_arguments(ad, "flights")
     ad.add_argument("--inducing", type=int, default=100, help="inducing points m")
-    ad.add_argument("--tau", type=int, default=8, help="staleness bound (0: synchronous)")
-    ad.add_argument("--max-iter", type=int, default=500, help="server updates")
+    ad.add_argument("--tau", type=int, default=0, help="staleness bound (0: synchronous)")
+    ad.add_argument("--max-iter", type=int, default=5000,
+                    help="the most server updates (the fit stops earlier once converged, see --tol)")
+    ad.add_argument("--tol", type=float, default=1e-4,
+                    help="stopping rule: nats per training row a window of updates must gain (0: never stop "
+                         "early)")
+    ad.add_argument("--optimizer", choices=("adam", "adadelta"), default="adam",
+                    help="adam: Adam per parameter group and natural steps on q(w); adadelta: the paper's "
+                         "algorithm")
     ad.add_argument("--partitions", type=int, default=None, help="row partitions (default: 2 per worker)")
     ad.add_argument("--batch", type=int, default=None,
                     help="rows per gradient task, a minibatch of its partition (default: all of it)")

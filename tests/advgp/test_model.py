@@ -100,3 +100,35 @@ def test_bad_parameters_are_refused():
         ADVGPParams(np.zeros((4, 2)), 1.0, 1.0, 1.0, np.zeros(4), np.eye(4), "ensemble", 3)
     with pytest.raises(ValueError, match="mu must be"):
         ADVGPParams(np.zeros((4, 2)), 1.0, 1.0, 1.0, np.zeros(3), np.eye(4))
+
+
+@pytest.mark.parametrize("fmap,groups", [("cholesky", 1), ("nystrom", 1), ("ensemble", 2)])
+def test_a_full_natural_step_is_the_optimal_q_and_a_partial_one_improves(fmap, groups, data):
+    """natural_step with ρ = 1 from the partition's statistics (partition_objective(natural=True)) is the
+    closed-form optimum optimal_q, for any starting q(w); a step of ρ = 0.3 lowers −L from the start (the
+    ELBO is concave in the natural parameters along the step) and lands between the start and the optimum
+    in natural parameters, exactly (1 − ρ)Λ₀ + ρΛ*."""
+    from daskgp.advgp.model import natural_step
+
+    X, y = data
+    p = _params(X, fmap, groups, np.random.default_rng(5))
+    stats = chunk_stats(y[:, None], p.kernel, X)
+    G, g = partition_objective(X, y, p, natural=True)
+    _, grad = partition_objective(X, y, p)
+    o, m = p.n_kernel, p.m
+    np.testing.assert_allclose(g[:o], grad[:o], rtol=1e-12)  # the kernel part is the gradient as before
+    size = p.to_vector().size
+    C, D = g[size:size + m], np.zeros((m, m))
+    D[np.triu_indices(m)] = g[size + m:]
+    D = D + np.triu(D, 1).T
+    np.testing.assert_allclose(C, stats.C[:, 0], rtol=1e-12)
+    np.testing.assert_allclose(D, stats.D, rtol=1e-12)
+    mu_star, U_star = optimal_q(stats, p)
+    mu1, U1 = natural_step(p, C, D, 1.0)
+    np.testing.assert_allclose(mu1, mu_star, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(U1.T @ U1, U_star.T @ U_star, rtol=1e-8, atol=1e-10)
+    mu3, U3 = natural_step(p, C, D, 0.3)
+    step = ADVGPParams(p.Z, p.variance, p.lengthscales, p.beta, mu3, U3, fmap, groups)
+    assert negative_elbo(X, y, step) < negative_elbo(X, y, p)
+    lam = [np.linalg.inv(U.T @ U) for U in (p.U, U3, U_star)]
+    np.testing.assert_allclose(lam[1], 0.7 * lam[0] + 0.3 * lam[2], rtol=1e-7, atol=1e-8)

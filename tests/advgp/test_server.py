@@ -7,9 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from daskgp.advgp.model import ADVGPParams, optimal_q, partition_objective, prox_h
-from daskgp.advgp.server import Adadelta, ParameterServer, ServerCheckpoint, _partition_task
+from daskgp.advgp.model import ADVGPParams, natural_step, optimal_q, partition_objective, prox_h
+from daskgp.advgp.server import PLATEAUS, Adadelta, ParameterServer, ServerCheckpoint, _partition_task
 from daskgp.core.inducing import kmeans_inducing
+from daskgp.core.optim import Adam
 from daskgp.sparse.chunks import ChunkedRows
 
 pytestmark = pytest.mark.cluster
@@ -51,6 +52,60 @@ def test_tau_zero_is_synchronous_proximal_gradient_descent(problem, client):
     np.testing.assert_allclose(server.theta, ref, rtol=1e-12, atol=1e-12)
     assert [r.version for r in records] == list(range(1, 16))
     assert all(max(r.staleness) == 0 for r in records)
+
+
+def _adam_reference(X, y, p, edges, n_updates, lr=0.02, q_step=0.5):
+    """The default optimiser in one process: the partitions' statistics summed in partition order, the
+    natural step on q(w) at the current kernel, then Adam on the kernel part."""
+    theta, o, k, m = p.to_vector(), p.n_kernel, p.k, p.m
+    size = theta.size
+    adam = Adam(o, np.full(o, lr))
+    for _ in range(n_updates):
+        cur = p.with_vector(theta)
+        g = np.sum([partition_objective(X[a:b], y[a:b], cur, natural=True)[1] for a, b in edges], axis=0)
+        D = np.zeros((m, m))
+        D[np.triu_indices(m)] = g[size + m:]
+        mu, U = natural_step(cur, g[size:size + m], D + np.triu(D, 1).T, q_step)
+        theta = theta.copy()
+        theta[o:o + k], theta[o + k:] = mu, U[np.triu_indices(k)]
+        theta[:o] -= adam.step(g[:o])
+    return theta
+
+
+def test_adam_with_natural_steps_at_tau_zero_is_the_one_process_loop(problem, client):
+    """The default optimiser on the cluster (4 partitions, τ = 0) equals the one-process loop to 1e-10 for 15
+    updates, and lowers the objective."""
+    X, y, p = problem
+    chunks = ChunkedRows.from_arrays(client, y, 100, X=X)
+    server = ParameterServer(chunks, p, tau=0, optimizer="adam")
+    records = server.run(15)
+    ref = _adam_reference(X, y, p, [(a, a + 100) for a in range(0, 400, 100)], 15)
+    np.testing.assert_allclose(server.theta, ref, rtol=1e-10, atol=1e-10)
+    assert records[-1].objective < records[0].objective
+
+
+def test_plateaus_halve_the_steps_and_stop_the_fit_and_survive_a_checkpoint(problem, client, tmp_path):
+    """With a tolerance no window can meet, every window (20 updates here) after the first two is a plateau:
+    the steps halve at updates 40, 60, 80 and the fit stops at the fourth plateau (update 100), converged.
+    A server restored from the checkpoint written at update 50 (its step scale 1/2 included) continues
+    exactly as the uninterrupted run. ADADELTA, with no step to halve, stops at its first plateau."""
+    X, y, p = problem
+    whole = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
+    whole.run(1000, tol=1e9)
+    assert whole.converged and whole.version == 20 * (PLATEAUS + 1) and whole.step_scale == 0.5 ** 3
+    ck = ServerCheckpoint(str(tmp_path / "advgp.json"), every=50)
+    first = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
+    first.run(50, checkpoint=ck, key="k", tol=1e9)
+    again = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
+    again.restore(ck.read("k"))
+    assert again.step_scale == 0.5 and again.plateaus == 1
+    again.run(1000, tol=1e9)
+    np.testing.assert_array_equal(again.theta, whole.theta)
+    paper = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0)
+    paper.run(1000, tol=1e9)
+    assert paper.converged and paper.version == 40
+    with pytest.raises(ValueError, match="another optimizer"):
+        ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0).restore(ck.read("k"))
 
 
 def test_a_slow_worker_keeps_staleness_within_tau_and_the_fit_converges(problem, client):

@@ -17,7 +17,15 @@ from sklearn.preprocessing import StandardScaler
 
 import daskgp as dg
 from daskgp.core.inducing import kmeans_inducing
-from daskgp.gpc.ep import Factor, GPCParams, Posterior, assemble_gradient, chunk_pass, sep_cavity
+from daskgp.gpc.ep import (
+    Factor,
+    GPCParams,
+    Posterior,
+    assemble_gradient,
+    chunk_pass,
+    sep_cavity,
+    tied_gradient_pass,
+)
 from daskgp.gpc.fit import Adam
 
 pytestmark = pytest.mark.cluster
@@ -30,17 +38,19 @@ def cancer():
 
 
 def _sep_reference(X, y, m, n_iter, lr, seed=0):
-    """Batch SEP with Adam steps in one process, on all rows at once: the loop run_ep distributes."""
+    """Batch SEP with Adam steps in one process, on all rows at once: the loop run_ep distributes (a site
+    pass, then the gradient pass with per-point cavities; SEP's default in batch mode is undamped)."""
     mx, sx = X.mean(0), X.std(0)
     Xs, ypm = (X - mx) / sx, np.where(y == 1, 1.0, -1.0)
     n, d = Xs.shape
     p = GPCParams(kmeans_inducing(Xs, m, seed), 1.0, np.full(d, np.sqrt(d)))
     g, adam = Factor.zero(m), Adam(p.to_vector().size, lr)
     for _ in range(n_iter):
-        src = Posterior(p, sep_cavity(g, n))
-        res, _ = chunk_pass(Xs, ypm, src, None, 1.0)
-        grad = assemble_gradient(Posterior(p, g), src, res)
-        g = res.factor  # SEP's default in batch mode: undamped
+        g = chunk_pass(Xs, ypm, Posterior(p, sep_cavity(g, n)), None, 1.0, grad=False)[0].factor
+        q = Posterior(p, g)
+        res, _ = tied_gradient_pass(Xs, ypm, Posterior(p, sep_cavity(g, n)), q)
+        grad = assemble_gradient(q, q, res)
+        g = res.factor
         p = p.with_vector(p.to_vector() + adam.step(grad))
     return p
 
@@ -160,19 +170,21 @@ def test_a_collapsed_fit_keeps_its_best_iterate_and_warns(cancer, client):
     assert calm.best_iteration_ == calm.n_iter_ == 30
 
 
-def test_ep_on_minibatches_with_learning_warns(cancer, client):
-    """EP and ADF on minibatches with hyperparameter steps drift (measured on flights: σ² → 0, p → 0.5):
-    the fit says so and points to SEP; SEP on minibatches does not warn."""
+def test_ep_on_minibatches_with_learning_is_refused(cancer, client):
+    """EP on minibatches with hyperparameter steps drifts (measured on flights: σ² → 0, p → 0.5): the fit is
+    refused in one line that points to SEP; SEP and ADF, whose factor is re-estimated from every minibatch,
+    fit without a warning."""
     import warnings
 
     Xtr, _, ytr, _ = cancer
-    with pytest.warns(UserWarning, match="EP on minibatches with hyperparameter learning drifts"):
+    with pytest.raises(ValueError, match="EP cannot learn hyperparameters on minibatches.*method='sep'"):
         dg.SparseGPClassifier(n_inducing=5, method="ep", max_iter=2, batch_size=100).fit(Xtr, ytr,
                                                                                           client=client)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        dg.SparseGPClassifier(n_inducing=5, method="sep", max_iter=2, batch_size=100).fit(Xtr, ytr,
-                                                                                           client=client)
+        for method in ("sep", "adf"):
+            dg.SparseGPClassifier(n_inducing=5, method=method, max_iter=2, batch_size=100).fit(
+                Xtr, ytr, client=client)
 
 
 @pytest.mark.parametrize("y_kind,msg", [("three", "binary classifier: y has 3 classes"),
