@@ -22,18 +22,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", type=float, default=180.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batches", default="all,2000", help="task sizes to run: all (whole partitions) or rows")
+    ap.add_argument("--out", default=str(HERE / "results" / "advgp_adam_probe.json"))
     a = ap.parse_args()
     data = train_test(load("flights"), test_fraction=0.1, seed=a.seed)
     out = {"seed": a.seed, "budget": a.budget, "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": []}
     client = _cluster()
     try:
-        for batch in (None, 2000):
+        for batch in [None if b == "all" else int(b) for b in a.batches.split(",")]:
             r = _advgp(client, data, 100, 0, a.budget, batch, 4, 10.0, seed=a.seed)
             r.pop("delays", None)
             out["runs"].append(r)
             print(f"tau 0 batch {batch}: RMSE {r['final_rmse']:.3f} after {r['seconds']:.0f} s, "
                   f"{r['updates']} updates", flush=True)
-            _save(out, HERE / "results" / "advgp_adam_probe.json")
+            _save(out, Path(a.out))
     finally:
         client.close()
 

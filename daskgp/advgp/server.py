@@ -258,18 +258,26 @@ class ParameterServer:
 
     def converged_at(self, tol: float) -> bool:
         """The stopping rule on the objective, checked once per window of updates (max(20, 5 r) for r
-        partitions, so each partition has sent several fresh gradients in it): when the window's mean
-        objective improves on the previous window's by less than ``tol`` nats per training row, the fit has
-        reached the noise floor of its step sizes. Adam's step sizes and the natural step are then halved
-        (stale and minibatch gradients keep a constant-step method circling its optimum at a distance
-        proportional to the step), and the fit stops at the :data:`PLATEAUS`-th such plateau. Window means,
-        because single stale or minibatch objectives are noisy. ADADELTA (the paper) has no step size to
-        halve: it stops at the first plateau."""
+        partitions, so each partition has sent several fresh gradients in it): when the objective's trend
+        over the last two windows — its least-squares slope plus two standard errors — gains less than
+        ``tol`` nats per training row per window, the fit has reached the noise floor of its step sizes.
+        Adam's step sizes and the natural step are then halved (stale and minibatch gradients keep a
+        constant-step method circling its optimum at a distance proportional to the step), and the fit
+        stops at the :data:`PLATEAUS`-th such plateau. ADADELTA (the paper) has no step size to halve: it
+        stops at the first plateau."""
         w = max(20, 5 * len(self.chunks.futures))
         if len(self.records) < 2 * w or self.version % w:
             return False
         obj = np.array([r.objective for r in self.records[-2 * w:]])
-        if obj[:w].mean() - obj[w:].mean() >= tol * self.chunks.n:
+        # the objective's trend over the last two windows, as a least-squares slope per update, and that
+        # slope's standard error from the residuals: a plateau only when even the slope's upper bound
+        # (two standard errors) gains less than tol per row per window — noisy (minibatch, stale)
+        # objectives then wait for evidence instead of stopping on a lucky window
+        t = np.arange(2 * w) - (2 * w - 1) / 2
+        slope = float(t @ (obj - obj.mean()) / (t @ t))
+        resid = obj - obj.mean() - slope * t
+        se = float(np.sqrt(resid @ resid / (2 * w - 2) / (t @ t)))
+        if (-slope + 2 * se) * w >= tol * self.chunks.n:
             return False
         self.plateaus += 1
         if self.optimizer == "adadelta" or self.plateaus >= PLATEAUS:
