@@ -48,7 +48,7 @@ from ..sparse.bound import (
 )
 
 __all__ = ["FEATURE_MAPS", "ADVGPParams", "weight_map", "partition_objective", "regulariser", "prox_h",
-           "natural_step", "optimal_q", "negative_elbo"]
+           "appended_statistics", "natural_step", "optimal_q", "negative_elbo"]
 
 FEATURE_MAPS = ("cholesky", "nystrom", "ensemble")
 
@@ -195,9 +195,10 @@ def partition_objective(X, y, p: ADVGPParams, grad: bool = True, natural: bool =
     vector in the order of :meth:`ADVGPParams.to_vector` (log-parameters for σ², l, β). The worker's task.
 
     ``natural``: the q(w) part of the vector is left at zero and the partition's statistics C (m,) and the
-    upper triangle of D (m, m) are appended: what a natural-gradient step of q(w) sums
-    (:func:`natural_step`). They do not depend on W, β or q, so partitions computed at different versions
-    add up to a likelihood the server maps into w-space with its own current W and β."""
+    upper triangle of D (m, m) are appended (:func:`appended_statistics` reads them back): what a
+    natural-gradient step of q(w) sums (:func:`natural_step`). They do not depend on W, β or q, so
+    partitions computed at different versions add up to a likelihood the server maps into w-space with its
+    own current W and β."""
     y2 = np.asarray(y, dtype=float).reshape(-1, 1)
     stats, psi1 = chunk_stats_cached(y2, p.kernel, np.asarray(X, dtype=float))
     W, K0, Kmm, back = weight_map(p)
@@ -226,6 +227,15 @@ def partition_objective(X, y, p: ADVGPParams, grad: bool = True, natural: bool =
     dmu = beta * (WDW @ p.mu - WC)
     dU = np.triu(beta * p.U @ WDW)  # ∂/∂U of β/2 tr(UᵀU S) = β U S (S symmetric), upper part
     return G, np.concatenate([*kernel, dmu, dU[iu]])
+
+
+def appended_statistics(g, p: ADVGPParams) -> tuple[np.ndarray, np.ndarray]:
+    """(C (m,), D (m, m) symmetric): the statistics that :func:`partition_objective` with ``natural``
+    appends after the parameter vector of ``p`` in its gradient ``g`` (or in a sum of such gradients)."""
+    size, m = p.to_vector().size, p.m
+    D = np.zeros((m, m))
+    D[np.triu_indices(m)] = g[size + m:]
+    return np.asarray(g[size:size + m]), D + np.triu(D, 1).T
 
 
 def natural_step(p: ADVGPParams, C, D, rho: float) -> tuple[np.ndarray, np.ndarray]:

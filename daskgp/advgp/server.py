@@ -35,7 +35,7 @@ from distributed import KilledWorker
 from ..core.files import MARK, CheckpointFile, write_atomically
 from ..core.optim import Adam
 from ..core.random import minibatch_rows
-from .model import ADVGPParams, natural_step, partition_objective, prox_h, regulariser
+from .model import ADVGPParams, appended_statistics, natural_step, partition_objective, prox_h, regulariser
 
 __all__ = ["OPTIMIZERS", "Adadelta", "ParameterServer", "ServerCheckpoint", "UpdateRecord"]
 
@@ -230,12 +230,8 @@ class ParameterServer:
         if self.optimizer == "adam":
             # the kernel part: Adam per group; q(w): a natural-gradient step from the partitions' summed
             # natural parameters (the tasks send those instead of q's gradient)
-            size, m = self.theta.size, self.params.m
-            C, Dtri = grad[size:size + m], grad[size + m:]
+            C, D = appended_statistics(grad, self.params)
             theta = self.theta.copy()
-            D = np.zeros((m, m))
-            D[np.triu_indices(m)] = Dtri
-            D = D + np.triu(D, 1).T
             # q(w) first, with the W and β the newest statistics were made at (τ = 0: all of them), then
             # the kernel part along its gradient
             mu, U = natural_step(self.params.with_vector(theta), C, D, float(self.q_step) * self._scale())
@@ -332,10 +328,11 @@ class ParameterServer:
                     self.records.append(rec)
                     if callback is not None:
                         callback(rec)
-                    if checkpoint is not None and self.version % checkpoint.every == 0:
-                        checkpoint.write(key, self.theta, self.version, self.ada, self.records, self.template,
-                                     self.plateaus, self.step_scale)
+                    # judged before the checkpoint, so one written at a window's end holds that window's
+                    # plateau and step halving: a restored run then continues as the uninterrupted one
                     self.converged = tol is not None and self.converged_at(tol)
+                    if checkpoint is not None and self.version % checkpoint.every == 0:
+                        self._write(checkpoint, key)
                     done = self.version >= max_updates or self.converged or (
                         time_budget is not None and rec.seconds >= time_budget)
                     if done:
@@ -351,9 +348,12 @@ class ParameterServer:
             for f in list(meta):
                 f.cancel()
         if checkpoint is not None:
-            checkpoint.write(key, self.theta, self.version, self.ada, self.records, self.template,
-                                     self.plateaus, self.step_scale)
+            self._write(checkpoint, key)
         return self.records
+
+    def _write(self, checkpoint: ServerCheckpoint, key: str) -> None:
+        checkpoint.write(key, self.theta, self.version, self.ada, self.records, self.template, self.plateaus,
+                         self.step_scale)
 
     def _replace(self, k: int) -> None:
         """Partition k's data were lost with a worker: place them again from the source (or fail in one

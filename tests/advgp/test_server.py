@@ -7,7 +7,14 @@ import time
 import numpy as np
 import pytest
 
-from daskgp.advgp.model import ADVGPParams, natural_step, optimal_q, partition_objective, prox_h
+from daskgp.advgp.model import (
+    ADVGPParams,
+    appended_statistics,
+    natural_step,
+    optimal_q,
+    partition_objective,
+    prox_h,
+)
 from daskgp.advgp.server import PLATEAUS, Adadelta, ParameterServer, ServerCheckpoint, _partition_task
 from daskgp.core.inducing import kmeans_inducing
 from daskgp.core.optim import Adam
@@ -57,15 +64,12 @@ def test_tau_zero_is_synchronous_proximal_gradient_descent(problem, client):
 def _adam_reference(X, y, p, edges, n_updates, lr=0.02, q_step=0.5):
     """The default optimiser in one process: the partitions' statistics summed in partition order, the
     natural step on q(w) at the current kernel, then Adam on the kernel part."""
-    theta, o, k, m = p.to_vector(), p.n_kernel, p.k, p.m
-    size = theta.size
+    theta, o, k = p.to_vector(), p.n_kernel, p.k
     adam = Adam(o, np.full(o, lr))
     for _ in range(n_updates):
         cur = p.with_vector(theta)
         g = np.sum([partition_objective(X[a:b], y[a:b], cur, natural=True)[1] for a, b in edges], axis=0)
-        D = np.zeros((m, m))
-        D[np.triu_indices(m)] = g[size + m:]
-        mu, U = natural_step(cur, g[size:size + m], D + np.triu(D, 1).T, q_step)
+        mu, U = natural_step(cur, *appended_statistics(g, cur), q_step)
         theta = theta.copy()
         theta[o:o + k], theta[o + k:] = mu, U[np.triu_indices(k)]
         theta[:o] -= adam.step(g[:o])
@@ -87,18 +91,19 @@ def test_adam_with_natural_steps_at_tau_zero_is_the_one_process_loop(problem, cl
 def test_plateaus_halve_the_steps_and_stop_the_fit_and_survive_a_checkpoint(problem, client, tmp_path):
     """With a tolerance no window can meet, every window (20 updates here) after the first two is a plateau:
     the steps halve at updates 40, 60, 80 and the fit stops at the fourth plateau (update 100), converged.
-    A server restored from the checkpoint written at update 50 (its step scale 1/2 included) continues
-    exactly as the uninterrupted run. ADADELTA, with no step to halve, stops at its first plateau."""
+    A server restored from a checkpoint written at update 40 — a window's end, whose plateau must be in the
+    file — continues exactly as the uninterrupted run. ADADELTA, with no step to halve, stops at its first
+    plateau."""
     X, y, p = problem
     whole = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
     whole.run(1000, tol=1e9)
     assert whole.converged and whole.version == 20 * (PLATEAUS + 1) and whole.step_scale == 0.5 ** 3
-    ck = ServerCheckpoint(str(tmp_path / "advgp.json"), every=50)
+    ck = ServerCheckpoint(str(tmp_path / "advgp.json"), every=40)
     first = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
-    first.run(50, checkpoint=ck, key="k", tol=1e9)
+    first.run(40, checkpoint=ck, key="k", tol=1e9)
     again = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
     again.restore(ck.read("k"))
-    assert again.step_scale == 0.5 and again.plateaus == 1
+    assert again.version == 40 and again.step_scale == 0.5 and again.plateaus == 1
     again.run(1000, tol=1e9)
     np.testing.assert_array_equal(again.theta, whole.theta)
     paper = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0)
