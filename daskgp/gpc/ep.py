@@ -282,8 +282,11 @@ def tied_gradient_pass(X, y, source: Posterior, q: Posterior, grad: bool = True)
     res, sites = chunk_pass(X, y, source, None, 1.0, grad=False, Kmn=Kmn)
     if not grad:
         return res, sites
-    if q.params is not p:
-        Kmn = rbf_ard(q.params.Z, X, q.params.variance, q.params.lengthscales)
+    # compared by value: scattered to the workers (m ≥ SCATTER_M) the two arrive as separate copies
+    r = q.params
+    if not (r.variance == p.variance and np.array_equal(r.lengthscales, p.lengthscales)
+            and np.array_equal(r.Z, p.Z)):
+        Kmn = rbf_ard(r.Z, X, r.variance, r.lengthscales)
     g, _ = chunk_pass(X, y, q, sites, 1.0, grad=True, Kmn=Kmn)
     return ChunkResult(res.n, res.factor, res.log_z, g.grad_kmn, g.uA, g.PB, g.Ph, res.errors), sites
 
