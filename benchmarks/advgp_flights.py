@@ -64,14 +64,15 @@ def _cluster():
 
 
 def _advgp(client, data, m: int, tau: int, budget: float, batch: int, partitions: int, every: float,
-           delays=None, seed: int = 0) -> dict:
-    """One ADVGP fit for ``budget`` seconds: its RMSE curve (wall seconds from the start of fit, including the
-    set-up: k-means, placing the partitions, the first q(w)) and the server's records in summary."""
+           delays=None, seed: int = 0, **settings) -> dict:
+    """One ADVGP fit for ``budget`` seconds (or until its stopping rule): its RMSE curve (wall seconds from
+    the start of fit, including the set-up: k-means, placing the partitions, the first q(w)) and the server's
+    records in summary. ``settings``: further ADVGPRegressor parameters (e.g. tol=None: no stopping rule)."""
     import daskgp as dg
 
     Xtr, ytr, Xte, yte = data
     est = dg.ADVGPRegressor(n_inducing=m, max_iter=10**9, tau=tau, n_partitions=partitions, batch_size=batch,
-                            random_state=seed)
+                            random_state=seed, **settings)
     snaps, last = [], [-np.inf]
 
     def snap(rec, params):
@@ -96,7 +97,7 @@ def _advgp(client, data, m: int, tau: int, budget: float, batch: int, partitions
                                                            minlength=partitions).tolist(),
             "gradients_per_partition": est.gradients_per_partition_,
             "noise_sd_minutes": float(np.sqrt(1 / est.params_.beta) * est.y_scale_),
-            "objective": est.objective_, "delays": delays}
+            "objective": est.objective_, "delays": delays, "converged": bool(est.converged_)}
 
 
 class _EchoActor:

@@ -365,9 +365,8 @@ def load_classification(name: str) -> Labelled:
         return Labelled(name, X, np.where(digits % 2 == 1, "odd", "even"),
                         tuple(f"px{j}" for j in range(X.shape[1])), "parity")
     if name == "flights_delayed":
-        ds = _load_flights()
-        X = ds.x_scaler.inverse_transform(ds.X)
-        return Labelled(name, X, np.where(ds.y_original(ds.y) > 15, "delayed", "on_time"), ds.feature_names,
+        ds = _load_flights()  # X and y in the data's units (minutes for y): no scaler to undo
+        return Labelled(name, ds.X, np.where(ds.y > 15, "delayed", "on_time"), ds.feature_names,
                         "arr_delay_over_15")
     raise ValueError(f"unknown classification data set {name!r}; available: {list(CLASSIFICATION)} (or "
                      "--csv FILE --target COLUMN)")

