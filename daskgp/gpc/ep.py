@@ -67,7 +67,9 @@ from ..sparse.bound import GlobalParams, kmm, kmm_backprop, rbf_ard, rbf_ard_bac
 # hundreds or thousands and Adam's steps on Z go astray. Breast cancer's two features "worst radius" and
 # "worst concave points", 250 iterations, 3 splits: at 1e-6 SEP with m = 30 ended at test NLL 0.36 / 0.16 /
 # 0.40 against 0.14 / 0.17 / 0.15 with m = 10 (largest gradient norms 453–2,664); at 1e-4 at 0.130 / 0.158 /
-# 0.152 against 0.138 / 0.160 / 0.150, EP likewise (benchmarks/gpc.py's "crowded" part has 1e-5's numbers).
+# 0.152 against 0.138 / 0.160 / 0.150, EP likewise; at 1e-5 (benchmarks/gpc.py's "crowded" part) SEP at
+# 0.130 / 0.158 / 0.153 against 0.138 / 0.163 / 0.160, EP at 0.130 / 0.182 / 0.152 against 0.138 / 0.159 /
+# 0.151 (its second split worse at m = 30).
 # 1e-4 cost SEP on the hourly weather rows (rain / none, 9 features, kernel variance ≈ 20): test NLL 0.100
 # against an exact Laplace classifier's 0.086 (tests/gpc/test_binary_sets.py), where 1e-5 keeps it level;
 # the jitter is prior variance added to every u, which a classifier with a large σ² feels.

@@ -88,6 +88,27 @@ def test_adam_with_natural_steps_at_tau_zero_is_the_one_process_loop(problem, cl
     assert records[-1].objective < records[0].objective
 
 
+def test_a_delayed_update_divides_its_steps_by_one_plus_the_mean_delay(problem, client):
+    """From the same state and summed gradient, an update whose gradients are on average 3 versions old
+    moves the kernel part by a quarter of the fresh update's Adam step, and q(w) by a natural step of a
+    quarter the size (the delay measured per update, not the bound τ)."""
+    X, y, p = problem
+    chunks = ChunkedRows.from_arrays(client, y, 100, X=X)
+    g = np.sum([partition_objective(X[a:a + 100], y[a:a + 100], p, natural=True)[1]
+                for a in (0, 100, 200, 300)], axis=0)
+    moved = {}
+    for delay in (0.0, 3.0):
+        server = ParameterServer(chunks, p, tau=4, optimizer="adam")
+        server._apply(g, delay)
+        moved[delay] = server.theta - p.to_vector()
+    o, k = p.n_kernel, p.k
+    np.testing.assert_allclose(moved[3.0][:o], moved[0.0][:o] / 4, rtol=1e-12, atol=1e-15)
+    C, D = appended_statistics(g, p)
+    mu, U = natural_step(p, C, D, 0.5 / 4)
+    np.testing.assert_allclose(moved[3.0][o:o + k], mu - p.mu, rtol=1e-10, atol=1e-12)
+    assert not np.allclose(moved[0.0][o:o + k], moved[3.0][o:o + k], rtol=1e-3)
+
+
 def test_plateaus_halve_the_steps_and_stop_the_fit_and_survive_a_checkpoint(problem, client, tmp_path):
     """With a tolerance no window can meet, every window (20 updates here) after the first two is a plateau:
     the steps halve at updates 40, 60, 80 and the fit stops at the fourth plateau (update 100), converged.
