@@ -2,7 +2,7 @@
 Li, Hernández-Lobato, Bui & Turner 2015, "Stochastic Expectation Propagation for Large Scale Gaussian Process
 Classification"; the model and the hyperparameter gradient of Hernández-Lobato & Hernández-Lobato 2016).
 
-Model. u = f(Z) for m inducing inputs Z, prior N(u | 0, K) (K = K_mm + 10⁻⁴σ²I, :data:`KMM_JITTER`); under
+Model. u = f(Z) for m inducing inputs Z, prior N(u | 0, K) (K = K_mm + 10⁻⁵σ²I, :data:`KMM_JITTER`); under
 FITC each label depends on u only through h_i = a_iᵀu, a_i = K⁻¹k_i (k_i = K_mi):
 
     p(y_i | u) = Φ(y_i a_iᵀu / √(1 + d_i)),   d_i = k_ii − k_iᵀK⁻¹k_i,
