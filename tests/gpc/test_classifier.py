@@ -201,6 +201,15 @@ def test_seps_minibatch_step_has_a_memory_of_twenty_thousand_rows():
     assert minibatch_damping(50_000, 246_468) == 1.0
 
 
+def test_seps_minibatch_steps_decay_with_the_epochs():
+    """Both the factor's step and Adam's are divided by √(1 + t/E): 1 at the start, ½ after three epochs."""
+    from daskgp.gpc.fit import minibatch_decay
+
+    assert minibatch_decay(0, 123.2) == 1.0
+    assert minibatch_decay(3 * 123, 123.0) == 0.5
+    assert minibatch_decay(10, 4.0) < minibatch_decay(9, 4.0)
+
+
 @pytest.mark.parametrize("y_kind,msg", [("three", "binary classifier: y has 3 classes"),
                                          ("one", "binary classifier: y has one class"),
                                          ("nan_x", "NaN"), ("many_m", "more than the"),
