@@ -12,7 +12,8 @@ The centre then
   fixed point at the current hyperparameters;
 * SEP and ADF: move the global factor, t̃_g ← (1 − δ) t̃_g + δ Σ_i t̃_i (batch), or with n/|B| Σ_{i∈B} t̃_i,
   an unbiased estimate of that sum, in place of Σ_i t̃_i (minibatches: the paper's stochastic update, with
-  SEP's δ = |B|/min(n, R) instead of the paper's |B|/n, :func:`minibatch_damping`); the sites come from
+  SEP's δ = |B|/min(n, R) instead of the paper's |B|/n, :func:`minibatch_damping`, and δ and Adam's step
+  both decaying as 1/√(1 + t/E), :func:`minibatch_decay`); the sites come from
   q\\1 for SEP and from q for ADF;
 
 and, when learning, takes one Adam ascent step on (Z, log σ², log l) along the evidence gradient (a
