@@ -213,37 +213,35 @@ def run_ep(chunks, state: EPState, method: str, n_iter: int, *, damping: float =
     per_chunk = _batch_sizes(chunks.sizes, batch_size)
     # SEP on minibatches: minibatches per pass over the data, for the decay of its steps
     epoch = chunks.n / sum(per_chunk) if per_chunk is not None and method == "sep" else None
-    lr0 = state.adam.lr
-    try:
-        for _ in range(n_iter):
-            last = (state.params, state.factor, state.sites, state.adam.m, state.adam.v, state.adam.t)
-            decay = 1.0 if epoch is None else minibatch_decay(len(state.records), epoch)
-            state.adam.lr = lr0 * decay
-            try:
-                rec, judged = _iteration(chunks, state, method, damping * decay, learn, learn_inducing,
-                                         per_chunk, seed, site_passes)
-            except (FloatingPointError, np.linalg.LinAlgError) as e:
-                state.params, state.factor, state.sites, state.adam.m, state.adam.v, state.adam.t = last
-                adf = "; ADF counts the data again on every pass" if method == "adf" else ""
-                raise FloatingPointError(f"{method.upper()} became numerically degenerate at iteration "
-                                         f"{len(state.records) + 1} ({e}){adf}") from e
-            state.records.append(rec)
-            if rec.iteration > SETTLE_ITERATIONS and (
-                    state.best is None or rec.evidence > state.records[state.best[0] - 1].evidence):
-                state.best = (rec.iteration, judged.params, judged.factor)
-            if callback is not None:
-                callback(rec, state)
-            if time_budget is not None and time.perf_counter() - t0 >= time_budget:
-                break
-    finally:
-        state.adam.lr = lr0  # the decay is a function of the iteration, not kept in the state
+    for _ in range(n_iter):
+        last = (state.params, state.factor, state.sites, state.adam.m, state.adam.v, state.adam.t)
+        # the decay is a function of the iteration count, not kept in the state (Adam's lr is untouched)
+        decay = 1.0 if epoch is None else minibatch_decay(len(state.records), epoch)
+        try:
+            rec, judged = _iteration(chunks, state, method, damping, decay, learn, learn_inducing,
+                                     per_chunk, seed, site_passes)
+        except (FloatingPointError, np.linalg.LinAlgError) as e:
+            state.params, state.factor, state.sites, state.adam.m, state.adam.v, state.adam.t = last
+            adf = "; ADF counts the data again on every pass" if method == "adf" else ""
+            raise FloatingPointError(f"{method.upper()} became numerically degenerate at iteration "
+                                     f"{len(state.records) + 1} ({e}){adf}") from e
+        state.records.append(rec)
+        if rec.iteration > SETTLE_ITERATIONS and (
+                state.best is None or rec.evidence > state.records[state.best[0] - 1].evidence):
+            state.best = (rec.iteration, judged.params, judged.factor)
+        if callback is not None:
+            callback(rec, state)
+        if time_budget is not None and time.perf_counter() - t0 >= time_budget:
+            break
     return state
 
 
-def _iteration(chunks, state: EPState, method: str, damping: float, learn: bool, learn_inducing: bool,
-               per_chunk, seed: int, site_passes: int) -> tuple[IterationRecord, Posterior]:
+def _iteration(chunks, state: EPState, method: str, damping: float, decay: float, learn: bool,
+               learn_inducing: bool, per_chunk, seed: int,
+               site_passes: int) -> tuple[IterationRecord, Posterior]:
     """One iteration of :func:`run_ep` on ``state`` (updated in place); its record and the q whose evidence
-    the record holds."""
+    the record holds. ``decay`` multiplies both the factor's damping and Adam's step (SEP on minibatches)."""
+    damping = damping * decay
     n, (m, q_) = chunks.n, state.params.Z.shape
     it = len(state.records)
     batches = ([None] * len(chunks.futures) if per_chunk is None
@@ -271,7 +269,7 @@ def _iteration(chunks, state: EPState, method: str, damping: float, learn: bool,
     g = assemble_gradient(q, q, full) if learn else np.zeros(state.params.to_vector().size)
     if learn and not learn_inducing:
         g[:m * q_] = 0.0
-    step = state.adam.step(g) if learn else np.zeros_like(g)
+    step = decay * state.adam.step(g) if learn else np.zeros_like(g)
     with np.errstate(over="ignore", invalid="ignore"):
         positive = np.exp(state.params.to_vector()[m * q_:] + step[m * q_:])  # σ² and l after the step
     if not all(np.all(np.isfinite(a)) for a in (ev, g, total.factor.T, positive)):
