@@ -1,5 +1,5 @@
 # Two entry points, each creating or reusing the local virtual environment .venv:
-#   make demo   the main job      make test   the whole test suite
+#   make demo   the main job      make test   the whole test suite, then the documentation build
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # the real data beside the project (CI and developers); elsewhere the loader downloads into the user cache
 export DASKGP_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 
-.PHONY: demo test lint bench clean browser
+.PHONY: demo test lint bench clean browser docs
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || "$$(.ci/find-python)" -m venv $(VENV)
@@ -28,6 +28,12 @@ browser:
 
 test: $(STAMP) browser
 	$(PY) -m pytest -q --durations=10
+	$(MAKE) docs
+
+# the documentation site (docs/): HTML and the pages' doctests, warnings as errors
+docs: $(STAMP)
+	$(PY) -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
+	$(PY) -m sphinx -E -W --keep-going -q -b doctest docs docs/_build/doctest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check daskgp tests benchmarks apps

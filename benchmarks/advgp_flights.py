@@ -136,7 +136,7 @@ def _costs(Xs, ys, m: int, rows: int = 20_000, reps: int = 3) -> dict:
     server's own work per update (one ADADELTA + proximal step) at m inducing points; θ's size in floats."""
     from daskgp.advgp.model import ADVGPParams, partition_objective
     from daskgp.advgp.server import ParameterServer
-    from daskgp.core.inducing import kmeans_inducing
+    from daskgp.inducing.placement import kmeans_inducing
 
     d = Xs.shape[1]
     Z = kmeans_inducing(Xs[:rows], m, 0)
@@ -175,8 +175,8 @@ def _projection(costs: dict, round_trip: float, batch: int) -> dict:
 def _svgp(py: str, data, budget: float, every: float, seed: int = 0, dtype: str = "float32") -> dict:
     """GPyTorch's SVGP regression (m = 100, minibatch 5,000) for ``budget`` training seconds on the
     standardised split, started at the same k-means Z (seed ``seed``) daskgp starts from; its JSON line."""
-    from daskgp.core.inducing import kmeans_inducing
     from daskgp.core.validation import standardising_moments
+    from daskgp.inducing.placement import kmeans_inducing
 
     Xtr, ytr, Xte, yte = data
     mx, sx, my, sy = standardising_moments(Xtr, ytr)

@@ -97,7 +97,7 @@ def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=No
 
 def _svgp(py, data, m: int, batch: int, steps: int, budget=None, every: float = 10.0, seed: int = 0,
           dtype: str = "float32") -> dict:
-    from daskgp.core.inducing import kmeans_inducing
+    from daskgp.inducing.placement import kmeans_inducing
 
     Xtr, Xte, ytr, yte = data
     mx, sx = Xtr.mean(0), np.where(Xtr.std(0) > 0, Xtr.std(0), 1.0)

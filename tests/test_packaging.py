@@ -8,7 +8,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTRAS = ("app", "data", "notebook", "dev")  # what environment.yml stands for; [gpu] is a separate stack
+# what environment.yml stands for; [gpu] is a separate stack
+EXTRAS = ("app", "data", "notebook", "docs", "dev")
 
 
 def _split(req: str) -> tuple[str, str]:

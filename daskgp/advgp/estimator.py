@@ -18,11 +18,12 @@ import xarray as xr
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ..compute.rows import RowChunks
 from ..core.datasets import fingerprint
-from ..core.inducing import kmeans_inducing
 from ..core.validation import check_int, fit_data, new_data, seed_from, standardising_moments
-from ..sparse.bound import rbf_ard
-from ..sparse.chunks import ChunkedRows
+from ..inducing.features import kernel_name, kmn
+from ..inducing.placement import kmeans_inducing
+from ..inducing.stats import summed_stats
 from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
 from .server import ParameterServer, ServerCheckpoint
 
@@ -30,8 +31,8 @@ __all__ = ["ADVGPRegressor"]
 
 
 class ADVGPRegressor(RegressorMixin, BaseEstimator):
-    """Sparse variational GP regression with an RBF-ARD kernel in ADVGP's weight space, fitted by asynchronous
-    delayed proximal gradients on a Dask cluster.
+    """Sparse variational GP regression with a stationary ARD kernel (RBF or Matérn) in ADVGP's weight space,
+    fitted by asynchronous delayed proximal gradients on a Dask cluster.
 
     n_inducing: m; max_iter: the most server updates; tol: stop earlier when the objective's mean over a
     window of updates improves by less than tol times its size (:meth:`ParameterServer.converged_at
@@ -44,7 +45,9 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
     dask-scheduler address (default: this process's client, else a local cluster); noise_init: initial noise
     variance relative to var y; batch_size: rows per gradient task, drawn afresh from the task's partition
     at every version and scaled to an unbiased estimate of the partition's sum (None: the whole partition,
-    exact gradients); random_state: the k-means and minibatch seed.
+    exact gradients); random_state: the k-means and minibatch seed; kernel: 'rbf', 'matern32', 'matern52'
+    (:data:`daskgp.core.kernels.KERNELS`) or a kernel object of those classes, with one lengthscale per
+    feature.
 
     Fitted: ``params_`` (ADVGPParams, standardised units), ``n_iter_`` (updates), ``converged_`` (stopped by
     ``tol``), ``records_`` (per update: version, staleness, objective, seconds), ``objective_`` (nats,
@@ -56,14 +59,14 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
                  n_partitions: int | None = None, feature_map: str = "cholesky", groups: int = 1,
                  optimizer: str = "adam", learning_rate: float = 0.02, inducing_rate: float = 0.02,
                  q_step: float = 0.5, scheduler: str | None = None, noise_init: float = 0.5,
-                 adadelta_eps: float = 1e-6, batch_size: int | None = None, random_state=0):
+                 adadelta_eps: float = 1e-6, batch_size: int | None = None, random_state=0, kernel="rbf"):
         self.n_inducing, self.max_iter, self.tau, self.n_partitions = n_inducing, max_iter, tau, n_partitions
         self.tol = tol
         self.feature_map, self.groups, self.scheduler = feature_map, groups, scheduler
         self.optimizer, self.learning_rate, self.inducing_rate = optimizer, learning_rate, inducing_rate
         self.q_step = q_step
         self.noise_init, self.adadelta_eps, self.random_state = noise_init, adadelta_eps, random_state
-        self.batch_size = batch_size
+        self.batch_size, self.kernel = batch_size, kernel
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -97,6 +100,7 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"q_step must be in (0, 1], got {self.q_step!r}")
         if self.tol is not None and not (isinstance(self.tol, (int, float)) and self.tol >= 0):
             raise ValueError(f"tol must be None or >= 0, got {self.tol!r}")
+        kernel_name(self.kernel)
 
     def fit(self, X, y, client=None, callback=None, delays=None, checkpoint=None, resume: bool = False,
             keep_checkpoint: bool = False, time_budget: float | None = None):
@@ -130,14 +134,14 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
             r = self.n_partitions or 2 * max(1, len(c.scheduler_info()["workers"]))
             key = f"{fingerprint(X, y)}|{self._settings_key(seed, r)}"
             state = ckpt.read(key) if resume else None
-            chunks = ChunkedRows.from_arrays(c, ys, max(1, -(-n // r)), X=Xs)
+            chunks = RowChunks.from_arrays(c, ys, max(1, -(-n // r)), X=Xs)
             try:
                 m, k = int(self.n_inducing), int(self.n_inducing) // int(self.groups)
                 Z = kmeans_inducing(Xs, m, seed)
                 p0 = ADVGPParams(Z, 1.0, np.full(d, math.sqrt(d)), 1.0 / self.noise_init, np.zeros(k),
-                                 np.eye(k), self.feature_map, int(self.groups))
+                                 np.eye(k), self.feature_map, int(self.groups), kernel_name(self.kernel))
                 if state is None:
-                    p0.mu, p0.U = optimal_q(chunks.stats(p0.kernel), p0)
+                    p0.mu, p0.U = optimal_q(summed_stats(chunks, p0.inducing), p0)
                 server = ParameterServer(chunks, p0, int(self.tau), delays, eps=float(self.adadelta_eps),
                                          batch_size=self.batch_size, seed=seed, optimizer=self.optimizer,
                                          learning_rate=float(self.learning_rate),
@@ -164,7 +168,8 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
         return (f"m={int(self.n_inducing)}|map={self.feature_map}|groups={int(self.groups)}|partitions={r}"
                 f"|seed={seed}|tau={int(self.tau)}|noise_init={float(self.noise_init)!r}"
                 f"|eps={float(self.adadelta_eps)!r}|batch={self.batch_size}|opt={self.optimizer}"
-                f"|lr={self.learning_rate!r}|zlr={self.inducing_rate!r}|q_step={self.q_step!r}")
+                f"|lr={self.learning_rate!r}|zlr={self.inducing_rate!r}|q_step={self.q_step!r}"
+                + ("" if kernel_name(self.kernel) == "rbf" else f"|kernel={kernel_name(self.kernel)}"))
 
     def to_dataset(self) -> xr.Dataset:
         """The fitted model as labelled arrays: inducing points and lengthscales (X units), variances (y units
@@ -215,7 +220,7 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
         p = self.params_ if params is None else params
         Xs = (np.asarray(X, float) - self.x_mean_) / self.x_scale_
         W, _, _, _ = weight_map(p)
-        Phi = rbf_ard(Xs, p.Z, p.variance, p.lengthscales) @ W  # (b, k)
+        Phi = kmn(p.inducing, Xs).T @ W  # (b, k)
         mean = Phi @ p.mu
         var = np.sum((Phi @ p.U.T) ** 2, axis=1) + p.variance - np.sum(Phi**2, axis=1)
         var = np.maximum(var, 1e-12 * p.variance) + (1.0 / p.beta if noise else 0.0)

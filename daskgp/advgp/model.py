@@ -15,12 +15,12 @@ Each is φ(x) = Wᵀ k_m(x) for an (m, k) matrix W(K_mm) (k = m, or m/g for the 
     g_i = ½ ln 2π − ½ ln β + β/2 (y_i² − 2 y_i φ_iᵀμ + φ_iᵀ(μμᵀ + Σ − I)φ_i + k_ii).
 
 Summed over a partition, the g_i depend on its rows only through the statistics of the collapsed bound of
-:mod:`daskgp.sparse.bound` (A = Σ y², B = Σ k_ii, C = K_mn y, D = K_mn K_nm): with M = μμᵀ + Σ − I,
+:mod:`daskgp.inducing.stats` (A = Σ y², B = Σ k_ii, C = K_mn y, D = K_mn K_nm): with M = μμᵀ + Σ − I,
 
     G = n/2 ln 2π − n/2 ln β + β/2 (A − 2 μᵀWᵀC + tr(M WᵀDW) + B).
 
 So a partition's gradient w.r.t. (Z, σ², l) has two parts: through its statistics (∂G/∂C = −βWμ,
-∂G/∂D = β/2 W M Wᵀ, back-propagated over its rows by :func:`daskgp.sparse.bound.chunk_global_grad`) and
+∂G/∂D = β/2 W M Wᵀ, back-propagated over its rows by :func:`daskgp.inducing.stats.observed_grad`) and
 through W(K_mm) (∂G/∂W = −β C μᵀ + β D W M, back-propagated through the Cholesky or eigen-decomposition and
 the kernel). μ and U get eqs. (16)–(17) summed: ∂G/∂μ = β(WᵀDWμ − WᵀC), ∂G/∂U = β triu(U WᵀDW).
 
@@ -37,15 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ..sparse.bound import (
-    BoundGrads,
-    GlobalParams,
-    SuffStats,
-    chunk_global_grad,
-    chunk_stats_cached,
-    kmm,
-    kmm_backprop,
-)
+from ..inducing.features import GlobalParams, kmm, kmm_backprop
+from ..inducing.stats import SuffStats, observed_grad, observed_stats
 
 __all__ = ["FEATURE_MAPS", "ADVGPParams", "weight_map", "partition_objective", "regulariser", "prox_h",
            "appended_statistics", "natural_step", "optimal_q", "negative_elbo"]
@@ -55,8 +48,9 @@ FEATURE_MAPS = ("cholesky", "nystrom", "ensemble")
 
 @dataclass
 class ADVGPParams:
-    """Z (m, q) inducing inputs; variance σ², lengthscales (q,), beta (noise precision) of the RBF-ARD GP;
-    mu (k,) and U (k, k) upper triangular of q(w) = N(μ, UᵀU). ``groups``: the ensemble map's g (1 else)."""
+    """Z (m, q) inducing inputs; variance σ², lengthscales (q,), beta (noise precision) of the GP with the
+    stationary ARD kernel named ``kernel`` ('rbf', 'matern32', 'matern52'); mu (k,) and U (k, k) upper
+    triangular of q(w) = N(μ, UᵀU). ``groups``: the ensemble map's g (1 else)."""
 
     Z: np.ndarray
     variance: float
@@ -66,6 +60,7 @@ class ADVGPParams:
     U: np.ndarray
     feature_map: str = "cholesky"
     groups: int = 1
+    kernel: str = "rbf"
 
     def __post_init__(self):
         self.Z = np.asarray(self.Z, dtype=float)
@@ -92,8 +87,9 @@ class ADVGPParams:
         return self.Z.shape[0] // self.groups
 
     @property
-    def kernel(self) -> GlobalParams:
-        return GlobalParams(self.Z, self.variance, self.lengthscales, self.beta)
+    def inducing(self) -> GlobalParams:
+        """The kernel part as the sparse families' shared parameters."""
+        return GlobalParams(self.Z, self.variance, self.lengthscales, self.beta, self.kernel)
 
     @property
     def n_kernel(self) -> int:
@@ -116,13 +112,13 @@ class ADVGPParams:
         mu = v[o:o + k]
         U = np.zeros((k, k))
         U[np.triu_indices(k)] = v[o + k:]
-        return ADVGPParams(Z, variance, ls, beta, mu, U, self.feature_map, self.groups)
+        return ADVGPParams(Z, variance, ls, beta, mu, U, self.feature_map, self.groups, self.kernel)
 
 
 def weight_map(p: ADVGPParams):
     """(W (m, k), Kmm-jittered, back(W̄) → K̄_mm): φ(x) = Wᵀ k_m(x) and the back-propagation of ∂/∂W to
     ∂/∂K_mm (symmetric) for the map of ``p.feature_map``."""
-    K0, Kmm = kmm(p.kernel)
+    K0, Kmm = kmm(p.inducing)
     if p.feature_map == "cholesky":
         R = np.linalg.cholesky(Kmm)
         W = scipy.linalg.solve_triangular(R, np.eye(p.m), lower=True).T  # R⁻ᵀ
@@ -200,23 +196,22 @@ def partition_objective(X, y, p: ADVGPParams, grad: bool = True, natural: bool =
     partitions computed at different versions add up to a likelihood the server maps into w-space with its
     own current W and β."""
     y2 = np.asarray(y, dtype=float).reshape(-1, 1)
-    stats, psi1 = chunk_stats_cached(y2, p.kernel, np.asarray(X, dtype=float))
+    stats, psi1 = observed_stats(y2, p.inducing, np.asarray(X, dtype=float))
     W, K0, Kmm, back = weight_map(p)
     G, M, WC, WDW, quad = _data_terms(stats, p, W)
     if not grad:
         return G
     beta = p.beta
-    # through the statistics C, D (and B = n σ² for the RBF)
+    # through the statistics C, D (and B = n σ² for every stationary kernel)
     GC = (-beta * (W @ p.mu))[:, None]
     GD = 0.5 * beta * (W @ M @ W.T)
-    partials = BoundGrads(0.0, 0.0, GC, GD, None, 0.0, None, 0.0)  # only GC, GD are read per chunk
-    rows = chunk_global_grad(y2, p.kernel, partials, np.asarray(X, dtype=float), psi1=psi1)
+    rows = observed_grad(y2, p.inducing, GC, GD, np.asarray(X, dtype=float), psi1)
     m, q = p.Z.shape
     dZ, dvar, dls = rows[:m * q].reshape(m, q), rows[m * q], rows[m * q + 1:]
     dvar += 0.5 * beta * stats.n  # ∂G/∂B · ∂B/∂σ²
     # through W(K_mm)
     Wbar = -beta * np.outer(stats.C[:, 0], p.mu) + beta * stats.D @ W @ M
-    kZ, kvar, kls = kmm_backprop(back(Wbar), p.kernel, K0, Kmm)
+    kZ, kvar, kls = kmm_backprop(back(Wbar), p.inducing, K0, Kmm)
     dZ, dvar, dls = dZ + kZ, dvar + kvar, dls + kls
     dbeta = -0.5 * stats.n / beta + 0.5 * quad
     iu = np.triu_indices(p.k)

@@ -2,7 +2,7 @@
 bound (Peng, Zhe & Qi 2017, section 4 and Algorithm 1; Li et al. 2014's bounded-delay consistency).
 
 The data partitions live as futures on the workers (placed and, after a lost worker, placed again by
-:class:`daskgp.sparse.chunks.ChunkedRows`). The server is this process: it holds the parameter vector θ, its
+:class:`daskgp.compute.rows.RowChunks`). The server is this process: it holds the parameter vector θ, its
 version t and the ADADELTA state, and keeps one task in flight per partition through ``as_completed``. A
 task computes its partition's G_k and ∇G_k at the θ it was given (version t_k). When a gradient arrives the
 server applies one update if every partition's latest gradient is at most τ versions old (t − t_k ≤ τ for
@@ -125,7 +125,7 @@ class ServerCheckpoint(CheckpointFile):
                  "theta": list(map(float, theta)), "plateaus": int(plateaus), "step_scale": float(step_scale),
                  ("adadelta" if isinstance(opt, Adadelta) else "adam"): opt.to_dict(),
                  "template": {k: v for k, v in template.items()
-                                                         if k in ("feature_map", "groups")},
+                                                         if k in ("feature_map", "groups", "kernel")},
                  "records": [r.__dict__ for r in records]}
         write_atomically(self.path, json.dumps(state).encode("utf-8"))
 
@@ -146,7 +146,7 @@ class ServerCheckpoint(CheckpointFile):
 
 @dataclass
 class ParameterServer:
-    """Drive ADVGP on the partitions ``chunks`` (a :class:`daskgp.sparse.chunks.ChunkedRows` with "X" and "Y"
+    """Drive ADVGP on the partitions ``chunks`` (a :class:`daskgp.compute.rows.RowChunks` with "X" and "Y"
     per chunk) from ``params`` with staleness bound ``tau``. ``delays``: artificial seconds per task, per
     partition (None: none). Call :meth:`run`.
     """
@@ -180,7 +180,7 @@ class ParameterServer:
         self.template = {"Z": self.params.Z, "variance": self.params.variance,
                          "lengthscales": self.params.lengthscales, "beta": self.params.beta,
                          "mu": self.params.mu, "U": self.params.U, "feature_map": self.params.feature_map,
-                         "groups": self.params.groups}
+                         "groups": self.params.groups, "kernel": self.params.kernel}
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         self.theta = self.params.to_vector()
@@ -367,14 +367,14 @@ class ParameterServer:
     def _replace(self, k: int) -> None:
         """Partition k's data were lost with a worker: place them again from the source (or fail in one
         line when they cannot be)."""
-        from ..sparse.chunks import WorkerLostError
+        from ..compute.rows import WorkerLostError
 
-        if self.chunks._rebuild is None:
+        if not self.chunks.replaceable:
             raise WorkerLostError(f"a Dask worker was lost with ADVGP partition {k}, which cannot be placed "
                                   "again")
         import logging
 
         logging.getLogger(__name__).warning("daskgp: a worker was lost with ADVGP partition %d; placing it "
                                             "again from the data and recomputing its gradient", k)
-        self.chunks.futures[k] = self.chunks._rebuild([k])[0]
+        self.chunks.futures[k] = self.chunks.replace([k])[0]
         self.lost += 1

@@ -41,6 +41,7 @@ class Kernel:
 
     name = "kernel"
     title = "kernel"  # for people: menus and plot labels
+    g_is_k = False  # whether the derivative block G equals K (then a cached K serves as G: no second pass)
 
     def __post_init__(self):
         s2 = _as_positive("variance", self.variance)
@@ -161,6 +162,7 @@ class RBF(Kernel):
 
     name = "rbf"
     title = "RBF"
+    g_is_k = True
 
     def _profiles(self, xp, r2, need_g):
         f = xp.exp(-0.5 * r2)

@@ -160,6 +160,8 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
                           roulette: str = "increment") -> GradientEstimate:
     """Unbiased stochastic gradient of log p(y|θ) w.r.t. log θ at the operator's current θ.
 
+    Parameters
+    ----------
     op : the kernel operator (θ = ``op.log_params``); y (n,) targets.
     n_probes : N_r Hutchinson probes (ignored when ``probes`` (n, N_r) is given — keep them fixed for R
         iterations as in the paper); x0 (n, 1+N_r) warm start for [y, probes] (``.warm_start``).
@@ -168,6 +170,9 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
     precond : None, 'pivchol' (rank ``precond_rank``) or a :class:`PivotedCholesky` built for this θ.
     control_variate : use the preconditioner's exact tr(P⁻¹∂P) as a control variate for the trace
         (Nyström derivative with the pivots fixed; needs precond).
+
+    Notes
+    -----
 
     Namespaces: the operator's X decides (numpy, cupy, array_api_strict, float64 only); y, probes and x0 of
     another namespace are converted to it once, and every array of the result is in it. Probes drawn here

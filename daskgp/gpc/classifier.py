@@ -20,9 +20,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ..core.inducing import kmeans_inducing
+from ..compute.rows import RowChunks
 from ..core.validation import check_int, fit_data, new_data, seed_from, standardising_moments
-from ..sparse.chunks import ChunkedRows
+from ..inducing.features import kernel_name
+from ..inducing.placement import kmeans_inducing
 from .ep import METHODS, Factor, GPCParams, Posterior
 from .fit import DEFAULT_DAMPING, Adam, EPState, GPCCheckpoint, collapsed, minibatch_damping, run_ep
 
@@ -30,18 +31,19 @@ __all__ = ["SparseGPClassifier"]
 
 
 class SparseGPClassifier(ClassifierMixin, BaseEstimator):
-    """Sparse GP classification (probit likelihood, FITC, RBF-ARD kernel) by expectation propagation.
+    """Sparse GP classification (probit likelihood, FITC, a stationary ARD kernel) by expectation propagation.
 
     n_inducing: m; method: 'ep' (a site per point, memory O(n) on the workers), 'sep' (one global factor,
     memory O(m²)) or 'adf' (the cheap baseline that underestimates the variance); max_iter: iterations (passes
     over the data, or minibatches with ``batch_size``); chunk_rows: rows per chunk (task); batch_size: rows
     per iteration in all (None: every row, the batch mode); damping: EP's site damping, SEP's step of the
     global factor, ADF's step of its factor (None: 0.5 for EP and ADF, 1 for SEP, see
-    :data:`daskgp.gpc.fit.DEFAULT_DAMPING`; SEP on minibatches |B|/min(n, 20,000),
+    :data:`daskgp.gpc.fit.DEFAULT_DAMPING`; SEP on minibatches ``|B|/min(n, 20,000)``,
     :func:`daskgp.gpc.fit.minibatch_damping`; EP and ADF refuse to learn on minibatches);
     learning_rate: Adam's step on (Z, log σ², log l) (0: keep the initial hyperparameters); learn_inducing:
     also move Z; scheduler: a dask-scheduler address (default: this process's client, else a local cluster);
-    random_state: k-means and minibatch seed.
+    random_state: k-means and minibatch seed; kernel: 'rbf', 'matern32', 'matern52'
+    (:data:`daskgp.core.kernels.KERNELS`) or a kernel object of those classes, one lengthscale per feature.
 
     Fitted: ``classes_``, ``params_`` (GPCParams, standardised inputs), ``factor_`` (the k-space factor of
     q(u)), ``evidence_`` (nats; the log evidence approximation of the last iteration), ``records_`` (per
@@ -53,9 +55,9 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, n_inducing: int = 100, method: str = "sep", max_iter: int = 250,
                  chunk_rows: int = 20_000, batch_size: int | None = None, damping: float | None = None,
                  learning_rate: float = 0.01, learn_inducing: bool = True, scheduler: str | None = None,
-                 random_state=0):
+                 random_state=0, kernel="rbf"):
         self.n_inducing, self.method, self.max_iter = n_inducing, method, max_iter
-        self.chunk_rows = chunk_rows
+        self.chunk_rows, self.kernel = chunk_rows, kernel
         self.batch_size, self.damping, self.learning_rate = batch_size, damping, learning_rate
         self.learn_inducing, self.scheduler, self.random_state = learn_inducing, scheduler, random_state
 
@@ -78,6 +80,7 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"learning_rate must be in [0, 1), got {self.learning_rate!r}")
         if self.n_inducing > n:
             raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
+        kernel_name(self.kernel)
 
     def _damping(self, n: int) -> float:
         if self.damping is not None:
@@ -146,7 +149,8 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                                       "it, or remove it to start afresh")
         elif resume:
             raise ValueError("resume=True needs the checkpoint to resume from")
-        resumed = ckpt.read(key, int(self.n_inducing), d, float(self.learning_rate)) if resume else None
+        resumed = (ckpt.read(key, int(self.n_inducing), d, float(self.learning_rate),
+                             kernel_name(self.kernel)) if resume else None)
         mx, sx, _, _ = standardising_moments(X, ypm)
         self.x_mean_, self.x_scale_ = mx, sx
         Xs = (X - mx) / sx
@@ -163,10 +167,11 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         from ..compute.cluster import borrowed_client
 
         with borrowed_client(client, self.scheduler) as c:
-            chunks = ChunkedRows.from_arrays(c, ypm, int(self.chunk_rows), X=Xs)
+            chunks = RowChunks.from_arrays(c, ypm, int(self.chunk_rows), X=Xs)
             try:
                 if resumed is None:
-                    params = GPCParams(kmeans_inducing(Xs, m, seed), 1.0, np.full(d, math.sqrt(d)))
+                    params = GPCParams(kmeans_inducing(Xs, m, seed), 1.0, np.full(d, math.sqrt(d)),
+                                       kernel_name(self.kernel))
                     adam = Adam(params.to_vector().size, float(self.learning_rate))
                     state = EPState(params, Factor.zero(m), adam)
                 else:
@@ -209,7 +214,8 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         return (f"{data_token(X, ypm)}|m={int(self.n_inducing)}|{self.method}|"
                 f"chunk_rows={int(self.chunk_rows)}|batch={self.batch_size}|damping={self.damping}|"
                 f"lr={self.learning_rate}|"
-                f"learn_inducing={bool(self.learn_inducing)}|seed={seed}")
+                f"learn_inducing={bool(self.learn_inducing)}|seed={seed}"
+                + ("" if kernel_name(self.kernel) == "rbf" else f"|kernel={kernel_name(self.kernel)}"))
 
     def _keep_best(self, state, broke, batch: bool) -> None:
         """A fit that broke down (non-finite) or collapsed (:func:`daskgp.gpc.fit.collapsed`; batch fits,

@@ -60,20 +60,19 @@ import numpy as np
 import scipy.linalg
 
 from ..core.likelihoods import Probit
-from ..sparse.bound import GlobalParams, kmm, kmm_backprop, rbf_ard, rbf_ard_backprop
+from ..inducing.features import (
+    CLASSIFIER_JITTER,
+    GlobalParams,
+    kernel_name,
+    kmm,
+    kmm_backprop,
+    kmn,
+    kmn_backprop,
+)
 
-# K_mm's jitter relative to the kernel variance: 10× the regression bound's. Inducing inputs crowded in a
-# low-dimensional input space make K_mm nearly singular; the evidence gradient through K⁻¹ then reaches the
-# hundreds or thousands and Adam's steps on Z go astray. Breast cancer's two features "worst radius" and
-# "worst concave points", 250 iterations, 3 splits: at 1e-6 SEP with m = 30 ended at test NLL 0.36 / 0.16 /
-# 0.40 against 0.14 / 0.17 / 0.15 with m = 10 (largest gradient norms 453–2,664); at 1e-4 at 0.130 / 0.158 /
-# 0.152 against 0.138 / 0.160 / 0.150, EP likewise; at 1e-5 (benchmarks/gpc.py's "crowded" part) SEP at
-# 0.130 / 0.158 / 0.153 against 0.138 / 0.163 / 0.160, EP at 0.130 / 0.182 / 0.152 against 0.138 / 0.159 /
-# 0.151 (its second split worse at m = 30).
-# 1e-4 cost SEP on the hourly weather rows (rain / none, 9 features, kernel variance ≈ 20): test NLL 0.100
-# against an exact Laplace classifier's 0.086 (tests/gpc/test_binary_sets.py), where 1e-5 keeps it level;
-# the jitter is prior variance added to every u, which a classifier with a large σ² feels.
-KMM_JITTER = 1e-5
+# K_mm's jitter relative to the kernel variance, the shared layer's for classifiers (why 10× the regression
+# bound's: :data:`daskgp.inducing.features.CLASSIFIER_JITTER`); a module attribute so tests can vary it.
+KMM_JITTER = CLASSIFIER_JITTER
 
 __all__ = ["METHODS", "GPCParams", "Factor", "Posterior", "ChunkResult", "chunk_pass", "tied_gradient_pass",
            "assemble_gradient", "sep_cavity", "evidence"]
@@ -83,25 +82,30 @@ METHODS = ("ep", "sep", "adf")
 
 @dataclass
 class GPCParams:
-    """Z (m, q) inducing inputs, kernel variance σ² (latent units²) and ARD lengthscales (q,) of the RBF-ARD
-    kernel. Unconstrained vector: Z, log σ², log l."""
+    """Z (m, q) inducing inputs, kernel variance σ² (latent units²) and ARD lengthscales (q,) of the
+    stationary ARD kernel named ``kernel`` ('rbf', 'matern32', 'matern52'). Unconstrained vector: Z, log σ²,
+    log l."""
 
     Z: np.ndarray
     variance: float
     lengthscales: np.ndarray
+    kernel: str = "rbf"
 
     def __post_init__(self):
         self.Z = np.asarray(self.Z, dtype=float)
         self.variance = float(self.variance)
         self.lengthscales = np.broadcast_to(np.asarray(self.lengthscales, float), (self.Z.shape[1],)).copy()
+        self.kernel = kernel_name(self.kernel)
 
     @property
     def m(self) -> int:
         return self.Z.shape[0]
 
     @property
-    def kernel(self) -> GlobalParams:
-        return GlobalParams(self.Z, self.variance, self.lengthscales, 1.0)  # β unused by the kernel parts
+    def inducing(self) -> GlobalParams:
+        """The kernel part as the sparse families' shared parameters (their noise precision β is unused:
+        a classifier has no Gaussian noise)."""
+        return GlobalParams(self.Z, self.variance, self.lengthscales, 1.0, self.kernel)
 
     def to_vector(self) -> np.ndarray:
         return np.concatenate([self.Z.ravel(), [math.log(self.variance)], np.log(self.lengthscales)])
@@ -109,7 +113,7 @@ class GPCParams:
     def with_vector(self, v) -> GPCParams:
         m, q = self.Z.shape
         v = np.asarray(v, dtype=float)
-        return GPCParams(v[:m * q].reshape(m, q), math.exp(v[m * q]), np.exp(v[m * q + 1:]))
+        return GPCParams(v[:m * q].reshape(m, q), math.exp(v[m * q]), np.exp(v[m * q + 1:]), self.kernel)
 
 
 @dataclass
@@ -136,7 +140,7 @@ class Posterior:
 
     def __init__(self, params: GPCParams, factor: Factor):
         self.params, self.factor = params, factor
-        self.K0, self.K = kmm(params.kernel, KMM_JITTER)
+        self.K0, self.K = kmm(params.inducing, KMM_JITTER)
         self.LK = np.linalg.cholesky(self.K)
         A = self.K + 0.5 * (factor.T + factor.T.T)
         self.LKT = np.linalg.cholesky(A)
@@ -172,7 +176,7 @@ class Posterior:
     def predict_latent(self, X) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance (n,) of the latent f(x) = a(x)ᵀu + FITC's conditional part, at rows X (n, q)."""
         p = self.params
-        Kmn = rbf_ard(p.Z, X, p.variance, p.lengthscales)
+        Kmn = kmn(p.inducing, X)
         mu, s2, d, _, _ = self.project(Kmn)
         return mu, s2 + d
 
@@ -225,7 +229,7 @@ def chunk_pass(X, y, source: Posterior, sites=None, damping: float = 1.0, grad: 
     y = np.asarray(y, dtype=float)
     b = len(y)
     if Kmn is None:
-        Kmn = rbf_ard(p.Z, X, p.variance, p.lengthscales)
+        Kmn = kmn(p.inducing, X)
     mu, s2, d, V, VK = source.project(Kmn)
     if sites is None:
         tau_s = nu_s = np.zeros(b)
@@ -266,9 +270,8 @@ def chunk_pass(X, y, source: Posterior, sites=None, damping: float = 1.0, grad: 
     KTinvKmn = scipy.linalg.solve_triangular(source.LKT, V, lower=True, trans="T")
     KinvKmn = scipy.linalg.solve_triangular(source.LK, VK, lower=True, trans="T")
     G = np.outer(source.alpha, A) + KTinvKmn * B - 2 * KinvKmn * h  # ∂/∂K_mn (m, b)
-    W = (G * Kmn).T
-    dZ, dls = rbf_ard_backprop(W, np.asarray(X, dtype=float), p.Z, p.lengthscales)
-    dvar = float(np.sum(W)) / p.variance + float(np.sum(h))  # K_mn ∝ σ²; k_ii = σ² in d_i
+    dZ, dvar, dls = kmn_backprop(G.T, np.asarray(X, dtype=float), p.inducing, Kmn.T)
+    dvar = float(dvar) + float(np.sum(h))  # k_ii = σ² in d_i
     grad_kmn = np.concatenate([np.asarray(dZ).ravel(), [dvar], np.asarray(dls)])
     res = ChunkResult(b, factor, float(log_z.sum()), grad_kmn, KinvKmn @ A, Kmn @ (B[:, None] * Kmn.T),
                       Kmn @ (h[:, None] * Kmn.T), errors, delta)
@@ -291,15 +294,15 @@ def tied_gradient_pass(X, y, source: Posterior, q: Posterior, grad: bool = True)
     the per-point cavities the same derivatives are 7.4 and 20.6, and the evidence climbs (−562 after 250
     iterations). Returns (ChunkResult, the sites (b, 2))."""
     p = source.params
-    Kmn = rbf_ard(p.Z, X, p.variance, p.lengthscales)
+    Kmn = kmn(p.inducing, X)
     res, sites = chunk_pass(X, y, source, None, 1.0, grad=False, Kmn=Kmn)
     if not grad:
         return res, sites
     # compared by value: scattered to the workers (m ≥ SCATTER_M) the two arrive as separate copies
     r = q.params
     if not (r.variance == p.variance and np.array_equal(r.lengthscales, p.lengthscales)
-            and np.array_equal(r.Z, p.Z)):
-        Kmn = rbf_ard(r.Z, X, r.variance, r.lengthscales)
+            and np.array_equal(r.Z, p.Z) and r.kernel == p.kernel):
+        Kmn = kmn(r.inducing, X)
     g, _ = chunk_pass(X, y, q, sites, 1.0, grad=True, Kmn=Kmn)
     return ChunkResult(res.n, res.factor, res.log_z, g.grad_kmn, g.uA, g.PB, g.Ph, res.errors), sites
 
@@ -318,7 +321,7 @@ def assemble_gradient(q: Posterior, source: Posterior, total: ChunkResult) -> np
     GK = 0.5 * (q.inv_KT() + np.outer(q.alpha, q.alpha) - Kinv)
     M = (-np.outer(source.alpha, total.uA) - source.inv_KT() @ total.PB @ Kinv + Kinv @ total.Ph @ Kinv)
     GK = GK + 0.5 * (M + M.T)
-    dZ, dvar, dls = kmm_backprop(GK, p.kernel, q.K0, q.K)
+    dZ, dvar, dls = kmm_backprop(GK, p.inducing, q.K0, q.K)
     m, q_ = p.Z.shape
     g = total.grad_kmn.copy()
     g[:m * q_] += dZ.ravel()

@@ -21,7 +21,7 @@ minibatch's data terms scaled by n/|B|: an unbiased estimate of the full sum; SE
 per-point cavities, :func:`daskgp.gpc.ep.tied_gradient_pass`). The factor is in k-space, so the new q is
 formed at the new hyperparameters without another pass over the data.
 
-A worker lost mid-fit: its chunks are placed again from the data (:class:`daskgp.sparse.chunks.ChunkedRows`)
+A worker lost mid-fit: its chunks are placed again from the data (:class:`daskgp.compute.rows.RowChunks`)
 and, for EP, their sites restart at zero (logged); SEP and ADF keep no per-point state and lose nothing.
 """
 
@@ -193,7 +193,7 @@ def _batch_sizes(sizes, batch_size: int | None) -> list[int] | None:
 def run_ep(chunks, state: EPState, method: str, n_iter: int, *, damping: float = 0.5, learn: bool = True,
            learn_inducing: bool = True, batch_size: int | None = None, seed: int = 0,
            site_passes: int | None = None, callback=None, time_budget: float | None = None) -> EPState:
-    """``n_iter`` iterations of ``method`` on ``chunks`` (:class:`~daskgp.sparse.chunks.ChunkedRows` with "X"
+    """``n_iter`` iterations of ``method`` on ``chunks`` (:class:`~daskgp.compute.rows.RowChunks` with "X"
     and "Y" = labels ±1), from ``state``, or fewer when ``time_budget`` seconds have passed; returns the state
     updated. ``site_passes``: EP site updates without the gradient before each iteration's pass (None:
     :data:`DEFAULT_SITE_PASSES`; same minibatch). ``callback(record, state)`` after each iteration.
@@ -312,13 +312,13 @@ def _map_pass(chunks, state: EPState, source: Posterior, method: str, damping: f
             new = client.map(operator.itemgetter(1), futs, pure=False) if method == "ep" else None
             return total, new
         except (CancelledError, KilledWorker):
-            if attempt == 3 or chunks._rebuild is None:
+            if attempt == 3 or not chunks.replaceable:
                 raise
             lost = [i for i, f in enumerate(chunks.futures) if f.status != "finished"]
             log.warning("daskgp: a worker was lost with %d row chunk(s) during %s; placing them again from "
                         "the data%s", len(lost), method.upper(),
                         " (their EP sites restart at zero)" if method == "ep" else "")
-            for i, f in zip(lost, chunks._rebuild(lost) if lost else [], strict=True):
+            for i, f in zip(lost, chunks.replace(lost) if lost else [], strict=True):
                 chunks.futures[i] = f
             if method == "ep":
                 state.sites = [s if s.status == "finished" else client.submit(_zero_sites, chunks.futures[i],
@@ -356,7 +356,8 @@ class GPCCheckpoint(CheckpointFile):
         with replaced_atomically(self.path, suffix=".npz") as tmp:
             np.savez(tmp, **arrays)
 
-    def read(self, key: str, m: int, d: int, lr: float) -> tuple[EPState, np.ndarray | None]:
+    def read(self, key: str, m: int, d: int, lr: float,
+             kernel: str = "rbf") -> tuple[EPState, np.ndarray | None]:
         """(the state, EP's sites (n, 2) or None) written for ``key`` with m inducing points in d dimensions.
         Raises ValueError, in one line naming the file, when it is damaged or belongs to other data or
         settings."""
@@ -375,7 +376,7 @@ class GPCCheckpoint(CheckpointFile):
                     or np.shape(a[f"{p}variance"]) != () for p in ("", "best_")):
                 raise ValueError("parameters of the wrong size")
             params = [GPCParams(np.asarray(a[f"{p}Z"], float), float(a[f"{p}variance"]),
-                                np.asarray(a[f"{p}lengthscales"], float)) for p in ("", "best_")]
+                                np.asarray(a[f"{p}lengthscales"], float), kernel) for p in ("", "best_")]
             vectors.update(params=params[0].to_vector(), best_params=params[1].to_vector())
             T, c, bT, bc = (np.asarray(a[k], float) for k in ("T", "c", "best_T", "best_c"))
             if T.shape != (m, m) or bT.shape != (m, m) or c.shape != (m,) or bc.shape != (m,):

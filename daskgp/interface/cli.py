@@ -202,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     sg = sub.add_parser("sgpr", help="distributed sparse variational GP regression (map-reduce bound)")
     _data_arguments(sg, "flights")
     sg.add_argument("--inducing", type=int, default=100, help="inducing points m")
+    sg.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
+                    help="stationary ARD kernel (one lengthscale per feature)")
     sg.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
     sg.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (fixed random split)")
     sg.add_argument("--max-iter", type=int, default=200, help="L-BFGS-B iterations")
@@ -217,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     ad = sub.add_parser("advgp", help="asynchronous distributed variational GP regression (ADVGP)")
     _data_arguments(ad, "flights")
     ad.add_argument("--inducing", type=int, default=100, help="inducing points m")
+    ad.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
+                    help="stationary ARD kernel (one lengthscale per feature)")
     ad.add_argument("--tau", type=int, default=0, help="staleness bound (0: synchronous)")
     ad.add_argument("--max-iter", type=int, default=5000,
                     help="the most server updates (the fit stops earlier once converged, see --tol)")
@@ -245,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--target", default=None, help="label column of --csv (default: the last)")
     gc.add_argument("--method", choices=("ep", "sep", "adf"), default="sep")
     gc.add_argument("--inducing", type=int, default=100, help="inducing points m")
+    gc.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
+                    help="stationary ARD kernel (one lengthscale per feature)")
     gc.add_argument("--max-iter", type=int, default=250, help="iterations (passes; minibatches with --batch)")
     gc.add_argument("--batch", type=int, default=None, help="rows per iteration (default: all, batch mode)")
     gc.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (task)")

@@ -31,10 +31,10 @@ def advgp_command(args) -> int:
     if args.overwrite and not args.resume:
         ckpt.remove()
     print(f"daskgp advgp: {ds.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
-          f"m={args.inducing}, tau={args.tau}", flush=True)
+          f"m={args.inducing}, tau={args.tau}, kernel={args.kernel}", flush=True)
     est = ADVGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, tau=args.tau,
                          n_partitions=args.partitions, batch_size=args.batch, random_state=args.seed,
-                         optimizer=args.optimizer, tol=args.tol or None)
+                         optimizer=args.optimizer, tol=args.tol or None, kernel=args.kernel)
     est._check_params(len(Xtr))  # --partitions and the rest: refused before a cluster starts
     names = list(ds.feature_names)
     Xtr, Xte = pd.DataFrame(Xtr, columns=names), pd.DataFrame(Xte, columns=names)

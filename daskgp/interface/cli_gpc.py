@@ -58,12 +58,13 @@ def gpc_command(args) -> int:
     if args.inducing > len(Xtr):
         raise ValueError(f"--inducing {args.inducing} is more than the {len(Xtr)} training rows")
     print(f"daskgp gpc: {data.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
-          f"m={args.inducing}, {args.method.upper()}", flush=True)
+          f"m={args.inducing}, {args.method.upper()}, kernel={args.kernel}", flush=True)
     if args.resume:
         print(f"resuming from {ckpt.path} after {ckpt.iterations()} iterations", flush=True)
     est = SparseGPClassifier(n_inducing=args.inducing, method=args.method, max_iter=args.max_iter,
                              chunk_rows=args.chunk_rows, batch_size=args.batch, damping=args.damping,
-                             learning_rate=args.learning_rate, random_state=args.seed)
+                             learning_rate=args.learning_rate, random_state=args.seed,
+                             kernel=args.kernel)
 
     def test_error(state):
         from ..core.likelihoods import Probit

@@ -24,11 +24,11 @@ def sgpr_command(args) -> int:
     if args.overwrite and not args.resume:
         ckpt.remove()
     print(f"daskgp sgpr: {ds.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
-          f"m={args.inducing}", flush=True)
+          f"m={args.inducing}, kernel={args.kernel}", flush=True)
     if args.resume:
         print(f"resuming from {ckpt.path} after {ckpt.iterations()} iterations", flush=True)
     est = SparseGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, chunk_rows=args.chunk_rows,
-                            random_state=args.seed)
+                            random_state=args.seed, kernel=args.kernel)
     names = list(ds.feature_names)  # the model keeps the column names (feature_names_in_)
     Xtr, Xte = pd.DataFrame(Xtr, columns=names), pd.DataFrame(Xte, columns=names)
     printer = bound_progress(args.max_iter)

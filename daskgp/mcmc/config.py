@@ -65,7 +65,7 @@ class SamplerConfig:
     :class:`daskgp.compute.operator.KernelOperator`); ``device`` where each chain's operator computes on its
     worker: 'cpu' (numpy), 'gpu' (cupy: an error on a worker without one) or 'auto' (the worker's GPU when
     it has one); the chains' states, draws and checkpoints are numpy whatever the device; a chain whose
-    |φ| exceeds ``max_abs_phi`` stops (divergence).
+    ``|φ|`` exceeds ``max_abs_phi`` stops (divergence).
     MH: ``n_adapt`` adaptation iterations (default a fifth of the run). For every method the first
     ``n_adapt`` iterations are the run's warmup: their draws are stored apart (ArviZ's warmup groups) and
     every summary leaves them out; SGLD's step schedule does not depend on it.

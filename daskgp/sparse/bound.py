@@ -32,86 +32,29 @@ from dataclasses import dataclass
 import numpy as np
 from array_api_compat import array_namespace
 
-from ..compute.backend import cho_solve, cholesky, diagonal, into, like, require_float64, to_host
+from ..compute.backend import cho_solve, cholesky, diagonal, into, like, require_float64
 from ..core.kernels import RBF
 from ..core.validation import check_X
+from ..inducing.features import JITTER, GlobalParams, kmm, kmm_backprop
+from ..inducing.stats import SuffStats, observed_grad, observed_stats
 
 __all__ = ["SuffStats", "BoundGrads", "GlobalParams", "rbf_ard", "kmm", "psi1_stat", "chunk_stats",
            "chunk_stats_cached", "bound_and_grads", "collapsed_bound", "chunk_global_grad",
-           "chunk_local_grad", "kl_gauss", "kmm_backprop", "rbf_ard_backprop"]
-
-_JITTER = 1e-6  # relative to the kernel variance; keeps K_mm's Cholesky stable when inducing inputs cluster
-
-
-@dataclass
-class SuffStats:
-    """The partial sums of one chunk (or of all of them): n rows, A, B, C (m, p), D (m, m), KL."""
-
-    n: int
-    A: float
-    B: float
-    C: np.ndarray
-    D: np.ndarray
-    KL: float = 0.0
-
-    def __add__(self, other: SuffStats) -> SuffStats:
-        return SuffStats(self.n + other.n, self.A + other.A, self.B + other.B, self.C + other.C,
-                         self.D + other.D, self.KL + other.KL)
-
-    def __sub__(self, other: SuffStats) -> SuffStats:
-        return SuffStats(self.n - other.n, self.A - other.A, self.B - other.B, self.C - other.C,
-                         self.D - other.D, self.KL - other.KL)
-
-
-@dataclass(frozen=True)
-class GlobalParams:
-    """The global parameters: inducing inputs Z (m, q), kernel variance σ² (y units²), ARD lengthscales l
-    (q,) (x units; a scalar is broadcast to every input dimension) and noise precision β (1/y units²).
-    Unconstrained vector: Z, log σ², log l, log β. Every function of the bound takes them as one value."""
-
-    Z: np.ndarray
-    variance: float
-    lengthscales: np.ndarray
-    beta: float
-
-    def __post_init__(self):
-        Z = np.asarray(self.Z, dtype=float)
-        if Z.ndim != 2:
-            raise ValueError(f"Z must be (m, q), got shape {Z.shape}")
-        ls = np.asarray(self.lengthscales, dtype=float)
-        if ls.ndim > 1 or ls.size not in (1, Z.shape[1]):
-            raise ValueError(f"lengthscales must be a scalar or ({Z.shape[1]},), got shape {ls.shape}")
-        # frozen: the normalised fields are set once, here
-        object.__setattr__(self, "Z", Z)
-        object.__setattr__(self, "variance", float(self.variance))
-        object.__setattr__(self, "lengthscales", np.broadcast_to(ls, (Z.shape[1],)).copy())
-        object.__setattr__(self, "beta", float(self.beta))
-
-    @property
-    def m(self) -> int:
-        return self.Z.shape[0]
-
-    def to_vector(self) -> np.ndarray:
-        return np.concatenate([self.Z.ravel(), [math.log(self.variance)], np.log(self.lengthscales),
-                               [math.log(self.beta)]])
-
-    @classmethod
-    def from_vector(cls, v, m: int, q: int) -> GlobalParams:
-        v = np.asarray(v, dtype=float)
-        Z = v[:m * q].reshape(m, q).copy()
-        return cls(Z, float(np.exp(v[m * q])), np.exp(v[m * q + 1:m * q + 1 + q]), float(np.exp(v[-1])))
-
-    def grad_vector(self, dZ, dvar, dls, dbeta) -> np.ndarray:
-        """Chain rule to the unconstrained vector from gradients in natural parameters."""
-        return np.concatenate([np.asarray(dZ).ravel(), [dvar * self.variance],
-                               np.asarray(dls) * self.lengthscales, [dbeta * self.beta]])
+           "chunk_local_grad", "kl_gauss", "kmm_backprop"]
 
 
 def rbf_ard(X1, X2, variance: float, lengthscales):
     """k(x, x′) = σ²·exp(−½ Σ_q (x_q − x′_q)²/l_q²): (n1, n2), in X1's array namespace — the foundation's
-    :class:`daskgp.core.kernels.RBF` with one lengthscale per input dimension."""
+    :class:`daskgp.core.kernels.RBF` with one lengthscale per input dimension (the kernel of the
+    psi-statistics below; other kernels go through :mod:`daskgp.inducing.features`)."""
     ls = np.asarray(lengthscales, dtype=np.float64) * np.ones(X1.shape[1])
     return RBF(variance=float(variance), lengthscale=ls, ard=True)(X1, X2)
+
+
+def _require_rbf(theta: GlobalParams) -> None:
+    if theta.kernel != "rbf":
+        raise ValueError(f"latent inputs (the Bayesian GPLVM) need the RBF kernel: its psi-statistics are "
+                         f"closed-form for it alone, got kernel={theta.kernel!r}")
 
 
 def kl_gauss(mu, S) -> float:
@@ -167,26 +110,22 @@ def chunk_stats(Y, theta: GlobalParams, mu=None, S=None) -> SuffStats:
 def chunk_stats_cached(Y, theta: GlobalParams, mu, S=None):
     """:func:`chunk_stats` plus, for observed inputs, K_mn (m, b), kept on the worker so the gradient map
     need not recompute it (None for latent inputs)."""
+    if S is None:  # observed inputs: in the chunk's namespace and on its device (the sums stay there)
+        return observed_stats(Y, theta, mu)
+    _require_rbf(theta)
     Y = _as_2d(Y)
     Z, variance, ls = theta.Z, theta.variance, theta.lengthscales
-    b, m, p = mu.shape[0], Z.shape[0], Y.shape[1]
-    if b == 0:  # an empty chunk adds nothing
-        if S is None and type(mu) is not np.ndarray:
-            return SuffStats(0, 0.0, 0.0, like(np.zeros((m, p)), mu), like(np.zeros((m, m)), mu)), None
-        return SuffStats(0, 0.0, 0.0, np.zeros((m, p)), np.zeros((m, m))), None
-    if S is None:  # observed inputs: in the chunk's namespace and on its device (the sums stay there)
-        Zx = like(Z, mu)
-        Kmn = rbf_ard(Zx, mu, variance, ls)  # (m, b)
-        xp = array_namespace(Y, mu)
-        stats = SuffStats(b, float(xp.sum(Y * Y)), float(b * variance), Kmn @ Y, Kmn @ Kmn.T)
-        return stats, Kmn
+    m = Z.shape[0]
+    if mu.shape[0] == 0:
+        return SuffStats(0, 0.0, 0.0, np.zeros((m, Y.shape[1])), np.zeros((m, m))), None
     mu, S, Y = np.asarray(mu, float), np.asarray(S, float), np.asarray(Y, float)
     psi1, _, _ = _psi1(mu, S, Z, variance, ls)
     Dsum = np.zeros((m, m))
     for _, psi2, _, _ in _psi2_blocks(mu, S, Z, variance, ls):
         Dsum += psi2.sum(axis=0)
     # nothing cached: the gradient needs ψ1's intermediate terms too and recomputes it with them
-    return SuffStats(b, float(np.sum(Y * Y)), float(b * variance), psi1.T @ Y, Dsum, kl_gauss(mu, S)), None
+    return (SuffStats(mu.shape[0], float(np.sum(Y * Y)), float(mu.shape[0] * variance), psi1.T @ Y, Dsum,
+                      kl_gauss(mu, S)), None)
 
 
 @dataclass
@@ -204,17 +143,8 @@ class BoundGrads:
     dbeta: float
 
 
-def kmm(theta: GlobalParams, jitter: float = _JITTER, ref=None) -> tuple[np.ndarray, np.ndarray]:
-    """(K(Z, Z), K(Z, Z) + jitter·σ²·I), both (m, m): the inducing covariance without and with the jitter
-    (relative to σ²) that every Cholesky of it uses; in the namespace of array ``ref`` when given."""
-    Z = theta.Z if ref is None else like(theta.Z, ref)
-    K0 = rbf_ard(Z, Z, theta.variance, theta.lengthscales)
-    eye = np.eye(theta.m) if ref is None else like(np.eye(theta.m), ref)
-    return K0, K0 + jitter * theta.variance * eye
-
-
 def bound_and_grads(stats: SuffStats, theta: GlobalParams, grads: bool = True,
-                    jitter: float = _JITTER) -> BoundGrads | float:
+                    jitter: float = JITTER) -> BoundGrads | float:
     """Eq. (4.3) from the summed statistics at θ and, with ``grads``, its partial derivatives (see
     :class:`BoundGrads`); O(m³ + m²p) work, independent of n. ``jitter``: added to K_mm's diagonal,
     relative to σ² (0 for comparisons with libraries that add none)."""
@@ -258,61 +188,23 @@ def bound_and_grads(stats: SuffStats, theta: GlobalParams, grads: bool = True,
     return BoundGrads(F, GB, GC, GD, dZ, dvar, dls, float(dbeta))
 
 
-def kmm_backprop(GK, theta: GlobalParams, K0=None, Kmm=None) -> tuple[np.ndarray, float, np.ndarray]:
-    """Given GK = ∂F/∂K_mm (m, m) symmetric, with K_mm = K0 + jitter·σ²·I (:func:`kmm`), the derivatives of F
-    through K_mm w.r.t. Z (m, q), σ² and the lengthscales (q,): (dZ, dvar, dls)."""
-    if K0 is None or Kmm is None:
-        K0, Kmm = kmm(theta, ref=None if type(GK) is np.ndarray else GK)
-    variance = theta.variance
-    xp = array_namespace(GK)
-    Z, ls = (theta.Z, theta.lengthscales) if type(GK) is np.ndarray else (like(theta.Z, GK),
-                                                                           like(theta.lengthscales, GK))
-    W = GK * K0
-    rs = xp.sum(W, axis=1)
-    dZ = -2.0 * (rs[:, None] * Z - W @ Z) / ls**2
-    dls = (2 * (rs @ (Z**2)) - 2 * xp.sum(Z * (W @ Z), axis=0)) / ls**3
-    dvar = float(xp.sum(GK * Kmm)) / variance  # K_mm and its jitter are both proportional to σ²
-    return dZ, dvar, dls
-
-
 def collapsed_bound(stats: SuffStats, theta: GlobalParams) -> float:
     """Eq. (4.3): the collapsed lower bound on log p(Y) at θ from the summed statistics (nats)."""
     check_X(theta.Z, "Z", min_rows=1)
     return bound_and_grads(stats, theta, grads=False)
 
 
-def rbf_ard_backprop(W, X, Z, ls):
-    """Given W = G ⊙ K(X, Z) (b, m), return (∂/∂Z (m, q), ∂/∂l (q,)) of Σ G ⊙ K(X, Z)."""
-    xp = array_namespace(W, X)
-    Zx = like(to_host(Z), X)
-    lsx = like(to_host(ls), X)
-    cs = xp.sum(W, axis=0)  # (m,)
-    WX = W.T @ X  # (m, q)
-    dZ = (WX - cs[:, None] * Zx) / lsx**2
-    dls = (xp.sum(W, axis=1) @ (X * X) - 2 * xp.sum(WX * Zx, axis=0) + cs @ (Zx * Zx)) / lsx**3
-    return dZ, dls
-
-
 def chunk_global_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S=None, psi1=None) -> np.ndarray:
     """One chunk's contribution to ∂F/∂(Z, σ², l) through its statistics C and D, as one vector
     [dZ.ravel(), dvar, dls] (the central :func:`bound_and_grads` adds the K_mm, B and β parts).
     ``psi1``: observed inputs only, the K_mn (m, b) the stats map cached."""
+    if S is None:  # in the chunk's namespace: the vector is summed on the workers, on their devices
+        return observed_grad(Y, theta, g.GC, g.GD, mu, psi1)
+    _require_rbf(theta)
     Y = _as_2d(Y)
     Z, variance, ls = theta.Z, theta.variance, theta.lengthscales
-    m, q = Z.shape
     if mu.shape[0] == 0:
-        return np.zeros(m * q + 1 + q)
-    if S is None:  # in the chunk's namespace: the vector is summed on the workers, on their devices
-        xp = array_namespace(Y, mu)
-        Kmn = psi1 if psi1 is not None else rbf_ard(like(Z, mu), mu, variance, ls)
-        Knm = Kmn.T
-        G = Y @ into(g.GC, mu).T + 2 * (Knm @ into(g.GD, mu))  # ∂F/∂K_nm (b, m)
-        W = G * Knm
-        dZ, dls = rbf_ard_backprop(W, mu, Z, ls)
-        dvar = xp.sum(W) / variance
-        if type(W) is np.ndarray:
-            return np.concatenate([dZ.ravel(), [dvar], dls])
-        return xp.concat([xp.reshape(dZ, (-1,)), xp.reshape(dvar, (1,)), dls])
+        return np.zeros(Z.size + 1 + Z.shape[1])
     dZ, dvar, dls, _, _ = _latent_grads(np.asarray(Y, float), Z, variance, ls, g, np.asarray(mu, float),
                                          np.asarray(S, float))
     return np.concatenate([dZ.ravel(), [dvar], dls])
@@ -349,6 +241,7 @@ def _latent_grads(Y, Z, variance, ls, g: BoundGrads, mu, S):
 
 def chunk_local_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S):
     """∂F/∂(μ, S) (b, q) each, for one chunk's latent rows: through its C and D, minus its KL."""
+    _require_rbf(theta)
     _, _, _, dmu, dS = _latent_grads(_as_2d(np.asarray(Y, float)), theta.Z, theta.variance,
                                      theta.lengthscales, g, mu, S)
     return dmu - mu, dS - 0.5 * (1.0 - 1.0 / S)

@@ -18,17 +18,14 @@ one ends the fit with a one-line error.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
-from concurrent.futures import CancelledError
 
 import numpy as np
 import scipy.optimize
-from distributed import KilledWorker
 
-from ..compute.backend import resolve_device, to_device, to_host
+from ..compute.backend import to_host
 from ..compute.reductions import local_sum, tree_sum
+from ..compute.rows import RowChunks, WorkerLostError, chunk_size, split_rows
 from .bound import (
     BoundGrads,
     GlobalParams,
@@ -41,14 +38,6 @@ from .bound import (
 )
 
 __all__ = ["ChunkedRows", "LocalRows", "local_objective", "WorkerLostError"]
-
-log = logging.getLogger(__name__)
-MAX_REPLACEMENTS = 3  # evaluations repeated after lost workers before giving up
-
-
-class WorkerLostError(ConnectionError):
-    """Chunks were lost with a worker and cannot be placed again (or workers kept dying)."""
-
 
 def _stats_task(chunk, theta: GlobalParams):
     return chunk_stats_cached(chunk["Y"], theta, chunk.get("X", chunk.get("mu")), chunk.get("S"))
@@ -103,126 +92,16 @@ def _assemble(theta: GlobalParams, g: BoundGrads, local: np.ndarray) -> np.ndarr
                              to_host(g.dls) + local[m * q + 1:], g.dbeta)
 
 
-def _row_edges(n: int, chunk_rows: int) -> list[tuple[int, int]]:
-    edges = list(range(0, n, max(1, int(chunk_rows)))) + [n]
-    return list(zip(edges[:-1], edges[1:], strict=True))
-
-
-def _rows_2d(arrays: dict) -> dict:
-    return {k: (v[:, None] if v.ndim == 1 else v) for k, v in arrays.items()}
-
-
-def _split_rows(arrays: dict, chunk_rows: int) -> list[dict]:
-    """Numpy arrays (same number of rows) → chunk dicts of at most ``chunk_rows`` rows, 1-D made (n, 1)."""
-    arrays = _rows_2d(arrays)
-    return [{k: np.ascontiguousarray(v[a:b]) for k, v in arrays.items()}
-            for a, b in _row_edges(arrays["Y"].shape[0], chunk_rows)]
-
-
-def _chunk_rows(chunk):
-    return chunk["Y"].shape[0]
-
-
-def _get_field(chunk, name):
-    return to_host(chunk[name])
-
-
-def _chunk_to_device(chunk: dict, device: str) -> dict:
-    """The chunk's arrays on this worker's device ('cpu' | 'gpu' | 'auto': its GPU when it has one)."""
-    where = resolve_device(device)
-    return {k: to_device(v, where) for k, v in chunk.items()}
-
-
-class ChunkedRows:
-    """Row chunks held as futures on the workers of ``client``; each a dict with "Y" (b, p) and either
-    "X" (b, q) (observed inputs) or "mu", "S" (b, q) (the latent inputs' q(x_i))."""
-
-    def __init__(self, client, futures, sizes, rebuild=None):
-        self.client, self.futures, self.sizes = client, list(futures), list(sizes)
-        self._rebuild = rebuild  # rebuild(indices) -> futures of those chunks placed again, or None
-
-    @property
-    def n(self) -> int:
-        return int(sum(self.sizes))
-
-    @classmethod
-    def from_arrays(cls, client, Y, chunk_rows: int, device: str | None = None, **inputs) -> ChunkedRows:
-        """Split numpy or dask arrays by rows. Dask arrays are materialised chunk by chunk on the workers
-        (their data need never pass through this process); numpy arrays are scattered. ``device`` None
-        keeps the chunks' own type; 'cpu', 'gpu' or 'auto' puts every chunk on its worker's device (cupy on
-        a GPU worker), where its statistics and their sums are then computed."""
-        if device not in (None, "auto", "cpu", "gpu"):  # before anything is scattered
-            raise ValueError(f"device must be None, 'auto', 'cpu' or 'gpu', got {device!r}")
-        rows = cls._from_arrays(client, Y, chunk_rows, **inputs)
-        if device is None:
-            return rows
-
-        def place(futs):
-            return client.map(_chunk_to_device, futs, device=device, pure=False)
-        rebuild = rows._rebuild
-        return cls(client, place(rows.futures), rows.sizes,
-                   rebuild=None if rebuild is None else (lambda idx: place(rebuild(idx))))
-
-    @classmethod
-    def _from_arrays(cls, client, Y, chunk_rows: int, **inputs) -> ChunkedRows:
-        import dask.array as da
-
-        arrays = {"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}
-        if any(isinstance(a, da.Array) for a in arrays.values()):
-            blocks = max(1, int(chunk_rows))
-            darr = {k: (a if isinstance(a, da.Array) else da.from_array(a)) for k, a in arrays.items()}
-            darr = {k: (a[:, None] if a.ndim == 1 else a).rechunk((blocks, -1)) for k, a in darr.items()}
-            sizes = darr["Y"].chunks[0]
-            delayed_cols = {k: a.to_delayed().ravel() for k, a in darr.items()}
-            from dask import delayed
-
-            tasks = [delayed(dict)(**{k: v[i] for k, v in delayed_cols.items()}) for i in range(len(sizes))]
-            futures = client.compute(tasks)
-            return cls(client, futures, sizes, rebuild=lambda idx: client.compute([tasks[i] for i in idx]))
-        parts = _split_rows(arrays, chunk_rows)
-        # hash=False: equal chunks of two row sets must not share a key, or releasing one loses the other's
-        futures = client.scatter(parts, hash=False)
-        sizes = [p["Y"].shape[0] for p in parts]
-        if "mu" in arrays:  # latent inputs change on the workers: no source to place them from again
-            return cls(client, futures, sizes)
-        del parts  # a lost chunk is sliced again from the caller's arrays: no second copy of the data here
-        rows, edges = _rows_2d(arrays), _row_edges(len(Y), chunk_rows)
-
-        def rebuild(idx):
-            return client.scatter([{k: np.ascontiguousarray(v[a:b]) for k, v in rows.items()}
-                                   for a, b in (edges[i] for i in idx)], hash=False)
-        return cls(client, futures, sizes, rebuild=rebuild)
-
-    def _with_replacement(self, evaluate):
-        """``evaluate()``, repeated after any chunks lost with a worker are placed again from the source."""
-        for attempt in range(MAX_REPLACEMENTS + 1):
-            try:
-                return evaluate()
-            except (CancelledError, KilledWorker) as e:
-                lost = [i for i, f in enumerate(self.futures) if f.status != "finished"]
-                if self._rebuild is None or attempt == MAX_REPLACEMENTS:
-                    rows = f" (chunks {lost})" if lost else ""
-                    raise WorkerLostError(f"a Dask worker was lost with rows it held{rows}, and they cannot "
-                                          f"be placed again ({type(e).__name__})") from None
-                log.warning("daskgp: a worker was lost with %d row chunk(s); placing the chunk(s) again from "
-                            "the data and repeating the evaluation", len(lost))
-                for i, f in zip(lost, self._rebuild(lost) if lost else [], strict=True):
-                    self.futures[i] = f
-        raise AssertionError("unreachable")
-
-    def field(self, name: str) -> np.ndarray:
-        """Gather one field of every chunk, stacked by rows (for the latent means and variances: n × q)."""
-        futs = [self.client.submit(_get_field, f, name, pure=False) for f in self.futures]
-        with self._lost_for_good():
-            parts = self.client.gather(futs)
-        return np.concatenate(parts, axis=0)
+class ChunkedRows(RowChunks):
+    """:class:`daskgp.compute.rows.RowChunks` that evaluate the collapsed bound: the statistics, the bound and
+    its gradient as two maps and two tree reductions, and the GPLVM's local steps."""
 
     def stats(self, theta: GlobalParams) -> SuffStats:
         """The summed statistics at ``theta``."""
         def evaluate():
             f1 = self.client.map(_stats_task, self.futures, theta=theta, pure=False)
             return tree_sum(self.client, f1).result()
-        return self._with_replacement(evaluate)
+        return self.with_replacement(evaluate)
 
     def bound_and_grad(self, theta: GlobalParams) -> tuple[float, np.ndarray, SuffStats]:
         """F (nats), ∂F/∂(unconstrained global parameters) and the summed statistics."""
@@ -234,28 +113,15 @@ class ChunkedRows:
             local = tree_sum(self.client, f2).result()
             del f1, f2  # release the cached ψ1 on the workers
             return g.F, _assemble(theta, g, local), total
-        return self._with_replacement(evaluate)
+        return self.with_replacement(evaluate)
 
     def local_step(self, theta: GlobalParams, total: SuffStats, n_iter: int) -> None:
         """Every chunk optimises its own (μ_i, S_i) for ``n_iter`` L-BFGS-B iterations on its worker, with
         the other chunks' statistics fixed at ``total`` (block-coordinate ascent, all blocks in parallel)."""
         new = self.client.map(_local_task, self.futures, total=total, theta=theta, n_iter=n_iter, pure=False)
-        with self._lost_for_good():
-            self.client.gather(self.client.map(_chunk_rows, new, pure=False))  # wait; errors surface here
+        with self.lost_for_good():
+            self.client.gather(self.client.map(chunk_size, new, pure=False))  # wait; errors surface here
         self.futures = new
-
-    @contextlib.contextmanager
-    def _lost_for_good(self):
-        """Work on chunks whose state exists only on the workers (a GPLVM's latent means and variances):
-        a worker lost with them is one clear WorkerLostError, not a cancelled future's traceback."""
-        try:
-            yield
-        except (CancelledError, KilledWorker) as e:
-            raise WorkerLostError(f"a Dask worker was lost with row chunks whose latent state lived only "
-                                  f"there; the fit cannot continue ({type(e).__name__}): fit again") from None
-
-    def release(self) -> None:
-        self.futures = []
 
 
 class LocalRows:
@@ -277,7 +143,7 @@ class LocalRows:
 
     @classmethod
     def from_arrays(cls, Y, chunk_rows: int, **inputs) -> LocalRows:
-        return cls(_split_rows({"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}, chunk_rows))
+        return cls(split_rows({"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}, chunk_rows))
 
     def field(self, name: str) -> np.ndarray:
         return np.concatenate([c[name] for c in self.chunks], axis=0)

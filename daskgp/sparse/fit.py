@@ -16,7 +16,8 @@ import scipy.linalg
 import scipy.optimize
 
 from ..core.files import MARK, CheckpointFile, replaced_atomically
-from .bound import GlobalParams, SuffStats, kmm, rbf_ard
+from ..inducing.features import GlobalParams, kmm, kmn
+from ..inducing.stats import SuffStats
 from .chunks import ChunkedRows
 
 __all__ = ["Evaluations", "FitCheckpoint", "ReplayDiverged", "Resumed", "SparsePosterior", "fit_global"]
@@ -46,7 +47,7 @@ class SparsePosterior:
         from array_api_compat import array_namespace
 
         xp = array_namespace(X)
-        Kxm = rbf_ard(X, xp.asarray(self.theta.Z), self.theta.variance, self.theta.lengthscales)
+        Kxm = kmn(self.theta, X).T
         mean = Kxm @ xp.asarray(self.a)
         var = self.theta.variance - xp.sum((Kxm @ xp.asarray(self.Q)) * Kxm, axis=1)
         var = xp.clip(var, 1e-12 * self.theta.variance, None)
@@ -113,7 +114,7 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
         v[free] = x
         t0 = time.perf_counter()
         try:
-            F, g, _ = chunks.bound_and_grad(GlobalParams.from_vector(v, m, q))
+            F, g, _ = chunks.bound_and_grad(theta0.with_vector(v))
             f, gf = -F / n, -g[free] / n
         except np.linalg.LinAlgError:
             f, gf = math.inf, np.zeros_like(x)  # L-BFGS-B backtracks from a non-PD step
@@ -134,7 +135,7 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
         if on_params is not None:
             v = v0.copy()
             v[free] = intermediate_result.x
-            on_params(GlobalParams.from_vector(v, m, q), trace, log)
+            on_params(theta0.with_vector(v), trace, log)
         if callback is not None:
             callback(len(trace), F)
 
@@ -145,7 +146,7 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
     v[free] = res.x
     info.update(message=str(res.message), n_iterations=int(res.nit), converged=bool(res.success),
                 evaluations=log, replayed_evaluations=min(len(old.f), len(log.f)))
-    return GlobalParams.from_vector(v, m, q), trace, info
+    return theta0.with_vector(v), trace, info
 
 
 # Box bounds of the unconstrained vector (standardised units): σ² in [1e-6, 1e6], lengthscales in
@@ -193,8 +194,9 @@ class FitCheckpoint(CheckpointFile):
             np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(trace, float), key=np.str_(key),
                      **{MARK: np.str_(self.kind)}, **extra)
 
-    def read(self, key: str, m: int, q: int) -> Resumed:
-        """What was written for ``key`` with m inducing points in q dimensions. Raises FileNotFoundError
+    def read(self, key: str, m: int, q: int, kernel: str = "rbf") -> Resumed:
+        """What was written for ``key`` with m inducing points in q dimensions (the kernel's name is part
+        of ``key``; ``kernel`` builds the parameters). Raises FileNotFoundError
         without the file and ValueError when it is damaged or belongs to other data or settings."""
         if not os.path.isfile(self.path):
             raise FileNotFoundError(f"no checkpoint to resume at {self.path}")
@@ -214,12 +216,12 @@ class FitCheckpoint(CheckpointFile):
                              "start afresh without resuming")
         if v.shape != (m * q + q + 2,) or not np.all(np.isfinite(v)) or trace.ndim != 1:
             raise ValueError(f"{self.path} holds parameters of the wrong shape or non-finite values")
-        out = Resumed(GlobalParams.from_vector(v, m, q), [float(t) for t in trace])
+        out = Resumed(GlobalParams.from_vector(v, m, q, kernel), [float(t) for t in trace])
         if log is not None:
             if v0.shape != v.shape or not np.all(np.isfinite(v0)) or not (len(log.x) == len(log.f)
                                                                            == len(log.g)):
                 raise ValueError(f"{self.path} holds an optimiser state of the wrong shape")
-            out.theta0, out.evaluations = GlobalParams.from_vector(v0, m, q), log
+            out.theta0, out.evaluations = GlobalParams.from_vector(v0, m, q, kernel), log
         return out
 
     def iterations(self) -> int:

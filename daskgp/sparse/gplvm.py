@@ -27,8 +27,8 @@ import scipy.optimize
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..core.inducing import kmeans_inducing
 from ..core.validation import check_int, check_X, fit_data, is_constant, new_data, seed_from
+from ..inducing.placement import kmeans_inducing
 from .bound import GlobalParams, SuffStats, bound_and_grads, psi1_stat
 from .chunks import ChunkedRows, LocalRows, local_objective
 from .fit import SparsePosterior, fit_global

@@ -25,9 +25,10 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.files import MARK, array_digest, check_destination, replaced_atomically
-from ..core.inducing import kmeans_inducing
 from ..core.validation import check_int, check_X, fit_data, new_data, seed_from, standardising_moments
-from .bound import GlobalParams, bound_and_grads
+from ..inducing.features import GlobalParams, kernel_name
+from ..inducing.placement import kmeans_inducing
+from .bound import bound_and_grads
 from .chunks import ChunkedRows
 from .fit import FitCheckpoint, ReplayDiverged, SparsePosterior, fit_global
 
@@ -59,8 +60,8 @@ def _validate_xy(est, X, y, min_rows: int):
 
 
 class SparseGPRegressor(RegressorMixin, BaseEstimator):
-    """Sparse variational GP regression with an RBF-ARD kernel, fitted by maximising Titsias' collapsed
-    bound with per-chunk statistics on a Dask cluster.
+    """Sparse variational GP regression with a stationary ARD kernel (RBF or Matérn), fitted by maximising
+    Titsias' collapsed bound with per-chunk statistics on a Dask cluster.
 
     n_inducing: m; max_iter: L-BFGS-B iterations; chunk_rows: rows per chunk (task); learn_inducing: also
     optimise Z; scheduler: a dask-scheduler address (default: this process's client, else a local cluster
@@ -68,7 +69,9 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
     the k-means initialisation of Z (an int for a reproducible fit); tol: L-BFGS-B's relative tolerance;
     device: where the chunks' statistics are computed: 'cpu' (numpy), 'gpu' (cupy on every worker; an error
     on a worker without one) or 'auto' (each worker's GPU when it has one). The statistics are summed on the
-    workers' devices and the m × m centre runs where their sum arrives; the optimiser's vector is numpy.
+    workers' devices and the m × m centre runs where their sum arrives; the optimiser's vector is numpy;
+    kernel: 'rbf', 'matern32', 'matern52' (:data:`daskgp.core.kernels.KERNELS`) or a kernel object of
+    those classes, with one lengthscale per feature.
 
     Fitted attributes: ``params_`` (GlobalParams, standardised units), ``inducing_points_`` (m, d) and
     ``lengthscales_`` (d,) in X units, ``kernel_variance_`` and ``noise_variance_`` in y units², ``bound_``
@@ -78,10 +81,10 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, n_inducing: int = 100, max_iter: int = 200, chunk_rows: int = 20_000,
                  learn_inducing: bool = True, scheduler: str | None = None, noise_init: float = 0.5,
-                 random_state=0, tol: float = 1e-9, device: str = "cpu"):
+                 random_state=0, tol: float = 1e-9, device: str = "cpu", kernel="rbf"):
         self.n_inducing, self.max_iter, self.chunk_rows = n_inducing, max_iter, chunk_rows
         self.learn_inducing, self.scheduler, self.noise_init = learn_inducing, scheduler, noise_init
-        self.random_state, self.tol, self.device = random_state, tol, device
+        self.random_state, self.tol, self.device, self.kernel = random_state, tol, device, kernel
 
     def _check_params(self, n: int) -> None:
         for name in ("n_inducing", "max_iter", "chunk_rows"):
@@ -92,6 +95,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"noise_init must be in (0, 10) (relative to var y), got {self.noise_init}")
         if self.device not in ("auto", "cpu", "gpu"):
             raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {self.device!r}")
+        kernel_name(self.kernel)
 
     def fit(self, X, y, callback=None, client=None, init: GlobalParams | None = None, on_params=None,
             checkpoint=None, resume: bool = False, keep_checkpoint: bool = False):
@@ -108,7 +112,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         X, y = _validate_xy(self, X, y, min_rows=2)
         self._check_params(X.shape[0])
         seed = seed_from(self.random_state)
-        m, q = int(self.n_inducing), X.shape[1]
+        m, q, kern = int(self.n_inducing), X.shape[1], kernel_name(self.kernel)
         ckpt, resumed, key = None, None, None
         if checkpoint is not None:
             ckpt = checkpoint if isinstance(checkpoint, FitCheckpoint) else FitCheckpoint(checkpoint)
@@ -116,7 +120,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
             if resume:
                 if init is not None:
                     raise ValueError("give init or resume=True, not both")
-                resumed = ckpt.read(key, m, q)
+                resumed = ckpt.read(key, m, q, kern)
             elif ckpt.exists():
                 raise FileExistsError(f"{ckpt.path} holds an interrupted fit: pass resume=True to continue "
                                       "it, or remove it to start afresh")
@@ -135,9 +139,11 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
                     Xsample = Xs if isinstance(Xs, np.ndarray) else _row_sample(Xs, 20_000, seed)
                     init = init if init is not None else GlobalParams(
                         kmeans_inducing(Xsample, m, seed), 1.0, np.full(q, math.sqrt(q)),
-                        1.0 / self.noise_init)
+                        1.0 / self.noise_init, kern)
                     if init.Z.shape != (m, q):
                         raise ValueError(f"init has Z of shape {init.Z.shape}, expected ({m}, {q})")
+                    if init.kernel != kern:
+                        raise ValueError(f"init is for kernel {init.kernel!r}, the estimator's is {kern!r}")
                 t0 = time.perf_counter()
                 try:
                     theta, trace, info = self._global(chunks, init, resumed, ckpt, key, callback, on_params,
@@ -202,8 +208,9 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         that shape the parameters."""
         from ..core.datasets import data_token
 
+        kern = kernel_name(self.kernel)  # RBF keys stay as daskgp <= 0.3 wrote them, so they still resume
         return (f"{data_token(X, y)}|m={int(self.n_inducing)}|seed={seed}|"
-                f"learn_inducing={bool(self.learn_inducing)}")
+                f"learn_inducing={bool(self.learn_inducing)}" + ("" if kern == "rbf" else f"|kernel={kern}"))
 
     def predict(self, X, return_std: bool = False, noise: bool = True):
         """Predictive mean (n,) in y units; with ``return_std`` also the sd (n,) (of y with ``noise``,
@@ -256,6 +263,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         info = {k: (int(v) if isinstance(v, bool) else v) for k, v in self.fit_info_.items()
                 if isinstance(v, int | float | str)}
         params = {k: v for k, v in self.get_params().items() if k != "scheduler"}
+        params["kernel"] = kernel_name(self.kernel)  # a name: a saved file holds plain data
         ds.attrs.update(model="daskgp.SparseGPRegressor", model_format=MODEL_FORMAT, bound=float(self.bound_),
                         n_train=self.n_train_, n_inducing=int(self.n_inducing), variance_std=theta.variance,
                         beta_std=theta.beta, y_mean=float(self.y_mean_), y_scale=float(self.y_scale_),
@@ -304,7 +312,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         try:
             est = cls(**json.loads(ds.attrs["params"]))
             theta = GlobalParams(ds["inducing_std"].values, ds.attrs["variance_std"],
-                                 ds["lengthscales_std"].values, ds.attrs["beta_std"])
+                                 ds["lengthscales_std"].values, ds.attrs["beta_std"], kernel_name(est.kernel))
             post = SparsePosterior(theta, ds["q_mean_weights"].values[:, None], ds["q_var_matrix"].values)
             est.x_mean_, est.x_scale_ = ds["x_mean"].values, ds["x_scale"].values
             est.y_mean_, est.y_scale_ = float(ds.attrs["y_mean"]), float(ds.attrs["y_scale"])

@@ -81,3 +81,25 @@ def test_defaults_converge_within_two_percent_of_sgpr(client):
     paper = ADVGPRegressor(optimizer="adadelta", max_iter=500, tol=None).fit(Xtr, ytr, client=client)
     gap, se = _paired_mse_gap(paper.predict(Xte), sgpr, yte)
     assert gap > (1.02**2 - 1) * mse_ref + 2 * se, (gap, se, mse_ref)
+
+
+def test_a_matern_fit_carries_its_kernel_to_the_workers_and_predictions(split, client):
+    """kernel='matern52': the partitions' gradients, the server's checkpointed template and the predictions
+    use the Matérn kernel (the fitted model's predictions differ from an RBF fit's, and equal a dense
+    evaluation of its weight-space predictive with the Matérn K_xm); the fit learns (RMSE well under the
+    mean's)."""
+    from daskgp.advgp.model import weight_map
+
+    from ..sparse.dense_references import dense_kernel
+
+    Xtr, ytr, Xte, yte = split
+    est = ADVGPRegressor(n_inducing=20, max_iter=150, tau=0, n_partitions=4, kernel="matern52").fit(Xtr, ytr)
+    rbf = ADVGPRegressor(n_inducing=20, max_iter=150, tau=0, n_partitions=4).fit(Xtr, ytr)
+    p = est.params_
+    assert p.kernel == "matern52" and rbf.params_.kernel == "rbf"
+    Xs = (Xte - est.x_mean_) / est.x_scale_
+    Phi = dense_kernel("matern52", Xs, p.Z, p.variance, p.lengthscales) @ weight_map(p)[0]
+    np.testing.assert_allclose(est.predict(Xte), Phi @ p.mu * est.y_scale_ + est.y_mean_, rtol=1e-10)
+    assert not np.allclose(est.predict(Xte), rbf.predict(Xte))
+    baseline = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
+    assert float(np.sqrt(np.mean((est.predict(Xte) - yte) ** 2))) < 0.7 * baseline

@@ -16,9 +16,10 @@ from daskgp.advgp.model import (
     prox_h,
 )
 from daskgp.advgp.server import PLATEAUS, Adadelta, ParameterServer, ServerCheckpoint, _partition_task
-from daskgp.core.inducing import kmeans_inducing
+from daskgp.compute.rows import RowChunks
 from daskgp.core.optim import Adam
-from daskgp.sparse.chunks import ChunkedRows
+from daskgp.inducing.placement import kmeans_inducing
+from daskgp.inducing.stats import summed_stats
 
 pytestmark = pytest.mark.cluster
 
@@ -52,7 +53,7 @@ def _synchronous_reference(X, y, p, edges, n_updates):
 
 def test_tau_zero_is_synchronous_proximal_gradient_descent(problem, client):
     X, y, p = problem
-    chunks = ChunkedRows.from_arrays(client, y, 100, X=X)
+    chunks = RowChunks.from_arrays(client, y, 100, X=X)
     server = ParameterServer(chunks, p, tau=0)
     records = server.run(15)
     ref = _synchronous_reference(X, y, p, [(a, a + 100) for a in range(0, 400, 100)], 15)
@@ -80,7 +81,7 @@ def test_adam_with_natural_steps_at_tau_zero_is_the_one_process_loop(problem, cl
     """The default optimiser on the cluster (4 partitions, τ = 0) equals the one-process loop to 1e-10 for 15
     updates, and lowers the objective."""
     X, y, p = problem
-    chunks = ChunkedRows.from_arrays(client, y, 100, X=X)
+    chunks = RowChunks.from_arrays(client, y, 100, X=X)
     server = ParameterServer(chunks, p, tau=0, optimizer="adam")
     records = server.run(15)
     ref = _adam_reference(X, y, p, [(a, a + 100) for a in range(0, 400, 100)], 15)
@@ -93,7 +94,7 @@ def test_a_delayed_update_divides_its_steps_by_one_plus_the_mean_delay(problem, 
     moves the kernel part by a quarter of the fresh update's Adam step, and q(w) by a natural step of a
     quarter the size (the delay measured per update, not the bound τ)."""
     X, y, p = problem
-    chunks = ChunkedRows.from_arrays(client, y, 100, X=X)
+    chunks = RowChunks.from_arrays(client, y, 100, X=X)
     g = np.sum([partition_objective(X[a:a + 100], y[a:a + 100], p, natural=True)[1]
                 for a in (0, 100, 200, 300)], axis=0)
     moved = {}
@@ -116,22 +117,22 @@ def test_plateaus_halve_the_steps_and_stop_the_fit_and_survive_a_checkpoint(prob
     file — continues exactly as the uninterrupted run. ADADELTA, with no step to halve, stops at its first
     plateau."""
     X, y, p = problem
-    whole = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
+    whole = ParameterServer(RowChunks.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
     whole.run(1000, tol=1e9)
     assert whole.converged and whole.version == 20 * (PLATEAUS + 1) and whole.step_scale == 0.5 ** 3
     ck = ServerCheckpoint(str(tmp_path / "advgp.json"), every=40)
-    first = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
+    first = ParameterServer(RowChunks.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
     first.run(40, checkpoint=ck, key="k", tol=1e9)
-    again = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
+    again = ParameterServer(RowChunks.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
     again.restore(ck.read("k"))
     assert again.version == 40 and again.step_scale == 0.5 and again.plateaus == 1
     again.run(1000, tol=1e9)
     np.testing.assert_array_equal(again.theta, whole.theta)
-    paper = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0)
+    paper = ParameterServer(RowChunks.from_arrays(client, y, 100, X=X), p, tau=0)
     paper.run(1000, tol=1e9)
     assert paper.converged and paper.version == 40
     with pytest.raises(ValueError, match="another optimizer"):
-        ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0).restore(ck.read("k"))
+        ParameterServer(RowChunks.from_arrays(client, y, 100, X=X), p, tau=0).restore(ck.read("k"))
 
 
 def test_a_slow_worker_keeps_staleness_within_tau_and_the_fit_converges(problem, client):
@@ -143,11 +144,11 @@ def test_a_slow_worker_keeps_staleness_within_tau_and_the_fit_converges(problem,
     row without a fresh one from it), where the synchronous run's never leaves 0. (The wall-clock ordering
     this test used to assert is a benchmark's measurement, not a test's.)"""
     X, y, p = problem
-    stats = ChunkedRows.from_arrays(client, y, 400, X=X).stats(p.kernel)
+    stats = summed_stats(RowChunks.from_arrays(client, y, 400, X=X), p.inducing)
     p.mu, p.U = optimal_q(stats, p)
     runs = {}
     for tau in (0, 3):
-        chunks = ChunkedRows.from_arrays(client, y, 100, X=X)
+        chunks = RowChunks.from_arrays(client, y, 100, X=X)
         server = ParameterServer(chunks, p, tau=tau, delays=[0.05, 0, 0, 0])
         runs[tau] = server.run(150)
         assert max(max(r.staleness) for r in runs[tau]) <= tau
@@ -163,12 +164,12 @@ def test_checkpoint_restores_and_continues(problem, client, tmp_path):
     """τ = 0: 10 updates, checkpoint, a new server restored from it runs 5 more = 15 uninterrupted."""
     X, y, p = problem
     ck = ServerCheckpoint(str(tmp_path / "advgp.json"), every=5)
-    chunks = ChunkedRows.from_arrays(client, y, 100, X=X)
+    chunks = RowChunks.from_arrays(client, y, 100, X=X)
     ParameterServer(chunks, p, tau=0).run(10, checkpoint=ck, key="k")
-    again = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0)
+    again = ParameterServer(RowChunks.from_arrays(client, y, 100, X=X), p, tau=0)
     again.restore(ck.read("k"))
     again.run(15)
-    whole = ParameterServer(ChunkedRows.from_arrays(client, y, 100, X=X), p, tau=0)
+    whole = ParameterServer(RowChunks.from_arrays(client, y, 100, X=X), p, tau=0)
     whole.run(15)
     np.testing.assert_array_equal(again.theta, whole.theta)
     assert len(again.records) == 15
@@ -203,7 +204,7 @@ def test_a_minibatch_gradient_is_unbiased(problem):
 
 def test_minibatch_runs_are_reproducible_and_stop_at_the_time_budget(problem, client):
     X, y, p = problem
-    chunks = ChunkedRows.from_arrays(client, y, 100, X=X)
+    chunks = RowChunks.from_arrays(client, y, 100, X=X)
     runs = [ParameterServer(chunks, p, tau=0, batch_size=30, seed=3) for _ in range(2)]
     for server in runs:
         server.run(12)
@@ -221,7 +222,7 @@ def test_minibatch_runs_are_reproducible_and_stop_at_the_time_budget(problem, cl
 
 def test_bad_settings_are_refused(problem, client):
     X, y, p = problem
-    chunks = ChunkedRows.from_arrays(client, y, 100, X=X)
+    chunks = RowChunks.from_arrays(client, y, 100, X=X)
     with pytest.raises(ValueError, match="tau must be an integer >= 0"):
         ParameterServer(chunks, p, tau=-1)
     with pytest.raises(ValueError, match="one entry per partition"):
@@ -242,7 +243,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_says_so(problem):
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                       memory_limit="2GiB") as cluster, Client(cluster, set_as_default=False) as c:
         c.wait_for_workers(2, timeout=60)
-        chunks = ChunkedRows.from_arrays(c, y, 100, X=X)
+        chunks = RowChunks.from_arrays(c, y, 100, X=X)
         server = ParameterServer(chunks, p, tau=2)
         pids = c.run(os.getpid)
 

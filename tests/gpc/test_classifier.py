@@ -16,7 +16,6 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 import daskgp as dg
-from daskgp.core.inducing import kmeans_inducing
 from daskgp.gpc.ep import (
     Factor,
     GPCParams,
@@ -27,6 +26,7 @@ from daskgp.gpc.ep import (
     tied_gradient_pass,
 )
 from daskgp.gpc.fit import Adam
+from daskgp.inducing.placement import kmeans_inducing
 
 pytestmark = pytest.mark.cluster
 
@@ -113,6 +113,34 @@ def test_minibatch_sep_and_dask_arrays(cancer, client):
     dd = dg.SparseGPClassifier(n_inducing=15, method="sep", max_iter=150, batch_size=100, chunk_rows=100)
     dd.fit(da.from_array(Xtr, chunks=(100, -1)), da.from_array(labels, chunks=100), client=client)
     np.testing.assert_allclose(dd.predict_proba(Xte), p, rtol=1e-9, atol=1e-12)
+
+
+def test_a_matern_classifier_carries_its_kernel_through_a_resumed_fit(cancer, client, tmp_path):
+    """kernel='matern32': the fitted parameters name it, predictions follow the Matérn model (they differ
+    from an RBF fit's), and a fit interrupted after iteration 4 resumes from its checkpoint to the undisturbed
+    fit's hyperparameters (the checkpoint holds plain numbers; the kernel is part of its key)."""
+    Xtr, Xte, ytr, yte = cancer
+    kw = dict(n_inducing=10, method="sep", max_iter=8, chunk_rows=200, kernel="matern32")
+    whole = dg.SparseGPClassifier(**kw).fit(Xtr, ytr, client=client)
+    rbf = dg.SparseGPClassifier(**{**kw, "kernel": "rbf"}).fit(Xtr, ytr, client=client)
+    assert whole.params_.kernel == "matern32" and rbf.params_.kernel == "rbf"
+    assert not np.allclose(whole.predict_proba(Xte), rbf.predict_proba(Xte))
+    assert whole.score(Xte, yte) > 0.9
+    path = tmp_path / "gpc.npz"
+
+    def stop(rec, state):
+        if rec.iteration == 4:
+            raise KeyboardInterrupt
+
+    est = dg.SparseGPClassifier(**kw)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(Xtr, ytr, client=client, checkpoint=path, callback=stop)
+    with pytest.raises(ValueError, match="other data or settings"):
+        dg.SparseGPClassifier(**{**kw, "kernel": "rbf"}).fit(Xtr, ytr, client=client, checkpoint=path,
+                                                             resume=True)
+    est.fit(Xtr, ytr, client=client, checkpoint=path, resume=True)
+    assert est.params_.kernel == "matern32"
+    np.testing.assert_array_equal(est.params_.to_vector(), whole.params_.to_vector())
 
 
 def test_a_degenerate_iteration_keeps_the_last_finite_model(cancer, client):

@@ -7,18 +7,34 @@ import math
 import numpy as np
 import scipy.linalg
 
-from daskgp.sparse.bound import GlobalParams, kl_gauss, kmm, rbf_ard
+from daskgp.sparse.bound import GlobalParams, kl_gauss, kmm
 
 
-def titsias_bound_dense(X, Y, Z, variance: float, lengthscales, beta: float) -> float:
+def dense_kernel(name: str, X1, X2, variance: float, lengthscales) -> np.ndarray:
+    """k(x, x′) for the kernel ``name`` written out from its textbook formula, r the ARD-scaled distance:
+    RBF σ²e^{−r²/2}; Matérn 3/2 σ²(1 + √3 r)e^{−√3 r}; Matérn 5/2 σ²(1 + √5 r + 5r²/3)e^{−√5 r}."""
+    ls = np.asarray(lengthscales, float) * np.ones(np.shape(X1)[1])
+    r = np.sqrt(np.sum(((np.asarray(X1)[:, None, :] - np.asarray(X2)[None, :, :]) / ls) ** 2, axis=2))
+    if name == "rbf":
+        return variance * np.exp(-0.5 * r**2)
+    if name == "matern32":
+        return variance * (1 + math.sqrt(3) * r) * np.exp(-math.sqrt(3) * r)
+    if name == "matern52":
+        return variance * (1 + math.sqrt(5) * r + 5 * r**2 / 3) * np.exp(-math.sqrt(5) * r)
+    raise ValueError(name)
+
+
+def titsias_bound_dense(X, Y, Z, variance: float, lengthscales, beta: float, kernel: str = "rbf",
+                        jitter: float = 1e-6) -> float:
     """Titsias' (2009) collapsed bound, dense and direct:
     Σ_d log N(y_d | 0, Q_nn + β⁻¹I) − β/2·tr(K_nn − Q_nn)·p
-    with Q_nn = K_nm K_mm⁻¹ K_mn. The reference the distributed bound is tested against (observed inputs)."""
+    with Q_nn = K_nm K_mm⁻¹ K_mn, K_mm with ``jitter``·σ² on its diagonal. The reference the distributed
+    bound is tested against (observed inputs), for any stationary kernel (k(x, x) = σ²)."""
     X, Z = np.asarray(X, float), np.asarray(Z, float)
     Y = np.asarray(Y, float).reshape(len(X), -1)
     n, p = Y.shape
-    _, Kmm = kmm(GlobalParams(Z, variance, lengthscales, beta))
-    Kmn = rbf_ard(Z, X, variance, lengthscales)
+    Kmm = dense_kernel(kernel, Z, Z, variance, lengthscales) + jitter * variance * np.eye(len(Z))
+    Kmn = dense_kernel(kernel, Z, X, variance, lengthscales)
     Q = Kmn.T @ np.linalg.solve(Kmm, Kmn)
     cov = Q + np.eye(n) / beta
     L = np.linalg.cholesky(cov)

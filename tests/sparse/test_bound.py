@@ -49,11 +49,16 @@ def _cuts(n, cuts):
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
-def test_bound_from_chunk_sums_equals_dense_titsias(small):
-    """Any chunking (uneven, with an empty chunk) gives the dense bound to 1e-8 relative."""
+KERNEL_NAMES = ["rbf", "matern32", "matern52"]
+
+
+@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+def test_bound_from_chunk_sums_equals_dense_titsias(small, kernel):
+    """Any chunking (uneven, with an empty chunk) gives the dense bound to 1e-8 relative, for every
+    stationary kernel (the dense reference writes each kernel from its textbook formula)."""
     X, y, Z, s2, ls, beta = small
-    ref = titsias_bound_dense(X, y, Z, s2, ls, beta)
-    theta = GlobalParams(Z, s2, ls, beta)
+    ref = titsias_bound_dense(X, y, Z, s2, ls, beta, kernel)
+    theta = GlobalParams(Z, s2, ls, beta, kernel)
     for cuts in ([300], [100, 200], [37, 37, 0, 150, 76]):
         total = _sum([chunk_stats(y[a:b], theta, mu=X[a:b]) for a, b in _cuts(300, cuts)])
         assert collapsed_bound(total, theta) == pytest.approx(ref, rel=1e-8)
@@ -86,21 +91,55 @@ def _fd(f, v, h=1e-5):
     return np.array([(f(v + h * e) - f(v - h * e)) / (2 * h) for e in np.eye(len(v))])
 
 
-def test_regression_gradients_equal_finite_differences(small):
+@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+def test_regression_gradients_equal_finite_differences(small, kernel):
     """∂F/∂(Z, log σ², log l, log β) from the two maps against central differences (h = 1e-5): max error
-    below 1e-6 of the largest component."""
+    below 1e-6 of the largest component, for every stationary kernel."""
     X, y, Z, s2, ls, beta = small
     X, y = X[:120], y[:120]
     m, q = Z.shape
 
     def F(v):
-        t = GlobalParams.from_vector(v, m, q)
+        t = GlobalParams.from_vector(v, m, q, kernel)
         return collapsed_bound(chunk_stats(y, t, mu=X), t)
 
-    v = GlobalParams(Z, s2, ls, beta).to_vector()
-    _, g = _full_grad(y, GlobalParams.from_vector(v, m, q), X, None, _cuts(120, [50, 0, 70]))
+    v = GlobalParams(Z, s2, ls, beta, kernel).to_vector()
+    _, g = _full_grad(y, GlobalParams.from_vector(v, m, q, kernel), X, None, _cuts(120, [50, 0, 70]))
     fd = _fd(F, v)
     assert np.max(np.abs(g - fd)) < 1e-6 * np.max(np.abs(fd))
+
+
+def test_a_wrong_kernel_derivative_fails_the_finite_difference_check(small, monkeypatch):
+    """Power of the check above: the Matérn 3/2 bound's gradient computed with the RBF's derivative block
+    (G = K, as the code was before kernels were shared) misses the finite differences by far more than the
+    tolerance."""
+    from daskgp.core.kernels import Matern32
+
+    X, y, Z, s2, ls, beta = small
+    X, y = X[:120], y[:120]
+    m, q = Z.shape
+
+    def F(v):
+        t = GlobalParams.from_vector(v, m, q, "matern32")
+        return collapsed_bound(chunk_stats(y, t, mu=X), t)
+
+    v = GlobalParams(Z, s2, ls, beta, "matern32").to_vector()
+    fd = _fd(F, v)
+    real = Matern32.blocks_from_scaled
+
+    def as_if_rbf(self, Z1, Z2, need_g=False):
+        K, _, r2 = real(self, Z1, Z2, need_g)
+        return K, (K if need_g else None), r2
+    monkeypatch.setattr(Matern32, "blocks_from_scaled", as_if_rbf)
+    _, g = _full_grad(y, GlobalParams.from_vector(v, m, q, "matern32"), X, None, _cuts(120, [50, 0, 70]))
+    assert np.max(np.abs(g - fd)) > 1e-2 * np.max(np.abs(fd))
+
+
+def test_latent_inputs_refuse_a_kernel_without_psi_statistics(latent):
+    """The GPLVM's psi-statistics are closed-form for the RBF alone: another kernel is one clear error."""
+    Y, mu, S, Z, s2, ls, beta = latent
+    with pytest.raises(ValueError, match="need the RBF kernel.*matern52"):
+        chunk_stats(Y, GlobalParams(Z, s2, ls, beta, "matern52"), mu=mu, S=S)
 
 
 def test_latent_gradients_equal_finite_differences(latent):

@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from daskgp.sparse.bound import GlobalParams, bound_and_grads, chunk_stats, kmm, rbf_ard
+from daskgp.sparse.bound import GlobalParams, bound_and_grads, chunk_stats, kmm
 from daskgp.sparse.chunks import ChunkedRows
 from daskgp.sparse.fit import SparsePosterior
 from daskgp.sparse.sgpr import SparseGPRegressor
+
+from .dense_references import dense_kernel
 
 pytestmark = pytest.mark.cluster
 
@@ -71,16 +73,19 @@ def test_one_worker_gives_the_same_bound(problem, client):
     np.testing.assert_allclose(g1, g2, rtol=1e-10, atol=1e-10 * np.abs(g2).max())
 
 
-def test_predictive_equals_dense_dtc(problem):
-    """Mean Q_*n (Q_nn + β⁻¹I)⁻¹ y and the DTC/SoR variance, written densely with n × n matrices."""
+@pytest.mark.parametrize("kernel", ["rbf", "matern32", "matern52"])
+def test_predictive_equals_dense_dtc(problem, kernel):
+    """Mean Q_*n (Q_nn + β⁻¹I)⁻¹ y and the DTC/SoR variance, written densely with n × n matrices from each
+    kernel's textbook formula."""
     X, y, theta = problem
+    theta = GlobalParams(theta.Z, theta.variance, theta.lengthscales, theta.beta, kernel)
     st = chunk_stats(y, theta, mu=X)
     post = SparsePosterior.from_stats(theta, st)
     Xs = X[:20] + 0.3
     mean, var = post.predict_block(Xs, noise=False)
     _, Kmm = kmm(theta)
-    Kmn, Ksm = rbf_ard(theta.Z, X, theta.variance, theta.lengthscales), rbf_ard(Xs, theta.Z, theta.variance,
-                                                                                 theta.lengthscales)
+    Kmn = dense_kernel(kernel, theta.Z, X, theta.variance, theta.lengthscales)
+    Ksm = dense_kernel(kernel, Xs, theta.Z, theta.variance, theta.lengthscales)
     Qsn = Ksm @ np.linalg.solve(Kmm, Kmn)
     Qnn = Kmn.T @ np.linalg.solve(Kmm, Kmn)
     A = Qnn + np.eye(len(X)) / theta.beta
@@ -230,6 +235,33 @@ def test_bad_input_is_refused_with_a_clear_error(case, msg, problem, client):
         y[:] = 3.0
     with pytest.raises(ValueError, match=msg):
         est.fit(X, y, client=client)
+
+
+def test_a_matern_fit_names_its_kernel_resumes_and_saves_it(problem, client, tmp_path):
+    """kernel='matern32' and kernel=Matern32() fit the same model; its parameters, checkpoint and saved file
+    carry the kernel (a loaded model predicts identically); an RBF checkpoint does not resume a Matérn fit;
+    an unknown kernel is one clear error before any work."""
+    from daskgp.core.kernels import Matern32
+
+    X, y, _ = problem
+    X, y = X[:200], y[:200]
+    kw = dict(n_inducing=10, max_iter=6, chunk_rows=100)
+    by_name = SparseGPRegressor(kernel="matern32", **kw).fit(X, y, client=client)
+    by_object = SparseGPRegressor(kernel=Matern32(), **kw).fit(X, y, client=client)
+    rbf = SparseGPRegressor(**kw).fit(X, y, client=client)
+    assert by_name.params_.kernel == "matern32" and rbf.params_.kernel == "rbf"
+    assert by_name.bound_ == by_object.bound_ and by_name.bound_ != rbf.bound_
+    path = tmp_path / "m.nc"
+    by_name.save(path)
+    back = SparseGPRegressor.load(path)
+    assert back.params_.kernel == "matern32" and back.kernel == "matern32"
+    np.testing.assert_array_equal(back.predict(X[:30]), by_name.predict(X[:30]))
+    ck = tmp_path / "fit.npz"
+    SparseGPRegressor(**kw).fit(X, y, client=client, checkpoint=ck, keep_checkpoint=True)
+    with pytest.raises(ValueError, match="other data"):
+        SparseGPRegressor(kernel="matern32", **kw).fit(X, y, client=client, checkpoint=ck, resume=True)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        SparseGPRegressor(kernel="laplace", **kw).fit(X, y, client=client)
 
 
 @pytest.mark.parametrize("suffix", [".nc", ".zarr"])

@@ -1,5 +1,5 @@
-"""Inducing-point helpers shared by every sparse family (SGPR, the GPLVM, ADVGP, sparse GP classification):
-where the m inducing inputs Z start."""
+"""Where the m inducing inputs Z of every sparse family (SGPR, the GPLVM, ADVGP, sparse GP classification)
+start."""
 
 from __future__ import annotations
 

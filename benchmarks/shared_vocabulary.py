@@ -1,0 +1,158 @@
+"""Issue 32's before/after check: the shared kernel layer (``daskgp.inducing``) must cost the sparse families
+nothing. One run times, alternately, the code at a base git revision (checked out into a temporary worktree)
+and this checkout, each in its own process on its own 2-worker LocalCluster:
+
+* SGPR: one bound + gradient evaluation on every flights training row (246,468 rows, m = 100, RBF, the
+  map-reduce over 2 workers), the median of ``--reps`` after a warm-up;
+* ADVGP: one partition objective + gradient (20,000 flights rows, m = 100, in-process);
+* GPC: one SEP pass with the gradient (20,000 flights_delayed rows, m = 100, in-process);
+
+and, in this checkout only, the same three with the Matérn 3/2 kernel (new: the kernel's G block is evaluated
+in the gradient map, where the RBF reuses its cached K). Writes benchmarks/results/shared_vocabulary.json
+with every sample and the ratios after / before (≤ 1.05 is the issue's bar).
+
+    python benchmarks/shared_vocabulary.py [--base REV] [--rounds 3] [--reps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from _common import write_results  # noqa: E402
+
+# the measurement, run in a child process whose daskgp comes from PYTHONPATH (a base worktree or this one)
+_CHILD = r"""
+import json, sys, time
+import numpy as np
+
+def main():
+    kernel, reps = sys.argv[1], int(sys.argv[2])
+    import daskgp
+    from daskgp.core.datasets import train_test
+    from distributed import Client, LocalCluster
+    ds = daskgp.load("flights")
+    Xtr, ytr, _, _ = train_test(ds, train_size=None)
+    Xs = (Xtr - Xtr.mean(0)) / Xtr.std(0)
+    ys = (ytr - ytr.mean()) / ytr.std()
+    rng = np.random.default_rng(0)
+    Z = Xs[rng.choice(len(Xs), 100, replace=False)]
+    out = {"daskgp": daskgp.__file__}
+    if kernel == "rbf":
+        from daskgp.sparse.bound import GlobalParams
+        theta = GlobalParams(Z, 1.0, np.full(Xs.shape[1], 2.0), 4.0)
+    else:
+        from daskgp.inducing.features import GlobalParams
+        theta = GlobalParams(Z, 1.0, np.full(Xs.shape[1], 2.0), 4.0, kernel)
+    from daskgp.sparse.chunks import ChunkedRows
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+                      memory_limit="8GiB") as cluster, Client(cluster) as client:
+        rows = ChunkedRows.from_arrays(client, ys, int(np.ceil(len(ys) / 8)), X=Xs)
+        rows.bound_and_grad(theta)
+        secs = []
+        for _ in range(reps):
+            t0 = time.perf_counter(); rows.bound_and_grad(theta); secs.append(time.perf_counter() - t0)
+        out["sgpr_eval_s"] = secs
+        rows.release()
+    from daskgp.advgp.model import ADVGPParams, partition_objective
+    X20, y20 = Xs[:20_000], ys[:20_000]
+    extra = {} if kernel == "rbf" else {"kernel": kernel}
+    p = ADVGPParams(Z, 1.0, np.full(Xs.shape[1], 2.0), 4.0, np.zeros(100), np.eye(100), **extra)
+    partition_objective(X20, y20, p)
+    secs = []
+    for _ in range(reps):
+        t0 = time.perf_counter(); partition_objective(X20, y20, p); secs.append(time.perf_counter() - t0)
+    out["advgp_partition_s"] = secs
+    from daskgp.gpc.ep import Factor, GPCParams, Posterior, chunk_pass, sep_cavity
+    lab = np.where(ytr[:20_000] > 15, 1.0, -1.0)
+    gp = GPCParams(Z, 1.0, np.full(Xs.shape[1], 2.0), **extra)
+    q = Posterior(gp, Factor.zero(100))
+    src = Posterior(gp, sep_cavity(Factor.zero(100), 20_000))
+    chunk_pass(X20, lab, src, None, 1.0, grad=True, gradient_at=q)
+    secs = []
+    for _ in range(reps):
+        t0 = time.perf_counter(); chunk_pass(X20, lab, src, None, 1.0, grad=True, gradient_at=q)
+        secs.append(time.perf_counter() - t0)
+    out["gpc_sep_pass_s"] = secs
+    print("RESULT " + json.dumps(out))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def _measure(tree: Path, kernel: str, reps: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    env.setdefault("DASKGP_DATA", str(ROOT.parent / "shared" / "data"))
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(_CHILD)
+    try:
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, f.name, kernel, str(reps)], env=env, cwd=tempfile.gettempdir(),
+                             capture_output=True, text=True, timeout=1800)
+    finally:
+        os.unlink(f.name)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    if out.returncode or not lines:
+        raise RuntimeError(f"the measurement in {tree} failed:\n{out.stderr[-2000:]}")
+    res = json.loads(lines[-1][7:])
+    res["wall_s"] = time.perf_counter() - t0
+    assert Path(res.pop("daskgp")).resolve().is_relative_to(tree.resolve()), "measured the wrong tree"
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", default="9f3491f", help="the revision before the shared layer")
+    ap.add_argument("--rounds", type=int, default=3, help="before/after pairs, alternating")
+    ap.add_argument("--reps", type=int, default=5, help="timed evaluations per process")
+    ap.add_argument("--out", default=str(HERE / "results" / "shared_vocabulary.json"))
+    args = ap.parse_args()
+    keys = ("sgpr_eval_s", "advgp_partition_s", "gpc_sep_pass_s")
+    base = Path(tempfile.mkdtemp(prefix="daskgp-base-"))
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), args.base], check=True,
+                   capture_output=True)
+    results = {"benchmark": "shared_vocabulary", "base": args.base,
+               "head": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                      capture_output=True, text=True).stdout.strip(),
+               "cpus": os.cpu_count(), "rounds": []}
+    try:
+        for r in range(args.rounds):
+            pair = {}
+            for side, tree in (("before", base), ("after", ROOT)) if r % 2 == 0 else (("after", ROOT),
+                                                                                       ("before", base)):
+                pair[side] = _measure(tree, "rbf", args.reps)
+                medians = ", ".join(f"{k} {np.median(pair[side][k]):.3f}" for k in keys)
+                print(f"round {r + 1} {side}: {medians}", flush=True)
+            results["rounds"].append(pair)
+        results["matern32_after"] = _measure(ROOT, "matern32", args.reps)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+    summary = {}
+    for k in keys:
+        before = np.array([np.median(p["before"][k]) for p in results["rounds"]])
+        after = np.array([np.median(p["after"][k]) for p in results["rounds"]])
+        ratios = after / before
+        summary[k] = {"before_median_s": float(np.median(before)), "after_median_s": float(np.median(after)),
+                      "ratio_per_round": ratios.tolist(), "ratio_median": float(np.median(ratios)),
+                      "matern32_after_median_s": float(np.median(results["matern32_after"][k])),
+                      "within_5_percent": bool(np.median(ratios) <= 1.05)}
+    results["summary"] = summary
+    write_results(Path(args.out), results)
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Rows of data held in chunks on the Dask workers, as futures: placement (numpy scattered, dask arrays
+materialised on the workers chunk by chunk), optional placement on each worker's device, and re-placement of
+the chunks a lost worker took with it. Every sparse family maps its per-chunk work over these; what the work
+is belongs to the family.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from concurrent.futures import CancelledError
+
+import numpy as np
+from distributed import KilledWorker
+
+from .backend import resolve_device, to_device, to_host
+
+__all__ = ["RowChunks", "WorkerLostError", "MAX_REPLACEMENTS", "split_rows", "chunk_size"]
+
+log = logging.getLogger(__name__)
+MAX_REPLACEMENTS = 3  # evaluations repeated after lost workers before giving up
+
+
+class WorkerLostError(ConnectionError):
+    """Chunks were lost with a worker and cannot be placed again (or workers kept dying)."""
+
+
+def _row_edges(n: int, chunk_rows: int) -> list[tuple[int, int]]:
+    edges = list(range(0, n, max(1, int(chunk_rows)))) + [n]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _rows_2d(arrays: dict) -> dict:
+    return {k: (v[:, None] if v.ndim == 1 else v) for k, v in arrays.items()}
+
+
+def split_rows(arrays: dict, chunk_rows: int) -> list[dict]:
+    """Numpy arrays (same number of rows) → chunk dicts of at most ``chunk_rows`` rows, 1-D made (n, 1)."""
+    arrays = _rows_2d(arrays)
+    return [{k: np.ascontiguousarray(v[a:b]) for k, v in arrays.items()}
+            for a, b in _row_edges(arrays["Y"].shape[0], chunk_rows)]
+
+
+def chunk_size(chunk) -> int:
+    """The rows of one chunk (a task: waits for the chunk and surfaces its error)."""
+    return chunk["Y"].shape[0]
+
+
+def _get_field(chunk, name):
+    return to_host(chunk[name])
+
+
+def _chunk_to_device(chunk: dict, device: str) -> dict:
+    """The chunk's arrays on this worker's device ('cpu' | 'gpu' | 'auto': its GPU when it has one)."""
+    where = resolve_device(device)
+    return {k: to_device(v, where) for k, v in chunk.items()}
+
+
+class RowChunks:
+    """Row chunks held as futures on the workers of ``client``; each a dict of arrays with the same number
+    of rows: "Y" (b, p) and the inputs — "X" (b, q) when observed, "mu", "S" (b, q) for a GPLVM's latent
+    q(x_i). The sparse families map their per-chunk work over :attr:`futures`; :meth:`with_replacement`
+    repeats a map after a lost worker, once the lost chunks are placed again from their source
+    (:meth:`replace`)."""
+
+    def __init__(self, client, futures, sizes, rebuild=None):
+        self.client, self.futures, self.sizes = client, list(futures), list(sizes)
+        self._rebuild = rebuild  # rebuild(indices) -> futures of those chunks placed again, or None
+
+    @property
+    def replaceable(self) -> bool:
+        """Whether lost chunks can be placed again (observed inputs: from their source)."""
+        return self._rebuild is not None
+
+    def replace(self, idx: list[int]) -> list:
+        """Futures of chunks ``idx`` placed again from their source (after a lost worker)."""
+        if self._rebuild is None:
+            raise WorkerLostError("these row chunks live only on the workers and cannot be placed again")
+        return self._rebuild(list(idx))
+
+    @property
+    def n(self) -> int:
+        return int(sum(self.sizes))
+
+    @classmethod
+    def from_arrays(cls, client, Y, chunk_rows: int, device: str | None = None, **inputs) -> RowChunks:
+        """Split numpy or dask arrays by rows. Dask arrays are materialised chunk by chunk on the workers
+        (their data need never pass through this process); numpy arrays are scattered. ``device`` None
+        keeps the chunks' own type; 'cpu', 'gpu' or 'auto' puts every chunk on its worker's device (cupy on
+        a GPU worker), where its statistics and their sums are then computed."""
+        if device not in (None, "auto", "cpu", "gpu"):  # before anything is scattered
+            raise ValueError(f"device must be None, 'auto', 'cpu' or 'gpu', got {device!r}")
+        rows = cls._from_arrays(client, Y, chunk_rows, **inputs)
+        if device is None:
+            return rows
+
+        def place(futs):
+            return client.map(_chunk_to_device, futs, device=device, pure=False)
+        rebuild = rows._rebuild
+        return cls(client, place(rows.futures), rows.sizes,
+                   rebuild=None if rebuild is None else (lambda idx: place(rebuild(idx))))
+
+    @classmethod
+    def _from_arrays(cls, client, Y, chunk_rows: int, **inputs) -> RowChunks:
+        import dask.array as da
+
+        arrays = {"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}
+        if any(isinstance(a, da.Array) for a in arrays.values()):
+            blocks = max(1, int(chunk_rows))
+            darr = {k: (a if isinstance(a, da.Array) else da.from_array(a)) for k, a in arrays.items()}
+            darr = {k: (a[:, None] if a.ndim == 1 else a).rechunk((blocks, -1)) for k, a in darr.items()}
+            sizes = darr["Y"].chunks[0]
+            delayed_cols = {k: a.to_delayed().ravel() for k, a in darr.items()}
+            from dask import delayed
+
+            tasks = [delayed(dict)(**{k: v[i] for k, v in delayed_cols.items()}) for i in range(len(sizes))]
+            futures = client.compute(tasks)
+            return cls(client, futures, sizes, rebuild=lambda idx: client.compute([tasks[i] for i in idx]))
+        parts = split_rows(arrays, chunk_rows)
+        # hash=False: equal chunks of two row sets must not share a key, or releasing one loses the other's
+        futures = client.scatter(parts, hash=False)
+        sizes = [p["Y"].shape[0] for p in parts]
+        if "mu" in arrays:  # latent inputs change on the workers: no source to place them from again
+            return cls(client, futures, sizes)
+        del parts  # a lost chunk is sliced again from the caller's arrays: no second copy of the data here
+        rows, edges = _rows_2d(arrays), _row_edges(len(Y), chunk_rows)
+
+        def rebuild(idx):
+            return client.scatter([{k: np.ascontiguousarray(v[a:b]) for k, v in rows.items()}
+                                   for a, b in (edges[i] for i in idx)], hash=False)
+        return cls(client, futures, sizes, rebuild=rebuild)
+
+    def with_replacement(self, evaluate):
+        """``evaluate()``, repeated after any chunks lost with a worker are placed again from the source."""
+        for attempt in range(MAX_REPLACEMENTS + 1):
+            try:
+                return evaluate()
+            except (CancelledError, KilledWorker) as e:
+                lost = [i for i, f in enumerate(self.futures) if f.status != "finished"]
+                if self._rebuild is None or attempt == MAX_REPLACEMENTS:
+                    rows = f" (chunks {lost})" if lost else ""
+                    raise WorkerLostError(f"a Dask worker was lost with rows it held{rows}, and they cannot "
+                                          f"be placed again ({type(e).__name__})") from None
+                log.warning("daskgp: a worker was lost with %d row chunk(s); placing the chunk(s) again from "
+                            "the data and repeating the evaluation", len(lost))
+                for i, f in zip(lost, self._rebuild(lost) if lost else [], strict=True):
+                    self.futures[i] = f
+        raise AssertionError("unreachable")
+
+    def field(self, name: str) -> np.ndarray:
+        """Gather one field of every chunk, stacked by rows (for the latent means and variances: n × q)."""
+        futs = [self.client.submit(_get_field, f, name, pure=False) for f in self.futures]
+        with self.lost_for_good():
+            parts = self.client.gather(futs)
+        return np.concatenate(parts, axis=0)
+
+    @contextlib.contextmanager
+    def lost_for_good(self):
+        """Work on chunks whose state exists only on the workers (a GPLVM's latent means and variances):
+        a worker lost with them is one clear WorkerLostError, not a cancelled future's traceback."""
+        try:
+            yield
+        except (CancelledError, KilledWorker) as e:
+            raise WorkerLostError(f"a Dask worker was lost with row chunks whose latent state lived only "
+                                  f"there; the fit cannot continue ({type(e).__name__}): fit again") from None
+
+    def release(self) -> None:
+        self.futures = []

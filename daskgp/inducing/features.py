@@ -1,0 +1,185 @@
+"""Inducing-point features for any stationary kernel: K_mm = K(Z, Z), K_mn = K(Z, X) and their adjoints
+(reverse-mode derivatives) with respect to the inducing inputs Z, the kernel variance σ² and the ARD
+lengthscales l.
+
+Every kernel of :mod:`daskgp.core.kernels` has the form k(x, z) = σ²·f(r²), r² = Σ_j ((x_j − z_j)/l_j)², and
+provides the block G = σ²·g(r²) with ∂k/∂log l_j = G·Δ_j², Δ_j = (x_j − z_j)/l_j. Since r² is symmetric in
+(x, z) and ∂r²/∂z_j = −2(x_j − z_j)/l_j², the same block gives every derivative this module needs: for an
+upstream gradient Ḡ = ∂F/∂K (same shape as K) and W = Ḡ ⊙ G,
+
+    ∂F/∂z_mj = Σ_b W_bm (x_bj − z_mj)/l_j²,   ∂F/∂l_j = Σ_bm W_bm (x_bj − z_mj)²/l_j³,   ∂F/∂σ² = Σ Ḡ ⊙ K/σ².
+
+For the RBF, G = K, and these are the familiar RBF-ARD formulas. The Matérn kernels' G is finite at r = 0
+(3σ²e^{−√3 r} for ν = 3/2, (5/3)σ²(1 + √5 r)e^{−√5 r} for ν = 5/2), so inducing inputs may coincide with
+data points.
+
+Units: the caller's (the estimators standardise first). Array code follows the arrays' namespace
+(``array_api_compat``): K_mn and its adjoint are computed where the chunk lives (numpy or cupy).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from array_api_compat import array_namespace
+
+from ..compute.backend import like, to_host
+from ..core.kernels import KERNELS, Kernel
+
+__all__ = ["JITTER", "CLASSIFIER_JITTER", "GlobalParams", "kernel_name", "kernel_of", "kmm", "kmn",
+           "kmm_backprop", "kmn_backprop", "cross_backprop"]
+
+# K_mm's jitter, relative to the kernel variance σ², for the regression bound (SGPR, the GPLVM) and ADVGP:
+# keeps K_mm's Cholesky stable when inducing inputs cluster, and is small enough to match libraries that add
+# none (GPflow's SGPR adds 1e-6 absolute) to their printed digits.
+JITTER = 1e-6
+# The classifier's (EP / SEP / ADF) jitter: 10× the regression bound's. Inducing inputs crowded in a
+# low-dimensional input space make K_mm nearly singular; the evidence gradient through K⁻¹ then reaches the
+# hundreds or thousands and Adam's steps on Z go astray. Breast cancer's two features "worst radius" and
+# "worst concave points", 250 iterations, 3 splits: at 1e-6 SEP with m = 30 ended at test NLL 0.36 / 0.16 /
+# 0.40 against 0.14 / 0.17 / 0.15 with m = 10 (largest gradient norms 453–2,664); at 1e-4 at 0.130 / 0.158 /
+# 0.152 against 0.138 / 0.160 / 0.150, EP likewise; at 1e-5 (benchmarks/gpc.py's "crowded" part) SEP at
+# 0.130 / 0.158 / 0.153 against 0.138 / 0.163 / 0.160, EP at 0.130 / 0.182 / 0.152 against 0.138 / 0.159 /
+# 0.151 (its second split worse at m = 30).
+# 1e-4 cost SEP on the hourly weather rows (rain / none, 9 features, kernel variance ≈ 20): test NLL 0.100
+# against an exact Laplace classifier's 0.086 (tests/gpc/test_binary_sets.py), where 1e-5 keeps it level;
+# the jitter is prior variance added to every u, which a classifier with a large σ² feels. The regression
+# bound needs less: its K_mm enters through K_mm + β·D, which the data regularise.
+CLASSIFIER_JITTER = 1e-5
+
+
+@dataclass(frozen=True)
+class GlobalParams:
+    """The global parameters of an inducing-point model: inducing inputs Z (m, q), kernel variance σ²
+    (y units²), ARD lengthscales l (q,) (x units; a scalar is broadcast to every input dimension), noise
+    precision β (1/y units²; the estimators report the noise variance 1/β) and the kernel's registry name
+    (``daskgp.core.kernels.KERNELS``: 'rbf', 'matern32', 'matern52'). Unconstrained vector: Z, log σ², log l,
+    log β; the kernel's name is structure, not a parameter."""
+
+    Z: np.ndarray
+    variance: float
+    lengthscales: np.ndarray
+    beta: float
+    kernel: str = "rbf"
+
+    def __post_init__(self):
+        Z = np.asarray(self.Z, dtype=float)
+        if Z.ndim != 2:
+            raise ValueError(f"Z must be (m, q), got shape {Z.shape}")
+        ls = np.asarray(self.lengthscales, dtype=float)
+        if ls.ndim > 1 or ls.size not in (1, Z.shape[1]):
+            raise ValueError(f"lengthscales must be a scalar or ({Z.shape[1]},), got shape {ls.shape}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
+        # frozen: the normalised fields are set once, here
+        object.__setattr__(self, "Z", Z)
+        object.__setattr__(self, "variance", float(self.variance))
+        object.__setattr__(self, "lengthscales", np.broadcast_to(ls, (Z.shape[1],)).copy())
+        object.__setattr__(self, "beta", float(self.beta))
+
+    @property
+    def m(self) -> int:
+        return self.Z.shape[0]
+
+    def to_vector(self) -> np.ndarray:
+        return np.concatenate([self.Z.ravel(), [math.log(self.variance)], np.log(self.lengthscales),
+                               [math.log(self.beta)]])
+
+    @classmethod
+    def from_vector(cls, v, m: int, q: int, kernel: str = "rbf") -> GlobalParams:
+        v = np.asarray(v, dtype=float)
+        Z = v[:m * q].reshape(m, q).copy()
+        return cls(Z, float(np.exp(v[m * q])), np.exp(v[m * q + 1:m * q + 1 + q]), float(np.exp(v[-1])),
+                   kernel)
+
+    def with_vector(self, v) -> GlobalParams:
+        """The parameters at unconstrained vector ``v``, same shapes and kernel."""
+        return self.from_vector(v, *self.Z.shape, kernel=self.kernel)
+
+    def grad_vector(self, dZ, dvar, dls, dbeta) -> np.ndarray:
+        """Chain rule to the unconstrained vector from gradients in natural parameters."""
+        return np.concatenate([np.asarray(dZ).ravel(), [dvar * self.variance],
+                               np.asarray(dls) * self.lengthscales, [dbeta * self.beta]])
+
+
+def kernel_name(kernel) -> str:
+    """The registry name of an estimator's ``kernel=`` argument: a name of
+    :data:`daskgp.core.kernels.KERNELS` ('rbf', 'matern32', 'matern52', any case) or a kernel object of
+    those classes (its type counts; its hyperparameters are learnt). Raises ValueError for anything else."""
+    if isinstance(kernel, Kernel):
+        return type(kernel).name
+    if isinstance(kernel, str) and kernel.lower() in KERNELS:
+        return kernel.lower()
+    raise ValueError(f"kernel must be one of {sorted(KERNELS)} or a kernel object of daskgp.core.kernels, "
+                     f"got {kernel!r}")
+
+
+def kernel_of(name: str, variance: float, lengthscales) -> Kernel:
+    """The ARD kernel object of registry name ``name`` (see :data:`daskgp.core.kernels.KERNELS`)."""
+    ls = np.atleast_1d(np.asarray(to_host(lengthscales), dtype=np.float64))
+    return KERNELS[name](variance=float(variance), lengthscale=ls, ard=True)
+
+
+def _kernel(theta) -> Kernel:
+    return kernel_of(theta.kernel, theta.variance, theta.lengthscales)
+
+
+def kmm(theta, jitter: float = JITTER, ref=None) -> tuple[np.ndarray, np.ndarray]:
+    """(K(Z, Z), K(Z, Z) + jitter·σ²·I), both (m, m): the inducing covariance without and with the jitter
+    (relative to σ²) that every Cholesky of it uses; in the namespace of array ``ref`` when given.
+    ``theta``: anything with Z, variance, lengthscales and kernel (:class:`GlobalParams`)."""
+    Z = theta.Z if ref is None else like(theta.Z, ref)
+    K0 = _kernel(theta)(Z, Z)
+    eye = np.eye(theta.Z.shape[0]) if ref is None else like(np.eye(theta.Z.shape[0]), ref)
+    return K0, K0 + jitter * theta.variance * eye
+
+
+def kmn(theta, X):
+    """K(Z, X) (m, b) in X's namespace and on its device."""
+    return _kernel(theta)(like(to_host(theta.Z), X) if type(X) is not np.ndarray else theta.Z, X)
+
+
+def cross_backprop(Gbar, X1, X2, theta, K=None):
+    """For F depending on K = K(X1, X2) (b1, b2) through Ḡ = ∂F/∂K: (∂F/∂X2 (b2, q), ∂F/∂σ², ∂F/∂l (q,)).
+    ∂F/∂X1 is the same call with the arguments swapped. ``K``: the block when the caller has it (for the
+    RBF it is G as well, so nothing is evaluated again; the Matérn kernels evaluate G here)."""
+    kern = _kernel(theta)
+    xp = array_namespace(Gbar, X1)
+    ls = like(np.asarray(theta.lengthscales, dtype=np.float64), X1)
+    if K is not None and kern.g_is_k:  # the RBF: the cached block is G too (the map's one kernel pass)
+        G = K
+    else:
+        K_, G, _ = kern.blocks_from_scaled(X1 / ls, X2 / ls, need_g=True)
+        K = K_ if K is None else K
+    W = Gbar * G
+    cs = xp.sum(W, axis=0)  # (b2,)
+    WX = W.T @ X1  # (b2, q)
+    d2 = (WX - cs[:, None] * X2) / ls**2
+    dls = (xp.sum(W, axis=1) @ (X1 * X1) - 2 * xp.sum(WX * X2, axis=0) + cs @ (X2 * X2)) / ls**3
+    dvar = xp.sum(W if G is K else Gbar * K) / theta.variance  # the RBF's W is already Ḡ ⊙ K
+    return d2, dvar, dls
+
+
+def kmn_backprop(Gbar, X, theta, Knm=None):
+    """Given Ḡ = ∂F/∂K_nm (b, m) for K_nm = K(X, Z): (∂F/∂Z (m, q), ∂F/∂σ² (0-d), ∂F/∂l (q,)) in X's
+    namespace (summed on the workers, where the chunk lives)."""
+    Z = theta.Z if type(X) is np.ndarray else like(to_host(theta.Z), X)
+    return cross_backprop(Gbar, X, Z, theta, Knm)
+
+
+def kmm_backprop(GK, theta, K0=None, Kmm=None,
+                 jitter: float = JITTER) -> tuple[np.ndarray, float, np.ndarray]:
+    """Given GK = ∂F/∂K_mm (m, m) symmetric, with K_mm = K0 + jitter·σ²·I (:func:`kmm`), the derivatives of F
+    through K_mm w.r.t. Z (m, q), σ² and the lengthscales (q,): (dZ, dvar, dls)."""
+    numpy = type(GK) is np.ndarray
+    if K0 is None or Kmm is None:
+        K0, Kmm = kmm(theta, jitter, ref=None if numpy else GK)
+    xp = array_namespace(GK)
+    Z = theta.Z if numpy else like(theta.Z, GK)
+    # both arguments are Z: by the symmetry of GK and k the first argument's share equals the second's; the
+    # lengthscale derivative already sums over every pair
+    dZ, _, dls = cross_backprop(GK, Z, Z, theta, K0)
+    dvar = float(xp.sum(GK * Kmm)) / theta.variance  # K_mm and its jitter are both proportional to σ²
+    return 2 * dZ, dvar, dls
