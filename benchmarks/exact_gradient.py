@@ -102,7 +102,8 @@ def worker_daskgp(config: str, seeds: int, exact: list[float]) -> dict:
                      "rel_error": float(np.linalg.norm(g - exact) / np.linalg.norm(exact)),
                      "cg_iterations": est.cg_iterations.tolist(), "operator_passes": est.n_products})
     out = {"config": config, "settings": CONFIGS[config], "runs": runs, "mode": op.mode,
-           "first_allocation_seconds": first_alloc, "threads": op.n_threads, "peak_rss_gb": _peak_rss_gb()}
+           "first_allocation_seconds": first_alloc, "threads": getattr(op.executor, "n_threads", None),
+           "peak_rss_gb": _peak_rss_gb()}
     if config == "ulisse":
         out["cmvp"] = _cmvp_timings(op)
     return out

@@ -4,74 +4,34 @@ One product is one pass over row blocks of X. A row block i evaluates its kernel
 (bounded memory) and applies each tile to every column of V at once; a gradient pass also applies the
 derivative blocks ∂K/∂log θ_j in the same pass, reusing each tile for every column and every derivative.
 
-Two backends run the same block function:
-
-* ``local``: a thread pool in this process, no scheduler (chosen for small n);
-* ``distributed``: a ``dask.distributed`` Client, X broadcast to the workers once, V broadcast per product,
-  one task per row block pinned to a worker so that its cached kernel rows stay there.
+An operator is a value, K at one θ: ``op.with_log_params(θ′)`` gives K(θ′) and leaves ``op`` as it was.
+Where the blocks run is its executor's business (:mod:`daskgp.compute.executors`: ``local``, a thread pool
+in this process, chosen for small n; ``distributed``, one pinned task per row block on a ``dask.distributed``
+cluster), injected or built from ``mode``; operators derived by ``with_log_params`` share it.
 
 Caching: while θ is fixed (a whole CG solve), each row block's kernel rows K(X_i, X) are kept where they were
-computed if all blocks fit the memory budget; a product with a different θ drops and replaces them.
+computed if all blocks fit the memory budget; the executor owns them, keyed by θ, so a product at another θ
+rebuilds them in the same memory.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
-import uuid
-from concurrent.futures import ThreadPoolExecutor
+import warnings
 
 import numpy as np
 from array_api_compat import array_namespace, device
 
 from ..core.kernels import Kernel
 from ..core.validation import check_positive
-from .backend import (
-    check_columns,
-    check_matrix,
-    dtype_name,
-    free_memory,
-    is_numpy,
-    resolve_device,
-    to_device,
-    to_host,
-)
+from .backend import check_columns, check_matrix, dtype_name, is_numpy, to_host
+from .executors import DaskExecutor, LocalExecutor, cache_for, single_threaded_blas
 
-__all__ = ["KernelOperator", "dense_covariance", "single_threaded_blas"]
+__all__ = ["KernelOperator", "dense_covariance", "single_threaded_blas"]  # the last: from .executors
 
-_CONTROLLER: list = []  # threadpoolctl's view of the loaded BLAS, built once per process
-
-
-def single_threaded_blas():
-    """A context in which BLAS runs on one thread (for code that already runs one thread per core). The
-    controller is built once: ``threadpool_limits`` rescans the process's libraries on every call (≈ 5 ms,
-    40 % of a gradient on concrete when it ran per operator pass)."""
-    if not _CONTROLLER:
-        from threadpoolctl import ThreadpoolController
-
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0].limit(limits=1, user_api="blas")
-
-# Worker-process (or this process, for the local backend) cache of kernel row blocks:
-# (operator id, first row) -> (θ key, (rows, n) array). Module level, so it lives in each worker process.
-_CACHE: dict[tuple[str, int], tuple[tuple, object]] = {}
-_CACHE_LOCK = threading.Lock()
 _TILE_ENTRIES = 1 << 22  # 4M entries = 32 MiB per float64 temporary
-
-
-def _drop_cache(op_id: str, keep_memory: bool = False) -> int:
-    """Forget an operator's cached kernel rows: delete them, or only mark them stale so the next product
-    rebuilds them in the same memory."""
-    with _CACHE_LOCK:
-        if not keep_memory:
-            _DEVICE_X.pop(op_id, None)
-        keys = [k for k in _CACHE if k[0] == op_id]
-        for k in keys:
-            if keep_memory:
-                _CACHE[k] = (None, _CACHE[k][1])
-            else:
-                del _CACHE[k]
-    return len(keys)
 
 
 def _tiles(n: int, rows: int):
@@ -104,12 +64,13 @@ def _fast(*arrays) -> bool:
     return all(type(a) is np.ndarray and a.dtype == np.float64 for a in arrays)
 
 
-def _row_block_matmul(X, i0, i1, kernel: Kernel, noise, V, op_id, theta_key, cache_dtype):
+def _row_block_matmul(X, i0, i1, V, kernel: Kernel, noise, cache_ref, theta_key, cache_dtype):
     """(i1-i0, k) rows of K V for the row block X[i0:i1]; ``cache_dtype`` None (no cache) or the dtype of
     the cached kernel rows (float32 halves the memory read by every cached pass: V is rounded to float32
-    for the product, whose result comes back as float64)."""
-    key = (op_id, i0)
-    entry = _CACHE.get(key) if cache_dtype is not None else None
+    for the product, whose result comes back as float64), kept in the executor's cache ``cache_ref``."""
+    key = i0
+    cache = cache_for(cache_ref) if cache_dtype is not None else None
+    entry = cache.get(key) if cache is not None else None
     if entry is not None and entry[0] == theta_key:
         return _cached_product(entry[1], V) + noise * V[i0:i1, :]
     if _fast(X, V):
@@ -119,7 +80,7 @@ def _row_block_matmul(X, i0, i1, kernel: Kernel, noise, V, op_id, theta_key, cac
             cache_dtype = np.dtype(cache_dtype)
             reuse = entry is not None and entry[1].dtype == cache_dtype
             full = entry[1] if reuse else np.empty((i1 - i0, n), dtype=cache_dtype)
-            _CACHE[key] = (None, full)
+            cache[key] = (None, full)
         A, B = kernel.augmented(X)
         out = np.zeros((i1 - i0, V.shape[1]))
         for r0, r1, c0, c1 in _np_tiles(i0, i1, n):
@@ -130,7 +91,7 @@ def _row_block_matmul(X, i0, i1, kernel: Kernel, noise, V, op_id, theta_key, cac
                 out[r0 - i0:r1 - i0] += K @ V[c0:c1]
         if full is not None:
             out = _cached_product(full, V)
-            _CACHE[key] = (theta_key, full)
+            cache[key] = (theta_key, full)
         return out + noise * V[i0:i1, :]
     # any other array namespace (cupy, array_api_strict), or numpy float32: tiles allocated per product,
     # the rows kept in the cache as one (rows, n) array when there is one
@@ -142,7 +103,7 @@ def _row_block_matmul(X, i0, i1, kernel: Kernel, noise, V, op_id, theta_key, cac
         dt = getattr(xp, cache_dtype)
         full = xp.concat([xp.astype(kernel.blocks_from_scaled(Zi, Z[c0:c1, :])[0], dt) for c0, c1 in tiles],
                          axis=1)
-        _CACHE[key] = (theta_key, full)
+        cache[key] = (theta_key, full)
         return _cached_product(full, V) + noise * V[i0:i1, :]
     out = xp.zeros((i1 - i0, V.shape[1]), dtype=V.dtype, device=device(V))
     for c0, c1 in tiles:
@@ -169,7 +130,7 @@ def _ard_columns(xp, Z, V):
                      + [Z[:, j:j + 1] ** 2 * V for j in range(d)], axis=1)
 
 
-def _row_block_grads(X, i0, i1, kernel: Kernel, noise, V):
+def _row_block_grads(X, i0, i1, V, kernel: Kernel, noise):
     """For the row block X[i0:i1]: (KV rows (b, k), dKV rows (p, b, k)), derivatives w.r.t. log θ in the
     order kernel params..., noise. ∂K/∂log l_j = G ⊙ Δz_j², applied as
     z_j²⊙(GV) − 2 z_j⊙(G(z_j V)) + G(z_j² V), so ARD costs one wider matrix product."""
@@ -222,7 +183,8 @@ def _theta_key(kernel: Kernel, noise: float) -> tuple:
 
 
 class KernelOperator:
-    """K(θ) = k(X, X) + noise·I as a linear operator, (n, n), never stored.
+    """K(θ) = k(X, X) + noise·I as a linear operator, (n, n), never stored; a value — ``with_log_params``
+    gives the operator at another θ, sharing this one's executor and cached rows.
 
     Parameters
     ----------
@@ -235,18 +197,21 @@ class KernelOperator:
         from :func:`daskgp.compute.cluster.get_client` (an existing default client, or a new LocalCluster).
     mode : 'local', 'distributed', or 'auto': local when n ≤ ``local_max_n``, or when no client is given
         and n ≤ 4·``local_max_n`` (one process with a thread pool beats the scheduler's per-task overhead
-        there); distributed otherwise.
+        there); distributed otherwise. Ignored when ``executor`` is given.
     cache : 'auto' (cache kernel rows when they fit ``cache_fraction`` of the memory budget), True, False.
     cache_dtype : 'float64' or 'float32', the precision of the cached rows. The products are memory-bound,
         so float32 halves the time of every cached pass; the product's error is then a fixed ~1e-7 relative
         perturbation of K (on 8,000 rows of house_8L CG to 1e-6 and 1e-8 took the same iterations and the
         gradient moved by < 1e-3 of its 32-probe noise sd). The samplers use float32; exact checks float64.
     block_rows : rows per block (per task in distributed mode).
-    n_threads : threads of the local backend (default: CPU count).
+    n_threads : threads of the local executor (default: CPU count).
     device : None (compute where X is), 'cpu', 'gpu' or 'auto'. Local mode: 'gpu' moves X to the GPU
         (cupy) here, 'auto' when this process has one. Distributed mode: the workers put X on their device
         ('auto': each worker's GPU when it has one) and keep it there; products still come back in X's
         namespace.
+    executor : a :class:`~daskgp.compute.executors.LocalExecutor` or
+        :class:`~daskgp.compute.executors.DaskExecutor` built on this X (its ``X`` is used; the operator
+        neither owns nor closes it); None builds one from ``mode``, owned (closed) by this operator.
 
     Log-parameter vector θ = [kernel.log_params..., log noise], names in ``param_names``.
     """
@@ -254,7 +219,7 @@ class KernelOperator:
     def __init__(self, X, kernel: Kernel, noise: float, *, client=None, mode: str = "auto",
                  cache="auto", cache_dtype: str = "float64", block_rows: int | None = None,
                  n_threads: int | None = None, local_max_n: int = 10_000, cache_fraction: float = 0.4,
-                 device: str | None = None):
+                 device: str | None = None, executor=None):
         if hasattr(X, "compute") and hasattr(X, "dask"):  # a dask array: its chunks' type, gathered here
             X = X.compute()
         X = check_matrix(X)  # numpy → float64 C order unless float32; other namespaces keep their dtype
@@ -271,42 +236,45 @@ class KernelOperator:
             raise ValueError(f"device must be None, 'auto', 'cpu' or 'gpu', got {device!r}")
         # cached rows never more precise than the data they are computed from
         self.cache_dtype = np.dtype("float32" if dtype_name(X.dtype) == "float32" else cache_dtype)
-        self.X, self.kernel, self.noise = X, kernel, check_positive("noise", noise)
+        self.kernel, self.noise = kernel, check_positive("noise", noise)
         self.n, self.d = X.shape
         self.dtype = X.dtype
-        if mode == "auto":
-            mode = "local" if (self.n <= local_max_n or client is None and self.n <= 4 * local_max_n) \
-                else "distributed"
-        self.mode = mode
+        self._owns_executor = executor is None
+        if executor is None:
+            if mode == "auto":
+                mode = "local" if (self.n <= local_max_n or client is None and self.n <= 4 * local_max_n) \
+                    else "distributed"
+            executor = (LocalExecutor(X, n_threads, device) if mode == "local"
+                        else DaskExecutor(X, client, device))
+        elif tuple(executor.X.shape) != tuple(X.shape):
+            raise ValueError(f"the executor holds X of shape {tuple(executor.X.shape)}, not {tuple(X.shape)}")
+        self.executor = executor
+        self.X = executor.X
         self.device = device
-        if mode == "local" and device is not None:
-            self.X = X = to_device(X, resolve_device(device))
-        if mode == "distributed" and device is not None and type(X) is not np.ndarray:
-            raise ValueError("device= in distributed mode moves numpy X to the workers' devices; X is "
-                             f"already a {type(X).__module__} array: pass numpy X, or device=None")
-        self._worker_device = device if mode == "distributed" else None
-        self._id = uuid.uuid4().hex
-        self._cache_opt, self._cache_fraction = cache, cache_fraction
-        self.n_products = 0  # operator passes so far (one per matmul / matmul_grads call)
-        if mode == "local":
-            self.client = None
-            # a device array runs its own parallelism: one host thread feeds it
-            self.n_threads = n_threads or (_cpu_count() if type(X) is np.ndarray else 1)
-            rows = block_rows or max(256, min(2048, math.ceil(self.n / (4 * self.n_threads))))
-            self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
-            self._workers = None
-        else:
-            from .cluster import get_client
-
-            self.client = client if client is not None else get_client()
-            self._workers = sorted(self.client.scheduler_info()["workers"])
-            if not self._workers:
-                raise RuntimeError("the dask cluster has no workers")
-            w = len(self._workers)
-            rows = block_rows or max(256, min(4096, math.ceil(self.n / (2 * w))))
-            self._X_future = self.client.scatter(X, broadcast=True, hash=False)
+        self._counter = [0]  # operator passes, shared by the operators derived from this one
+        rows = block_rows or executor.block_rows(self.n)
         self.blocks = [(i, min(i + rows, self.n)) for i in range(0, self.n, rows)]
-        self.use_cache = self._decide_cache()
+        if cache is True or cache is False:
+            self.use_cache = cache
+        else:
+            self.use_cache = executor.cache_fits(self.blocks, self.n, self.cache_dtype.itemsize,
+                                                 cache_fraction)
+
+    # --- where it runs -------------------------------------------------------------------------------
+    @property
+    def mode(self) -> str:
+        """'local' or 'distributed': the executor's kind."""
+        return self.executor.mode
+
+    @property
+    def client(self):
+        return getattr(self.executor, "client", None)
+
+    @property
+    def n_products(self) -> int:
+        """Operator passes so far (one per matmul / matmul_grads call), counted over every operator derived
+        from the same one."""
+        return self._counter[0]
 
     # --- parameters ---------------------------------------------------------------------------------
     @property
@@ -325,41 +293,38 @@ class KernelOperator:
     def log_params(self) -> np.ndarray:
         return np.concatenate([self.kernel.log_params, [math.log(self.noise)]])
 
-    def set_log_params(self, log_params) -> None:
-        """Move to θ (log space, kernel params then noise). Cached kernel rows of the old θ are dropped
-        lazily by the next product."""
+    def with_log_params(self, log_params) -> KernelOperator:
+        """The operator at θ = ``log_params`` (log space, kernel params then noise), on the same executor:
+        this one is unchanged, and the cached rows of either are rebuilt in place by the other's next
+        product (their θ keys differ)."""
         lp = np.asarray(log_params, dtype=np.float64)
         if lp.shape != (self.n_params,):
             raise ValueError(f"expected {self.n_params} log-parameters {self.param_names}, "
                              f"got shape {lp.shape}")
         if not np.all(np.isfinite(lp)) or np.any(np.abs(lp) > 50):
             raise ValueError(f"log-parameters must be finite and in [-50, 50], got {lp.tolist()}")
-        self.kernel = self.kernel.with_log_params(lp[:-1])
-        self.noise = float(np.exp(lp[-1]))
+        new = copy.copy(self)
+        new.kernel = self.kernel.with_log_params(lp[:-1])
+        new.noise = float(np.exp(lp[-1]))
+        new._owns_executor = False
+        return new
 
-    def _decide_cache(self) -> bool:
-        if self._cache_opt is not True and self._cache_opt is not False:
-            itemsize = self.cache_dtype.itemsize
-            if self.mode == "local":
-                budget = self._cache_fraction * free_memory(self.X)
-                need = self.n * self.n * itemsize
-            else:
-                info = self.client.scheduler_info()["workers"]
-                limits = [info[w].get("memory_limit") or 0 for w in self._workers]
-                budget = self._cache_fraction * min(limits) if min(limits) > 0 else 0
-                per_worker = math.ceil(len(self.blocks) / len(self._workers))
-                need = per_worker * max(b1 - b0 for b0, b1 in self.blocks) * self.n * itemsize
-            return need <= budget
-        return bool(self._cache_opt)
+    def set_log_params(self, log_params) -> None:
+        """Deprecated (daskgp 0.4): move this operator to θ in place; use ``op = op.with_log_params(θ)``."""
+        warnings.warn("KernelOperator.set_log_params is deprecated: use op.with_log_params(theta), which "
+                      "returns the operator at theta", DeprecationWarning, stacklevel=2)
+        moved = self.with_log_params(log_params)
+        self.kernel, self.noise = moved.kernel, moved.noise
 
     # --- products -------------------------------------------------------------------------------------
     def matmul(self, V):
         """K V for V (n,) or (n, k); returns the same shape, in X's namespace and dtype (V of another
         namespace is converted to it first)."""
         V2, was_1d = check_columns(V, self.n, self.X)
-        key = _theta_key(self.kernel, self.noise)
-        out = self._run(_row_block_matmul, V2, (self.kernel, self.noise, None, self._id, key,
-                                                       self.cache_dtype.name if self.use_cache else None))
+        self._counter[0] += 1
+        out = self.executor.run(_row_block_matmul, self.blocks, V2, self.kernel, self.noise,
+                                self.executor.cache_ref, _theta_key(self.kernel, self.noise),
+                                self.cache_dtype.name if self.use_cache else None)
         out = self._concat(out, 0)
         return out[:, 0] if was_1d else out
 
@@ -369,7 +334,8 @@ class KernelOperator:
         """(K V, dKV) with dKV[j] = ∂K/∂log θ_j · V, shapes (n, k) and (p, n, k); V (n,) or (n, k); in X's
         namespace."""
         V2, was_1d = check_columns(V, self.n, self.X)
-        parts = self._run(_row_block_grads, V2, (self.kernel, self.noise, None))
+        self._counter[0] += 1
+        parts = self.executor.run(_row_block_grads, self.blocks, V2, self.kernel, self.noise)
         KV = self._concat([p[0] for p in parts], 0)
         dKV = self._concat([p[1] for p in parts], 1)
         if was_1d:
@@ -382,52 +348,6 @@ class KernelOperator:
         if type(parts[0]) is np.ndarray:
             return np.concatenate(parts, axis=axis)
         return array_namespace(*parts).concat(parts, axis=axis)
-
-    def _run(self, fn, V, args):
-        """One pass: fn(X, i0, i1, *args with V in the None slot) per row block, in block order."""
-        self.n_products += 1
-        slot = args.index(None)
-        if self.mode == "local":
-            full = args[:slot] + (V,) + args[slot + 1:]
-
-            def one(b):
-                return fn(self.X, b[0], b[1], *full)
-
-            if self._pool is None:
-                return [one(b) for b in self.blocks]
-            with single_threaded_blas():  # the threads already use every core
-                return list(self._pool.map(one, self.blocks))
-        from concurrent.futures import CancelledError
-
-        try:
-            return self._run_distributed(fn, V, args, slot)
-        except CancelledError:  # "lost dependencies": a worker died mid-pass; re-pin and go again once
-            return self._run_distributed(fn, V, args, slot, repin=True)
-
-    def _run_distributed(self, fn, V, args, slot, repin: bool = False):
-        client = self.client
-        current = set(client.scheduler_info()["workers"])
-        if not current:
-            raise RuntimeError("the dask cluster has no workers left")
-        if repin or not set(self._workers) <= current:  # a worker died: re-pin blocks, drop orphaned caches
-            self._workers = sorted(current)
-            client.run(_drop_cache, self._id)
-            # broadcast X afresh, not trusting the surviving replicas: the restarted worker needs it anyway
-            self._X_future = client.scatter(self.X, broadcast=True, hash=False)
-        V_future = client.scatter(V, broadcast=True, hash=False)
-        full = args[:slot] + (V_future,) + args[slot + 1:]
-        w = len(self._workers)
-        if self._worker_device is not None:  # the task moves X (once per worker) and V to its device
-            full = (fn, self._worker_device, self._id) + full
-            fn = _on_worker_device
-        futs = [client.submit(fn, self._X_future, b0, b1, *full, pure=False,
-                              workers=[self._workers[(j * w) // len(self.blocks)]],
-                              allow_other_workers=False)
-                for j, (b0, b1) in enumerate(self.blocks)]
-        try:
-            return client.gather(futs)
-        finally:
-            del V_future
 
     def diag(self):
         """(n,) diagonal of K: prior variance plus noise, in X's namespace."""
@@ -456,22 +376,17 @@ class KernelOperator:
     def invalidate_cache(self) -> None:
         """Mark the cached kernel rows stale but keep their memory: the next product recomputes them in
         place (what a θ change does; fresh allocations of that size cost page faults)."""
-        self._drop(keep_memory=True)
+        self.executor.drop(keep_memory=True)
 
     def clear_cache(self) -> None:
         """Free the cached kernel rows wherever they are."""
-        self._drop(keep_memory=False)
-
-    def _drop(self, keep_memory: bool) -> None:
-        if self.mode == "local":
-            _drop_cache(self._id, keep_memory)
-        elif self.client is not None and self.client.status == "running":
-            self.client.run(_drop_cache, self._id, keep_memory)
+        self.executor.drop(keep_memory=False)
 
     def close(self) -> None:
-        self.clear_cache()
-        if self.mode == "local" and self._pool is not None:
-            self._pool.shutdown()
+        """Free the cached rows and, when this operator built its executor, the executor itself (its
+        threads); an operator derived by ``with_log_params`` or given an executor leaves it open."""
+        if self._owns_executor:
+            self.executor.close()
 
     def __enter__(self):
         return self
@@ -492,31 +407,3 @@ def dense_covariance(X, kernel: Kernel, noise: float):
         return K
     xp = array_namespace(X)
     return kernel(X, X) + noise * xp.eye(X.shape[0], dtype=X.dtype, device=device(X))
-
-
-# Per-worker copies of operators' X on the worker's device: operator id -> (device, X there).
-_DEVICE_X: dict[str, tuple] = {}
-
-
-def _on_worker_device(X, i0, i1, fn, device_name, op_id, *args):
-    """Run a row-block function on this worker's device: X moved once per operator and kept, V (the
-    array among ``args``) moved per product, the result brought back to the host (the client's X is
-    numpy)."""
-    with _CACHE_LOCK:
-        entry = _DEVICE_X.get(op_id)
-        if entry is None:
-            where = resolve_device(device_name)
-            entry = _DEVICE_X[op_id] = (where, to_device(X, where))
-    where, Xd = entry
-    args = tuple(to_device(a, where) if type(a) is np.ndarray else a for a in args)
-    out = fn(Xd, i0, i1, *args)
-    return tuple(to_host(o) for o in out) if isinstance(out, tuple) else to_host(out)
-
-
-def _cpu_count() -> int:
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1

@@ -102,8 +102,8 @@ def laplace_covariance(post: GPPosterior, phi, *, n_probes: int = 8, h: float = 
     kw = {k: v for k, v in post.grad_kwargs.items() if k in ("precond", "precond_rank")}
 
     def grad(at, x0):
-        op.set_log_params(at)
-        est = log_marginal_gradient(op, post.y, probes=probes, x0=x0, solver="cg", tol=tol, **kw)
+        est = log_marginal_gradient(op.with_log_params(at), post.y, probes=probes, x0=x0, solver="cg",
+                                    tol=tol, **kw)
         return est.grad + prior.grad(at), est.warm_start
 
     _, x0 = grad(phi, None)
@@ -112,7 +112,6 @@ def laplace_covariance(post: GPPosterior, phi, *, n_probes: int = 8, h: float = 
         e = np.zeros(p)
         e[j] = h
         H[:, j] = -(grad(phi + e, x0)[0] - grad(phi - e, x0)[0]) / (2 * h)
-    op.set_log_params(phi)
     H = 0.5 * (H + H.T)
     w = np.linalg.eigvalsh(H)
     if w.min() <= 0:

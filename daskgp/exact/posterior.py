@@ -68,8 +68,8 @@ class ProbeState:
 class GPPosterior:
     """Log posterior of φ = log θ for a zero-mean GP with ``kernel`` + noise on standardised (X, y).
 
-    ``op`` is the kernel operator (its θ is moved to each φ asked for); ``prior`` the Gamma prior in log
-    space.
+    ``op`` is the kernel operator (each φ asked for is computed with ``op.with_log_params(φ)``, which
+    shares its executor and cached rows; ``op`` itself never moves); ``prior`` the Gamma prior in log space.
     ``stochastic_grad(φ, t)`` is the callable SGLD wants: Hutchinson probes are redrawn every
     ``redraw_every`` iterations and kept fixed in between, and the solves are warm-started from the previous
     iteration's CG iterates. With ``precond='pivchol'`` the preconditioner is built when the probes are
@@ -99,7 +99,7 @@ class GPPosterior:
     def stochastic_grad(self, phi, t: int):
         """(ĝ (p,), info) — unbiased ∇_φ log p(φ | y) at φ, SGLD iteration t."""
         phi = np.asarray(phi, dtype=float)
-        self.op.set_log_params(phi)
+        op = self.op.with_log_params(phi)
         st = self.state
         kwargs = dict(self.grad_kwargs)
         if st.probes is None or t % self.redraw_every == 0:
@@ -113,7 +113,7 @@ class GPPosterior:
             if self._precond is None or not np.array_equal(self._precond_phi, st.precond_at):
                 self._precond = self._build_precond(st.precond_at, phi)
             kwargs["precond"] = self._precond
-        est = log_marginal_gradient(self.op, self.y, probes=st.probes, x0=st.x0, rng=st.rng, **kwargs)
+        est = log_marginal_gradient(op, self.y, probes=st.probes, x0=st.x0, rng=st.rng, **kwargs)
         st.x0 = est.warm_start
         # p numbers to the host: the sampler's step, its state and the checkpoint live there
         cov = est.noise_cov
@@ -124,10 +124,8 @@ class GPPosterior:
     def _build_precond(self, at: np.ndarray, phi: np.ndarray):
         from ..compute.solvers import PivotedCholesky
 
-        if not np.array_equal(at, phi):  # a resumed chain: rebuild it where it was built
-            self.op.set_log_params(at)
-        pc = PivotedCholesky(self.op, rank=self.grad_kwargs.get("precond_rank", 100))
-        self.op.set_log_params(phi)
+        # at ≠ φ: a resumed chain rebuilds it where it was built
+        pc = PivotedCholesky(self.op.with_log_params(at), rank=self.grad_kwargs.get("precond_rank", 100))
         self._precond_phi = at.copy()
         return pc
 

@@ -87,8 +87,8 @@ def _per_draw(X, y, kernel, draws, X_new, exact, op, tol, precond_rank, means, v
             c = scipy.linalg.cho_factor(dense_covariance(X, k, noise), lower=True)
             sol = scipy.linalg.cho_solve(c, np.column_stack([y, Ks]))
         else:
-            op.set_log_params(phi)
-            P = PivotedCholesky(op, rank=precond_rank)
-            sol = cg(op, np.column_stack([y, Ks]), tol=tol, precond=P).x
+            at = op.with_log_params(phi)
+            P = PivotedCholesky(at, rank=precond_rank)
+            sol = cg(at, np.column_stack([y, Ks]), tol=tol, precond=P).x
         means[s] = Ks.T @ sol[:, 0]
         variances[s] = np.asarray(k.diag(X_new)) - np.einsum("ij,ij->j", Ks, sol[:, 1:]) + noise

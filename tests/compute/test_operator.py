@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 
 from daskgp import KernelOperator, make_kernel
-from daskgp.compute.operator import _CACHE
 
 CASES = [("rbf", False), ("rbf", True), ("matern32", True), ("matern52", False), ("matern52", True)]
 
@@ -39,27 +38,55 @@ def test_derivative_products_match_finite_differences(concrete, rng):
     for j in range(op.n_params):
         e = np.zeros_like(lp)
         e[j] = h
-        op.set_log_params(lp + e)
-        up = op.matmul(V)
-        op.set_log_params(lp - e)
-        down = op.matmul(V)
-        op.set_log_params(lp)
+        up = op.with_log_params(lp + e).matmul(V)
+        down = op.with_log_params(lp - e).matmul(V)
         np.testing.assert_allclose(dKV[j], (up - down) / (2 * h), rtol=1e-5, atol=1e-6)
 
 
 def test_cache_is_used_and_dropped_when_theta_changes(concrete, rng):
+    """The executor owns the cached rows: an operator at a new θ (``with_log_params``) shares them, finds
+    their θ stale and rebuilds them in the same memory; the original operator is unchanged and still
+    right; closing the owner frees the rows."""
     op = _op(concrete.X_std, "rbf", False, mode="local", block_rows=200, cache=True)
     V = rng.standard_normal((op.n, 2))
     first = op.matmul(V)
-    keys = [k for k in _CACHE if k[0] == op._id]
-    assert len(keys) == len(op.blocks)
+    cache = op.executor.cache
+    assert len(cache) == len(op.blocks)
+    memory = [v[1] for v in cache.values()]
     np.testing.assert_allclose(op.matmul(V), first, rtol=1e-14)
-    op.set_log_params(op.log_params + 0.1)
-    fresh = _op(concrete.X_std, "rbf", False, mode="local", cache=False)
-    fresh.set_log_params(op.log_params)
-    np.testing.assert_allclose(op.matmul(V), fresh.matmul(V), rtol=1e-12)  # stale rows not reused
+    moved = op.with_log_params(op.log_params + 0.1)
+    assert moved.executor is op.executor and not np.array_equal(moved.log_params, op.log_params)
+    fresh = _op(concrete.X_std, "rbf", False, mode="local", cache=False).with_log_params(moved.log_params)
+    np.testing.assert_allclose(moved.matmul(V), fresh.matmul(V), rtol=1e-12)  # stale rows not reused
+    assert all(a is b[1] for a, b in zip(memory, cache.values(), strict=True))  # rebuilt in place
+    np.testing.assert_allclose(op.matmul(V), first, rtol=1e-14)  # the original is K at its own θ
+    assert op.n_products == moved.n_products == 4  # one counter for the family
+    moved.close()  # a derived operator leaves the shared executor open
+    assert len(cache) == len(op.blocks)
     op.close()
-    assert not [k for k in _CACHE if k[0] == op._id]
+    assert not cache
+
+
+def test_an_injected_executor_is_shared_and_left_open(concrete, rng):
+    """Two operators on one executor (``executor=``): same products as an operator with its own; closing
+    them leaves the executor's threads and rows to its owner; the old mutating API still works, with a
+    DeprecationWarning."""
+    from daskgp.compute.executors import LocalExecutor
+
+    X = concrete.X_std
+    ex = LocalExecutor(X, n_threads=2)
+    a = _op(X, "matern32", True, executor=ex, cache=True)
+    own = _op(X, "matern32", True, mode="local", cache=False)
+    V = rng.standard_normal((a.n, 3))
+    np.testing.assert_allclose(a.matmul(V), own.matmul(V), rtol=1e-12)
+    a.close()
+    assert ex.cache and ex._pool is not None and not ex._pool._shutdown
+    with pytest.raises(ValueError, match="executor holds X"):
+        _op(X[:100], "rbf", False, executor=ex)
+    with pytest.warns(DeprecationWarning, match="with_log_params"):
+        own.set_log_params(own.log_params + 0.2)
+    np.testing.assert_allclose(own.matmul(V), a.with_log_params(own.log_params).matmul(V), rtol=1e-12)
+    ex.close()
 
 
 def test_float32_cache_products_and_cg_solutions_match_float64(concrete, rng):
@@ -80,7 +107,7 @@ def test_float32_cache_products_and_cg_solutions_match_float64(concrete, rng):
         got = op32.matmul(V)
         assert got.dtype == np.float64
         np.testing.assert_allclose(got, K @ V, rtol=1e-5, atol=1e-5 * np.abs(K @ V).max())
-    rows = [v[1] for k, v in _CACHE.items() if k[0] == op32._id]
+    rows = [v[1] for v in op32.executor.cache.values()]
     assert len(rows) == len(op32.blocks) and all(r.dtype == np.float32 for r in rows)
     pc = PivotedCholesky(op64, rank=300)
     s32, s64 = cg(op32, V, tol=1e-8, precond=pc), cg(op64, V, tol=1e-8, precond=pc)
@@ -94,8 +121,8 @@ def test_float32_cache_products_and_cg_solutions_match_float64(concrete, rng):
     err = np.linalg.norm(s32.x - s64.x, axis=0) / np.linalg.norm(s64.x, axis=0)
     assert (err <= bound).all(), (err, bound)
     assert np.max(s32.iterations) <= 1.1 * np.max(s64.iterations), (s32.iterations, s64.iterations)
-    op32.set_log_params(op32.log_params + 0.1)  # rebuilt in the same float32 memory
-    op64.set_log_params(op64.log_params + 0.1)
+    op32 = op32.with_log_params(op32.log_params + 0.1)  # rebuilt in the same float32 memory
+    op64 = op64.with_log_params(op64.log_params + 0.1)
     np.testing.assert_allclose(op32.matmul(V), op64.matmul(V), rtol=1e-5, atol=1e-5 * np.abs(K @ V).max())
     with pytest.raises(ValueError, match="cache_dtype"):
         _op(X, "rbf", False, cache_dtype="float16")
@@ -118,18 +145,12 @@ def test_distributed_equals_local(concrete, client, rng):
     b, db = local.matmul_grads(V)
     np.testing.assert_allclose(a, b, rtol=1e-12)
     np.testing.assert_allclose(da_, db, rtol=1e-10, atol=1e-10)
-    dist.set_log_params(dist.log_params - 0.2)
-    local.set_log_params(local.log_params - 0.2)
-    np.testing.assert_allclose(dist.matmul(V), local.matmul(V), rtol=1e-12)
-    def cache_size():
-        import daskgp.compute.operator
-
-        return len(daskgp.compute.operator._CACHE)
-
-    cached = client.run(cache_size)
+    moved, local = dist.with_log_params(dist.log_params - 0.2), local.with_log_params(local.log_params - 0.2)
+    np.testing.assert_allclose(moved.matmul(V), local.matmul(V), rtol=1e-12)
+    cached = dist.executor.cached_blocks()
     assert sum(cached.values()) == len(dist.blocks)  # each block cached once, on its own worker
     dist.close()
-    assert sum(client.run(cache_size).values()) == 0
+    assert sum(dist.executor.cached_blocks().values()) == 0
 
 
 @pytest.mark.parametrize("bad,msg", [
@@ -154,9 +175,9 @@ def test_operator_rejects_bad_noise_params_and_rhs(concrete):
     with pytest.raises(ValueError, match="non-finite"):
         op.matmul(np.full(op.n, np.nan))
     with pytest.raises(ValueError, match="log-parameters"):
-        op.set_log_params([0.0, 0.0])
+        op.with_log_params([0.0, 0.0])
     with pytest.raises(ValueError, match="finite"):
-        op.set_log_params([0.0, np.nan, 0.0])
+        op.with_log_params([0.0, np.nan, 0.0])
 
 
 @pytest.mark.cluster
