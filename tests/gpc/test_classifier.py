@@ -115,6 +115,14 @@ def test_minibatch_sep_and_dask_arrays(cancer, client):
     np.testing.assert_allclose(dd.predict_proba(Xte), p, rtol=1e-9, atol=1e-12)
 
 
+def _interrupt_at(iteration: int):
+    """A fit callback that interrupts the fit (as Ctrl-C would) once ``iteration`` is done."""
+    def stop(rec, state):
+        if rec.iteration == iteration:
+            raise KeyboardInterrupt
+    return stop
+
+
 def test_a_matern_classifier_carries_its_kernel_through_a_resumed_fit(cancer, client, tmp_path):
     """kernel='matern32': the fitted parameters name it, predictions follow the Matérn model (they differ
     from an RBF fit's), and a fit interrupted after iteration 4 resumes from its checkpoint to the undisturbed
@@ -128,13 +136,9 @@ def test_a_matern_classifier_carries_its_kernel_through_a_resumed_fit(cancer, cl
     assert whole.score(Xte, yte) > 0.9
     path = tmp_path / "gpc.npz"
 
-    def stop(rec, state):
-        if rec.iteration == 4:
-            raise KeyboardInterrupt
-
     est = dg.SparseGPClassifier(**kw)
     with pytest.raises(KeyboardInterrupt):
-        est.fit(Xtr, ytr, client=client, checkpoint=path, callback=stop)
+        est.fit(Xtr, ytr, client=client, checkpoint=path, callback=_interrupt_at(4))
     with pytest.raises(ValueError, match="other data or settings"):
         dg.SparseGPClassifier(**{**kw, "kernel": "rbf"}).fit(Xtr, ytr, client=client, checkpoint=path,
                                                              resume=True)
@@ -281,13 +285,9 @@ def test_an_interrupted_fit_resumes_bit_identical(method, kw, cancer, client, tm
     whole = dg.SparseGPClassifier(**args).fit(Xtr, ytr, client=client)
     path = tmp_path / "gpc.npz"
 
-    def stop(rec, state):
-        if rec.iteration == 7:
-            raise KeyboardInterrupt
-
     est = dg.SparseGPClassifier(**args)
     with pytest.raises(KeyboardInterrupt):
-        est.fit(Xtr, ytr, client=client, checkpoint=path, callback=stop)
+        est.fit(Xtr, ytr, client=client, checkpoint=path, callback=_interrupt_at(7))
     assert GPCCheckpoint(path).iterations() == 7
     with pytest.raises(FileExistsError, match="resume=True"):
         est.fit(Xtr, ytr, client=client, checkpoint=path)
