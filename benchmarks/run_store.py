@@ -8,7 +8,7 @@ per chain): n = 1,030 (concrete) over 200 blocks = 20,000 draws per chain, and n
 20 blocks. Sampling itself is not timed: only the store.
 
 Side by side in one run:
-* **daskgp format 2** (:class:`daskgp.mcmc.runstore.DrawStore`): zarr arrays written directly, a BLAKE2b
+* **daskgp format 2** (:class:`daskgp.runs.draws.DrawStore`): zarr arrays written directly, a BLAKE2b
   digest per block, consolidated metadata, the checkpoint as JSON (base64 arrays) with the previous one kept,
   both fsynced; opening = read-only read of the committed prefix with every block verified (:func:`open_run`).
 * **format 1** (as daskgp wrote runs before): ``xarray.Dataset.to_zarr(append_dim="draw")`` per group and a
@@ -62,7 +62,7 @@ def _states(rng, n, t):
 
 
 def _format2(folder, n, blocks, rng):
-    from daskgp.mcmc.runstore import DrawStore
+    from daskgp.runs.draws import DrawStore
 
     store = DrawStore.create(os.path.join(folder, "v2.zarr"), {"config": {}, "param_names": NAMES}, B)
     times = []
@@ -125,7 +125,7 @@ def _median_time(fn, repeat=5):
 
 def _case(name, n, blocks):
     from daskgp.mcmc.diagnostics import open_run
-    from daskgp.mcmc.runstore import CHECKPOINT
+    from daskgp.runs.draws import CHECKPOINT
 
     folder = tempfile.mkdtemp(prefix="daskgp-store-bench-")
     try:

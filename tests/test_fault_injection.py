@@ -8,6 +8,7 @@ placed again from the source data and the evaluation repeated; the sums are take
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ import xarray as xr
 
 import daskgp as dg
 from daskgp.compute.cluster import worker_environ
-from daskgp.mcmc.runstore import RunError, read_checkpoint
+from daskgp.runs.draws import RunError, read_checkpoint
 
 from .run_checks import assert_runs_identical
 
@@ -219,22 +220,28 @@ def test_gpc_survives_a_killed_worker(method, scheduler):
         assert abs(nll - nll_ref) < 0.02, (nll, nll_ref)
 
 
-def test_a_gplvm_that_loses_a_worker_ends_in_one_clear_error(scheduler):
-    """Issue 29: a Bayesian GPLVM's latent q(x_i) live only on the workers; a worker SIGKILLed mid-fit ends
-    the fit with daskgp's WorkerLostError naming what happened, not a cancelled future's traceback."""
+def test_a_gplvm_that_loses_a_worker_ends_where_the_undisturbed_fit_ends(scheduler, caplog):
+    """Issue 32: a Bayesian GPLVM's latent q(x_i) live only on the workers; a worker SIGKILLed mid-fit takes
+    some with it. The fit places them again from the copy it gathered after the last round, redoes the
+    round, says so in one warning, and ends with the undisturbed fit's bound trace and embedding. The redone
+    round repeats the same arithmetic on the same numbers, so they agree to 1e-10 relative (a bound, not a
+    fit to the seeds: any difference could only come from a worker's BLAS summing in another order)."""
     from sklearn.datasets import load_digits
-
-    from daskgp.sparse.chunks import WorkerLostError
 
     _, client = scheduler
     Y = load_digits().data[:200]
+    kw = dict(n_components=2, n_inducing=8, n_outer=3, global_iter=5, local_iter=5, chunk_rows=50)
+    ref = dg.BayesianGPLVM(**kw).fit(Y, client=client)
     killed = []
 
     def kill_once(step, bound):
-        if step == 3 and not killed:
+        if step == 8 and not killed:  # in the second round
             killed.append(_kill_a_worker(client))
 
-    g = dg.BayesianGPLVM(n_components=2, n_inducing=8, n_outer=3, global_iter=5, local_iter=5, chunk_rows=50)
-    with pytest.raises(WorkerLostError, match="a Dask worker was lost with row") as e:
+    g = dg.BayesianGPLVM(**kw)
+    with caplog.at_level(logging.WARNING, logger="daskgp.sparse.gplvm"):
         g.fit(Y, client=client, callback=kill_once)
-    assert killed and len(str(e.value).splitlines()) == 1
+    assert killed and g.fit_info_["workers_lost"] >= 1 and "placing their q(x_i) again" in caplog.text
+    assert len(g.bound_trace_) == len(ref.bound_trace_)
+    np.testing.assert_allclose(g.bound_trace_, ref.bound_trace_, rtol=1e-10)
+    np.testing.assert_allclose(g.embedding_, ref.embedding_, rtol=1e-10, atol=1e-12)

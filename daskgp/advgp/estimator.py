@@ -10,6 +10,7 @@ the mean φ(x*)ᵀμ and the variance φᵀΣφ + k** − φᵀφ (+ 1/β for y)
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -24,6 +25,7 @@ from ..core.validation import check_int, fit_data, new_data, seed_from, standard
 from ..inducing.features import kernel_name, kmn
 from ..inducing.placement import kmeans_inducing
 from ..inducing.stats import summed_stats
+from ..runs.commit import RunDamaged
 from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
 from .server import ParameterServer, ServerCheckpoint
 
@@ -108,7 +110,8 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
         :class:`~daskgp.advgp.server.UpdateRecord` and the current :class:`ADVGPParams`); ``delays``:
         artificial seconds per partition task (the straggler experiment).
 
-        ``checkpoint``: a JSON file path that holds the server's state every 10 updates, tied to these data
+        ``checkpoint``: a folder path (:mod:`daskgp.runs.fits`) that holds the server's state every 10
+        updates (atomic commits, the previous one kept, locked while the fit writes it), tied to these data
         and settings; an existing one is refused unless ``resume``, which continues from it to ``max_iter``
         updates in all. It is removed when the fit finishes unless ``keep_checkpoint``. ``time_budget``: stop
         after this many seconds of updates even before ``max_iter`` (benchmarks at a fixed wall time).
@@ -130,7 +133,8 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
         Xs, ys = (X - mx) / sx, (y - my) / sy
         from ..compute.cluster import borrowed_client
 
-        with borrowed_client(client, self.scheduler) as c:
+        with ckpt.writing() if ckpt is not None else contextlib.nullcontext(), \
+                borrowed_client(client, self.scheduler) as c:
             r = self.n_partitions or 2 * max(1, len(c.scheduler_info()["workers"]))
             key = f"{fingerprint(X, y)}|{self._settings_key(seed, r)}"
             state = ckpt.read(key) if resume else None
@@ -147,7 +151,10 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
                                          learning_rate=float(self.learning_rate),
                                          inducing_rate=float(self.inducing_rate), q_step=float(self.q_step))
                 if state is not None:
-                    server.restore(state)
+                    try:
+                        server.restore(state)
+                    except (KeyError, TypeError, ValueError) as e:
+                        raise RunDamaged(f"{ckpt.path} cannot be resumed: {e}") from None
                 step = None if callback is None else (lambda rec: callback(rec, server.current))
                 server.run(int(self.max_iter), callback=step, checkpoint=ckpt, key=key,
                            time_budget=time_budget, tol=None if self.tol is None else float(self.tol))

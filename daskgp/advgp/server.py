@@ -23,7 +23,6 @@ gradient, measured per update in the records (``seconds``).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from concurrent.futures import CancelledError
@@ -32,9 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from distributed import KilledWorker
 
-from ..core.files import MARK, CheckpointFile, write_atomically
 from ..core.optim import Adam
 from ..core.random import minibatch_rows
+from ..runs.fits import FitStore
 from .model import ADVGPParams, appended_statistics, natural_step, partition_objective, prox_h, regulariser
 
 __all__ = ["OPTIMIZERS", "Adadelta", "ParameterServer", "ServerCheckpoint", "UpdateRecord"]
@@ -109,39 +108,33 @@ def _partition_task(chunk, theta, template: dict, delay: float, batch: tuple | N
     return G * c, g * c
 
 
-@dataclass
-class ServerCheckpoint(CheckpointFile):
-    """The server's state in one JSON file (numbers only, nothing executable): θ, its version, ADADELTA's
-    averages, the records so far, and a key naming the data and settings it belongs to. Replaced atomically
-    after every ``every`` updates."""
+class ServerCheckpoint(FitStore):
+    """The server's state in a fit checkpoint folder (:class:`daskgp.runs.fits.FitStore`: one JSON commit
+    of plain data with a digest, the previous commit, the writer's lock): θ, its version, the optimiser's
+    state, the records so far, tied to the data and settings by its key. Committed after every ``every``
+    updates."""
 
-    path: str
-    every: int = 10
-    kind = "daskgp.advgp-checkpoint"  # its marker (:func:`daskgp.core.files.written_kind`)
+    kind = "daskgp.advgp-checkpoint"
+    what = "ADVGP"
+    legacy_suffix = ".json"  # daskgp <= 0.3 wrote OUT.checkpoint.json
+
+    def __init__(self, path, every: int = 10):
+        super().__init__(path)
+        self.every = int(every)
 
     def write(self, key: str, theta, version: int, opt, records: list, template: dict,
               plateaus: int = 0, step_scale: float = 1.0) -> None:
-        state = {MARK: self.kind, "format": "daskgp-advgp-1", "key": key, "version": version,
-                 "theta": list(map(float, theta)), "plateaus": int(plateaus), "step_scale": float(step_scale),
+        state = {"version": int(version), "theta": np.asarray(theta, float), "plateaus": int(plateaus),
+                 "step_scale": float(step_scale),
                  ("adadelta" if isinstance(opt, Adadelta) else "adam"): opt.to_dict(),
-                 "template": {k: v for k, v in template.items()
-                                                         if k in ("feature_map", "groups", "kernel")},
-                 "records": [r.__dict__ for r in records]}
-        write_atomically(self.path, json.dumps(state).encode("utf-8"))
+                 "template": {k: v for k, v in template.items() if k in ("feature_map", "groups", "kernel")},
+                 "records": [dict(r.__dict__) for r in records]}
+        self.commit(key, int(version), state)
 
     def read(self, key: str) -> dict:
-        try:
-            with open(self.path, "rb") as f:
-                state = json.loads(f.read().decode("utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            raise ValueError(f"{self.path} is damaged or not an ADVGP checkpoint ({type(e).__name__}), so "
-                             "nothing in it can be resumed: delete it and start afresh") from None
-        if not isinstance(state, dict) or state.get("format") != "daskgp-advgp-1":
-            raise ValueError(f"{self.path} is not an ADVGP checkpoint")
-        if state.get("key") != key:
-            raise ValueError(f"{self.path} was written for other data or settings: start afresh")
-        return state
-
+        """The state committed for ``key``: 'version', 'theta', 'plateaus', 'step_scale', the optimiser's
+        ('adadelta' or 'adam'), 'template', 'records' (:meth:`ParameterServer.restore` checks them)."""
+        return self.read_state(key)[1]
 
 
 @dataclass

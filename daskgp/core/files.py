@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["MARK", "CheckpointFile", "check_destination", "replaced_atomically", "write_atomically",
+__all__ = ["MARK", "check_destination", "replaced_atomically", "write_atomically",
            "written_kind"]
 
 
@@ -107,6 +107,27 @@ def _zarr_kind(path: str) -> str | None:
     return v
 
 
+_FIT_FILES = ("daskgp-checkpoint.json", "daskgp-checkpoint.prev.json", "daskgp-writer.lock")
+
+
+def _fit_folder_kind(path: str) -> str | None:
+    """A fit checkpoint's folder (:mod:`daskgp.runs.fits`): its files and their temporaries only, the kind
+    its commit (or the one before) names."""
+    entries = os.listdir(path)
+    if not entries or not all(e.startswith(_FIT_FILES) for e in entries):
+        return None
+    for name in _FIT_FILES[:2]:
+        file = os.path.join(path, name)
+        if os.path.isfile(file) and not os.path.islink(file):
+            try:
+                kind = _json_kind(file)
+            except Exception:  # noqa: BLE001 — a torn commit: the previous one may still say
+                continue
+            if kind:
+                return kind
+    return None
+
+
 def _npz_kind(path: str) -> str | None:
     with np.load(path) as f:  # allow_pickle=False: plain arrays only
         if MARK not in f.files and {"theta", "trace", "key"} <= set(f.files):
@@ -135,7 +156,7 @@ def written_kind(path) -> str | None:
         return None
     try:
         if os.path.isdir(path):
-            return _zarr_kind(path) if path.rstrip("/").endswith(".zarr") else None
+            return _zarr_kind(path) if path.rstrip("/").endswith(".zarr") else _fit_folder_kind(path)
         reader = _READERS.get(os.path.splitext(path)[1].lower())
         return reader(path) if reader else None
     except Exception:  # noqa: BLE001 — truncated, foreign or garbage: not provably ours
@@ -202,20 +223,3 @@ def array_digest(values) -> str:
     h.update(f"{a.dtype.str}{a.shape}".encode())
     h.update(a.tobytes())
     return h.hexdigest()
-
-
-class CheckpointFile:
-    """A fit's checkpoint file at ``path``, marked with its class's ``kind`` (:func:`written_kind`): what
-    the families' checkpoints share. Each family writes and reads its own contents."""
-
-    kind = ""
-
-    def __init__(self, path):
-        self.path = os.fspath(path)
-
-    def exists(self) -> bool:
-        return os.path.exists(self.path)
-
-    def remove(self) -> None:
-        if os.path.exists(self.path):
-            os.remove(self.path)

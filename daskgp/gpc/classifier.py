@@ -10,6 +10,7 @@ p(y = classes_[1] | x) = Φ(μ(x) / √(1 + d(x) + σ²(x))) chunk-wise (dask ar
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -126,7 +127,8 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         :class:`~daskgp.gpc.fit.IterationRecord` and the :class:`~daskgp.gpc.fit.EPState`); ``time_budget``:
         stop after this many seconds of iterations even before ``max_iter`` (benchmarks).
 
-        ``checkpoint``: a file path (or :class:`~daskgp.gpc.fit.GPCCheckpoint`) that holds the fit's whole
+        ``checkpoint``: a folder path (or :class:`~daskgp.gpc.fit.GPCCheckpoint`; :mod:`daskgp.runs.fits`:
+        atomic commits, the previous one kept, locked while the fit writes it) that holds the fit's whole
         state after every iteration, tied to these data and settings; an existing one is refused unless
         ``resume``, which continues from it — exactly as the uninterrupted fit — to ``max_iter`` iterations
         in all. Removed when the fit finishes unless ``keep_checkpoint``. Returns self."""
@@ -166,7 +168,8 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
                              f"method={self.method!r} with batch_size=None")
         from ..compute.cluster import borrowed_client
 
-        with borrowed_client(client, self.scheduler) as c:
+        with ckpt.writing() if ckpt is not None else contextlib.nullcontext(), \
+                borrowed_client(client, self.scheduler) as c:
             chunks = RowChunks.from_arrays(c, ypm, int(self.chunk_rows), X=Xs)
             try:
                 if resumed is None:

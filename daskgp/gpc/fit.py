@@ -37,9 +37,10 @@ import numpy as np
 from distributed import KilledWorker
 
 from ..compute.reductions import tree_sum
-from ..core.files import CheckpointFile
 from ..core.optim import Adam
 from ..core.random import minibatch_rows
+from ..runs.commit import CHECKPOINT, RunDamaged
+from ..runs.fits import FitStore
 from .ep import (
     METHODS,
     ChunkResult,
@@ -327,49 +328,43 @@ def _map_pass(chunks, state: EPState, source: Posterior, method: str, damping: f
     raise AssertionError("unreachable")
 
 
-class GPCCheckpoint(CheckpointFile):
-    """A fit's whole state after its last finished iteration, in one ``.npz`` (plain numbers; read with
-    ``allow_pickle=False``): the hyperparameters, the factor, Adam's moments and step count, the records,
-    the best iterate so far and — for EP — every point's site, gathered from the workers in chunk order;
-    with a key naming the data and settings. The minibatches are seeded by (seed, iteration, chunk), so a
-    fit resumed from it continues exactly as the uninterrupted one. Replaced atomically after every
-    iteration: an interruption, SIGKILL included, loses at most the iteration in progress."""
+class GPCCheckpoint(FitStore):
+    """A classifier fit's whole state after its last finished iteration, in a fit checkpoint folder
+    (:class:`daskgp.runs.fits.FitStore`: one JSON commit of plain data with a digest, the previous commit,
+    the writer's lock): the hyperparameters, the factor, Adam's moments and step count, the records, the
+    best iterate so far and — for EP — every point's site, gathered from the workers in chunk order; with a
+    key naming the data and settings. The minibatches are seeded by (seed, iteration, chunk), so a fit
+    resumed from it continues exactly as the uninterrupted one. Committed after every iteration: an
+    interruption, SIGKILL included, loses at most the iteration in progress."""
 
-    kind = "daskgp.gpc-checkpoint"  # its marker (:func:`daskgp.core.files.written_kind`)
+    kind = "daskgp.gpc-checkpoint"
+    what = "classifier"
+    legacy_suffix = ".npz"  # daskgp <= 0.3 wrote OUT.checkpoint.npz
 
     def write(self, state: EPState, key: str, client=None) -> None:
-        from ..core.files import MARK, replaced_atomically
-
         rec = state.records
         best_it, bp, bf = state.best or (0, state.params, state.factor)  # 0: none judged yet
         # the parameters in natural units, as the fit holds them: exp(log x) may differ from x in the last bit
-        arrays = dict(key=np.str_(key), Z=state.params.Z, variance=state.params.variance,
+        arrays = dict(Z=state.params.Z, variance=float(state.params.variance),
                       lengthscales=state.params.lengthscales, T=state.factor.T, c=state.factor.c,
-                      adam_m=state.adam.m, adam_v=state.adam.v, adam_t=np.int64(state.adam.t),
-                      evidence=np.array([r.evidence for r in rec]),
-                      train_error=np.array([r.train_error for r in rec]),
-                      grad_norm=np.array([r.grad_norm for r in rec]), best_iteration=np.int64(best_it),
-                      best_Z=bp.Z, best_variance=bp.variance, best_lengthscales=bp.lengthscales, best_T=bf.T,
-                      best_c=bf.c, **{MARK: np.str_(self.kind)})
+                      adam_m=state.adam.m, adam_v=state.adam.v, adam_t=int(state.adam.t),
+                      evidence=np.array([r.evidence for r in rec], float),
+                      train_error=np.array([r.train_error for r in rec], float),
+                      grad_norm=np.array([r.grad_norm for r in rec], float), best_iteration=int(best_it),
+                      best_Z=bp.Z, best_variance=float(bp.variance), best_lengthscales=bp.lengthscales,
+                      best_T=bf.T, best_c=bf.c)
         if state.sites is not None:
             arrays["sites"] = np.concatenate(client.gather(state.sites))
-        with replaced_atomically(self.path, suffix=".npz") as tmp:
-            np.savez(tmp, **arrays)
+        self.commit(key, len(rec), arrays)
 
     def read(self, key: str, m: int, d: int, lr: float,
              kernel: str = "rbf") -> tuple[EPState, np.ndarray | None]:
-        """(the state, EP's sites (n, 2) or None) written for ``key`` with m inducing points in d dimensions.
-        Raises ValueError, in one line naming the file, when it is damaged or belongs to other data or
-        settings."""
-        import os
-
-        if not os.path.isfile(self.path):
-            raise FileNotFoundError(f"no checkpoint to resume at {self.path}")
+        """(the state, EP's sites (n, 2) or None) committed for ``key`` with m inducing points in d
+        dimensions. Raises FileNotFoundError without a checkpoint, ValueError (one line naming the file)
+        when it is damaged or belongs to other data or settings."""
+        _, a = self.read_state(key)
+        size = m * d + d + 1
         try:
-            with np.load(self.path) as f:
-                a = {k: f[k] for k in f.files}
-            stored = str(a["key"])
-            size = m * d + d + 1
             vectors = {k: np.asarray(a[k], float) for k in ("adam_m", "adam_v")}
             if any(v.shape != (size,) for v in vectors.values()) or any(
                     np.shape(a[f"{p}Z"]) != (m, d) or np.shape(a[f"{p}lengthscales"]) != (d,)
@@ -388,22 +383,9 @@ class GPCCheckpoint(CheckpointFile):
                                                                    (*vectors.values(), T, c, bT, bc)):
                 raise ValueError("records or values out of range")
             sites = np.asarray(a["sites"], float) if "sites" in a else None
-        except Exception as e:  # noqa: BLE001 — truncated (BadZipFile), garbage, foreign: one line
-            raise ValueError(f"{self.path} is damaged or not a daskgp classifier checkpoint "
-                             f"({type(e).__name__}), so nothing in it can be resumed: delete it and start "
-                             "afresh") from None
-        if stored != key:
-            raise ValueError(f"{self.path} was written for other data or settings: start afresh without "
-                             "resuming")
-        adam = Adam(size, lr, m=vectors["adam_m"], v=vectors["adam_v"], t=int(a["adam_t"]))
+            adam = Adam(size, lr, m=vectors["adam_m"], v=vectors["adam_v"], t=int(a["adam_t"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise RunDamaged(f"{self.path}/{CHECKPOINT} holds {e}: start afresh without resuming") from None
         state = EPState(params[0], Factor(T, c), adam, records=recs,
                         best=(best_it, params[1], Factor(bT, bc)) if best_it else None)
         return state, sites
-
-    def iterations(self) -> int:
-        """How many finished iterations the file holds (0 without a file or with a damaged one)."""
-        try:
-            with np.load(self.path) as f:
-                return int(np.asarray(f["evidence"]).size)
-        except Exception:  # noqa: BLE001 — read() says what is wrong, in one line
-            return 0

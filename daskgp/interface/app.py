@@ -15,8 +15,8 @@ import threading
 import numpy as np
 
 from ..core.kernels import KERNELS
-from ..mcmc.config import METHODS, SGHMC_PROBES
 from ..mcmc.diagnostics import DEFAULT_TARGET_ESS
+from ..mcmc.samplers import get_sampler, sampler_names
 from .dashboard import (
     BUILTIN,
     LIMITS,
@@ -37,6 +37,10 @@ COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 _CLIENT = {"client": None}
 _CLIENT_LOCK = threading.Lock()
 MAX_POINTS = 1500  # per chain and line: older draws are thinned in the plots, never in the run
+
+
+# the health figures every run shows where it records them, after its sampler's own (Sampler.monitor)
+GENERIC_MONITOR = {"cg_iterations": ("CG iterations", False), "seconds": ("seconds / iteration", False)}
 
 
 def shared_client():
@@ -146,9 +150,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
                                value=d.kernel)
     ard = pn.widgets.Checkbox(name="ARD (one lengthscale per input)", value=d.ard)
     method = pn.widgets.Select(name="Sampler", value=d.method,
-                               options={"SGHMC (momentum, noise-corrected)": "sghmc",
-                                        "SGLD (the paper's)": "sgld", "MH (exact Cholesky, small n)": "mh"})
-    assert set(method.options.values()) == set(METHODS)
+                               options={get_sampler(nm).label: nm for nm in sampler_names()})
     lim = LIMITS
     target_ess = pn.widgets.IntInput(name="Target ESS (0: run every iteration)", value=d.target_ess,
                                      start=lim["target_ess"][0], end=lim["target_ess"][1], step=100)
@@ -162,7 +164,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     step_end = pn.widgets.FloatInput(name="SGLD step size end", value=d.step_end, step=1e-4)
 
     def on_method(event):  # each sampler's own default number of probes
-        probes.value = SGHMC_PROBES if event.new == "sghmc" else 4
+        probes.value = get_sampler(event.new).default_probes
 
     method.param.watch(on_method, "value")
     seed = pn.widgets.IntInput(name="Seed", value=d.seed)
@@ -216,7 +218,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     upload.param.watch(on_upload, "value")
 
     # ---------------------------------------------------------------------------------------- figures
-    def build_figures(names, stat_names):
+    def build_figures(names, stat_names, sampler):
         figs = {"trace": {}, "run": {}, "dens": {}, "src": {}}
         for nm in names:
             f = figure(height=180, width=330, title=f"trace: {nm}", x_axis_label="iteration")
@@ -237,11 +239,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             _small_legend(h)
             figs["dens"][nm] = (h, hs)
         health = {}
-        for key, title, log in (("step", "step size", True), ("ratio", "SGLD freeze ratio", True),
-                                ("noise_fraction", "SGHMC: gradient noise / refresh", False),
-                                ("scale", "MH proposal scale", True),
-                                ("cg_iterations", "CG iterations", False), ("seconds", "seconds / iteration",
-                                                                             False)):
+        for key, (title, log) in {**sampler.monitor, **GENERIC_MONITOR}.items():
             if key not in stat_names:
                 continue
             f = figure(height=170, width=330, title=title, y_axis_type="log" if log else "linear")
@@ -330,7 +328,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             return
         names = run.names
         if session["figs"] is None:
-            session["figs"] = build_figures(names, set(stats))
+            session["figs"] = build_figures(names, set(stats), get_sampler(run.settings.method))
             layout_figures(session["figs"], names)
         figs = session["figs"]
         C, D = next(iter(post.values())).shape

@@ -10,7 +10,8 @@ import numpy as np
 
 from .._version import __version__
 from ..core.kernels import KERNELS
-from ..mcmc.config import METHODS, SamplerConfig
+from ..mcmc.config import SamplerConfig
+from ..mcmc.samplers import get_sampler, sampler_names
 from .cli_advgp import advgp_command
 from .cli_common import cluster_from_args, ignore_further_interrupts, interrupt_once
 from .cli_gpc import gpc_command
@@ -145,9 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("sample", help="sample the GP hyperparameter posterior with chains on a Dask cluster")
     _data_arguments(sm, "concrete")
-    sm.add_argument("--method", default=SamplerConfig.method, choices=list(METHODS),
-                    help="sghmc (default: momentum on the noise-corrected stochastic gradients), sgld (the "
-                         "paper's algorithm) or mh (exact Cholesky posterior: small n only)")
+    sm.add_argument("--method", default=SamplerConfig.method, choices=list(sampler_names()),
+                    help="the sampler: " + "; ".join(f"{nm}: {get_sampler(nm).label}"
+                                                     for nm in sampler_names())
+                         + f" (default {SamplerConfig.method})")
     sm.add_argument("--chains", type=int, default=4)
     sm.add_argument("--iterations", type=int, default=None,
                     help="iterations per chain (default 2,000; with --target-ess a cap, default 50,000); "
@@ -158,7 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--kernel", default="rbf", choices=sorted(KERNELS))
     sm.add_argument("--ard", action="store_true", help="one lengthscale per input dimension")
     sm.add_argument("--probes", type=int, default=None,
-                    help="Hutchinson probe vectors N_r per gradient (default 32 for sghmc, 4 otherwise)")
+                    help="Hutchinson probe vectors N_r per gradient (default: the sampler's, "
+                         + ", ".join(f"{get_sampler(nm).default_probes} for {nm}" for nm in sampler_names())
+                         + ")")
     sm.add_argument("--step-start", type=float, default=0.1, help="SGLD: first step size")
     sm.add_argument("--step-end", type=float, default=1e-3, help="SGLD: last step size (if never frozen)")
     sm.add_argument("--freeze-threshold", type=float, default=0.01, help="SGLD: freeze rule threshold")
@@ -178,8 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     su.add_argument("--psrf", action="store_true", help="also print the PSRF evolution")
     su.set_defaults(func=summary_command)
 
-    rp = sub.add_parser("repair", help="mend a run after a crash (stale lock, torn append, bad checkpoint)")
-    rp.add_argument("run", help="a run written by 'daskgp sample' (run.zarr)")
+    rp = sub.add_parser("repair", help="mend a run or a fit's checkpoint after a crash (stale lock, torn "
+                                       "append, bad checkpoint)")
+    rp.add_argument("run", help="a run written by 'daskgp sample' (run.zarr), or a fit's checkpoint folder "
+                                "(OUT.checkpoint of 'daskgp sgpr | advgp | gpc', or a GPLVM's checkpoint=)")
     rp.add_argument("--salvage", action="store_true",
                     help="cut a run with damaged draws back to its intact blocks (no resume after that)")
     rp.add_argument("--force", action="store_true",
@@ -212,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     sg.add_argument("--out", default="sgpr.nc", help="netCDF file for parameters, bound trace, predictions")
     sg.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     sg.add_argument("--resume", action="store_true",
-                    help="continue from OUT.checkpoint.npz (written every iteration) after an interruption")
+                    help="continue from the checkpoint folder OUT.checkpoint (committed every iteration) "
+                         "after an interruption")
     _cluster_arguments(sg)
     sg.set_defaults(func=sgpr_command)
 
@@ -238,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--seed", type=int, default=0, help="split and k-means seed")
     ad.add_argument("--out", default="advgp.nc", help="netCDF results file")
     ad.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    ad.add_argument("--resume", action="store_true", help="continue from OUT.checkpoint.json")
+    ad.add_argument("--resume", action="store_true",
+                    help="continue from the checkpoint folder OUT.checkpoint")
     _cluster_arguments(ad)
     ad.set_defaults(func=advgp_command)
 
@@ -263,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--out", default="gpc.nc", help="netCDF results file")
     gc.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     gc.add_argument("--resume", action="store_true",
-                    help="continue the interrupted fit in OUT.checkpoint.npz (the same command otherwise)")
+                    help="continue the interrupted fit in OUT.checkpoint (the same command otherwise)")
     _cluster_arguments(gc)
     gc.set_defaults(func=gpc_command)
 

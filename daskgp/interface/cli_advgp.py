@@ -24,7 +24,7 @@ def advgp_command(args) -> int:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     if args.tau < 0:
         raise ValueError(f"--tau must be >= 0, got {args.tau}")
-    ckpt = ServerCheckpoint(f"{args.out}.checkpoint.json")
+    ckpt = ServerCheckpoint(f"{args.out}.checkpoint")
     # settled before a cluster starts: refusing costs nothing
     check_fit_outputs(args, ckpt, "daskgp.ADVGPRegressor")
     ds, Xtr, ytr, Xte, yte = split_from_args(args)

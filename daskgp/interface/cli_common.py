@@ -207,6 +207,7 @@ def check_fit_outputs(args, ckpt, kind: str) -> None:
         raise FileExistsError(f"{ckpt.path} holds an interrupted fit: add --resume to continue it or "
                               "--overwrite to start afresh")
     if args.resume and not ckpt.exists():
+        ckpt.check_legacy()  # one line for a checkpoint of daskgp <= 0.3 beside it
         raise FileNotFoundError(f"no checkpoint to resume at {ckpt.path}")
     if args.resume and written_kind(ckpt.path) != ckpt.kind:
         raise ValueError(f"{ckpt.path} is damaged or not a daskgp checkpoint, so nothing in it can be "

@@ -38,7 +38,7 @@ def gpc_command(args) -> int:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.batch is not None and args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
-    ckpt = GPCCheckpoint(f"{args.out}.checkpoint.npz")
+    ckpt = GPCCheckpoint(f"{args.out}.checkpoint")
     check_fit_outputs(args, ckpt, KIND)  # settled before a cluster starts: refusing costs nothing
     if args.overwrite and not args.resume:
         ckpt.remove()

@@ -19,7 +19,7 @@ from .progress import chain_progress
 def sample_command(args) -> int:
     from ..mcmc.chains import check_resumable, resume, sample
     from ..mcmc.control import RunControl, RunStopped
-    from ..mcmc.runstore import check_new_run_path
+    from ..runs.draws import check_new_run_path
 
     ds = spec = None
     replaced = None  # the folder a new run replaces once its first block is committed (by inode)
@@ -79,7 +79,7 @@ def sample_command(args) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     if dt is None:
-        from ..mcmc.runstore import RunError, read_checkpoint
+        from ..runs.draws import RunError, read_checkpoint
 
         try:  # a new run that never committed left the folder it was to replace as it was
             n = read_checkpoint(out)["n_draws"] if os.stat(out).st_ino != replaced else 0
@@ -120,9 +120,16 @@ def summary_command(args) -> int:
 
 
 def repair_command(args) -> int:
-    from ..mcmc.runstore import repair
+    from ..runs.draws import repair
+    from ..runs.fits import is_fit_store, repair_fit
 
-    for line in repair(args.run, salvage=args.salvage, force=args.force):
+    if is_fit_store(args.run):  # a fit's checkpoint (sgpr, advgp, gpc, gplvm): the same commits and lock
+        if args.salvage:
+            raise ValueError(f"{args.run} is a fit's checkpoint: --salvage applies to a run's draws only")
+        lines = repair_fit(args.run, force=args.force)
+    else:
+        lines = repair(args.run, salvage=args.salvage, force=args.force)
+    for line in lines:
         print(line)
     return 0
 
@@ -147,7 +154,7 @@ def predict_command(args) -> int:
     inputs = _read_features(args.x, est) if args.x is not None else None
     if netcdf:
         from ..mcmc.checks import predictive_tree
-        from ..mcmc.runstore import stored_dataset
+        from ..runs.draws import stored_dataset
 
         ds = stored_dataset(est.run_)
         if ds is None:

@@ -17,7 +17,7 @@ def sgpr_command(args) -> int:
     for name in ("inducing", "max_iter", "chunk_rows", "workers"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    ckpt = FitCheckpoint(f"{args.out}.checkpoint.npz")
+    ckpt = FitCheckpoint(f"{args.out}.checkpoint")
     # settled before a cluster starts: refusing costs nothing
     check_fit_outputs(args, ckpt, "daskgp.SparseGPRegressor")
     ds, Xtr, ytr, Xte, yte = split_from_args(args)

@@ -22,8 +22,9 @@ import pandas as pd
 
 from ..core.datasets import check_numeric_frame, read_csv_frame, split_indices
 from ..core.kernels import KERNELS
-from ..mcmc.config import METHODS, SGHMC_PROBES, SamplerConfig
+from ..mcmc.config import SamplerConfig
 from ..mcmc.control import RunControl, RunStopped
+from ..mcmc.samplers import find_sampler, get_sampler
 
 __all__ = ["DashboardSettings", "LIMITS", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "MAX_RUNS",
            "MAX_UPLOAD_MB", "MAX_UPLOAD_ROWS", "MAX_UPLOAD_COLUMNS"]
@@ -96,7 +97,7 @@ class DashboardSettings:
     n_chains: int = 2
     n_iter: int = 2000  # with a target ESS: the cap
     target_ess: int = 400  # 0: run the full n_iter
-    n_probes: int = SGHMC_PROBES
+    n_probes: int = get_sampler(SamplerConfig.method).default_probes
     step_start: float = SamplerConfig.step_start
     step_end: float = SamplerConfig.step_end
     seed: int = SamplerConfig.seed
@@ -115,7 +116,7 @@ class DashboardSettings:
                 raise ValueError("choose the target column of the uploaded CSV")
         if self.kernel not in KERNELS:
             raise ValueError(f"unknown kernel {self.kernel!r}")
-        if self.method not in METHODS:
+        if find_sampler(self.method) is None:
             raise ValueError(f"unknown method {self.method!r}")
         for name, (lo, hi) in LIMITS.items():
             v = getattr(self, name)

@@ -4,15 +4,16 @@ cluster, checkpointed (Filippone & Engler 2015, section 4).
 A chain advances in segments of ``checkpoint_every`` iterations, each one Dask task
 (:func:`daskgp.mcmc.segments.run_segment`, a pure function of the chain's plain-data state). The driver
 submits each chain's next segment as soon as its last one returns, writes every block of
-``checkpoint_every`` draws of all chains to a zarr store (:mod:`daskgp.mcmc.runstore`) and commits the chain
+``checkpoint_every`` draws of all chains to a zarr store (:mod:`daskgp.runs.draws`) and commits the chain
 states with it: an interruption loses at most the block in flight, and :func:`resume` continues every chain
 with its random stream after checking every committed draw and every chain state it reads back. A
 :class:`daskgp.mcmc.control.RunControl` pauses or stops it from another thread.
 
-Methods: 'sgld' (the paper's SGLD with unbiased ULISSE gradients through the kernel operator; the step
-size decreases, then freezes by the paper's rule), 'sghmc' (underdamped Langevin on the same gradients with
-the gradient noise subtracted from the momentum refresh, :class:`daskgp.mcmc.samplers.SGHMC`) and 'mh'
-(adaptive random-walk Metropolis–Hastings on the exact Cholesky posterior: small n only).
+Methods: the samplers registered in :mod:`daskgp.mcmc.samplers` — 'sghmc' (underdamped Langevin on unbiased
+ULISSE / CG gradients through the kernel operator, the gradient noise subtracted from the momentum refresh),
+'sgld' (the paper's SGLD on the same gradients; the step size decreases, then freezes by the paper's rule)
+and 'mh' (adaptive random-walk Metropolis–Hastings on the exact Cholesky posterior: small n only). The
+driver asks a sampler what it needs (:class:`daskgp.mcmc.samplers.Sampler`), never its name.
 
 Warmup ('map', the default): before the chains, one task climbs from the MAP of a random subset to the
 full-data mode by stochastic gradient ascent and estimates the Laplace covariance there
@@ -37,10 +38,17 @@ from ..core.kernels import make_kernel
 from ..core.priors import GammaPrior
 from ..core.validation import check_not_degenerate, check_X, check_y
 from ..exact.posterior import subset_map
+from ..runs.draws import (
+    DrawStore,
+    RunDamaged,
+    RunLocked,
+    check_appendable,
+    check_new_run_path,
+    read_committed,
+)
 from .config import SamplerConfig, check_method_fits, check_run_size, fingerprint
 from .control import RunControl, RunStopped
 from .diagnostics import RunStatus, run_status
-from .runstore import DrawStore, RunDamaged, RunLocked, check_appendable, check_new_run_path, read_committed
 from .segments import (
     ChainState,
     block_arrays,
@@ -135,9 +143,10 @@ def _warn_unless_standardised(X, y) -> None:
 
 
 def _warmup(X, y, cfg: SamplerConfig, kernel, prior, phi_sub, M_sub, seed, client, control) -> dict:
-    """The 'map' warmup: SGLD's on a worker (:func:`daskgp.mcmc.segments.warmup_segment`), MH's by the exact
-    Cholesky MAP and Hessian on all n rows (MH runs only where n fits a Cholesky)."""
-    if cfg.method == "mh":
+    """The 'map' warmup: a gradient sampler's on a worker (:func:`daskgp.mcmc.segments.warmup_segment`), one
+    on the exact density (MH) by the exact Cholesky MAP and Hessian on all n rows (it runs only where n fits
+    a Cholesky)."""
+    if not cfg.sampler.uses_gradient:
         t0 = time.perf_counter()
         phi, cov = subset_map(X, y, kernel, float(np.exp(phi_sub[-1])), prior=prior, size=X.shape[0],
                               rng=np.random.default_rng(seed))
@@ -174,7 +183,7 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
 
     The data are reloaded from the run's data spec unless X, y are given; either way they must match the
     fingerprint stored with the run. A run that is complete is returned as it is (no cluster is started).
-    Raises :class:`daskgp.mcmc.runstore.RunError` (one line) when the run is damaged, locked by a live writer
+    Raises :class:`daskgp.runs.draws.RunError` (one line) when the run is damaged, locked by a live writer
     or cannot be continued, ValueError when the extension is not one."""
     store, committed = DrawStore.open(out)
     attrs, ckpt = committed.attrs, committed.checkpoint

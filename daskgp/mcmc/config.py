@@ -14,30 +14,24 @@ from ..compute.solvers import ROULETTES
 from ..core.datasets import fingerprint
 from ..core.kernels import KERNELS
 from ..core.validation import check_positive
-from ..exact.marginal import max_exact_n
+from .samplers import Sampler, get_sampler, sampler_names
+from .samplers.registry import find_sampler
+from .samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK, SGHMC_PRECOND_RANK_LARGE, SGHMC_PROBES
 
-__all__ = ["SamplerConfig", "METHODS", "fingerprint", "check_method_fits", "check_run_size", "MAX_CHAINS"]
+__all__ = ["SamplerConfig", "fingerprint", "check_method_fits", "check_run_size", "MAX_CHAINS",
+           # the SGHMC sampler's settings, defined in daskgp.mcmc.samplers.sghmc
+           "SGHMC_PROBES", "SGHMC_PRECOND_RANK", "LARGE_N", "SGHMC_PRECOND_RANK_LARGE"]
 
-METHODS = ("sgld", "mh", "sghmc")
-# SGHMC's probes: on concrete the whitened gradient-noise eigenvalue λ falls 19 → 3.2 from N_r = 4 to 32 for
-# 2.6× the cost of an iteration, and the step the noise allows grows as 1/λ (benchmarks/sgld_concrete.py)
-SGHMC_PROBES = 32
-# and its preconditioner's rank: on concrete 300 instead of 100 cut CG from 29 to 9 iterations per gradient
-# (0.071 → 0.033 s with 32 probes) at the same gradient noise. A larger rank is not simply better: 515 cut CG
-# to 7 but the ULISSE gradients' noise grew so much that the adapted step fell from 0.55 to 0.09 (the demo
-# took 7.6 min instead of 1.9).
-SGHMC_PRECOND_RANK = 300
-# Beyond LARGE_N rows SGHMC solves by CG to 1e-6 with a rank-2,000 preconditioner instead. Single-threaded,
-# 32 probes, house_8L: on 8,000 rows ULISSE + 300 took 48 CG iterations and 6.3 s a gradient at whitened
-# noise λ 1.65, ULISSE + 2,000 6.8 and 1.7 s but λ 9.5, CG + 2,000 11.6 and 2.7 s at λ 1.38 (s × λ, what a
-# sampler's step costs: 10.4 / 15.9 / 3.7); on all 22,784 rows ULISSE + 300 took 110 CG and 105 s, CG + 2,000
-# 65 CG and 73 s, both at λ ≈ 0.45. On concrete (1,030 rows) the two are level (s × λ 0.11 vs 0.13).
-LARGE_N = 5000
-SGHMC_PRECOND_RANK_LARGE = 2000
-# adaptation lengths of a run sampled to a target ESS (a fixed-length run adapts over its first fifth)
-TARGET_ADAPT = {"sghmc": lambda c: 4 * c.batch, "mh": lambda c: 1000, "sgld": lambda c: c.step_iter // 5}
-# SGLD has no adaptation of its own (its step size freezes by the paper's rule); its n_adapt only says where
-# the warmup's draws end (the first fifth of its step schedule)
+
+
+def __getattr__(name: str):
+    if name == "METHODS":  # a constant until 0.4; the registry is the list now
+        import warnings
+
+        warnings.warn("daskgp.mcmc.config.METHODS is deprecated: use daskgp.mcmc.samplers.sampler_names()",
+                      DeprecationWarning, stacklevel=2)
+        return sampler_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -130,16 +124,19 @@ class SamplerConfig:
         target = self.target_ess is not None
         if self.n_iter is None:
             self.n_iter = 50_000 if target else 2000
+        sampler = find_sampler(self.method)  # None for an unknown name: validate() says so
+        if sampler is None:
+            return
         if self.n_probes is None:
-            self.n_probes = SGHMC_PROBES if self.method == "sghmc" else 4
-        if self.step_iter is None and self.method == "sgld":
-            self.step_iter = min(2000, self.n_iter) if target else self.n_iter
-        if target and self.n_adapt is None and self.method in TARGET_ADAPT:  # a small cap adapts less
-            self.n_adapt = min(TARGET_ADAPT[self.method](self), self.n_iter // 5)
+            self.n_probes = sampler.default_probes
+        sampler.resolve(self)
+        if target and self.n_adapt is None:
+            adapt = sampler.adaptation_for_target(self)
+            if adapt is not None:  # a small cap adapts less
+                self.n_adapt = min(adapt, self.n_iter // 5)
 
     def validate(self) -> SamplerConfig:
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        sampler = get_sampler(self.method)  # ValueError naming the registered samplers
         if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
         for name in ("n_chains", "n_iter", "checkpoint_every", "subset_size", "batch", "n_probes",
@@ -184,26 +181,24 @@ class SamplerConfig:
             raise ValueError(f"target_rhat must be in (1, 2), got {self.target_rhat!r}")
         if self.n_adapt is not None and not 0 <= self.n_adapt < self.n_iter:
             raise ValueError(f"n_adapt must be in [0, n_iter), got {self.n_adapt}")
-        if self.method == "sgld" and self.n_iter < self.batch:
-            raise ValueError(f"SGLD needs n_iter >= batch ({self.batch}) to judge the freeze rule")
+        sampler.validate(self)
         return self
 
+    @property
+    def sampler(self) -> Sampler:
+        """The registered :class:`daskgp.mcmc.samplers.Sampler` of ``method``."""
+        return get_sampler(self.method)
+
     def solver_for(self, n: int) -> str:
-        """The gradient's solver for n rows: ``solver`` when set; else CG for SGHMC beyond LARGE_N rows (see
-        there) and ULISSE otherwise."""
-        if self.solver is not None:
-            return self.solver
-        return "cg" if self.method == "sghmc" and n > LARGE_N else "ulisse"
+        """The gradient's solver for n rows: ``solver`` when set; else the sampler's (CG for SGHMC beyond
+        LARGE_N rows, see there; ULISSE otherwise)."""
+        return self.sampler.solver_for(self, n)
 
     def precond_rank_for(self, n: int) -> int:
         """The preconditioner's rank for n rows: ``precond_rank`` when set; else for SGHMC 300 up to LARGE_N
         rows and 2,000 beyond (see SGHMC_PRECOND_RANK), and 100 — the paper's — for SGLD (the pivoted
         Cholesky caps it at n/2)."""
-        if self.precond_rank is not None:
-            return int(self.precond_rank)
-        if self.method == "sghmc":
-            return SGHMC_PRECOND_RANK_LARGE if n > LARGE_N else SGHMC_PRECOND_RANK
-        return 100
+        return self.sampler.precond_rank_for(self, n)
 
     def block_ends(self) -> list[int]:
         """Where the run's blocks of draws end: every ``checkpoint_every`` iterations, restarting at the
@@ -255,13 +250,10 @@ def check_run_size(cfg: SamplerConfig, n_params: int, memory_bytes: float | None
 
 def check_method_fits(cfg: SamplerConfig, n: int, memory_bytes: float | None = None,
                       n_params: int | None = None) -> None:
-    """MH needs a dense Cholesky per iteration: refuse n where it would not fit in memory; and (given
-    ``n_params``) a run too big to hold (:func:`check_run_size`)."""
+    """Refuse, before any work, n rows the sampler cannot take on this machine (MH: a dense Cholesky per
+    iteration must fit in memory, :meth:`daskgp.mcmc.samplers.Sampler.check_size`); and (given ``n_params``)
+    a run too big to hold (:func:`check_run_size`)."""
     if n_params is not None:
         check_run_size(cfg, n_params, memory_bytes)
-    if cfg.method == "mh":
-        limit = max_exact_n(memory_bytes)
-        if n > limit:
-            raise MemoryError(f"MH uses the exact Cholesky: n={n} needs {2 * 8 * n * n / 2**30:.1f} GiB, "
-                              f"more than this machine can spare (n <= {limit}); use method='sghmc'")
+    cfg.sampler.check_size(cfg, n, memory_bytes)
 

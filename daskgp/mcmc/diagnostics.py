@@ -77,9 +77,9 @@ def open_run(path) -> xr.DataTree:
     the run while it is being written, else None).
 
     Reads only, and only the committed draws, each block checked against its digest: safe beside a running
-    writer. Raises FileNotFoundError, or :class:`daskgp.mcmc.runstore.RunError` with one line saying what is
+    writer. Raises FileNotFoundError, or :class:`daskgp.runs.draws.RunError` with one line saying what is
     damaged and what ``daskgp repair`` can do."""
-    from .runstore import read_run
+    from ..runs.draws import read_run
 
     return read_run(path)
 

@@ -42,14 +42,15 @@ def thinned_log_draws(dt, n_draws: int) -> np.ndarray:
 class BayesianGPRegressor(RegressorMixin, BaseEstimator):
     """Zero-mean GP regression with hyperparameters integrated out by MCMC.
 
-    kernel: 'rbf' | 'matern32' | 'matern52' (``ard``: one lengthscale per input); method: 'sghmc' (default)
-    | 'sgld' | 'mh'; n_chains, n_iter: chains and iterations per chain (default 2,000); target_ess: instead
-    sample until every parameter's bulk and tail ESS reach it and every R-hat < 1.01 (n_iter, default
-    50,000, is then a cap); n_predict_draws: posterior draws the predictive mixes
-    over; level: central interval of :meth:`predict_interval`; random_state: seeds the chains (an int for a
-    reproducible run); out: zarr store for the run (default: a temporary folder); scheduler: a dask-scheduler
-    address (default: this process's current client, else a local cluster started for the fit);
-    sampler_options: further :class:`daskgp.mcmc.config.SamplerConfig` fields (e.g. step_start, n_probes).
+    kernel: 'rbf' | 'matern32' | 'matern52' (``ard``: one lengthscale per input); method: a registered
+    sampler (:func:`daskgp.mcmc.samplers.sampler_names`: 'sghmc', the default, 'sgld', 'mh'); n_chains,
+    n_iter: chains and iterations per chain (default 2,000); target_ess: instead sample until every
+    parameter's bulk and tail ESS reach it and every R-hat < 1.01 (n_iter, default 50,000, is then a cap);
+    n_predict_draws: posterior draws the predictive mixes over; level: central interval of
+    :meth:`predict_interval`; random_state: seeds the chains (an int for a reproducible run); out: zarr store
+    for the run (default: a temporary folder); scheduler: a dask-scheduler address (default: this process's
+    current client, else a local cluster started for the fit); sampler_options: further
+    :class:`daskgp.mcmc.config.SamplerConfig` fields (e.g. step_start, n_probes).
 
     Fitted attributes: ``run_`` (ArviZ DataTree of the run), ``log_draws_`` (S, p), ``x_scaler_``,
     ``y_scaler_``, ``X_train_``/``y_train_`` (standardised), ``param_names_``, ``n_iter_`` (iterations
@@ -72,8 +73,10 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
                                         "n_iter": self.n_iter, "target_ess": self.target_ess,
                                         "seed": seed_from(self.random_state)})
 
-    def fit(self, X, y, progress=None):
-        """Sample the hyperparameter posterior for X (n, d), y (n,). Returns self."""
+    def fit(self, X, y, progress=None, client=None):
+        """Sample the hyperparameter posterior for X (n, d), y (n,); ``client``: a distributed Client to use
+        (default: ``scheduler``, else this process's current client, else a local cluster started for the
+        fit), as every daskgp estimator's ``fit`` takes it. Returns self."""
         X, y = fit_data(self, X, y)
         cfg = self._config()
         if self.n_predict_draws < 1:
@@ -90,7 +93,7 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
         meta = scaler_meta(self.x_scaler_, self.y_scaler_)
         if hasattr(self, "feature_names_in_"):
             meta["feature_names"] = [str(c) for c in self.feature_names_in_]
-        with borrowed_client(address=self.scheduler) as client:
+        with borrowed_client(client, self.scheduler) as client:
             self.run_ = sample(Xs, ys, cfg, out=out, client=client, overwrite=self.out is None,
                                progress=progress, data_meta=meta)
         self._set_posterior(Xs, ys)
@@ -106,7 +109,7 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
         (default: the copy stored in the run; a run of daskgp ≤ 0.2 stored none, and its data are then
         reloaded from the spec it recorded)."""
         from ..core.datasets import load_spec
-        from .runstore import stored_dataset
+        from ..runs.draws import stored_dataset
 
         dt = open_run(path)
         ds = dataset if dataset is not None else stored_dataset(dt) or load_spec(dt.attrs["data"])

@@ -1,11 +1,13 @@
 """The worker side of a run: one chain advanced by one segment of iterations, a pure function of plain data.
 
-A chain between segments is a :class:`ChainState` — the sampler's state (:class:`SGLDState` or
-:class:`MHState`) and, for SGLD, the stochastic gradient's :class:`ProbeState` (probes, CG warm starts,
-generator; Filippone & Engler 2015, section 3.2) — and travels, and is committed, as its ``to_dict``: plain
-arrays, numbers and generator states. :func:`run_segment` rebuilds it with ``from_dict`` (which checks every
-field), runs the sampler and returns the records and the next state's dict, so a task lost with its worker is
-recomputed to the same draws and a resumed run continues exactly where an uninterrupted one would be.
+A chain between segments is a :class:`ChainState` — its sampler's state (the registered
+:class:`daskgp.mcmc.samplers.Sampler` of the run's ``method`` builds and checks it) and, for a sampler on the
+stochastic gradient, the gradient's :class:`ProbeState` (probes, CG warm starts, generator; Filippone &
+Engler 2015, section 3.2) — and travels, and is committed, as its ``to_dict``: plain arrays, numbers and
+generator states. :func:`run_segment` rebuilds it with ``from_dict`` (which checks every field), runs the
+sampler on its :class:`_Target` and returns the records and the next state's dict, so a task lost with its
+worker is recomputed to the same draws and a resumed run continues exactly where an uninterrupted one would
+be.
 
 The kernel operator with its cached kernel rows (n² · 8 bytes: 4 GB on house_8L) is kept per (run, worker
 thread) between a run's segments, and :func:`release_operators` frees it when the run ends, stops or fails, so
@@ -25,10 +27,10 @@ from ..core.priors import GammaPrior
 from ..exact.mode import laplace_covariance, stochastic_map
 from ..exact.posterior import GPPosterior, ProbeState, exact_log_posterior
 from .config import SamplerConfig
-from .samplers import SGHMC, SGLD, MHState, RandomWalkMH, SGHMCState, SGLDState, StepSchedule
+from .samplers import get_sampler, sampler_names
+from .samplers.base import ChainStateLike
 
-__all__ = ["ChainState", "initial_states", "run_segment", "warmup_segment", "release_operators", "RECORDS",
-           "GRADIENT_RECORDS",
+__all__ = ["ChainState", "initial_states", "run_segment", "warmup_segment", "release_operators",
            "block_arrays", "progress_topic", "PROGRESS_EVERY"]
 
 PROGRESS_EVERY = 1.0  # seconds between a running segment's progress events
@@ -36,15 +38,16 @@ PROGRESS_EVERY = 1.0  # seconds between a running segment's progress events
 
 @dataclass
 class ChainState:
-    """One chain between segments: ``sampler`` its SGLD, SGHMC or MH state and, for the stochastic-gradient
-    methods, ``probes`` the gradient's probe / warm-start state (None for MH)."""
+    """One chain between segments: ``sampler`` its sampler's state (SGHMC, SGLD, MH or a registered one's)
+    and, for a sampler that reads the stochastic gradient, ``probes`` the gradient's probe / warm-start
+    state (None otherwise)."""
 
-    sampler: SGLDState | SGHMCState | MHState
+    sampler: ChainStateLike
     probes: ProbeState | None = None
 
     def to_dict(self) -> dict:
         """Plain data (what the run store commits): the sampler's fields, and the probe state under
-        'posterior' for SGLD."""
+        'posterior' for a gradient sampler."""
         d = self.sampler.to_dict()
         if self.probes is not None:
             d["posterior"] = self.probes.to_dict()
@@ -56,47 +59,42 @@ class ChainState:
         checked (arrays copied). Raises ValueError naming the first malformed field."""
         if not isinstance(d, dict):
             raise ValueError(f"a chain state must be a mapping, got {type(d).__name__}")
-        if cfg.method in ("sgld", "sghmc"):
-            if "posterior" not in d:
-                raise ValueError(f"the {cfg.method.upper()} state has no probe state ('posterior')")
-            own = {k: v for k, v in d.items() if k != "posterior"}
-            sampler = (SGLDState.from_dict(own, p, cfg.batch) if cfg.method == "sgld"
-                       else SGHMCState.from_dict(own, p))
-            return cls(sampler, ProbeState.from_dict(d["posterior"], n, cfg.n_probes, p,
-                                                     finite=sampler.stopped is None))
-        return cls(MHState.from_dict(d, p, cfg.adapt))
+        sampler = cfg.sampler
+        if not sampler.uses_gradient:
+            return cls(sampler.state_from_dict(d, cfg, p))
+        if "posterior" not in d:
+            raise ValueError(f"the {cfg.method.upper()} state has no probe state ('posterior')")
+        state = sampler.state_from_dict({k: v for k, v in d.items() if k != "posterior"}, cfg, p)
+        return cls(state, ProbeState.from_dict(d["posterior"], n, cfg.n_probes, p,
+                                               finite=state.stopped is None))
 
 
 def initial_states(X, y, cfg: SamplerConfig, phi_init: np.ndarray, M: np.ndarray,
                    seeds: list[np.random.SeedSequence]) -> list[dict]:
     """Every chain's state before iteration 0, as plain data: chain c starts at ``phi_init[c]`` (p,) with
-    its sampler and probe generators spawned from ``seeds[c]``; MH evaluates its start's log target and uses
-    M (p, p) as its first proposal shape."""
+    its sampler and probe generators spawned from ``seeds[c]``; M (p, p) is the sampler's preconditioner or
+    first proposal shape (a sampler on the exact density may evaluate its start: :class:`_Target`)."""
+    sampler, target = cfg.sampler, _Target(X, y, cfg)
     states = []
-    p = phi_init.shape[1]
     for c in range(cfg.n_chains):
         s_rng, p_rng = (np.random.default_rng(s) for s in seeds[c].spawn(2))
-        if cfg.method == "sgld":
-            chain = ChainState(SGLDState.initial(phi_init[c], cfg.batch, s_rng), ProbeState.initial(p_rng))
-        elif cfg.method == "sghmc":  # a cautious first step: the adaptation grows it from the noise
-            chain = ChainState(SGHMCState.initial(phi_init[c], 0.25 * cfg.h_max, s_rng),
-                               ProbeState.initial(p_rng))
-        else:
-            mh = RandomWalkMH(_mh_target(X, y, cfg), p, proposal_cov=M, n_adapt=cfg.adapt)
-            chain = ChainState(mh.init(phi_init[c], s_rng))
+        chain = ChainState(sampler.initial(phi_init[c], cfg, M, s_rng, target),
+                           ProbeState.initial(p_rng) if sampler.uses_gradient else None)
         states.append(chain.to_dict())
     return states
 
 
-# the per-iteration records of each method and their dtypes: every block stores the same arrays
-RECORDS = {"sgld": {"step": float, "frozen": bool, "ratio": float, "cg_iterations": float,
-                    "n_products": float, "seconds": float, "warmup": bool},
-           "mh": {"accepted": bool, "logp": float, "scale": float, "seconds": float, "warmup": bool},
-           "sghmc": {"step": float, "noise_fraction": float, "cg_iterations": float, "n_products": float,
-                     "seconds": float, "warmup": bool, "kinetic": float, "stability": float}}
-# methods whose records also hold the stochastic gradient at each draw, one record 'grad_<name>' per
-# parameter (what :mod:`daskgp.mcmc.fidelity` checks the stationary distribution with)
-GRADIENT_RECORDS = ("sghmc",)
+def __getattr__(name: str):
+    if name in ("RECORDS", "GRADIENT_RECORDS"):  # tables until 0.4; each sampler says it now
+        import warnings
+
+        warnings.warn(f"daskgp.mcmc.segments.{name} is deprecated: read a sampler's ``records`` and "
+                      "``gradient_records`` (daskgp.mcmc.samplers.get_sampler)", DeprecationWarning,
+                      stacklevel=2)
+        if name == "RECORDS":
+            return {nm: dict(get_sampler(nm).records) for nm in sampler_names()}
+        return tuple(nm for nm in sampler_names() if get_sampler(nm).gradient_records)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def progress_topic(run_key: str) -> str:
@@ -134,75 +132,64 @@ def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str,
     """Advance one chain by up to n iterations from ``state`` (a :class:`ChainState` dict); returns
     (records, the next state's dict).
 
-    X (n_rows, d), y (n_rows,) standardised data; M (p, p) the SGLD preconditioner. records: 'phi' (k, p)
-    log-parameters and the method's :data:`RECORDS` (k,), k ≤ n (shorter only when the chain stopped). Runs
-    on a worker (or anywhere: its results depend on its arguments only; ``run_key`` only names the kernel
-    operator kept for the run's next segments and the progress events, sent when ``chain_index`` is given)."""
+    X (n_rows, d), y (n_rows,) standardised data; M (p, p) the sampler's preconditioner. records: 'phi'
+    (k, p) log-parameters and the sampler's ``records`` (k,), k ≤ n (shorter only when the chain stopped).
+    Runs on a worker (or anywhere: its results depend on its arguments only; ``run_key`` only names the
+    kernel operator kept for the run's next segments and the progress events, sent when ``chain_index`` is
+    given)."""
     cfg = SamplerConfig.from_dict(cfg_dict)
     p = np.shape(M)[0]
     chain = ChainState.from_dict(state, cfg, p, X.shape[0])
     if chain.sampler.stopped:
         return {"phi": np.empty((0, p))}, chain.to_dict()
     t_start = chain.sampler.t
-    tick = _Ticker(run_key, chain_index, t_start, t_start + n)
-    if cfg.method in ("sgld", "sghmc"):
-        return _gradient_segment(X, y, cfg, M, chain, n, run_key, tick)
-    target = _mh_target(X, y, cfg)
-
-    def counted(phi) -> float:  # one evaluation per MH iteration
-        tick()
-        return target(phi)
-
-    mh = RandomWalkMH(counted, p, n_adapt=cfg.adapt)
-    res = mh.run(chain.sampler, n)
-    records = {"phi": res.draws, "accepted": res.accepted, "logp": res.logp, "scale": res.scale,
-               "seconds": res.seconds, "warmup": t_start + np.arange(n) < cfg.adapt}
-    return records, chain.to_dict()
-
-
-def _gradient_segment(X, y, cfg: SamplerConfig, M, chain: ChainState, n: int, run_key: str, tick):
-    """SGLD or SGHMC on the stochastic gradient through this worker's kernel operator."""
-    op = _operator(X, cfg, run_key)
-    # SGHMC's noise correction assumes independent gradient noise: fresh probes every iteration
-    redraw = 1 if cfg.method == "sghmc" else cfg.redraw_every
-    post = GPPosterior(op, y, GammaPrior(cfg.prior_shape, cfg.prior_rate), n_probes=cfg.n_probes,
-                       redraw_every=redraw, precond_every=cfg.redraw_every,
-                       solver=cfg.solver_for(X.shape[0]), es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta,
-                       roulette=cfg.roulette, precond=cfg.precond,
-                       precond_rank=cfg.precond_rank_for(X.shape[0]))
-    post.state = chain.probes  # advanced in place with the sampler's state
-    p = len(chain.sampler.phi)
-    t_start = chain.sampler.t
-
-    def grad(phi, t):
-        if run_key in _RELEASED:  # the driver ended the run (target met, stopped): end this segment now
-            raise ValueError("the run ended while this segment ran")
-        tick(t)
-        return post.stochastic_grad(phi, t)
-
-    if cfg.method == "sgld":
-        sampler = SGLD(grad, p, M=M,
-                       schedule=StepSchedule(cfg.step_start, cfg.step_end, cfg.step_iter, cfg.step_gamma),
-                       batch=cfg.batch, freeze_threshold=cfg.freeze_threshold, max_abs_phi=cfg.max_abs_phi)
-    else:
-        sampler = SGHMC(grad, p, M=M, h=chain.sampler.h, gamma=cfg.friction,
-                        n_adapt=cfg.adapt, kappa=cfg.noise_budget, h_max=cfg.h_max,
-                        max_abs_phi=cfg.max_abs_phi)
-    res = sampler.run(chain.sampler, n)  # a failing gradient stops the chain with a message, draws kept
-    k = len(res.draws)
-    records = {"phi": res.draws, "step": res.step,
-               "cg_iterations": res.info.get("cg_iterations", np.zeros(k)).astype(float)[:k],
-               "n_products": res.info.get("n_products", np.zeros(k)).astype(float)[:k],
-               "seconds": res.seconds}
-    if cfg.method == "sgld":
-        records.update(frozen=res.frozen, ratio=res.ratio, warmup=~res.frozen)
-    else:
-        records.update(noise_fraction=res.noise_fraction, warmup=t_start + np.arange(k) < cfg.adapt,
-                       kinetic=res.kinetic, stability=res.stability, grads=res.grads)
-    if run_key in _RELEASED:  # the run ended while this segment ran (a cancelled task runs to its end)
+    target = _Target(X, y, cfg, run_key, _Ticker(run_key, chain_index, t_start, t_start + n))
+    if cfg.sampler.uses_gradient:
+        target.open_gradient(chain.probes)  # the probe state advances in place with the sampler's
+    records = cfg.sampler.run(target, cfg, np.asarray(M, dtype=float), chain.sampler, n)
+    if target.operator is not None and run_key in _RELEASED:
+        # the run ended while this segment ran (a cancelled task runs to its end)
         release_operators(run_key)
-        op.close()  # already forgotten by the release, but it cached rows again since
+        target.operator.close()  # already forgotten by the release, but it cached rows again since
     return records, chain.to_dict()
+
+
+class _Target:
+    """The posterior as a segment's sampler sees it (:class:`daskgp.mcmc.samplers.Target`): the exact
+    log density (a dense Cholesky, built on first use) or the stochastic gradient through this worker's
+    kernel operator (:meth:`open_gradient`); each evaluation counts an iteration on the progress ticker."""
+
+    def __init__(self, X, y, cfg: SamplerConfig, run_key: str | None = None, tick=None):
+        self.X, self.y, self.cfg, self.run_key, self.tick = X, y, cfg, run_key, tick
+        self.posterior = self.operator = self._logp = None
+
+    def open_gradient(self, probes: ProbeState) -> None:
+        """The stochastic gradient of the run's configuration, continuing the chain's ``probes``."""
+        cfg, n = self.cfg, self.X.shape[0]
+        self.operator = _operator(self.X, cfg, self.run_key)
+        self.posterior = GPPosterior(self.operator, self.y, GammaPrior(cfg.prior_shape, cfg.prior_rate),
+                                     n_probes=cfg.n_probes, redraw_every=cfg.sampler.redraw_every(cfg),
+                                     precond_every=cfg.redraw_every, solver=cfg.solver_for(n),
+                                     es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta, roulette=cfg.roulette,
+                                     precond=cfg.precond, precond_rank=cfg.precond_rank_for(n))
+        self.posterior.state = probes
+
+    def grad(self, phi, t: int):
+        if self.run_key in _RELEASED:  # the driver ended the run (target met, stopped): end this segment now
+            raise ValueError("the run ended while this segment ran")
+        if self.posterior is None:
+            raise RuntimeError(f"sampler {self.cfg.method!r} reads the gradient but does not declare "
+                               "uses_gradient")
+        if self.tick is not None:
+            self.tick(t)
+        return self.posterior.stochastic_grad(phi, t)
+
+    def log_density(self, phi) -> float:
+        if self._logp is None:
+            self._logp = _mh_target(self.X, self.y, self.cfg)
+        if self.tick is not None:  # one evaluation per iteration
+            self.tick()
+        return self._logp(phi)
 
 
 def warmup_segment(X, y, cfg_dict: dict, phi0, M0, seed: int, run_key: str) -> dict:
@@ -315,7 +302,7 @@ def release_operators(run_key: str) -> int:
 def block_arrays(recs: list[dict], n: int, names, method: str) -> tuple[dict, dict]:
     """Every chain's records of one block (a stopped chain's are short, or empty) → the block's posterior
     {name: (chains, n)} in natural units and sample stats {record: (chains, n)} of the method's
-    :data:`RECORDS` plus 'diverged' (and 'grad_<name>' for the :data:`GRADIENT_RECORDS` methods); missing
+    ``records`` plus 'diverged' (and 'grad_<name>' for a sampler with ``gradient_records``); missing
     draws are NaN in the posterior and True in flags (a stopped chain counts as warmup)."""
     C = len(recs)
     p = len(names)
@@ -323,13 +310,14 @@ def block_arrays(recs: list[dict], n: int, names, method: str) -> tuple[dict, di
     for c, r in enumerate(recs):
         phi[c, :len(r["phi"])] = r["phi"]
     stats = {}
-    for key, dtype in RECORDS[method].items():
+    sampler = get_sampler(method)
+    for key, dtype in sampler.records.items():
         arr = np.full((C, n), True if dtype is bool else np.nan, dtype=dtype)
         for c, r in enumerate(recs):
             if key in r:
                 arr[c, :len(r[key])] = r[key]
         stats[key] = arr
-    if method in GRADIENT_RECORDS:
+    if sampler.gradient_records:
         for j, nm in enumerate(names):
             arr = np.full((C, n), np.nan)
             for c, r in enumerate(recs):

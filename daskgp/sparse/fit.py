@@ -7,7 +7,6 @@ a fit in progress.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 
@@ -15,9 +14,10 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
-from ..core.files import MARK, CheckpointFile, replaced_atomically
 from ..inducing.features import GlobalParams, kmm, kmn
 from ..inducing.stats import SuffStats
+from ..runs.commit import CHECKPOINT, RunDamaged
+from ..runs.fits import FitStore
 from .chunks import ChunkedRows
 
 __all__ = ["Evaluations", "FitCheckpoint", "ReplayDiverged", "Resumed", "SparsePosterior", "fit_global"]
@@ -173,63 +173,45 @@ class Resumed:
     evaluations: Evaluations | None = None
 
 
-class FitCheckpoint(CheckpointFile):
-    """The state of a global fit after its last finished L-BFGS-B iteration, in one ``.npz`` file: the
-    unconstrained parameter vector (:meth:`GlobalParams.to_vector`), the bound trace so far (nats), a key
-    naming the data and settings it belongs to, and the optimiser's whole state — the start and every
-    evaluation (:class:`Evaluations`), so that a resumed fit replays them and continues bit for bit as the
-    uninterrupted one. Replaced atomically after every iteration, so an interruption loses at most one;
-    read with ``np.load``'s default ``allow_pickle=False`` (plain numbers only)."""
+class FitCheckpoint(FitStore):
+    """The state of an SGPR fit after its last finished L-BFGS-B iteration, in a fit checkpoint folder
+    (:class:`daskgp.runs.fits.FitStore`: one JSON commit of plain data with a digest, the previous commit,
+    the writer's lock): the unconstrained parameter vector (:meth:`GlobalParams.to_vector`), the bound trace
+    so far (nats), and the optimiser's whole state — the start and every evaluation (:class:`Evaluations`),
+    so that a resumed fit replays them and continues bit for bit as the uninterrupted one. Committed after
+    every iteration: an interruption loses at most one."""
 
-    kind = "daskgp.fit-checkpoint"  # its marker (:func:`daskgp.core.files.written_kind`)
+    kind = "daskgp.sgpr-checkpoint"
+    what = "SGPR"
+    legacy_suffix = ".npz"  # daskgp <= 0.3 wrote OUT.checkpoint.npz
 
     def write(self, theta: GlobalParams, trace, key: str, theta0: GlobalParams | None = None,
               evaluations: Evaluations | None = None) -> None:
-        extra = {}
+        state = {"theta": theta.to_vector(), "trace": np.asarray(trace, float)}
         if theta0 is not None and evaluations is not None:
-            g = np.asarray(evaluations.g, float).reshape(len(evaluations.g), -1)
-            extra = dict(theta0=theta0.to_vector(), eval_x=np.asarray(evaluations.x, dtype=np.str_),
-                         eval_f=np.asarray(evaluations.f, float), eval_g=g)
-        with replaced_atomically(self.path, suffix=".npz") as tmp:
-            np.savez(tmp, theta=theta.to_vector(), trace=np.asarray(trace, float), key=np.str_(key),
-                     **{MARK: np.str_(self.kind)}, **extra)
+            state.update(theta0=theta0.to_vector(), eval_x=[str(x) for x in evaluations.x],
+                         eval_f=np.asarray(evaluations.f, float),
+                         eval_g=np.asarray(evaluations.g, float).reshape(len(evaluations.g), -1))
+        self.commit(key, len(trace), state)
 
     def read(self, key: str, m: int, q: int, kernel: str = "rbf") -> Resumed:
-        """What was written for ``key`` with m inducing points in q dimensions (the kernel's name is part
-        of ``key``; ``kernel`` builds the parameters). Raises FileNotFoundError
-        without the file and ValueError when it is damaged or belongs to other data or settings."""
-        if not os.path.isfile(self.path):
-            raise FileNotFoundError(f"no checkpoint to resume at {self.path}")
+        """What was committed for ``key`` with m inducing points in q dimensions (the kernel's name is part
+        of ``key``; ``kernel`` builds the parameters). Raises FileNotFoundError without a checkpoint,
+        ValueError (one line naming the file) when it is damaged or belongs to other data or settings."""
+        _, st = self.read_state(key)
+        size = m * q + q + 2
         try:
-            with np.load(self.path) as f:
-                stored, v, trace = str(f["key"]), np.asarray(f["theta"], float), np.asarray(f["trace"], float)
-                log = None
-                if "eval_f" in f.files:
-                    v0 = np.asarray(f["theta0"], float)
-                    log = Evaluations([str(s) for s in f["eval_x"]], [float(x) for x in f["eval_f"]],
-                                      list(np.asarray(f["eval_g"], float)))
-        except Exception as e:  # noqa: BLE001 — truncated (BadZipFile), garbage, foreign: one line
-            raise ValueError(f"{self.path} is damaged or not a daskgp fit checkpoint ({type(e).__name__}), "
-                             "so nothing in it can be resumed: delete it and start afresh") from None
-        if stored != key:
-            raise ValueError(f"{self.path} was written for other data, split or number of inducing points: "
-                             "start afresh without resuming")
-        if v.shape != (m * q + q + 2,) or not np.all(np.isfinite(v)) or trace.ndim != 1:
-            raise ValueError(f"{self.path} holds parameters of the wrong shape or non-finite values")
-        out = Resumed(GlobalParams.from_vector(v, m, q, kernel), [float(t) for t in trace])
-        if log is not None:
-            if v0.shape != v.shape or not np.all(np.isfinite(v0)) or not (len(log.x) == len(log.f)
-                                                                           == len(log.g)):
-                raise ValueError(f"{self.path} holds an optimiser state of the wrong shape")
-            out.theta0, out.evaluations = GlobalParams.from_vector(v0, m, q, kernel), log
+            v, trace = np.asarray(st["theta"], float), np.asarray(st["trace"], float)
+            if v.shape != (size,) or not np.all(np.isfinite(v)) or trace.ndim != 1:
+                raise ValueError("parameters of the wrong shape or non-finite values")
+            out = Resumed(GlobalParams.from_vector(v, m, q, kernel), [float(t) for t in trace])
+            if "eval_f" in st:
+                v0, g = np.asarray(st["theta0"], float), np.asarray(st["eval_g"], float)
+                log = Evaluations([str(x) for x in st["eval_x"]], [float(x) for x in st["eval_f"]], list(g))
+                if v0.shape != v.shape or not np.all(np.isfinite(v0)) or not (len(log.x) == len(log.f)
+                                                                               == len(log.g)):
+                    raise ValueError("an optimiser state of the wrong shape")
+                out.theta0, out.evaluations = GlobalParams.from_vector(v0, m, q, kernel), log
+        except (KeyError, TypeError, ValueError) as e:
+            raise RunDamaged(f"{self.path}/{CHECKPOINT} holds {e}: start afresh without resuming") from None
         return out
-
-    def iterations(self) -> int:
-        """How many finished iterations the file holds (0 without a file)."""
-        if not self.exists():
-            return 0
-        try:
-            with np.load(self.path) as f:
-                return int(np.asarray(f["trace"]).size)
-        except Exception:  # noqa: BLE001 — a damaged file: read() says so in one line
-            return 0

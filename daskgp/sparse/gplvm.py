@@ -11,6 +11,11 @@ Fitting alternates the paper's two map-reduce steps:
   could in principle lower the joint bound, so a local step that does is undone (the bound trace never
   decreases).
 
+The q(x_i) live only on the workers, so after every round the fit gathers them once: that copy is the
+round's restart point when a worker is lost (the chunks are placed again from it and the round is redone,
+ending where an undisturbed fit ends) and, with ``checkpoint=``, the commit a SIGINT or a crash resumes from
+(:class:`GPLVMCheckpoint`, a :class:`daskgp.runs.fits.FitStore`).
+
 New points (:meth:`BayesianGPLVM.transform`, :meth:`~BayesianGPLVM.impute`,
 :meth:`~BayesianGPLVM.score_samples`) get their q(x*) by maximising the bound of the training set plus that
 point on its observed output dimensions; the gain in the bound approximates log p(y* | Y), which
@@ -19,6 +24,8 @@ point on its observed output dimensions; the gain in the bound approximates log 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import time
 
@@ -27,13 +34,51 @@ import scipy.optimize
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError
 from ..core.validation import check_int, check_X, fit_data, is_constant, new_data, seed_from
 from ..inducing.placement import kmeans_inducing
+from ..runs.commit import CHECKPOINT, RunDamaged
+from ..runs.fits import FitStore
 from .bound import GlobalParams, SuffStats, bound_and_grads, psi1_stat
 from .chunks import ChunkedRows, LocalRows, local_objective
 from .fit import SparsePosterior, fit_global
 
-__all__ = ["BayesianGPLVM", "GPLVMClassifier"]
+__all__ = ["BayesianGPLVM", "GPLVMClassifier", "GPLVMCheckpoint"]
+
+log = logging.getLogger(__name__)
+_INFO_KEYS = ("n_evaluations", "seconds_evaluating", "local_steps_undone", "seconds_local")
+
+
+class GPLVMCheckpoint(FitStore):
+    """A GPLVM fit after its last finished round (global step + local step), in a fit checkpoint folder
+    (:class:`daskgp.runs.fits.FitStore`: one JSON commit of plain data with a digest, the previous commit,
+    the writer's lock): the global parameters' vector, every point's q(x_i) (μ, S: n × q each, gathered from
+    the workers in chunk order), the bound trace and the fit's counters."""
+
+    kind = "daskgp.gplvm-checkpoint"
+    what = "GPLVM"
+
+    def write(self, key: str, rounds: int, theta: GlobalParams, mu, S, trace, info: dict) -> None:
+        self.commit(key, rounds, {"theta": theta.to_vector(), "mu": np.asarray(mu, float),
+                                  "S": np.asarray(S, float), "trace": np.asarray(trace, float),
+                                  "info": {k: info[k] for k in _INFO_KEYS}})
+
+    def read(self, key: str, n: int, q: int, m: int):
+        """(rounds done, θ, μ (n, q), S (n, q), trace, info) committed for ``key``. Raises
+        FileNotFoundError without a checkpoint, ValueError (one line naming the file) when it is damaged or
+        belongs to other data or settings."""
+        rounds, st = self.read_state(key)
+        try:
+            v, mu, S = (np.asarray(st[k], float) for k in ("theta", "mu", "S"))
+            trace = [float(t) for t in np.asarray(st["trace"], float)]
+            if v.shape != (m * q + q + 2,) or mu.shape != (n, q) or S.shape != (n, q):
+                raise ValueError("parameters of the wrong shape")
+            if not (np.all(np.isfinite(v)) and np.all(np.isfinite(mu)) and np.all(S > 0)):
+                raise ValueError("non-finite parameters or non-positive variances")
+            info = {k: float(st["info"][k]) for k in _INFO_KEYS}
+        except (KeyError, TypeError, ValueError) as e:
+            raise RunDamaged(f"{self.path}/{CHECKPOINT} holds {e}: start afresh without resuming") from None
+        return rounds, GlobalParams.from_vector(v, m, q), mu, S, trace, info
 
 
 def _new_points_task(Y, base: SuffStats, A_cols, theta: GlobalParams, a, n_iter: int):
@@ -91,10 +136,17 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
         if not 0 < self.noise_init < 1:
             raise ValueError(f"noise_init must be in (0, 1), got {self.noise_init}")
 
-    def fit(self, Y, y=None, callback=None, client=None):
+    def fit(self, Y, y=None, callback=None, client=None, checkpoint=None, resume: bool = False,
+            keep_checkpoint: bool = False):
         """Fit on Y (n, p) (numpy, no missing values). ``callback(step, bound)`` after every global
         iteration and local step; ``client``: a distributed Client, or "in-process" to compute every chunk
-        in this process (used inside a Dask task). Returns self."""
+        in this process (used inside a Dask task).
+
+        A worker lost mid-round takes its chunks' q(x_i) with it: they are placed again from the copy
+        gathered after the last round and the round is redone (at most ``MAX_REPLACEMENTS`` times).
+        ``checkpoint``: a folder path (or :class:`GPLVMCheckpoint`) committed after every round, tied to
+        these data and settings; an existing one is refused unless ``resume``, which continues from it to
+        ``n_outer`` rounds in all. Removed when the fit finishes unless ``keep_checkpoint``. Returns self."""
         Y = fit_data(self, Y, min_rows=2)
         n, p = Y.shape
         self._check(n, p)
@@ -111,30 +163,42 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
         mu0 = PCA(n_components=q, random_state=seed).fit_transform(Ys)
         mu0 = mu0 / np.where(mu0.std(0) > 0, mu0.std(0), 1.0)
         S0 = np.full((n, q), 0.1)
-        theta = GlobalParams(kmeans_inducing(mu0, int(self.n_inducing), seed) + 1e-3, 1.0, np.ones(q),
-                             1.0 / self.noise_init)
+        m = int(self.n_inducing)
+        theta = GlobalParams(kmeans_inducing(mu0, m, seed) + 1e-3, 1.0, np.ones(q), 1.0 / self.noise_init)
         trace: list[float] = []
         info = {"n_evaluations": 0, "seconds_evaluating": 0.0, "local_steps_undone": 0,
-                "seconds_local": 0.0}
+                "seconds_local": 0.0, "workers_lost": 0}
+        ckpt, key, start = self._open_checkpoint(checkpoint, resume, Y, seed)
+        if resume:
+            start, theta, mu0, S0, trace, done = ckpt.read(key, n, q, m)
+            info.update(done)
 
         def record(F):
             trace.append(float(F))
             if callback is not None:
                 callback(len(trace), float(F))
 
+        def commit(rounds, theta, mu, S):
+            if ckpt is not None:  # an interruption loses at most the round in progress
+                ckpt.write(key, rounds, theta, mu, S, trace, info)
+
         from ..compute.cluster import borrowed_client
 
         t_start = time.perf_counter()
-        if client == "in-process":  # inside one task (GPLVMClassifier): no scheduler round trips
-            rows = LocalRows.from_arrays(Ys, self.chunk_rows, mu=mu0, S=S0)
-            theta, stats = self._optimise(rows, theta, info, record)
-        else:
-            with borrowed_client(client, self.scheduler) as c:
-                rows = ChunkedRows.from_arrays(c, Ys, self.chunk_rows, mu=mu0, S=S0)
-                try:
-                    theta, stats = self._optimise(rows, theta, info, record)
-                finally:
-                    rows.release()
+        with ckpt.writing() if ckpt is not None else contextlib.nullcontext():
+            if client == "in-process":  # inside one task (GPLVMClassifier): no scheduler round trips
+                rows = [LocalRows.from_arrays(Ys, self.chunk_rows, mu=mu0, S=S0)]
+                theta, stats = self._optimise(rows, mu0, S0, theta, info, record, trace, start, commit, None)
+            else:
+                with borrowed_client(client, self.scheduler) as c:
+                    def place(mu, S):
+                        return ChunkedRows.from_arrays(c, Ys, self.chunk_rows, mu=mu, S=S)
+                    rows = [place(mu0, S0)]
+                    try:
+                        theta, stats = self._optimise(rows, mu0, S0, theta, info, record, trace, start,
+                                                      commit, place)
+                    finally:
+                        rows[0].release()
         info["seconds"] = time.perf_counter() - t_start
         self.params_, self.bound_trace_, self.fit_info_ = theta, trace, info
         self.bound_ = bound_and_grads(stats, theta, grads=False)
@@ -144,31 +208,79 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
         self.lengthscales_ = theta.lengthscales
         self.noise_variance_ = self.y_scale_**2 / theta.beta
         self.n_features_in_ = p
+        if ckpt is not None and not keep_checkpoint:
+            ckpt.remove()
         return self
 
-    def _optimise(self, rows, theta, info, record):
-        """Alternate global L-BFGS-B and local steps on ``rows`` (ChunkedRows or LocalRows); sets the
-        embedding and returns (θ, summed statistics)."""
-        for _ in range(int(self.n_outer)):
-            theta, _, ginfo = fit_global(rows, theta, self.global_iter, callback=lambda it, F: record(F))
-            info["n_evaluations"] += ginfo["n_evaluations"]
-            info["seconds_evaluating"] += ginfo["seconds_evaluating"]
-            if int(self.local_iter) == 0:
+    def _open_checkpoint(self, checkpoint, resume: bool, Y, seed: int):
+        """(the checkpoint or None, its key, 0) after checking ``checkpoint`` against ``resume``."""
+        if checkpoint is None:
+            if resume:
+                raise ValueError("resume=True needs the checkpoint to resume from")
+            return None, None, 0
+        from ..core.datasets import data_token
+
+        ckpt = checkpoint if isinstance(checkpoint, GPLVMCheckpoint) else GPLVMCheckpoint(checkpoint)
+        key = (f"{data_token(Y, None)}|q={int(self.n_components)}|m={int(self.n_inducing)}|seed={seed}"
+               f"|global={int(self.global_iter)}|local={int(self.local_iter)}|chunk={int(self.chunk_rows)}"
+               f"|noise_init={float(self.noise_init)!r}")
+        if not resume and ckpt.exists():
+            raise FileExistsError(f"{ckpt.path} holds an interrupted fit: pass resume=True to continue it, "
+                                  "or remove it to start afresh")
+        return ckpt, key, 0
+
+    def _optimise(self, rows: list, mu, S, theta, info, record, trace, start, commit, place):
+        """Rounds ``start``..``n_outer`` on ``rows[0]`` (ChunkedRows or LocalRows, holding q(x_i) = (mu, S),
+        n × q each), each committed. A round that loses a worker is redone from the q(x_i) gathered after
+        the last one: ``place(mu, S)`` puts them on the workers again (None: nothing can be lost) and
+        ``rows[0]`` becomes the new chunks. Sets the embedding; returns (θ, summed statistics)."""
+        r, lost = int(start), 0
+        while True:
+            at = (theta, len(trace), dict(info))
+            try:
+                if r == int(self.n_outer):
+                    stats = rows[0].stats(theta)
+                    break
+                theta = self._round(rows[0], theta, info, record)
+                mu, S = rows[0].field("mu"), rows[0].field("S")
+            except WorkerLostError:
+                if place is None or lost >= MAX_REPLACEMENTS:
+                    raise
+                lost += 1
+                log.warning("daskgp: a worker was lost with GPLVM row chunks; placing their q(x_i) again "
+                            "from the last round's copy and repeating round %d", r + 1)
+                theta, n_trace, saved = at
+                del trace[n_trace:]
+                info.clear()
+                info.update(saved, workers_lost=saved["workers_lost"] + 1)
+                rows[0].release()
+                rows[0] = place(mu, S)
                 continue
-            t0 = time.perf_counter()
-            total = rows.stats(theta)
-            F_before = bound_and_grads(total, theta, grads=False)
-            old = rows.futures
-            rows.local_step(theta, total, int(self.local_iter))
-            F_after = bound_and_grads(rows.stats(theta), theta, grads=False)
-            if not F_after >= F_before:
-                rows.futures = old  # the parallel block step went downhill: undo it
-                info["local_steps_undone"] += 1
-                F_after = F_before
-            info["seconds_local"] += time.perf_counter() - t0
-            record(F_after)
-        self.embedding_, self.embedding_var_ = rows.field("mu"), rows.field("S")
-        return theta, rows.stats(theta)
+            r += 1
+            commit(r, theta, mu, S)
+        self.embedding_, self.embedding_var_ = mu, S
+        return theta, stats
+
+    def _round(self, rows, theta, info, record) -> GlobalParams:
+        """One global L-BFGS-B step and one local step (undone when it lowers the bound); returns θ."""
+        theta, _, ginfo = fit_global(rows, theta, self.global_iter, callback=lambda it, F: record(F))
+        info["n_evaluations"] += ginfo["n_evaluations"]
+        info["seconds_evaluating"] += ginfo["seconds_evaluating"]
+        if int(self.local_iter) == 0:
+            return theta
+        t0 = time.perf_counter()
+        total = rows.stats(theta)
+        F_before = bound_and_grads(total, theta, grads=False)
+        old = rows.futures
+        rows.local_step(theta, total, int(self.local_iter))
+        F_after = bound_and_grads(rows.stats(theta), theta, grads=False)
+        if not F_after >= F_before:
+            rows.futures = old  # the parallel block step went downhill: undo it
+            info["local_steps_undone"] += 1
+            F_after = F_before
+        info["seconds_local"] += time.perf_counter() - t0
+        record(F_after)
+        return theta
 
     def fit_transform(self, Y, y=None, **fit_params):
         return self.fit(Y, **fit_params).embedding_

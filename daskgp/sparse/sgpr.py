@@ -13,6 +13,7 @@ and JSON only, nothing that executes on opening.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -104,8 +105,9 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         ``init``: start from these parameters (standardised units) instead of the k-means initialisation;
         ``on_params(θ, trace)``: after every iteration.
 
-        ``checkpoint``: a file path (or :class:`FitCheckpoint`) that holds the parameters after every
-        finished iteration, tied to these data and settings; an existing one is refused unless ``resume``,
+        ``checkpoint``: a folder path (or :class:`FitCheckpoint`) that holds the parameters after every
+        finished iteration (:mod:`daskgp.runs.fits`: atomic commits, the previous one kept, locked while
+        the fit writes it), tied to these data and settings; an existing one is refused unless ``resume``,
         which continues from it to ``max_iter`` iterations in all (``bound_trace_`` keeps the earlier
         ones). It is removed when the fit finishes unless ``keep_checkpoint`` (remove it yourself once the
         results are saved). Returns self."""
@@ -131,7 +133,8 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         Xs, ys = (X - mx) / sx, (y - my) / sy
         from ..compute.cluster import borrowed_client
 
-        with borrowed_client(client, self.scheduler) as c:
+        with ckpt.writing() if ckpt is not None else contextlib.nullcontext(), \
+                borrowed_client(client, self.scheduler) as c:
             chunks = ChunkedRows.from_arrays(c, ys, self.chunk_rows, X=Xs,
                                              device=None if self.device == "cpu" else self.device)
             try:

@@ -120,9 +120,10 @@ def test_plateaus_halve_the_steps_and_stop_the_fit_and_survive_a_checkpoint(prob
     whole = ParameterServer(RowChunks.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
     whole.run(1000, tol=1e9)
     assert whole.converged and whole.version == 20 * (PLATEAUS + 1) and whole.step_scale == 0.5 ** 3
-    ck = ServerCheckpoint(str(tmp_path / "advgp.json"), every=40)
+    ck = ServerCheckpoint(str(tmp_path / "advgp.ckpt"), every=40)
     first = ParameterServer(RowChunks.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
-    first.run(40, checkpoint=ck, key="k", tol=1e9)
+    with ck.writing():
+        first.run(40, checkpoint=ck, key="k", tol=1e9)
     again = ParameterServer(RowChunks.from_arrays(client, y, 100, X=X), p, tau=0, optimizer="adam")
     again.restore(ck.read("k"))
     assert again.version == 40 and again.step_scale == 0.5 and again.plateaus == 1
@@ -161,11 +162,13 @@ def test_a_slow_worker_keeps_staleness_within_tau_and_the_fit_converges(problem,
 
 
 def test_checkpoint_restores_and_continues(problem, client, tmp_path):
-    """τ = 0: 10 updates, checkpoint, a new server restored from it runs 5 more = 15 uninterrupted."""
+    """τ = 0: 10 updates, checkpoint, a new server restored from it runs 5 more = 15 uninterrupted; a key
+    of other settings and a truncated commit are refused in one line."""
     X, y, p = problem
-    ck = ServerCheckpoint(str(tmp_path / "advgp.json"), every=5)
+    ck = ServerCheckpoint(str(tmp_path / "advgp.ckpt"), every=5)
     chunks = RowChunks.from_arrays(client, y, 100, X=X)
-    ParameterServer(chunks, p, tau=0).run(10, checkpoint=ck, key="k")
+    with ck.writing():
+        ParameterServer(chunks, p, tau=0).run(10, checkpoint=ck, key="k")
     again = ParameterServer(RowChunks.from_arrays(client, y, 100, X=X), p, tau=0)
     again.restore(ck.read("k"))
     again.run(15)
@@ -175,9 +178,10 @@ def test_checkpoint_restores_and_continues(problem, client, tmp_path):
     assert len(again.records) == 15
     with pytest.raises(ValueError, match="other data or settings"):
         ck.read("other")
-    (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(ValueError, match="is damaged or not an ADVGP checkpoint"):
-        ServerCheckpoint(str(tmp_path / "bad.json")).read("k")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "daskgp-checkpoint.json").write_text("{")
+    with pytest.raises(ValueError, match="daskgp-checkpoint.json is damaged .truncated"):
+        ServerCheckpoint(str(tmp_path / "bad")).read("k")
 
 
 def test_a_minibatch_gradient_is_unbiased(problem):

@@ -151,20 +151,39 @@ def test_fit_commands_never_replace_a_foreign_netcdf(command, tmp_path, capsys):
     assert "does not exist" in msg
 
 
-@pytest.mark.parametrize("command,suffix", [("sgpr", ".checkpoint.npz"), ("gpc", ".checkpoint.npz"),
-                                            ("advgp", ".checkpoint.json")])
+@pytest.mark.parametrize("command", ["sgpr", "gpc", "advgp"])
 @pytest.mark.parametrize("content", [b"PK\x03\x04" + b"\0" * 20, b"\x93NUMPY garbage" * 10, b""])
-def test_a_damaged_fit_checkpoint_gives_one_line_naming_it(command, suffix, content, tmp_path, capsys):
+def test_a_damaged_fit_checkpoint_gives_one_line_naming_it(command, content, tmp_path, capsys):
     """Issue 29: a truncated or garbage checkpoint on --resume was a BadZipFile traceback or numpy's
-    'allow_pickle' hint; now one line naming the file and what to do, before any cluster starts, and the
-    file is left as it was."""
+    'allow_pickle' hint; now one line naming the checkpoint and what to do, before any cluster starts, and
+    the file is left as it was."""
     out = tmp_path / "r.nc"
-    ckpt = tmp_path / f"r.nc{suffix}"
+    folder = tmp_path / "r.nc.checkpoint"
+    folder.mkdir()
+    ckpt = folder / "daskgp-checkpoint.json"
     ckpt.write_bytes(content)
     data = ["--data", "breast_cancer"] if command == "gpc" else []
     msg = _one_line(capsys, main([command, *data, "--out", str(out), "--resume"]))
-    assert str(ckpt) in msg and "is damaged or not a daskgp checkpoint" in msg and "delete it" in msg
+    assert str(folder) in msg and "is damaged or not a daskgp checkpoint" in msg and "delete it" in msg
     assert "allow_pickle" not in msg and ckpt.read_bytes() == content
+
+
+@pytest.mark.parametrize("command,suffix", [("sgpr", ".npz"), ("gpc", ".npz"), ("advgp", ".json")])
+def test_a_checkpoint_of_daskgp_0_3_gives_one_line_and_stays(command, suffix, tmp_path, capsys):
+    """Issue 32: a fit's checkpoint is a folder now; the single file daskgp <= 0.3 wrote beside the results
+    (OUT.checkpoint.npz / .json, with its marker) cannot be resumed: --resume says so in one line naming it,
+    and leaves it as it was."""
+    old = tmp_path / f"r.nc.checkpoint{suffix}"
+    if suffix == ".npz":
+        np.savez(old, theta=np.zeros(3), trace=np.zeros(1), key=np.str_("k"),
+                 **{MARK: np.str_("daskgp.gpc-checkpoint" if command == "gpc" else "daskgp.fit-checkpoint")})
+    else:
+        old.write_text(json.dumps({MARK: "daskgp.advgp-checkpoint", "format": "daskgp-advgp-1"}))
+    before = old.read_bytes()
+    data = ["--data", "breast_cancer"] if command == "gpc" else []
+    msg = _one_line(capsys, main([command, *data, "--out", str(tmp_path / "r.nc"), "--resume"]))
+    assert str(old) in msg and "daskgp <= 0.3" in msg and "cannot resume it" in msg, msg
+    assert old.read_bytes() == before
 
 
 def test_predict_never_replaces_a_foreign_file_or_its_input(tmp_path, capsys):

@@ -302,14 +302,17 @@ def test_an_interrupted_fit_resumes_bit_identical(method, kw, cancer, client, tm
     assert not path.exists()
 
 
-@pytest.mark.parametrize("content", [b"", b"PK\x03\x04" + b"\0" * 30, b"garbage" * 40])
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04" + b"\0" * 30, b"garbage" * 40,
+                                     b'{"daskgp_kind": "x"'])
 def test_a_damaged_classifier_checkpoint_is_refused_in_one_line(content, cancer, client, tmp_path):
     Xtr, _, ytr, _ = cancer
-    path = tmp_path / "gpc.npz"
-    path.write_bytes(content)
-    with pytest.raises(ValueError, match="is damaged or not a daskgp classifier checkpoint .* delete it"):
+    path = tmp_path / "gpc.ckpt"
+    path.mkdir()
+    (path / "daskgp-checkpoint.json").write_bytes(content)
+    with pytest.raises(ValueError, match="checkpoint.json is damaged .* start the classifier fit") as e:
         dg.SparseGPClassifier(n_inducing=5, max_iter=3).fit(Xtr, ytr, client=client, checkpoint=path,
                                                             resume=True)
+    assert len(str(e.value).splitlines()) == 1 and (path / "daskgp-checkpoint.json").read_bytes() == content
 
 
 def _set_jitter(client, value: float) -> float:

@@ -79,7 +79,7 @@ def test_an_interrupted_gpc_resumes_and_ends_bit_identical(sig, tmp_path):
     ref = tmp_path / "ref.nc"
     assert cli("--out", str(ref)).returncode == 0
     out = tmp_path / "g.nc"
-    ckpt = tmp_path / "g.nc.checkpoint.npz"
+    ckpt = tmp_path / "g.nc.checkpoint"
     proc = subprocess.Popen([sys.executable, "-m", "daskgp", *argv, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     from daskgp.gpc.fit import GPCCheckpoint

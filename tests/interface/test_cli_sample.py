@@ -12,7 +12,7 @@ import pytest
 import xarray as xr
 
 from daskgp.interface.cli import main
-from daskgp.mcmc.runstore import CHECKPOINT, read_checkpoint
+from daskgp.runs.draws import CHECKPOINT, read_checkpoint
 
 SHARED = os.environ.get("DASKGP_DATA", "")
 

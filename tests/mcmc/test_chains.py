@@ -10,7 +10,7 @@ import zarr
 from daskgp.mcmc.chains import resume, sample
 from daskgp.mcmc.config import SamplerConfig, check_method_fits
 from daskgp.mcmc.diagnostics import open_run, post_warmup, run_summary, whole_chains
-from daskgp.mcmc.runstore import CHECKPOINT, read_checkpoint, repair
+from daskgp.runs.draws import CHECKPOINT, read_checkpoint, repair
 
 from ..run_checks import assert_posteriors_agree
 

@@ -26,7 +26,7 @@ def fitted(split, client, tmp_path_factory):
     Xtr, ytr, _, _ = split
     est = BayesianGPRegressor(method="mh", n_chains=2, n_iter=1500, n_predict_draws=30,
                               out=str(tmp_path_factory.mktemp("est") / "run.zarr"), random_state=1)
-    return est.fit(Xtr, ytr)
+    return est.fit(Xtr, ytr, client=client)  # every estimator takes the cluster in fit
 
 
 def test_predict_score_and_intervals_on_held_out_concrete(fitted, split):

@@ -16,8 +16,8 @@ import time
 import pytest
 
 import daskgp as dg
-from daskgp.mcmc.runlock import lock_info
-from daskgp.mcmc.runstore import RunError, read_checkpoint
+from daskgp.runs.draws import RunError, read_checkpoint
+from daskgp.runs.lock import lock_info
 
 from ..run_checks import assert_runs_identical
 

@@ -20,8 +20,8 @@ from daskgp.mcmc.chains import resume, sample
 from daskgp.mcmc.control import RunControl, RunStopped
 from daskgp.mcmc.diagnostics import save_netcdf
 from daskgp.mcmc.estimator import BayesianGPRegressor
-from daskgp.mcmc.runlock import LOCK_NAME, acquire, lock_info, release
-from daskgp.mcmc.runstore import CHECKPOINT, PREVIOUS, RunError, decode, encode, read_checkpoint
+from daskgp.runs.draws import CHECKPOINT, PREVIOUS, RunError, decode, encode, read_checkpoint
+from daskgp.runs.lock import LOCK_NAME, acquire, lock_info, release
 
 SHARED = os.environ.get("DASKGP_DATA", "")
 pytestmark = pytest.mark.cluster

@@ -125,3 +125,33 @@ def test_impute_refuses_a_row_with_nothing_observed(fitted, client):
     Y[0] = 1.0
     with pytest.raises(ValueError, match="no observed value"):
         g.impute(Y, client=client)
+
+
+def test_an_interrupted_fit_resumes_from_its_checkpoint_to_the_undisturbed_fit(digits, client, tmp_path):
+    """Issue 32: a GPLVM fit commits its round (θ, every q(x_i), the trace) to a checkpoint folder; stopped
+    by Ctrl-C in its second round and resumed, it ends with the undisturbed fit's bound trace and embedding,
+    bit for bit (a round redone from its committed start repeats the same arithmetic). The checkpoint is
+    refused without resume and by another setting, and removed once the fit ends."""
+    from daskgp.sparse.gplvm import GPLVMCheckpoint
+
+    Y = digits[0][:200]
+    kw = dict(n_components=2, n_inducing=8, n_outer=3, global_iter=5, local_iter=5, chunk_rows=50)
+    whole = BayesianGPLVM(**kw).fit(Y, client=client)
+    path = tmp_path / "gplvm.ckpt"
+
+    def stop_in_round_2(step, bound):
+        if GPLVMCheckpoint(path).iterations() == 1:  # round 1 committed: a reader never writes
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        BayesianGPLVM(**kw).fit(Y, client=client, checkpoint=path, callback=stop_in_round_2)
+    assert GPLVMCheckpoint(path).iterations() == 1
+    with pytest.raises(FileExistsError, match="resume=True"):
+        BayesianGPLVM(**kw).fit(Y, client=client, checkpoint=path)
+    with pytest.raises(ValueError, match="other data or settings"):
+        BayesianGPLVM(**{**kw, "local_iter": 4}).fit(Y, client=client, checkpoint=path, resume=True)
+    done = BayesianGPLVM(**kw).fit(Y, client=client, checkpoint=path, resume=True)
+    assert done.bound_trace_ == whole.bound_trace_
+    np.testing.assert_array_equal(done.embedding_, whole.embedding_)
+    np.testing.assert_array_equal(done.params_.to_vector(), whole.params_.to_vector())
+    assert not path.exists()

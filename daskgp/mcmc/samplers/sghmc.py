@@ -1,24 +1,11 @@
-"""Samplers on an unconstrained parameter vector φ (p,): preconditioned SGLD with the paper's step-size
-freeze rule, and adaptive random-walk Metropolis–Hastings. Both work on plain callables, so the GP wiring
-(gradients through the kernel operator, chains on the cluster, checkpoints) stays outside.
+"""Stochastic-gradient Hamiltonian Monte Carlo on the ULISSE / CG gradients of Filippone & Engler (2015,
+section 3.2) — daskgp's default sampler (``method='sghmc'``).
 
-Each sampler is a small object with an explicit state (``init`` → state, ``run(state, n)`` → records and the
-next state). A state is a dataclass whose ``to_dict`` is plain arrays, numbers and the generator's state
-dict — what a checkpoint stores — and whose ``from_dict`` checks every field it reads back, so a chain can run
-in segments on any worker and resume from a checkpoint with its random stream; :func:`sgld` and
-:func:`random_walk_mh` run one chain in one go.
-
-SGLD (Welling & Teh 2011; Filippone & Engler 2015):
-    φ' = φ + (α_t/2)·M·ĝ(φ) + η_t,   η_t ~ N(0, α_t·M),
-with ĝ an unbiased estimate of ∇ log p(φ | y). The step size follows α_t = a(b + t)^(−γ) from its start to
-its end value and is frozen once the injected noise dominates the gradient noise: every ``batch`` iterations,
-ratio = λ_max((α_t/4)·M^{1/2} V_s M^{1/2}) with V_s the sample covariance of the batch's stochastic gradients;
-the first batch with ratio < ``freeze_threshold`` freezes α.
-
-SGHMC (:class:`SGHMC`): underdamped Langevin dynamics by the BAOAB splitting with the gradient noise
-subtracted from the momentum refresh. The correction is exact for a Gaussian target at any step (the gains
-of :func:`_baoab_noise_gains`), so the step is limited by stability and the noise budget rather than by
-the 0.01 freeze ratio, and the momentum makes the chain move ballistically instead of by a random walk.
+Underdamped Langevin dynamics by the BAOAB splitting (Leimkuhler & Matthews 2013) with the gradient noise
+subtracted from the momentum refresh (Chen, Fox & Guestrin 2014, the B̂ term). The correction is exact for a
+Gaussian target at any step (the gains of :func:`_baoab_noise_gains`), so the step is limited by stability
+and the noise budget rather than by SGLD's 0.01 freeze ratio, and the momentum makes the chain move
+ballistically instead of by a random walk.
 """
 
 from __future__ import annotations
@@ -30,326 +17,28 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 
-from ..core.plaindata import expect_array, expect_int, expect_keys, expect_number
-from ..core.random import rng_from_state
+from ...core.plaindata import expect_array, expect_int, expect_keys, expect_number
+from ...core.random import rng_from_state
+from .base import Sampler, check_spd, check_start, checked_gradient, expect_stopped, solver_records
 
-__all__ = ["StepSchedule", "SGLD", "SGLDState", "SGLDResult", "sgld", "RandomWalkMH", "MHState", "MHResult",
-           "random_walk_mh", "SGHMC", "SGHMCState", "SGHMCResult", "rng_from_state", "whitened_hessian"]
+__all__ = ["SGHMC", "SGHMCState", "SGHMCResult", "whitened_hessian", "SGHMCSampler", "SGHMC_PROBES",
+           "SGHMC_PRECOND_RANK", "LARGE_N", "SGHMC_PRECOND_RANK_LARGE"]
 
-
-@dataclass(frozen=True)
-class StepSchedule:
-    """α_t = a(b + t)^(−γ) with α_0 = start and α_{n_iter−1} = end (start ≥ end > 0, 0 < γ ≤ 1)."""
-
-    start: float
-    end: float
-    n_iter: int
-    gamma: float = 0.55
-
-    def __post_init__(self):
-        if not (self.start >= self.end > 0):
-            raise ValueError(f"need step start >= end > 0, got start={self.start}, end={self.end}")
-        if not (0 < self.gamma <= 1):
-            raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
-        if self.n_iter < 1:
-            raise ValueError(f"n_iter must be >= 1, got {self.n_iter}")
-
-    def __call__(self, t) -> np.ndarray | float:
-        if self.start == self.end or self.n_iter == 1:
-            return self.start * np.ones_like(np.asarray(t, dtype=float))
-        ratio = (self.start / self.end) ** (1.0 / self.gamma)
-        b = (self.n_iter - 1) / (ratio - 1.0)
-        a = self.start * b**self.gamma
-        return a * (b + np.asarray(t, dtype=float)) ** (-self.gamma)
-
-
-@dataclass
-class SGLDState:
-    """Where an SGLD chain is: φ (p,), the next iteration t, the frozen step (None before freezing), the
-    current batch of stochastic gradients (batch, p) and the noise generator. ``stopped`` holds a
-    divergence message once the chain has stopped."""
-
-    phi: np.ndarray
-    t: int
-    alpha_frozen: float | None
-    grads: np.ndarray
-    rng: np.random.Generator
-    stopped: str | None = None
-
-    @classmethod
-    def initial(cls, phi0, batch: int, rng=None, frozen_step: float | None = None) -> SGLDState:
-        """The state before iteration 0 (``frozen_step``: start already frozen at that step size)."""
-        phi = _check_start(phi0)
-        return cls(phi, 0, frozen_step, np.zeros((batch, phi.size)), np.random.default_rng(rng))
-
-    def to_dict(self) -> dict:
-        """Plain data: arrays, numbers, the bit generator's state dict."""
-        return {"phi": self.phi, "t": self.t, "alpha_frozen": self.alpha_frozen, "grads": self.grads,
-                "rng": self.rng.bit_generator.state, "stopped": self.stopped}
-
-    @classmethod
-    def from_dict(cls, d: dict, p: int, batch: int) -> SGLDState:
-        """The state ``to_dict`` wrote, checked for p parameters and a gradient batch of ``batch`` (copies
-        its arrays). Raises ValueError naming the first malformed field."""
-        expect_keys(d, ("phi", "t", "alpha_frozen", "grads", "rng", "stopped"), "SGLD state")
-        return cls(expect_array(d["phi"], (p,), "phi"), expect_int(d["t"], "t"),
-                   expect_number(d["alpha_frozen"], "alpha_frozen", positive=True, optional=True),
-                   expect_array(d["grads"], (batch, p), "grads"), rng_from_state(d["rng"]),
-                   _expect_stopped(d["stopped"]))
-
-
-def _expect_stopped(v) -> str | None:
-    if not (v is None or isinstance(v, str)):
-        raise ValueError(f"stopped must be None or a message, got {type(v).__name__}")
-    return v
-
-
-@dataclass
-class SGLDResult:
-    """draws (n, p) φ after each step; records per iteration: step (n,), frozen (n,) bool, ratio (n,) freeze
-    ratio of the batch that ended there (NaN elsewhere), seconds (n,) wall time, plus whatever the gradient
-    function reported in ``info`` (arrays of its dicts' values); ``stopped`` holds the divergence message if
-    the chain stopped early (draws are then shorter); ``state`` continues the chain."""
-
-    draws: np.ndarray
-    step: np.ndarray
-    frozen: np.ndarray
-    ratio: np.ndarray
-    seconds: np.ndarray
-    info: dict = field(default_factory=dict)
-    stopped: str | None = None
-    state: SGLDState | None = None
-
-
-def _check_spd(M, p: int) -> np.ndarray:
-    M = np.eye(p) if M is None else np.asarray(M, dtype=float)
-    if M.shape != (p, p) or not np.all(np.isfinite(M)) or not np.allclose(M, M.T) \
-            or np.linalg.eigvalsh(M).min() <= 0:
-        raise ValueError(f"M must be a symmetric positive definite ({p}, {p}) matrix")
-    return M
-
-
-def _checked_gradient(grad_fn, phi, t: int, p: int, state):
-    """(ĝ (p,), info) = grad_fn(φ, t), or None after setting ``state.stopped`` to a divergence message: the
-    gradient failed (φ beyond the model's range) or is not a finite (p,) vector."""
-    try:
-        out = grad_fn(phi, t)
-    except (ValueError, FloatingPointError, np.linalg.LinAlgError) as e:
-        state.stopped = f"divergence at iteration {t}: the gradient failed at φ={phi.tolist()}: {e}"
-        return None
-    g, extra = out if isinstance(out, tuple) else (out, {})
-    g = np.asarray(g, dtype=float)
-    if g.shape != (p,) or not np.all(np.isfinite(g)):
-        state.stopped = f"divergence at iteration {t}: non-finite gradient {g.tolist()} at φ={phi.tolist()}"
-        return None
-    return g, extra
-
-
-def _check_start(phi0) -> np.ndarray:
-    phi = np.array(phi0, dtype=float)
-    if phi.ndim != 1 or not np.all(np.isfinite(phi)):
-        raise ValueError(f"phi0 must be a finite 1-D vector, got {phi0!r}")
-    return phi
-
-
-class SGLD:
-    """Preconditioned SGLD with a decreasing, then frozen, step size.
-
-    grad_fn(φ, t) -> ĝ (p,) or (ĝ, info dict): unbiased gradient of the log posterior at φ, iteration t.
-    M (p, p) SPD preconditioner (default I); schedule: the decreasing step sizes over the whole run; a
-    non-finite gradient or |φ| > ``max_abs_phi`` stops the chain with a message, keeping the draws so far.
-    """
-
-    def __init__(self, grad_fn, p: int, *, M=None, schedule: StepSchedule, batch: int = 100,
-                 freeze_threshold: float = 0.01, max_abs_phi: float = 30.0):
-        if batch < 2:
-            raise ValueError(f"batch must be >= 2 iterations, got {batch}")
-        if not freeze_threshold > 0:
-            raise ValueError(f"freeze_threshold must be > 0, got {freeze_threshold}")
-        self.grad_fn, self.p = grad_fn, p
-        self.M = _check_spd(M, p)
-        self.schedule, self.batch = schedule, batch
-        self.freeze_threshold, self.max_abs_phi = freeze_threshold, max_abs_phi
-        self._chol_M = np.linalg.cholesky(self.M)
-        w, U = np.linalg.eigh(self.M)
-        self._sqrt_M = (U * np.sqrt(w)) @ U.T
-
-    def init(self, phi0, rng=None, frozen_step: float | None = None) -> SGLDState:
-        """The state before iteration 0 (``frozen_step``: start already frozen at that step size)."""
-        state = SGLDState.initial(phi0, self.batch, rng, frozen_step)
-        if state.phi.size != self.p:
-            raise ValueError(f"phi0 has {state.phi.size} entries, expected {self.p}")
-        return state
-
-    def run(self, state: SGLDState, n_iter: int, callback=None) -> SGLDResult:
-        """Advance ``state`` (in place) by up to n_iter iterations. ``callback(t, φ, record)`` after each."""
-        p = self.p
-        draws = np.empty((n_iter, p))
-        step, ratio = np.empty(n_iter), np.full(n_iter, np.nan)
-        frozen, seconds = np.zeros(n_iter, dtype=bool), np.empty(n_iter)
-        info: dict = {}
-        done = 0
-        while done < n_iter and state.stopped is None:
-            t, phi = state.t, state.phi
-            t0 = time.perf_counter()
-            got = _checked_gradient(self.grad_fn, phi, t, p, state)
-            if got is None:
-                break
-            g, extra = got
-            alpha = state.alpha_frozen if state.alpha_frozen is not None else float(self.schedule(t))
-            state.grads[t % self.batch] = g
-            if state.alpha_frozen is None and t % self.batch == self.batch - 1:
-                Vs = np.cov(state.grads, rowvar=False).reshape(p, p)
-                r = float(np.linalg.eigvalsh(alpha / 4.0 * self._sqrt_M @ Vs @ self._sqrt_M).max())
-                ratio[done] = r
-                if r < self.freeze_threshold:
-                    state.alpha_frozen = alpha
-            noise = np.sqrt(alpha) * (self._chol_M @ state.rng.standard_normal(p))
-            new = phi + 0.5 * alpha * (self.M @ g) + noise
-            if not np.all(np.isfinite(new)) or np.abs(new).max() > self.max_abs_phi:
-                state.stopped = (f"divergence at iteration {t}: parameter left |φ| <= {self.max_abs_phi} "
-                                 f"(φ={new.tolist()}); lower the step size")
-                break
-            state.phi, state.t = new, t + 1
-            draws[done], step[done], frozen[done] = new, alpha, state.alpha_frozen is not None
-            for k, v in extra.items():
-                info.setdefault(k, []).append(v)
-            seconds[done] = time.perf_counter() - t0
-            if callback is not None:
-                callback(t, new, {"step": alpha, "frozen": frozen[done], "ratio": ratio[done],
-                                  "seconds": seconds[done]})
-            done += 1
-        sl = slice(0, done)
-        info = {k: np.asarray(v) for k, v in info.items()}
-        return SGLDResult(draws[sl], step[sl], frozen[sl], ratio[sl], seconds[sl], info, state.stopped, state)
-
-
-def sgld(grad_fn, phi0, n_iter: int, *, M=None, schedule: StepSchedule | None = None, batch: int = 100,
-         freeze_threshold: float = 0.01, rng=None, max_abs_phi: float = 30.0,
-         frozen_step: float | None = None, callback=None) -> SGLDResult:
-    """Run one SGLD chain of n_iter iterations from phi0 (p,); see :class:`SGLD` (default schedule
-    1e-2 → 1e-4; rng: Generator or seed)."""
-    phi = _check_start(phi0)
-    sampler = SGLD(grad_fn, phi.size, M=M, schedule=schedule or StepSchedule(1e-2, 1e-4, n_iter),
-                   batch=batch, freeze_threshold=freeze_threshold, max_abs_phi=max_abs_phi)
-    return sampler.run(sampler.init(phi, rng, frozen_step), n_iter, callback)
-
-
-@dataclass
-class MHState:
-    """Where an MH chain is: φ (p,), its log target, the next iteration t, proposal scale s and Cholesky
-    factor L of the proposal shape, the adaptation-phase history (draws and acceptances) and the generator."""
-
-    phi: np.ndarray
-    logp: float
-    t: int
-    scale: float
-    chol: np.ndarray
-    adapt_draws: np.ndarray
-    adapt_accepted: np.ndarray
-    rng: np.random.Generator
-    stopped: str | None = None
-
-    def to_dict(self) -> dict:
-        """Plain data: arrays, numbers, the bit generator's state dict."""
-        return {"phi": self.phi, "logp": self.logp, "t": self.t, "scale": self.scale, "chol": self.chol,
-                "adapt_draws": self.adapt_draws, "adapt_accepted": self.adapt_accepted,
-                "rng": self.rng.bit_generator.state, "stopped": self.stopped}
-
-    @classmethod
-    def from_dict(cls, d: dict, p: int, n_adapt: int) -> MHState:
-        """The state ``to_dict`` wrote, checked for p parameters and ``n_adapt`` adaptation iterations
-        (copies its arrays). Raises ValueError naming the first malformed field."""
-        expect_keys(d, ("phi", "logp", "t", "scale", "chol", "adapt_draws", "adapt_accepted", "rng",
-                        "stopped"), "MH state")
-        return cls(expect_array(d["phi"], (p,), "phi"), expect_number(d["logp"], "logp"),
-                   expect_int(d["t"], "t"), expect_number(d["scale"], "scale", positive=True),
-                   expect_array(d["chol"], (p, p), "chol"),
-                   expect_array(d["adapt_draws"], (n_adapt, p), "adapt_draws"),
-                   expect_array(d["adapt_accepted"], (n_adapt,), "adapt_accepted", kind="b"),
-                   rng_from_state(d["rng"]), _expect_stopped(d["stopped"]))
-
-
-@dataclass
-class MHResult:
-    """draws (n, p); accepted (n,) bool; logp (n,) log target at the draw; scale (n,) the proposal scale in
-    use; seconds (n,); ``state`` continues the chain."""
-
-    draws: np.ndarray
-    accepted: np.ndarray
-    logp: np.ndarray
-    scale: np.ndarray
-    seconds: np.ndarray
-    state: MHState | None = None
-
-
-class RandomWalkMH:
-    """Random-walk Metropolis–Hastings on log p(φ) with Gaussian proposals N(φ, s²·C).
-
-    During the first ``n_adapt`` iterations the scale s is tuned every 50 steps towards an acceptance rate in
-    ``target_accept`` (and C to the sample covariance of the adaptation draws once there are enough); after
-    that the kernel is fixed, so the remaining draws are a valid MCMC chain.
-    """
-
-    def __init__(self, logp_fn, p: int, *, proposal_cov=None, n_adapt: int = 0,
-                 target_accept: tuple[float, float] = (0.2, 0.35)):
-        if n_adapt < 0:
-            raise ValueError(f"n_adapt must be >= 0, got {n_adapt}")
-        self.logp_fn, self.p, self.n_adapt, self.target_accept = logp_fn, p, n_adapt, target_accept
-        self.C = np.eye(p) * 0.01 if proposal_cov is None else _check_spd(proposal_cov, p)
-
-    def init(self, phi0, rng=None) -> MHState:
-        phi = _check_start(phi0)
-        lp = float(self.logp_fn(phi))
-        if not np.isfinite(lp):
-            raise ValueError(f"log target is not finite at the start φ={phi.tolist()}")
-        return MHState(phi, lp, 0, 2.38 / np.sqrt(self.p), np.linalg.cholesky(self.C),
-                       np.zeros((self.n_adapt, self.p)), np.zeros(self.n_adapt, dtype=bool),
-                       np.random.default_rng(rng))
-
-    def run(self, state: MHState, n_iter: int) -> MHResult:
-        """Advance ``state`` (in place) by n_iter iterations."""
-        p = self.p
-        draws, acc = np.empty((n_iter, p)), np.zeros(n_iter, dtype=bool)
-        logp, scale, seconds = np.empty(n_iter), np.empty(n_iter), np.empty(n_iter)
-        for i in range(n_iter):
-            t = state.t
-            t0 = time.perf_counter()
-            prop = state.phi + state.scale * (state.chol @ state.rng.standard_normal(p))
-            lq = float(self.logp_fn(prop))
-            if np.isfinite(lq) and np.log(state.rng.uniform()) < lq - state.logp:
-                state.phi, state.logp, acc[i] = prop, lq, True
-            draws[i], logp[i], scale[i] = state.phi, state.logp, state.scale
-            state.t = t + 1
-            if t < self.n_adapt:
-                state.adapt_draws[t], state.adapt_accepted[t] = state.phi, acc[i]
-                self._adapt(state, t)
-            seconds[i] = time.perf_counter() - t0
-        return MHResult(draws, acc, logp, scale, seconds, state)
-
-    def _adapt(self, state: MHState, t: int) -> None:
-        if t % 50 != 49:
-            return
-        rate = state.adapt_accepted[t - 49:t + 1].mean()
-        if rate < self.target_accept[0]:
-            state.scale *= 0.7
-        elif rate > self.target_accept[1]:
-            state.scale *= 1.3
-        if t >= 499 and t % 250 == 249:  # enough adaptation draws for a proposal shape
-            emp = np.cov(state.adapt_draws[t // 2:t + 1], rowvar=False).reshape(self.p, self.p)
-            try:
-                state.chol = scipy.linalg.cholesky(emp + 1e-10 * np.eye(self.p), lower=True)
-            except np.linalg.LinAlgError:
-                pass
-
-
-def random_walk_mh(logp_fn, phi0, n_iter: int, *, proposal_cov=None, n_adapt: int = 0,
-                   target_accept: tuple[float, float] = (0.2, 0.35), rng=None) -> MHResult:
-    """Run one MH chain of n_iter iterations from phi0 (p,); see :class:`RandomWalkMH`."""
-    phi = _check_start(phi0)
-    sampler = RandomWalkMH(logp_fn, phi.size, proposal_cov=proposal_cov, n_adapt=n_adapt,
-                           target_accept=target_accept)
-    return sampler.run(sampler.init(phi, rng), n_iter)
+# SGHMC's probes: on concrete the whitened gradient-noise eigenvalue λ falls 19 → 3.2 from N_r = 4 to 32 for
+# 2.6× the cost of an iteration, and the step the noise allows grows as 1/λ (benchmarks/sgld_concrete.py)
+SGHMC_PROBES = 32
+# and its preconditioner's rank: on concrete 300 instead of 100 cut CG from 29 to 9 iterations per gradient
+# (0.071 → 0.033 s with 32 probes) at the same gradient noise. A larger rank is not simply better: 515 cut CG
+# to 7 but the ULISSE gradients' noise grew so much that the adapted step fell from 0.55 to 0.09 (the demo
+# took 7.6 min instead of 1.9).
+SGHMC_PRECOND_RANK = 300
+# Beyond LARGE_N rows SGHMC solves by CG to 1e-6 with a rank-2,000 preconditioner instead. Single-threaded,
+# 32 probes, house_8L: on 8,000 rows ULISSE + 300 took 48 CG iterations and 6.3 s a gradient at whitened
+# noise λ 1.65, ULISSE + 2,000 6.8 and 1.7 s but λ 9.5, CG + 2,000 11.6 and 2.7 s at λ 1.38 (s × λ, what a
+# sampler's step costs: 10.4 / 15.9 / 3.7); on all 22,784 rows ULISSE + 300 took 110 CG and 105 s, CG + 2,000
+# 65 CG and 73 s, both at λ ≈ 0.45. On concrete (1,030 rows) the two are level (s × λ 0.11 vs 0.13).
+LARGE_N = 5000
+SGHMC_PRECOND_RANK_LARGE = 2000
 
 
 @dataclass
@@ -377,7 +66,7 @@ class SGHMCState:
     @classmethod
     def initial(cls, phi0, h: float, rng=None) -> SGHMCState:
         """The state before iteration 0: momentum drawn from its stationary N(0, I)."""
-        phi = _check_start(phi0)
+        phi = check_start(phi0)
         rng = np.random.default_rng(rng)
         return cls(phi, rng.standard_normal(phi.size), 0, None, np.zeros((phi.size, phi.size)), float(h),
                    np.zeros(0), rng)
@@ -404,12 +93,12 @@ class SGHMCState:
             raise ValueError(f"window must be a (k, {2 * p}) float array")
         metric = expect_array(d.get("metric"), (p, p), "metric", optional=True)
         if metric is not None:
-            _check_spd(metric, p)
+            check_spd(metric, p)
         return cls(expect_array(d["phi"], (p,), "phi"), expect_array(d["v"], (p,), "v"),
                    expect_int(d["t"], "t"), expect_array(d["grad"], (p,), "grad", optional=True),
                    expect_array(d["noise"], (p, p), "noise"), expect_number(d["h"], "h", positive=True),
                    expect_array(lam, lam.shape, "lam"), rng_from_state(d["rng"]),
-                   _expect_stopped(d["stopped"]), metric,
+                   expect_stopped(d["stopped"]), metric,
                    None if window is None else expect_array(window, (window.shape[0], 2 * p), "window"),
                    0.0 if old else float(expect_number(d["curvature"], "curvature")))
 
@@ -515,7 +204,7 @@ class SGHMC:
         if n_adapt < 0 or batch < 1:
             raise ValueError(f"need n_adapt >= 0 and batch >= 1, got {n_adapt}, {batch}")
         self.grad_fn, self.p = grad_fn, p
-        self.M = _check_spd(M, p)
+        self.M = check_spd(M, p)
         self.h0, self.gamma, self.n_adapt, self.batch = float(h), float(gamma), int(n_adapt), int(batch)
         self.kappa, self.h_max, self.noise_weight = kappa, h_max, noise_weight
         self.correct, self.max_abs_phi, self.adapt_metric = correct, max_abs_phi, adapt_metric
@@ -528,7 +217,7 @@ class SGHMC:
 
     def _gradient(self, state: SGHMCState, phi, t):
         """(g, extra) with the running noise estimate updated, or None after stopping the chain."""
-        got = _checked_gradient(self.grad_fn, phi, t, self.p, state)
+        got = checked_gradient(self.grad_fn, phi, t, self.p, state)
         if got is None:
             return None
         g, extra = got
@@ -670,3 +359,48 @@ def _baoab_noise_gains(h: float, gamma: float) -> tuple[float, float]:
     a = scipy.linalg.solve_discrete_lyapunov(A, np.outer(Bx, Bx))[0, 0]
     b = scipy.linalg.solve_discrete_lyapunov(A, np.outer(Be, Be))[0, 0]
     return float(a), float(b)
+
+
+class SGHMCSampler(Sampler):
+    """``method='sghmc'``: :class:`SGHMC` with 32 probes redrawn at every iteration (its noise correction
+    assumes independent gradient noise), ULISSE and a rank-300 preconditioner up to :data:`LARGE_N` rows, CG
+    and rank 2,000 beyond; its first step a quarter of ``h_max`` (the adaptation grows it from the noise),
+    adapting over 4 batches in target-ESS mode. Its records keep the stochastic gradient at every draw."""
+
+    name = "sghmc"
+    label = "SGHMC (momentum, noise-corrected)"
+    default_probes = SGHMC_PROBES
+    records = {"step": float, "noise_fraction": float, "cg_iterations": float, "n_products": float,
+               "seconds": float, "warmup": bool, "kinetic": float, "stability": float}
+    gradient_records = True
+    monitor = {"step": ("step size", True), "noise_fraction": ("SGHMC: gradient noise / refresh", False)}
+
+    def adaptation_for_target(self, cfg) -> int:
+        return 4 * cfg.batch
+
+    def solver_for(self, cfg, n: int) -> str:
+        return cfg.solver or ("cg" if n > LARGE_N else "ulisse")
+
+    def precond_rank_for(self, cfg, n: int) -> int:
+        if cfg.precond_rank is not None:
+            return int(cfg.precond_rank)
+        return SGHMC_PRECOND_RANK_LARGE if n > LARGE_N else SGHMC_PRECOND_RANK
+
+    def redraw_every(self, cfg) -> int:
+        return 1
+
+    def initial(self, phi0, cfg, M, rng, target) -> SGHMCState:
+        return SGHMCState.initial(phi0, 0.25 * cfg.h_max, rng)
+
+    def state_from_dict(self, d: dict, cfg, p: int) -> SGHMCState:
+        return SGHMCState.from_dict(d, p)
+
+    def run(self, target, cfg, M, state: SGHMCState, n: int) -> dict:
+        t_start = state.t
+        sampler = SGHMC(target.grad, len(state.phi), M=M, h=state.h, gamma=cfg.friction, n_adapt=cfg.adapt,
+                        kappa=cfg.noise_budget, h_max=cfg.h_max, max_abs_phi=cfg.max_abs_phi)
+        res = sampler.run(state, n)  # a failing gradient stops the chain with a message, draws kept
+        k = len(res.draws)
+        return {"phi": res.draws, "step": res.step, **solver_records(res.info, k), "seconds": res.seconds,
+                "noise_fraction": res.noise_fraction, "warmup": t_start + np.arange(k) < cfg.adapt,
+                "kinetic": res.kinetic, "stability": res.stability, "grads": res.grads}

@@ -1,0 +1,196 @@
+"""The sampler registry: a sampler defined and registered here — one class and one register line, no other
+file touched — runs through the driver, the run store and resume on a real cluster, and the CLI, the
+dashboard's settings and the configuration read its facts from the registry."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from daskgp.core.plaindata import expect_array, expect_int, expect_keys, expect_number
+from daskgp.core.random import rng_from_state
+from daskgp.mcmc.config import SamplerConfig, check_method_fits
+from daskgp.mcmc.samplers import Sampler, get_sampler, register, sampler_names, unregister
+from daskgp.mcmc.samplers.base import expect_stopped
+
+
+@dataclass
+class _ToyState:
+    phi: np.ndarray
+    logp: float
+    t: int
+    rng: np.random.Generator
+    stopped: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"phi": self.phi, "logp": self.logp, "t": self.t, "rng": self.rng.bit_generator.state,
+                "stopped": self.stopped}
+
+
+class ToySampler(Sampler):
+    """Random-walk Metropolis with a fixed isotropic step in the preconditioner's metric: no adaptation, so
+    a run's warmup is only the configuration's n_adapt draws."""
+
+    name = "toyrwm"
+    label = "Toy random-walk Metropolis (a test's)"
+    uses_gradient = False
+    records = {"accepted": bool, "seconds": float, "warmup": bool}
+    monitor = {"accepted": ("toy acceptance", False)}
+
+    def initial(self, phi0, cfg, M, rng, target):
+        return _ToyState(np.array(phi0, dtype=float), float(target.log_density(phi0)), 0, rng)
+
+    def state_from_dict(self, d, cfg, p):
+        expect_keys(d, ("phi", "logp", "t", "rng", "stopped"), "toy state")
+        return _ToyState(expect_array(d["phi"], (p,), "phi"), expect_number(d["logp"], "logp"),
+                         expect_int(d["t"], "t"), rng_from_state(d["rng"]), expect_stopped(d["stopped"]))
+
+    def run(self, target, cfg, M, state, n):
+        L = np.linalg.cholesky(M)
+        draws, acc, secs = np.empty((n, len(state.phi))), np.zeros(n, bool), np.zeros(n)
+        t0 = state.t
+        for i in range(n):
+            tic = time.perf_counter()
+            prop = state.phi + 0.5 * L @ state.rng.standard_normal(len(state.phi))
+            lp = target.log_density(prop)
+            if np.log(state.rng.uniform()) < lp - state.logp:
+                state.phi, state.logp, acc[i] = prop, lp, True
+            draws[i], secs[i] = state.phi, time.perf_counter() - tic
+            state.t += 1
+        return {"phi": draws, "accepted": acc, "seconds": secs, "warmup": t0 + np.arange(n) < cfg.adapt}
+
+
+@pytest.fixture
+def toy():
+    sampler = register(ToySampler())
+    yield sampler
+    unregister(sampler.name)
+
+
+@pytest.fixture(scope="module")
+def thread_client():
+    """A real two-worker cluster whose workers are threads of this process, so that they see a sampler
+    registered here (worker processes would need it importable, or an entry point: see the registry)."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+class _Interrupt(Exception):
+    pass
+
+
+@pytest.mark.cluster
+def test_a_registered_sampler_runs_through_the_driver_the_store_and_resume(toy, concrete, thread_client,
+                                                                            tmp_path):
+    """The toy sampler, registered in this file only: a run interrupted after its first block and resumed
+    equals an uninterrupted one draw for draw; its records are the run's sample stats; a run reopened from
+    disk knows its method."""
+    from daskgp.mcmc.chains import resume, sample
+    from daskgp.mcmc.diagnostics import open_run
+    from daskgp.runs.draws import read_checkpoint
+
+    X, y = concrete.X_std[:150], concrete.y_std[:150]
+    kw = dict(method="toyrwm", n_chains=2, n_iter=60, checkpoint_every=20, n_adapt=20, subset_size=100,
+              seed=5)
+    full = sample(X, y, out=str(tmp_path / "full.zarr"), client=thread_client, **kw)
+    assert set(full["sample_stats"].data_vars) >= {"accepted", "seconds", "warmup", "diverged"}
+    assert 0.05 < float(full["sample_stats"]["accepted"].mean()) < 0.95  # it moves, and rejects
+    part = str(tmp_path / "part.zarr")
+
+    def stop(status):
+        if status.done >= 20:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        sample(X, y, out=part, client=thread_client, progress=stop, **kw)
+    assert read_checkpoint(part)["n_draws"] == 20
+    done = resume(part, X=X, y=y, client=thread_client)
+    for g in ("posterior", "warmup_posterior"):
+        for name in done.attrs["param_names"]:
+            np.testing.assert_array_equal(done[g][name].values, full[g][name].values)
+    np.testing.assert_array_equal(done["sample_stats"]["accepted"].values,
+                                  full["sample_stats"]["accepted"].values)
+    assert open_run(part).attrs["config"]["method"] == "toyrwm"
+
+
+def test_a_registered_sampler_is_offered_by_the_cli_and_the_dashboard(toy):
+    from daskgp.interface.cli import build_parser
+    from daskgp.interface.dashboard import DashboardSettings
+
+    assert "toyrwm" in sampler_names()
+    args = build_parser().parse_args(["sample", "--method", "toyrwm"])
+    assert args.method == "toyrwm"
+    assert "toyrwm" in build_parser()._subparsers._group_actions[0].choices["sample"].format_help()
+    DashboardSettings(method="toyrwm").validate()
+    cfg = SamplerConfig(method="toyrwm").validate()
+    assert cfg.sampler is toy and cfg.n_probes == ToySampler.default_probes
+    check_method_fits(cfg, 10**6)  # no size limit declared: none enforced
+
+
+def test_the_builtin_samplers_facts_come_from_their_modules():
+    """The configuration reads each built-in sampler's defaults from it (the values 0.3 hard-coded)."""
+    sghmc, sgld, mh = (SamplerConfig(method=m) for m in ("sghmc", "sgld", "mh"))
+    assert (sghmc.n_probes, sgld.n_probes, mh.n_probes) == (32, 4, 4)
+    assert (sghmc.solver_for(6000), sghmc.solver_for(1000), sgld.solver_for(6000)) == \
+        ("cg", "ulisse", "ulisse")
+    assert (sghmc.precond_rank_for(6000), sghmc.precond_rank_for(1000), sgld.precond_rank_for(6000)) == \
+        (2000, 300, 100)
+    target = {m: SamplerConfig(method=m, target_ess=400, n_iter=50_000) for m in ("sghmc", "sgld", "mh")}
+    assert {m: c.adapt for m, c in target.items()} == {"sghmc": 400, "sgld": 400, "mh": 1000}
+    assert target["sgld"].step_iter == 2000 and SamplerConfig(method="sgld", n_iter=700).step_iter == 700
+    with pytest.raises(ValueError, match="n_iter >= batch"):
+        SamplerConfig(method="sgld", n_iter=50, batch=100).validate()
+    with pytest.raises(MemoryError, match="exact Cholesky"):
+        check_method_fits(mh, 10**6, memory_bytes=2**30)
+    check_method_fits(sghmc, 10**6, memory_bytes=2**30)
+
+
+def test_registry_errors_are_one_line():
+    with pytest.raises(ValueError, match=r"method must be one of \('sghmc', 'sgld', 'mh'"):
+        SamplerConfig(method="nuts").validate()
+    with pytest.raises(ValueError, match="already registered"):
+        register(type("Other", (ToySampler,), {"name": "sgld"})())
+    with pytest.raises(ValueError, match="records no"):
+        register(type("NoSeconds", (ToySampler,), {"name": "noseconds", "records": {"warmup": bool}})())
+    with pytest.raises(TypeError, match="Sampler subclass"):
+        register(object())
+    with pytest.raises(ValueError, match="lower-case identifier"):
+        register(type("Bad", (ToySampler,), {"name": "Bad Name"})())
+    assert "noseconds" not in sampler_names()
+
+
+def test_an_entry_point_sampler_is_found_on_first_lookup(monkeypatch):
+    """A sampler in another package declares an entry point in the 'daskgp.samplers' group: it is loaded
+    the first time a name is not found, in any process (a worker process included)."""
+    import importlib.metadata
+
+    from daskgp.mcmc.samplers import registry
+
+    ep = importlib.metadata.EntryPoint("toyrwm", f"{__name__}:ToySampler", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group=None: [ep] if group == registry.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    try:
+        assert isinstance(get_sampler("toyrwm"), ToySampler)
+        assert SamplerConfig(method="toyrwm").validate().sampler.label.startswith("Toy")
+    finally:
+        unregister("toyrwm")
+
+
+def test_deprecated_tables_still_answer():
+    with pytest.deprecated_call():
+        from daskgp.mcmc.config import METHODS
+    assert METHODS == sampler_names()
+    import daskgp.mcmc.segments as segments
+
+    with pytest.deprecated_call():
+        records = segments.RECORDS
+    assert records["mh"] == get_sampler("mh").records
+    with pytest.deprecated_call():
+        assert segments.GRADIENT_RECORDS == ("sghmc",)

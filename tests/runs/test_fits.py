@@ -1,0 +1,169 @@
+"""Issue 32: one run store for every fit. Each family's checkpoint (SGPR, ADVGP, GPC, GPLVM) is a folder of
+the chains' commit files: a JSON commit of plain data with a digest, the previous commit, the writer's lock;
+a truncated, torn, altered or foreign file is one line naming it; ``daskgp repair`` mends a fit's
+checkpoint as it mends a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from daskgp.advgp.server import ServerCheckpoint
+from daskgp.core.files import written_kind
+from daskgp.gpc.fit import GPCCheckpoint
+from daskgp.interface.cli import main
+from daskgp.runs.commit import CHECKPOINT, PREVIOUS, RunDamaged, RunError
+from daskgp.runs.fits import FitStore, is_fit_store, repair_fit
+from daskgp.runs.lock import LOCK_NAME, RunLocked, lock_info
+from daskgp.sparse.fit import FitCheckpoint
+from daskgp.sparse.gplvm import GPLVMCheckpoint
+
+FAMILIES = [FitCheckpoint, ServerCheckpoint, GPCCheckpoint, GPLVMCheckpoint]
+
+
+def _state(step: int) -> dict:
+    return {"theta": np.arange(5.0) + step, "trace": np.linspace(-3, -1, step), "info": {"n": step},
+            "names": ["a", "b"], "nan": float("nan")}
+
+
+def _committed(cls, path, steps=(1, 2)) -> FitStore:
+    store = cls(path)
+    with store.writing():
+        for k in steps:
+            store.commit("key", k, _state(k))
+    return store
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+def test_a_commit_reads_back_as_plain_data_with_the_previous_kept(cls, tmp_path):
+    store = _committed(cls, tmp_path / "ck")
+    assert is_fit_store(store.path) and written_kind(store.path) == cls.kind
+    assert sorted(os.listdir(store.path)) == [CHECKPOINT, PREVIOUS]  # the lock is gone with the writer
+    step, st = store.read_state("key")
+    assert step == 2 and store.iterations() == 2
+    np.testing.assert_array_equal(st["theta"], np.arange(5.0) + 2)
+    assert st["names"] == ["a", "b"] and np.isnan(st["nan"]) and st["info"] == {"n": 2}
+    with open(os.path.join(store.path, PREVIOUS)) as f:
+        assert json.load(f)["step"] == 1
+    with pytest.raises(RunError, match="other data or settings"):
+        store.read_state("another key")
+
+
+def _truncate(file):
+    raw = open(file, "rb").read()
+    open(file, "wb").write(raw[: len(raw) // 2])
+
+
+def _alter(file):  # a bit flip inside the state: still JSON, no longer its digest
+    doc = json.load(open(file))
+    doc["state"]["info"]["n"] = 7
+    open(file, "w").write(json.dumps(doc))
+
+
+def _foreign_kind(file):
+    doc = json.load(open(file))
+    doc["daskgp_kind"] = "daskgp.someone-elses"
+    open(file, "w").write(json.dumps(doc))
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+@pytest.mark.parametrize("damage,says", [(_truncate, "truncated"), (_alter, "does not match its digest"),
+                                         (_foreign_kind, "not a 'daskgp."), (lambda f: open(f, "w").close(),
+                                                                             "empty")])
+def test_damage_is_one_line_naming_the_file_and_repair_restores_the_previous_commit(cls, damage, says,
+                                                                                     tmp_path):
+    """Every family's checkpoint: a truncated, altered, foreign or empty commit is refused in one line that
+    names the file and says what `daskgp repair` can do; repair puts the previous commit back (one step
+    lost), after which the checkpoint reads again; with the previous one damaged too, nothing is guessed."""
+    store = _committed(cls, tmp_path / "ck")
+    file = os.path.join(store.path, CHECKPOINT)
+    damage(file)
+    with pytest.raises(RunDamaged) as e:
+        store.read_state("key")
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and file in msg and says in msg and "daskgp repair" in msg, msg
+    assert store.iterations() == 0
+    actions = repair_fit(store.path)
+    assert len(actions) == 1 and "restored the previous commit (1 steps)" in actions[0]
+    assert store.read_state("key")[0] == 1
+    damage(file)
+    damage(os.path.join(store.path, PREVIOUS))
+    if damage is _foreign_kind:  # both commits agree: a consistent checkpoint of another kind, not damage
+        assert "is intact" in repair_fit(store.path)[0]
+        return
+    with pytest.raises(RunDamaged, match="and so is the previous one"):
+        repair_fit(store.path)
+
+
+def test_a_folder_that_is_not_a_fit_checkpoint_is_never_read_or_removed(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("my notes")
+    store = FitCheckpoint(folder)
+    with pytest.raises(RunError, match="not a daskgp fit checkpoint"):
+        store.read_state("key")
+    with pytest.raises(RunError, match="not a daskgp fit checkpoint"), store.writing():
+        pass
+    store.remove()
+    assert (folder / "notes.txt").read_text() == "my notes"
+    other = _committed(GPCCheckpoint, tmp_path / "gpc")  # another family's checkpoint: refused, kept
+    with pytest.raises(RunDamaged, match="'daskgp.gpc-checkpoint' checkpoint, not a 'daskgp.sgpr"):
+        FitCheckpoint(other.path).read_state("key")
+
+
+def test_a_second_writer_is_refused_while_the_first_lives_and_a_stale_lock_is_repaired(tmp_path):
+    store = _committed(FitCheckpoint, tmp_path / "ck")
+    with store.writing():
+        with pytest.raises(RunLocked, match="cannot be written"), FitCheckpoint(store.path).writing():
+            pass
+        with pytest.raises(RunLocked, match="cannot be repaired now"):
+            repair_fit(store.path)
+    # a writer that died (SIGKILL) leaves its lock: the next writer takes it over, repair clears it
+    code = ("import sys; from daskgp.runs.lock import acquire; acquire(sys.argv[1])")
+    subprocess.run([sys.executable, "-c", code, store.path], check=True)
+    assert lock_info(store.path).state == "stale"
+    actions = repair_fit(store.path)
+    assert actions[0].startswith("cleared the lock") and not os.path.exists(os.path.join(store.path,
+                                                                                          LOCK_NAME))
+
+
+def test_a_fit_that_commits_nothing_leaves_nothing(tmp_path):
+    store = FitCheckpoint(tmp_path / "ck")
+    with store.writing():
+        assert os.path.isdir(store.path)
+    assert not os.path.exists(store.path)
+
+
+def test_daskgp_repair_mends_a_fit_checkpoint(tmp_path, capsys):
+    store = _committed(GPLVMCheckpoint, tmp_path / "g.ckpt")
+    _truncate(os.path.join(store.path, CHECKPOINT))
+    assert main(["repair", store.path]) == 0
+    assert "restored the previous commit" in capsys.readouterr().out
+    assert main(["repair", store.path]) == 0
+    assert "is intact: 1 steps committed; nothing to repair" in capsys.readouterr().out
+    assert main(["repair", store.path, "--salvage"]) == 1
+    assert "--salvage applies to a run's draws only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cls,suffix", [(FitCheckpoint, ".npz"), (ServerCheckpoint, ".json"),
+                                        (GPCCheckpoint, ".npz")])
+def test_a_checkpoint_of_daskgp_0_3_is_refused_in_one_line(cls, suffix, tmp_path):
+    """The single file daskgp <= 0.3 wrote (at the path, or beside it with the family's suffix) is never
+    resumed or removed: one line says so."""
+    from daskgp.core.files import MARK
+
+    old = tmp_path / f"fit.checkpoint{suffix}"
+    if suffix == ".npz":
+        np.savez(old, theta=np.zeros(3), trace=np.zeros(1), key=np.str_("k"), **{MARK: np.str_(cls.kind)})
+    else:
+        old.write_text(json.dumps({"format": "daskgp-advgp-1", "key": "k"}))
+    for store in (cls(old), cls(tmp_path / "fit.checkpoint")):
+        with pytest.raises(RunError, match=r"daskgp <= 0.3; this daskgp keeps a fit.s checkpoint"):
+            store.read_state("k")
+        store.remove()
+    assert old.exists()
