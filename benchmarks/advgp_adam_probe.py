@@ -17,7 +17,7 @@ from advgp_flights import _advgp, _cluster, _save  # noqa: E402
 
 
 def main() -> None:
-    from daskgp.core.datasets import load, train_test
+    from daskgp.datasets import load, train_test
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", type=float, default=180.0)

@@ -256,8 +256,8 @@ def main() -> int:
 
     import daskgp
     from daskgp.compute.cluster import close_client
-    from daskgp.core.datasets import train_test
     from daskgp.core.validation import standardising_moments
+    from daskgp.datasets import train_test
 
     out = Path(a.out)
     ms, taus, straggler_taus = (50, 100, 200, 500), (0, 8, 32), (0, 5, 20, 80)

@@ -36,7 +36,7 @@ def main() -> int:
     a = ap.parse_args()
     os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
     from daskgp.compute.cluster import close_client
-    from daskgp.core.datasets import load, train_test
+    from daskgp.datasets import load, train_test
 
     res = load_results(OUT, "advgp_stragglers", a.fresh)
     if res.setdefault("budget", a.budget) != a.budget:

@@ -52,7 +52,7 @@ def _nll(p1, y01) -> float:
 def _split(name: str, quick: bool, seed: int = 0):
     from sklearn.model_selection import train_test_split
 
-    from daskgp.core.datasets import load_classification
+    from daskgp.datasets import load_classification
 
     d = load_classification(name)
     y01 = (d.y == np.unique(d.y)[1]).astype(float)
@@ -144,7 +144,7 @@ def _memory_run(n: int, method: str, m: int, iters: int) -> dict:
     from distributed import Client, LocalCluster, wait
 
     import daskgp as dg
-    from daskgp.core.datasets import load_classification
+    from daskgp.datasets import load_classification
 
     d = load_classification("flights_delayed")
     X, y = d.X[:n], d.y[:n]

@@ -115,7 +115,7 @@ def part_advgp(res: dict, seeds, py, budget: float, save) -> None:
 
     import daskgp
     from daskgp.compute.cluster import close_client
-    from daskgp.core.datasets import train_test
+    from daskgp.datasets import train_test
 
     if res.get("advgp", {}).get("tau") == 32:  # issue 30's runs (ADADELTA, τ = 32, a fixed budget): kept
         res["advgp_issue30"] = res.pop("advgp")

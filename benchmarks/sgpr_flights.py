@@ -105,7 +105,7 @@ def main() -> int:
 
     import daskgp
     from daskgp.compute.cluster import close_client
-    from daskgp.core.datasets import train_test
+    from daskgp.datasets import train_test
     from daskgp.sparse.bound import bound_and_grads
     from daskgp.sparse.sgpr import SparseGPRegressor
 

@@ -44,7 +44,7 @@ import numpy as np
 def main():
     kernel, reps = sys.argv[1], int(sys.argv[2])
     import daskgp
-    from daskgp.core.datasets import train_test
+    from daskgp.datasets import train_test
     from distributed import Client, LocalCluster
     ds = daskgp.load("flights")
     Xtr, ytr, _, _ = train_test(ds, train_size=None)

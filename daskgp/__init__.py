@@ -16,7 +16,7 @@ _WHERE = {
     ".advgp.estimator": ["ADVGPRegressor"],
     ".compute.operator": ["KernelOperator"],
     ".compute.solvers": ["PivotedCholesky", "cg", "ulisse"],
-    ".core.datasets": ["Dataset", "load", "load_csv"],
+    ".datasets.loaders": ["Dataset", "load", "load_csv"],
     ".core.kernels": ["RBF", "Kernel", "Matern32", "Matern52", "make_kernel"],
     ".exact.marginal": ["GradientEstimate", "exact_log_marginal", "log_marginal_gradient"],
     ".gpc.classifier": ["SparseGPClassifier"],
@@ -53,8 +53,8 @@ if TYPE_CHECKING:  # the names for type checkers and IDEs
     from .advgp.estimator import ADVGPRegressor
     from .compute.operator import KernelOperator
     from .compute.solvers import PivotedCholesky, cg, ulisse
-    from .core.datasets import Dataset, load, load_csv
     from .core.kernels import RBF, Kernel, Matern32, Matern52, make_kernel
+    from .datasets import Dataset, load, load_csv
     from .exact.marginal import GradientEstimate, exact_log_marginal, log_marginal_gradient
     from .gpc.classifier import SparseGPClassifier
     from .mcmc.chains import resume, sample

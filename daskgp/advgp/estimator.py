@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import RowChunks
-from ..core.datasets import fingerprint
+from ..core.fingerprint import fingerprint
 from ..core.validation import check_int, fit_data, new_data, seed_from, standardising_moments
 from ..inducing.features import kernel_name, kmn
 from ..inducing.placement import kmeans_inducing

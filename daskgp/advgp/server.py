@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from distributed import KilledWorker
 
-from ..core.optim import Adam
+from ..core.optim import Adadelta, Adam  # Adadelta stays importable from here
 from ..core.random import minibatch_rows
 from ..runs.fits import FitStore
 from .model import ADVGPParams, appended_statistics, natural_step, partition_objective, prox_h, regulariser
@@ -44,37 +44,6 @@ OPTIMIZERS = ("adam", "adadelta")
 
 # plateaus of the objective before a fit with Adam stops: its step sizes are halved at each earlier one
 PLATEAUS = 4
-
-
-@dataclass
-class Adadelta:
-    """ADADELTA (Zeiler 2012): per-coordinate steps from running averages of squared gradients and steps."""
-
-    size: int
-    rho: float = 0.95
-    eps: float = 1e-6
-    Eg2: np.ndarray = None
-    Edx2: np.ndarray = None
-
-    def __post_init__(self):
-        self.Eg2 = np.zeros(self.size) if self.Eg2 is None else np.asarray(self.Eg2, float)
-        self.Edx2 = np.zeros(self.size) if self.Edx2 is None else np.asarray(self.Edx2, float)
-
-    def step(self, g) -> tuple[np.ndarray, np.ndarray]:
-        """(Δ, rate): the step for gradient g (of the objective to minimise) and the per-coordinate rate
-        Δ = −rate·g, which is the proximal step γ of the regularised coordinates."""
-        self.Eg2 = self.rho * self.Eg2 + (1 - self.rho) * g * g
-        rate = np.sqrt(self.Edx2 + self.eps) / np.sqrt(self.Eg2 + self.eps)
-        delta = -rate * g
-        self.Edx2 = self.rho * self.Edx2 + (1 - self.rho) * delta * delta
-        return delta, rate
-
-    def to_dict(self) -> dict:
-        return {"rho": self.rho, "eps": self.eps, "Eg2": self.Eg2.tolist(), "Edx2": self.Edx2.tolist()}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Adadelta:
-        return cls(len(d["Eg2"]), float(d["rho"]), float(d["eps"]), d["Eg2"], d["Edx2"])
 
 
 @dataclass

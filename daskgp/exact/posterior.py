@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.optimize
 
 from ..compute.backend import into, to_host
 from ..compute.operator import KernelOperator
 from ..core.kernels import Kernel
+from ..core.optim import lbfgsb
 from ..core.plaindata import expect_array, expect_keys
 from ..core.priors import GammaPrior
 from ..core.random import rademacher, rng_from_state
@@ -182,8 +182,7 @@ def subset_map(X, y, kernel: Kernel, noise: float, *, prior: GammaPrior | None =
         return -v, -g
 
     phi0 = np.concatenate([kernel.log_params, [np.log(noise)]])
-    res = scipy.optimize.minimize(neg, phi0, jac=True, method="L-BFGS-B",
-                                  bounds=[(-12.0, 12.0)] * phi0.size)
+    res = lbfgsb(neg, phi0, bounds=[(-12.0, 12.0)] * phi0.size)
     phi = res.x
     H = central_hessian(neg, phi, 1e-4)
     w = np.linalg.eigvalsh(H)

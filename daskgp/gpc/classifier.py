@@ -210,9 +210,9 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def _checkpoint_key(self, X, ypm, seed: int) -> str:
-        """What a checkpoint must match: the data (:func:`daskgp.core.datasets.data_token`) and every
+        """What a checkpoint must match: the data (:func:`daskgp.core.fingerprint.data_token`) and every
         setting that shapes the iterations."""
-        from ..core.datasets import data_token
+        from ..core.fingerprint import data_token
 
         return (f"{data_token(X, ypm)}|m={int(self.n_inducing)}|{self.method}|"
                 f"chunk_rows={int(self.chunk_rows)}|batch={self.batch_size}|damping={self.damping}|"

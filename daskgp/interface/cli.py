@@ -24,9 +24,9 @@ EXIT_USAGE, EXIT_ERROR = 2, 1
 
 def _demo(args) -> int:
     from ..compute.operator import KernelOperator
-    from ..core.datasets import load
     from ..core.kernels import make_kernel
     from ..core.validation import check_positive
+    from ..datasets import load
     from ..exact.marginal import exact_log_marginal, log_marginal_gradient
 
     for name in ("variance", "lengthscale", "noise", "probes", "workers"):

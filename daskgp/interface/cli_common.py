@@ -60,7 +60,7 @@ def print_summary(dt, psrf: bool = False) -> None:
 
 
 def dataset_from_args(args):
-    from ..core.datasets import load, load_csv
+    from ..datasets import load, load_csv
 
     if args.csv:
         ds = load_csv(args.csv, args.target if args.target is not None else -1)
@@ -219,7 +219,7 @@ def check_fit_outputs(args, ckpt, kind: str) -> None:
 def split_from_args(args):
     """The data arguments' data set and its fixed split (``--test-fraction``, ``--train-size``, ``--seed``),
     checked against ``--inducing``: (ds, X_train, y_train, X_test, y_test) in original units."""
-    from ..core.datasets import train_test
+    from ..datasets import train_test
 
     ds, _ = dataset_from_args(args)
     train_size = (None if args.train_size in ("all", "full")

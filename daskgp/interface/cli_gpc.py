@@ -17,7 +17,7 @@ KIND = "daskgp.SparseGPClassifier"  # the marker of the results file: a model Sp
 
 
 def _data(args):
-    from ..core.datasets import load_classification, load_classification_csv
+    from ..datasets import load_classification, load_classification_csv
 
     if args.csv:
         return load_classification_csv(args.csv, args.target if args.target is not None else -1)

@@ -217,7 +217,7 @@ def _read_features(path, est):
     columns by position would predict from the wrong inputs. A run fitted on bare arrays (names x0, x1, …)
     takes the columns in order, as many as it has features."""
 
-    from ..core.datasets import check_numeric_frame, load_spec, read_csv_frame
+    from ..datasets import check_numeric_frame, load_spec, read_csv_frame
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path}")

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..core.datasets import check_numeric_frame, read_csv_frame, split_indices
 from ..core.kernels import KERNELS
+from ..datasets import check_numeric_frame, read_csv_frame, split_indices
 from ..mcmc.config import SamplerConfig
 from ..mcmc.control import RunControl, RunStopped
 from ..mcmc.samplers import find_sampler, get_sampler
@@ -163,7 +163,7 @@ class LiveRun:
     def _prepare_data(self) -> None:
         from sklearn.preprocessing import StandardScaler
 
-        from ..core.datasets import load
+        from ..datasets import load
 
         s = self.settings
         if s.dataset == "upload":
@@ -199,7 +199,7 @@ class LiveRun:
 
     def _work(self) -> None:
         from ..compute.cluster import borrowed_client
-        from ..core.datasets import scaler_meta
+        from ..datasets import scaler_meta
         from ..mcmc.chains import sample
         from ..mcmc.config import SamplerConfig
 

@@ -219,7 +219,7 @@ def _stored_or_spec(committed, attrs: dict):
     X, y = committed.data["constant_data"].get("X"), committed.data["observed_data"].get("y")
     if X is not None and y is not None:
         return X, y
-    from ..core.datasets import load_spec
+    from ..datasets import load_spec
 
     ds = load_spec(attrs["data"])
     return ds.X_std, ds.y_std

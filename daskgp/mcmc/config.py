@@ -1,7 +1,7 @@
 """The configuration of a run of GP hyperparameter chains (Filippone & Engler 2015, section 4: SGLD with
 ULISSE gradients; adaptive MH on the exact posterior as the reference), the fingerprint that ties a run to
 its data, and the memory check of the exact-posterior method. Stored with every run, so ``resume`` rebuilds
-the same chains (``fingerprint``, re-exported from :mod:`daskgp.core.datasets`, ties it to its data).
+the same chains (``fingerprint``, re-exported from :mod:`daskgp.datasets`, ties it to its data).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..compute.solvers import ROULETTES
-from ..core.datasets import fingerprint
+from ..core.fingerprint import fingerprint
 from ..core.kernels import KERNELS
 from ..core.validation import check_positive
 from .samplers import Sampler, get_sampler, sampler_names

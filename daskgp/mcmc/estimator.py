@@ -18,9 +18,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from ..core.datasets import scaler_meta
 from ..core.kernels import make_kernel
 from ..core.validation import fit_data, new_data, seed_from
+from ..datasets import scaler_meta
 from ..exact.predict import predictive
 from .chains import sample
 from .config import SamplerConfig, fingerprint
@@ -108,7 +108,7 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
         """A fitted estimator from a run on disk. ``dataset``: the :class:`daskgp.Dataset` it was sampled on
         (default: the copy stored in the run; a run of daskgp ≤ 0.2 stored none, and its data are then
         reloaded from the spec it recorded)."""
-        from ..core.datasets import load_spec
+        from ..datasets import load_spec
         from ..runs.draws import stored_dataset
 
         dt = open_run(path)

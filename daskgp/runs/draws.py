@@ -482,9 +482,9 @@ def read_run(path):
 
 
 def stored_dataset(dt):
-    """The training data a run stored (a :class:`daskgp.core.datasets.Dataset`: standardised X, y, the
+    """The training data a run stored (a :class:`daskgp.datasets.Dataset`: standardised X, y, the
     scalers and names), or None for a run that stored none."""
-    from ..core.datasets import Dataset
+    from ..datasets import Dataset
 
     if "constant_data" not in dt.children or "observed_data" not in dt.children:
         return None

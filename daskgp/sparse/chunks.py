@@ -21,11 +21,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.optimize
 
 from ..compute.backend import to_host
 from ..compute.reductions import local_sum, tree_sum
 from ..compute.rows import RowChunks, WorkerLostError, chunk_size, split_rows
+from ..core.optim import lbfgsb
 from .bound import (
     BoundGrads,
     GlobalParams,
@@ -75,9 +75,7 @@ def _local_task(chunk, total: SuffStats, theta: GlobalParams, n_iter: int):
     own = chunk_stats(chunk["Y"], theta, mu=chunk["mu"], S=chunk["S"])
     fun = local_objective(chunk["Y"], total - own, theta, b, q)
     x0 = np.concatenate([chunk["mu"].ravel(), np.log(chunk["S"]).ravel()])
-    res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
-                                  bounds=[(None, None)] * (b * q) + [(-12.0, 3.0)] * (b * q),
-                                  options={"maxiter": n_iter})
+    res = lbfgsb(fun, x0, bounds=[(None, None)] * (b * q) + [(-12.0, 3.0)] * (b * q), max_iter=n_iter)
     x = res.x if np.isfinite(res.fun) and res.fun <= fun(x0, grad=False) else x0  # never step downhill
     out = dict(chunk)
     out["mu"], out["S"] = x[:b * q].reshape(b, q), np.exp(x[b * q:]).reshape(b, q)

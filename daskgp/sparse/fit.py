@@ -14,6 +14,7 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
+from ..core.optim import lbfgsb
 from ..inducing.features import GlobalParams, kmm, kmn
 from ..inducing.stats import SuffStats
 from ..runs.commit import CHECKPOINT, RunDamaged
@@ -139,9 +140,8 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
         if callback is not None:
             callback(len(trace), F)
 
-    res = scipy.optimize.minimize(fun, v0[free], jac=True, method="L-BFGS-B", callback=cb,
-                                  bounds=_bounds(m, q)[free],
-                                  options={"maxiter": int(max_iter), "ftol": tol, "gtol": 1e-7})
+    res = lbfgsb(fun, v0[free], bounds=_bounds(m, q)[free], max_iter=max_iter, callback=cb, ftol=tol,
+                 gtol=1e-7)
     v = v0.copy()
     v[free] = res.x
     info.update(message=str(res.message), n_iterations=int(res.nit), converged=bool(res.success),

@@ -30,11 +30,11 @@ import math
 import time
 
 import numpy as np
-import scipy.optimize
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError
+from ..core.optim import lbfgsb
 from ..core.validation import check_int, check_X, fit_data, is_constant, new_data, seed_from
 from ..inducing.placement import kmeans_inducing
 from ..runs.commit import CHECKPOINT, RunDamaged
@@ -95,9 +95,7 @@ def _new_points_task(Y, base: SuffStats, A_cols, theta: GlobalParams, a, n_iter:
         # start from the best inducing input (small variance): the bound is multimodal in x*
         starts = [np.concatenate([z, np.full(q, math.log(0.05))]) for z in theta.Z]
         x0 = min(starts, key=lambda x: fun(x, grad=False))
-        res = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
-                                      bounds=[(None, None)] * q + [(-12.0, 3.0)] * q,
-                                      options={"maxiter": n_iter})
+        res = lbfgsb(fun, x0, bounds=[(None, None)] * q + [(-12.0, 3.0)] * q, max_iter=n_iter)
         mu[i], S[i] = res.x[:q], np.exp(res.x[q:])
         gain[i] = -res.fun - F0
         filled[i, ~obs] = (psi1_stat(mu[i:i + 1], S[i:i + 1], theta) @ a)[0, ~obs]
@@ -218,7 +216,7 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
             if resume:
                 raise ValueError("resume=True needs the checkpoint to resume from")
             return None, None, 0
-        from ..core.datasets import data_token
+        from ..core.fingerprint import data_token
 
         ckpt = checkpoint if isinstance(checkpoint, GPLVMCheckpoint) else GPLVMCheckpoint(checkpoint)
         key = (f"{data_token(Y, None)}|q={int(self.n_components)}|m={int(self.n_inducing)}|seed={seed}"

@@ -207,9 +207,9 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         self.noise_variance_ = sy**2 / theta.beta
 
     def _checkpoint_key(self, X, y, seed: int) -> str:
-        """What a checkpoint must match: the data (:func:`daskgp.core.datasets.data_token`) and the settings
-        that shape the parameters."""
-        from ..core.datasets import data_token
+        """What a checkpoint must match: the data (:func:`daskgp.core.fingerprint.data_token`) and the
+        settings that shape the parameters."""
+        from ..core.fingerprint import data_token
 
         kern = kernel_name(self.kernel)  # RBF keys stay as daskgp <= 0.3 wrote them, so they still resume
         return (f"{data_token(X, y)}|m={int(self.n_inducing)}|seed={seed}|"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from daskgp.advgp.estimator import ADVGPRegressor
-from daskgp.core.datasets import train_test
+from daskgp.datasets import train_test
 
 pytestmark = pytest.mark.cluster
 
@@ -69,7 +69,7 @@ def test_defaults_converge_within_two_percent_of_sgpr(client):
     errors of the paired per-row difference of squared errors. Power: the paper's ADADELTA for its former
     default 500 updates fails the same check (measured RMSE 4.63 against SGPR's 4.06; the default 4.13)."""
     import daskgp as dg
-    from daskgp.core.datasets import load
+    from daskgp.datasets import load
 
     Xtr, ytr, Xte, yte = train_test(load("power_plant"), 0.3, 3000, 0)
     sgpr = dg.SparseGPRegressor().fit(Xtr, ytr, client=client).predict(Xte)

@@ -62,7 +62,7 @@ def _raw(name: str) -> tuple[np.ndarray, np.ndarray]:
         w = w[cols + ["precip"]].dropna()
         return w[cols].to_numpy(np.float64), (w["precip"].to_numpy() > 0).astype(int)
     if name == "house_price_high":
-        from daskgp.core.datasets import load
+        from daskgp.datasets import load
 
         ds = load("house_8L")
         X, y = ds.X, ds.y  # in the data's units
@@ -75,7 +75,7 @@ def _raw(name: str) -> tuple[np.ndarray, np.ndarray]:
     if name == "mnist_zero":
         from sklearn.decomposition import PCA
 
-        from daskgp.core.datasets import images
+        from daskgp.datasets import images
 
         X, digits = images("mnist")
         return PCA(20, random_state=0).fit_transform(X / 255.0), (digits == 0).astype(int)

@@ -59,7 +59,7 @@ def test_bad_arguments_give_one_line_and_nonzero_exit(argv, msg, capsys, monkeyp
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
         import urllib.error
 
-        import daskgp.core.datasets as dsm
+        import daskgp.datasets.loaders as dsm
 
         def offline(*a, **k):
             raise urllib.error.URLError("offline")

@@ -59,7 +59,7 @@ def test_prediction_is_the_mixture_over_the_kept_draws(fitted, split):
 
 def test_from_run_reproduces_the_fitted_estimator(fitted, split, concrete):
     Xtr, ytr, Xte, _ = split
-    from daskgp.core.datasets import Dataset
+    from daskgp.datasets import Dataset
 
     # the training data in their own units with the fit's scalers: X_std / y_std are what the run holds
     ds = Dataset("custom", Xtr, ytr, fitted.x_scaler_, fitted.y_scaler_, concrete.feature_names,

@@ -14,7 +14,7 @@ import pytest
 import xarray as xr
 
 import daskgp as dg
-from daskgp.core.datasets import load_csv
+from daskgp.datasets import load_csv
 from daskgp.interface.cli import main
 from daskgp.mcmc.chains import resume, sample
 from daskgp.mcmc.control import RunControl, RunStopped

@@ -100,7 +100,7 @@ def test_predictive_equals_dense_dtc(problem, kernel):
 @pytest.fixture(scope="module")
 def flights7k():
     import daskgp
-    from daskgp.core.datasets import train_test
+    from daskgp.datasets import train_test
 
     return train_test(daskgp.load("flights"), train_size=7000)
 
@@ -360,7 +360,7 @@ def test_cli_sgpr_writes_netcdf_with_bound_trace_and_test_rmse(tmp_path):
     est = SparseGPRegressor.load(out)
     assert list(est.feature_names_in_[:2]) == ["month", "day"] and est.n_iter_ == 15
     flights = daskgp.load("flights")
-    _, _, Xte, _ = daskgp.core.datasets.train_test(flights, 0.1, 3000, 0)  # the CLI's default split
+    _, _, Xte, _ = daskgp.datasets.train_test(flights, 0.1, 3000, 0)  # the CLI's default split
     import pandas as pd
 
     mean, sd = est.predict(pd.DataFrame(Xte, columns=list(flights.feature_names)), return_std=True)
