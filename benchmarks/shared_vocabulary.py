@@ -10,12 +10,16 @@ operator with its executors must cost nothing. One run times, alternately, the c
 * the exact GP: one stochastic gradient of log p(y|θ) on house_8L (22,784 rows, RBF, N_r = 4, ULISSE, a
   rank-100 pivoted-Cholesky preconditioner, the kernel operator's local executor; new probes each time);
 
+* with ``--concrete``: concrete (1,030 rows) sampled by the default sampler to bulk and tail ESS 400 on a
+  2-worker LocalCluster, seed 0 — seconds per effective sample (the run's wall time / the smallest bulk ESS)
+  and a digest of the draws, which must be the same before and after when the sampler's arithmetic is;
+
 and, in this checkout only, the three sparse ones with the Matérn 3/2 kernel (new: the kernel's G block is
 evaluated in the gradient map, where the RBF reuses its cached K). Writes
 benchmarks/results/shared_vocabulary.json with every sample and the ratios after / before (≤ 1.05 is the
 issue's bar).
 
-    python benchmarks/shared_vocabulary.py [--base REV] [--rounds 3] [--reps 5]
+    python benchmarks/shared_vocabulary.py [--base REV] [--rounds 3] [--reps 5] [--concrete]
 """
 
 from __future__ import annotations
@@ -44,7 +48,10 @@ import numpy as np
 def main():
     kernel, reps = sys.argv[1], int(sys.argv[2])
     import daskgp
-    from daskgp.datasets import train_test
+    try:
+        from daskgp.datasets import train_test
+    except ImportError:  # a base revision before the data sets left the core
+        from daskgp.core.datasets import train_test
     from distributed import Client, LocalCluster
     ds = daskgp.load("flights")
     Xtr, ytr, _, _ = train_test(ds, train_size=None)
@@ -101,6 +108,23 @@ def main():
             secs.append(time.perf_counter() - t0)
         out["exact_gradient_s"] = secs
         op.close()
+    if kernel == "rbf" and sys.argv[3] == "1":  # concrete sampled to a target ESS with the default sampler
+        import hashlib, tempfile
+        c = daskgp.load("concrete")
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+                          memory_limit="4GiB") as cluster, Client(cluster) as client, \
+                tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            dt = daskgp.sample(c.X_std, c.y_std, out=tmp + "/run.zarr", client=client, target_ess=400, seed=0)
+            wall = time.perf_counter() - t0
+            table, _ = daskgp.run_summary(dt)
+            h = hashlib.sha1()
+            for name in dt.attrs["param_names"]:
+                h.update(np.ascontiguousarray(dt["posterior"][name].values).tobytes())
+            out["concrete_s_per_ess"] = [float(table["sec_per_ess"].max())]
+            out["concrete_wall_s"] = wall
+            out["concrete_min_ess_bulk"] = float(table["ess_bulk"].min())
+            out["concrete_draws_sha1"] = h.hexdigest()
     print("RESULT " + json.dumps(out))
 
 if __name__ == "__main__":
@@ -108,14 +132,15 @@ if __name__ == "__main__":
 """
 
 
-def _measure(tree: Path, kernel: str, reps: int) -> dict:
+def _measure(tree: Path, kernel: str, reps: int, concrete: bool = False) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     env.setdefault("DASKGP_DATA", str(ROOT.parent / "shared" / "data"))
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(_CHILD)
     try:
         t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, f.name, kernel, str(reps)], env=env, cwd=tempfile.gettempdir(),
+        out = subprocess.run([sys.executable, f.name, kernel, str(reps), str(int(concrete))], env=env,
+                             cwd=tempfile.gettempdir(),
                              capture_output=True, text=True, timeout=1800)
     finally:
         os.unlink(f.name)
@@ -133,9 +158,12 @@ def main() -> int:
     ap.add_argument("--base", default="9f3491f", help="the revision before the shared layer")
     ap.add_argument("--rounds", type=int, default=3, help="before/after pairs, alternating")
     ap.add_argument("--reps", type=int, default=5, help="timed evaluations per process")
+    ap.add_argument("--concrete", action="store_true",
+                    help="also sample concrete to bulk and tail ESS 400 with the default sampler (s/ESS)")
     ap.add_argument("--out", default=str(HERE / "results" / "shared_vocabulary.json"))
     args = ap.parse_args()
-    keys = ("sgpr_eval_s", "advgp_partition_s", "gpc_sep_pass_s", "exact_gradient_s")
+    keys = ("sgpr_eval_s", "advgp_partition_s", "gpc_sep_pass_s", "exact_gradient_s") + \
+        (("concrete_s_per_ess",) if args.concrete else ())
     base = Path(tempfile.mkdtemp(prefix="daskgp-base-"))
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), args.base], check=True,
                    capture_output=True)
@@ -148,7 +176,7 @@ def main() -> int:
             pair = {}
             for side, tree in (("before", base), ("after", ROOT)) if r % 2 == 0 else (("after", ROOT),
                                                                                        ("before", base)):
-                pair[side] = _measure(tree, "rbf", args.reps)
+                pair[side] = _measure(tree, "rbf", args.reps, args.concrete)
                 medians = ", ".join(f"{k} {np.median(pair[side][k]):.3f}" for k in keys)
                 print(f"round {r + 1} {side}: {medians}", flush=True)
             results["rounds"].append(pair)
@@ -165,6 +193,9 @@ def main() -> int:
                       "matern32_after_median_s": (float(np.median(results["matern32_after"][k]))
                                                   if k in results["matern32_after"] else None),
                       "within_5_percent": bool(np.median(ratios) <= 1.05)}
+    if args.concrete:  # the same seed, so the same draws if the samplers' arithmetic is unchanged
+        shas = {p[side]["concrete_draws_sha1"] for p in results["rounds"] for side in ("before", "after")}
+        summary["concrete_draws_identical_before_after"] = len(shas) == 1
     results["summary"] = summary
     write_results(Path(args.out), results)
     print(json.dumps(summary, indent=1))

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..core.kernels import KERNELS
 from ..datasets import check_numeric_frame, read_csv_frame, split_indices
 from ..mcmc.config import SamplerConfig
 from ..mcmc.control import RunControl, RunStopped
-from ..mcmc.samplers import find_sampler, get_sampler
+from ..mcmc.samplers import get_sampler
 
 __all__ = ["DashboardSettings", "LIMITS", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "MAX_RUNS",
            "MAX_UPLOAD_MB", "MAX_UPLOAD_ROWS", "MAX_UPLOAD_COLUMNS"]
@@ -106,6 +105,17 @@ class DashboardSettings:
     block: int = 20
     test_fraction: float = 0.1
 
+    def sampler_options(self) -> dict:
+        """The run's :class:`daskgp.mcmc.config.SamplerConfig` fields these settings choose."""
+        return dict(method=self.method, n_chains=self.n_chains, n_iter=self.n_iter,
+                    target_ess=self.target_ess or None, kernel=self.kernel, ard=self.ard,
+                    n_probes=self.n_probes, step_start=self.step_start, step_end=self.step_end,
+                    seed=self.seed, checkpoint_every=self.block, batch=min(100, self.n_iter))
+
+    def sampler_config(self) -> SamplerConfig:
+        """The run's configuration, validated by :class:`SamplerConfig` itself (ValueError in one line)."""
+        return SamplerConfig.from_dict(self.sampler_options())
+
     def validate(self) -> DashboardSettings:
         if self.dataset not in BUILTIN + ("upload",):
             raise ValueError(f"unknown dataset {self.dataset!r}")
@@ -114,18 +124,12 @@ class DashboardSettings:
                 raise ValueError("upload a CSV file first")
             if self.target not in self.upload.columns:
                 raise ValueError("choose the target column of the uploaded CSV")
-        if self.kernel not in KERNELS:
-            raise ValueError(f"unknown kernel {self.kernel!r}")
-        if find_sampler(self.method) is None:
-            raise ValueError(f"unknown method {self.method!r}")
-        for name, (lo, hi) in LIMITS.items():
+        for name, (lo, hi) in LIMITS.items():  # the page's ranges; the model's rules are the sampler's
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
                 raise ValueError(f"{name.replace('n_', '').replace('_', ' ')} must be an integer in "
                                  f"[{lo}, {hi}], got {v!r}")
-        a, b = float(self.step_start), float(self.step_end)
-        if not (np.isfinite(a) and np.isfinite(b) and a >= b > 0):
-            raise ValueError(f"step sizes need start >= end > 0, got {self.step_start} and {self.step_end}")
+        self.sampler_config()  # kernel, sampler, step sizes, probes: checked by SamplerConfig, not a copy
         if self.scheduler is not None and self.scheduler not in self.allowed_schedulers:
             raise ValueError("this server may only use its local cluster" if not self.allowed_schedulers else
                              f"scheduler {self.scheduler!r} is not one this server allows")
@@ -201,14 +205,11 @@ class LiveRun:
         from ..compute.cluster import borrowed_client
         from ..datasets import scaler_meta
         from ..mcmc.chains import sample
-        from ..mcmc.config import SamplerConfig
 
         s = self.settings
         try:
-            kw = dict(method=s.method, n_chains=s.n_chains, n_iter=s.n_iter, target_ess=s.target_ess or None,
-                      kernel=s.kernel, ard=s.ard, n_probes=s.n_probes, step_start=s.step_start,
-                      step_end=s.step_end, seed=s.seed, checkpoint_every=s.block, batch=min(100, s.n_iter))
-            cfg = SamplerConfig.from_dict(kw)
+            kw = s.sampler_options()
+            cfg = s.sampler_config()
             self.warmup_draws = min(cfg.adapt, cfg.n_iter)  # where the run's kept draws begin
             given = self.client
             if callable(given):  # the server's local cluster, started here so the page stays responsive

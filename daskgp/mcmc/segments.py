@@ -165,13 +165,9 @@ class _Target:
 
     def open_gradient(self, probes: ProbeState) -> None:
         """The stochastic gradient of the run's configuration, continuing the chain's ``probes``."""
-        cfg, n = self.cfg, self.X.shape[0]
+        cfg = self.cfg
         self.operator = _operator(self.X, cfg, self.run_key)
-        self.posterior = GPPosterior(self.operator, self.y, GammaPrior(cfg.prior_shape, cfg.prior_rate),
-                                     n_probes=cfg.n_probes, redraw_every=cfg.sampler.redraw_every(cfg),
-                                     precond_every=cfg.redraw_every, solver=cfg.solver_for(n),
-                                     es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta, roulette=cfg.roulette,
-                                     precond=cfg.precond, precond_rank=cfg.precond_rank_for(n))
+        self.posterior = _posterior(self.operator, self.y, cfg, redraw_every=cfg.sampler.redraw_every(cfg))
         self.posterior.state = probes
 
     def grad(self, phi, t: int):
@@ -209,11 +205,7 @@ def warmup_segment(X, y, cfg_dict: dict, phi0, M0, seed: int, run_key: str) -> d
     op = _operator(X, cfg, run_key)
     rng = np.random.default_rng(seed)
     # fresh probes every gradient (independent noise averages out), the preconditioner kept as the chains do
-    post = GPPosterior(op, y, GammaPrior(cfg.prior_shape, cfg.prior_rate),
-                       n_probes=cfg.n_probes, redraw_every=1, precond_every=cfg.redraw_every,
-                       rng=rng, solver=cfg.solver_for(X.shape[0]), es_tol=cfg.es_tol, tol=cfg.tol,
-                       beta=cfg.beta, roulette=cfg.roulette, precond=cfg.precond,
-                       precond_rank=cfg.precond_rank_for(X.shape[0]))
+    post = _posterior(op, y, cfg, redraw_every=1, rng=rng)
     M0 = np.asarray(M0, dtype=float)
     try:
         first = stochastic_map(post, phi0, M0, max_iter=cfg.warmup_iter, max_abs_phi=cfg.max_abs_phi)
@@ -241,6 +233,17 @@ def warmup_segment(X, y, cfg_dict: dict, phi0, M0, seed: int, run_key: str) -> d
             "iterations": first.iterations + second.iterations, "converged": bool(second.converged),
             "grad_norm": second.grad_norm, "noise_eig": max(first.noise_eig, second.noise_eig),
             "seconds": time.perf_counter() - t0}
+
+
+def _posterior(op, y, cfg: SamplerConfig, redraw_every: int, rng=None) -> GPPosterior:
+    """The GP log posterior of the run's model (Gamma priors) with the stochastic gradient of its solver
+    settings (probes, ULISSE or CG and their tolerances, the preconditioner kept ``redraw_every`` iterations
+    of the run's configuration) for the operator's n rows: one place for the chains and the warmup."""
+    n = op.n
+    return GPPosterior(op, y, GammaPrior(cfg.prior_shape, cfg.prior_rate), n_probes=cfg.n_probes,
+                       redraw_every=redraw_every, precond_every=cfg.redraw_every, rng=rng,
+                       solver=cfg.solver_for(n), es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta,
+                       roulette=cfg.roulette, precond=cfg.precond, precond_rank=cfg.precond_rank_for(n))
 
 
 def _mh_target(X, y, cfg: SamplerConfig):

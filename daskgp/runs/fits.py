@@ -51,12 +51,13 @@ def _leftover(entry: str) -> bool:
 
 
 def is_fit_store(path) -> bool:
-    """Whether ``path`` is a folder holding only a fit checkpoint's files (whatever their state)."""
+    """Whether ``path`` is a folder holding only a fit checkpoint's files, whatever their state (a fit killed
+    before its first commit leaves its lock alone there)."""
     path = os.fspath(path)
     if os.path.islink(path) or not os.path.isdir(path):
         return False
     entries = os.listdir(path)
-    return all(e in _OWN or _leftover(e) for e in entries) and (CHECKPOINT in entries or PREVIOUS in entries)
+    return bool(entries) and all(e in _OWN or _leftover(e) for e in entries)
 
 
 class FitStore:

@@ -124,7 +124,7 @@ def test_a_second_writer_is_refused_while_the_first_lives_and_a_stale_lock_is_re
         with pytest.raises(RunLocked, match="cannot be repaired now"):
             repair_fit(store.path)
     # a writer that died (SIGKILL) leaves its lock: the next writer takes it over, repair clears it
-    code = ("import sys; from daskgp.runs.lock import acquire; acquire(sys.argv[1])")
+    code = "import sys; from daskgp.runs.lock import acquire; acquire(sys.argv[1])"
     subprocess.run([sys.executable, "-c", code, store.path], check=True)
     assert lock_info(store.path).state == "stale"
     actions = repair_fit(store.path)
@@ -167,3 +167,19 @@ def test_a_checkpoint_of_daskgp_0_3_is_refused_in_one_line(cls, suffix, tmp_path
             store.read_state("k")
         store.remove()
     assert old.exists()
+
+
+def test_a_fit_killed_before_its_first_commit_leaves_a_lock_the_next_fit_takes_over(tmp_path):
+    """SIGKILL between the folder's creation and the first commit: the folder holds only the dead writer's
+    lock. Reading it says the commit is missing (one line); the next writer takes the stale lock over."""
+    path = tmp_path / "ck"
+    code = ("import sys, os; os.mkdir(sys.argv[1]); from daskgp.runs.lock import acquire; "
+            "acquire(sys.argv[1])")
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True)
+    store = FitCheckpoint(path)
+    assert is_fit_store(path)
+    with pytest.raises(RunDamaged, match="daskgp-checkpoint.json is missing"):
+        store.read_state("key")
+    with store.writing():
+        store.commit("key", 1, _state(1))
+    assert store.read_state("key")[0] == 1 and not os.path.exists(path / LOCK_NAME)
