@@ -9,13 +9,9 @@ default) or ``panel serve apps/sgld_dashboard.py``.
 
 from __future__ import annotations
 
-import html
 import threading
 
-import numpy as np
-
 from ..core.kernels import KERNELS
-from ..mcmc.diagnostics import DEFAULT_TARGET_ESS
 from ..mcmc.samplers import get_sampler, sampler_names
 from .dashboard import (
     BUILTIN,
@@ -29,18 +25,12 @@ from .dashboard import (
     RunCapReached,
     parse_upload,
 )
+from .figures import RunFigures, convergence_html, diagnostics_table, progress_text, rhat_text
 
 __all__ = ["create_app", "shared_client"]
 
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-          "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"]
 _CLIENT = {"client": None}
 _CLIENT_LOCK = threading.Lock()
-MAX_POINTS = 1500  # per chain and line: older draws are thinned in the plots, never in the run
-
-
-# the health figures every run shows where it records them, after its sampler's own (Sampler.monitor)
-GENERIC_MONITOR = {"cg_iterations": ("CG iterations", False), "seconds": ("seconds / iteration", False)}
 
 
 def shared_client():
@@ -51,51 +41,6 @@ def shared_client():
 
             _CLIENT["client"] = get_client(n_workers=2)
         return _CLIENT["client"]
-
-
-def _progress_text(drawn: int, st, settings) -> str:
-    """'D of N draws per chain', the chains' own position between blocks and the time to go: the run's ESS
-    estimate with a target, else the sampling rate so far."""
-    n_iter = settings.n_iter
-    text = f"{drawn} of {n_iter} draws per chain"
-    if st is None:
-        return text
-    at = max(st.done, st.running or 0)
-    if at > drawn:
-        text += f" (chains at {at})"
-    if st.eta and not st.converged:
-        text += f", about {_duration(st.eta)} to the ESS target"
-    elif at and at < n_iter and st.elapsed:
-        text += f", about {_duration(st.elapsed / at * (n_iter - at))} to go"
-    return text
-
-
-def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
-
-
-def _small_legend(fig) -> None:
-    fig.legend.label_text_font_size = "8pt"
-    fig.legend.spacing = 0
-    fig.legend.padding = 2
-    fig.legend.background_fill_alpha = 0.6
-    fig.legend.click_policy = "hide"
-
-
-def _chain_histograms(x: np.ndarray, bins: int = 30) -> dict:
-    """Per-chain density histograms of x (chains, draws) on shared bins, as step outlines for multi_line."""
-    edges = np.histogram_bin_edges(x, bins=bins)
-    xs, ys = [], []
-    for row in x:
-        top, _ = np.histogram(row, bins=edges, density=True)
-        xs.append(np.repeat(edges, 2)[1:-1].tolist())
-        ys.append(np.repeat(top, 2).tolist())
-    return {"xs": xs, "ys": ys, "color": COLORS[:len(x)], "label": [f"chain {c}" for c in range(len(x))]}
-
-
-def _thin(n: int) -> np.ndarray:
-    return np.unique(np.linspace(0, n - 1, min(n, MAX_POINTS)).astype(int)) if n else np.arange(0)
 
 
 def _capped_dropper(pn, max_bytes: int, rejected):
@@ -134,8 +79,6 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     the dask-scheduler addresses a page may choose instead of the server's local cluster (none by default:
     the choice is hidden and the page cannot point the server anywhere)."""
     import panel as pn
-    from bokeh.models import BoxAnnotation, ColumnDataSource, Whisker
-    from bokeh.plotting import figure
 
     pn.extension()
     # ---------------------------------------------------------------------------------------- setup
@@ -217,73 +160,11 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
 
     upload.param.watch(on_upload, "value")
 
-    # ---------------------------------------------------------------------------------------- figures
-    def build_figures(names, stat_names, sampler):
-        figs = {"trace": {}, "run": {}, "dens": {}, "src": {}}
-        for nm in names:
-            f = figure(height=180, width=330, title=f"trace: {nm}", x_axis_label="iteration")
-            src = ColumnDataSource({"xs": [], "ys": [], "color": [], "label": []})
-            f.multi_line("xs", "ys", color="color", legend_field="label", source=src, line_width=1)
-            _small_legend(f)
-            box = BoxAnnotation(left=0, right=0, fill_color="orange", fill_alpha=0.12)
-            f.add_layout(box)
-            figs["trace"][nm] = (f, src, box)
-            g = figure(height=180, width=330, title=f"running mean ± 2 sd: {nm}", x_axis_label="draw")
-            rs = ColumnDataSource({"x": [], "m": [], "lo": [], "hi": []})
-            g.varea("x", "lo", "hi", source=rs, fill_alpha=0.2, fill_color="black")
-            g.line("x", "m", source=rs, color="black")
-            figs["run"][nm] = (g, rs)
-            h = figure(height=180, width=330, title=f"marginal per chain (after warmup): {nm}")
-            hs = ColumnDataSource({"xs": [], "ys": [], "color": [], "label": []})
-            h.multi_line("xs", "ys", color="color", legend_field="label", source=hs, line_width=1.5)
-            _small_legend(h)
-            figs["dens"][nm] = (h, hs)
-        health = {}
-        for key, (title, log) in {**sampler.monitor, **GENERIC_MONITOR}.items():
-            if key not in stat_names:
-                continue
-            f = figure(height=170, width=330, title=title, y_axis_type="log" if log else "linear")
-            src = ColumnDataSource({"xs": [], "ys": [], "color": [], "label": []})
-            if key == "ratio":  # a value per chain and batch; the threshold as data, so the axis reaches it
-                src = ColumnDataSource({"x": [], "y": [], "color": [], "thr": []})
-                f.scatter("x", "y", color="color", source=src, size=6)
-                f.line("x", "thr", source=src, color="black", line_dash="dashed",
-                       legend_label="freeze at 0.01")
-                _small_legend(f)
-            else:
-                f.multi_line("xs", "ys", color="color", source=src)
-            health[key] = (f, src)
-        figs["health"] = health
-        p = figure(height=260, width=330, title="PSRF evolution (R-hat)", x_axis_label="draws per chain")
-        ps = ColumnDataSource({"n": [], "median": [], "q975": [], "ref": []})
-        p.line("n", "median", source=ps, legend_label="median", color="black")
-        p.line("n", "q975", source=ps, legend_label="97.5%", color="black", line_dash="dashed")
-        # the 1.01 reference as a line of the data, so the y-axis always reaches it
-        p.line("n", "ref", source=ps, legend_label="1.01", color="red", line_dash="dotted")
-        _small_legend(p)
-        figs["psrf"] = (p, ps)
-        q = figure(height=300, width=330, title="held-out: predicted vs observed (95%)",
-                   x_axis_label="observed", y_axis_label="predicted")
-        qs = ColumnDataSource({"obs": [], "mean": [], "lower": [], "upper": []})
-        q.scatter("obs", "mean", source=qs, size=4)
-        q.add_layout(Whisker(base="obs", lower="lower", upper="upper", source=qs, line_alpha=0.4))
-        diag = ColumnDataSource({"x": [], "y": []})
-        q.line("x", "y", source=diag, color="gray", line_dash="dashed")
-        figs["pred"] = (q, qs, diag)
-        s = figure(height=300, width=420, title="1-D slice: posterior mixture (band) vs MAP plug-in (dashed)")
-        ss = ColumnDataSource({"x": [], "mean": [], "lower": [], "upper": [], "map_mean": [], "map_lower": [],
-                               "map_upper": []})
-        s.varea("x", "lower", "upper", source=ss, fill_alpha=0.25, legend_label="mixture 95%")
-        s.line("x", "mean", source=ss, legend_label="mixture mean")
-        s.line("x", "map_lower", source=ss, color="red", line_dash="dashed", legend_label="MAP 95%")
-        s.line("x", "map_upper", source=ss, color="red", line_dash="dashed")
-        figs["slice"] = (s, ss)
-        return figs
-
+    # ---------------------------------------------------------------------------------------- views
     views = pn.Column(pn.pane.Markdown("Start a run to see its chains."), sizing_mode="stretch_width",
                       min_width=400)
 
-    def layout_figures(figs, names):
+    def layout_figures(figs: RunFigures, names):
         B = pn.pane.Bokeh
 
         def wrap(*items):  # a row that wraps to the width of the window instead of running past it
@@ -291,24 +172,19 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
 
         views.objects = [
             pn.pane.Markdown("### Traces (warmup shaded: SGLD before its step froze, SGHMC / MH adapting)"),
-            wrap(*[B(figs["trace"][nm][0]) for nm in names]),
+            wrap(*[B(figs.trace[nm][0]) for nm in names]),
             pn.pane.Markdown("### Running mean ± 2 sd, and each chain's marginal after warmup"),
-            wrap(*[B(figs["run"][nm][0]) for nm in names]),
-            wrap(*[B(figs["dens"][nm][0]) for nm in names]),
+            wrap(*[B(figs.run[nm][0]) for nm in names]),
+            wrap(*[B(figs.dens[nm][0]) for nm in names]),
             pn.pane.Markdown("### Convergence"),
-            wrap(B(figs["psrf"][0]), pn.Column(rhat_md, converged, table_md, width=330)),
+            wrap(B(figs.psrf[0]), pn.Column(rhat_md, converged, table_md, width=330)),
             pn.pane.Markdown("### Sampler health"),
-            wrap(*[B(f) for f, _ in figs["health"].values()]),
+            wrap(*[B(f) for f, _ in figs.health.values()]),
             pn.pane.Markdown("### Posterior predictive (held-out 10 %)"),
-            wrap(B(figs["pred"][0]), pn.Column(slice_dim, B(figs["slice"][0]))),
+            wrap(B(figs.pred[0]), pn.Column(slice_dim, B(figs.slice[0]))),
         ]
 
     # ---------------------------------------------------------------------------------------- refresh
-    def multi(stats_arr, C):
-        idx = _thin(stats_arr.shape[1])
-        return {"xs": [idx.tolist()] * C, "ys": [stats_arr[c, idx].tolist() for c in range(C)],
-                "color": COLORS[:C], "label": [f"chain {c}" for c in range(C)]}
-
     def refresh():
         run = session["run"]
         if run is None:
@@ -328,69 +204,20 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             return
         names = run.names
         if session["figs"] is None:
-            session["figs"] = build_figures(names, set(stats), get_sampler(run.settings.method))
+            session["figs"] = RunFigures(names, set(stats), get_sampler(run.settings.method))
             layout_figures(session["figs"], names)
         figs = session["figs"]
-        C, D = next(iter(post.values())).shape
-        counter.object = _progress_text(D, run.progress, run.settings)
+        D = next(iter(post.values())).shape[1]
+        counter.object = progress_text(D, run.progress, run.settings.n_iter)
         dl_nc.disabled = dl_csv.disabled = False
-        warm = stats.get("warmup")
-        warm_until = [int(np.argmin(w)) if not w.all() else D for w in warm] if warm is not None else [0] * C
-        start = run.sampling_start()
-        for nm in names:
-            f, src, box = figs["trace"][nm]
-            src.data = multi(post[nm], C)
-            box.right = float(max(warm_until))
-            s0 = start if start is not None else 0
-            x = post[nm][:, s0:]
-            x = x[np.isfinite(x).all(axis=1)]
-            if x.size:
-                pooled = x.T.reshape(-1)  # draw-major: running statistics over time
-                k = np.arange(1, len(pooled) + 1)
-                m = np.cumsum(pooled) / k
-                sd = np.sqrt(np.maximum(np.cumsum(pooled**2) / k - m**2, 0))
-                idx = _thin(len(pooled))
-                figs["run"][nm][1].data = {"x": (s0 + idx / len(x)).tolist(), "m": m[idx].tolist(),
-                                           "lo": (m - 2 * sd)[idx].tolist(), "hi": (m + 2 * sd)[idx].tolist()}
-                if start is not None and x.shape[1] >= 8:
-                    figs["dens"][nm][1].data = _chain_histograms(x)
-        for key, (_, src) in figs["health"].items():
-            if key not in stats:
-                continue
-            if key == "ratio":
-                r = stats["ratio"]
-                c_idx, d_idx = np.nonzero(np.isfinite(r))
-                src.data = {"x": d_idx.tolist(), "y": r[c_idx, d_idx].tolist(),
-                            "color": [COLORS[c % len(COLORS)] for c in c_idx], "thr": [0.01] * len(c_idx)}
-            else:
-                src.data = multi(stats[key], C)
+        figs.update(post, stats, run.sampling_start())
         diag = run.diagnostics()
         if diag["rhat"]:
-            worst = max(diag["rhat"].values())
-            phase = "" if diag["phase"] == "sampling" else " (a chain still warming up among kept draws)"
-            rhat_md.object = f"**R-hat (max): {worst:.3f}**{phase}"
-            st = run.progress
-            if st is not None and st.ess is not None:
-                target = st.target_ess or DEFAULT_TARGET_ESS
-                rate = f", {st.sec_per_ess:.2f} s per effective sample" if st.sec_per_ess else ""
-                eta = f", about {st.eta:.0f} s to go" if st.eta and not st.converged else ""
-                want = f"every R-hat < {st.target_rhat} and bulk/tail ESS ≥ {target}"
-                converged.object = (f'<b style="color:#2ca02c">converged</b>: {want} (ESS {st.ess:.0f}{rate})'
-                                    if st.converged else
-                                    f'<b style="color:#d62728">not converged yet</b>: want {want}; ESS '
-                                    f'{st.ess:.0f}{rate}{eta}')
-                fid = st.fidelity
-                if fid is not None and fid.judged and not fid.trustworthy:  # R-hat cannot see a shared bias
-                    converged.object = ('<b style="color:#d62728">not trustworthy</b>: '
-                                        + html.escape("; ".join(fid.reasons)))
-                elif fid is not None and fid.trustworthy:
-                    converged.object += "<br>fidelity checks passed (Stein, mean gradient, kinetic energy)"
-            rows = "\n".join(f"| {k} | {diag['rhat'][k]:.3f} | {diag['ess'][k]:.0f} |" for k in names)
-            table_md.object = "| parameter | R-hat | bulk ESS |\n|---|---|---|\n" + rows
+            rhat_md.object = rhat_text(diag)
+            converged.object = convergence_html(run.progress) or converged.object
+            table_md.object = diagnostics_table(diag, names)
             if diag["evolution"] is not None:
-                n, med, q = diag["evolution"]
-                figs["psrf"][1].data = {"n": n.tolist(), "median": med.tolist(), "q975": q.tolist(),
-                                        "ref": [1.01] * len(n)}
+                figs.update_psrf(diag["evolution"])
         apply_predictive(figs)
         if D != session["last_pred"] and not session["pred_busy"]:
             start_predictive(run)
@@ -411,7 +238,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         session["pred_busy"] = True
         threading.Thread(target=compute_predictive, args=(run, slice_dim.value), daemon=True).start()
 
-    def apply_predictive(figs):
+    def apply_predictive(figs: RunFigures):
         result, session["pred_result"] = session["pred_result"], None
         if result is None:
             return
@@ -419,20 +246,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         if err:
             show_error(f"Predictive view: {err}")
             return
-        if pred is not None:
-            figs["pred"][1].data = {k: pred[v].values.tolist() for k, v in
-                                    (("obs", "observed"), ("mean", "mean"), ("lower", "lower"),
-                                     ("upper", "upper"))}
-            lo, hi = float(pred["observed"].min()), float(pred["observed"].max())
-            figs["pred"][2].data = {"x": [lo, hi], "y": [lo, hi]}
-        if sl is not None:
-            x, mix, plug = sl
-            figs["slice"][1].data = {"x": x.tolist(), "mean": mix["mean"].values.tolist(),
-                                     "lower": mix["lower"].values.tolist(),
-                                     "upper": mix["upper"].values.tolist(),
-                                     "map_mean": plug["mean"].values.tolist(),
-                                     "map_lower": plug["lower"].values.tolist(),
-                                     "map_upper": plug["upper"].values.tolist()}
+        figs.update_predictive(pred, sl)
 
     def on_slice(event):
         run = session["run"]

@@ -111,13 +111,16 @@ def test_cg_and_ulisse_on_a_dense_matrix_match_the_numpy_path_exactly(data, rng)
 def test_cg_through_the_operator(data, rng):
     """Through the kernel operator the strict path evaluates the kernel in another order of operations
     (r² = |z|² + |z'|² − 2 z·z' against the numpy tiles' augmented product): ~1e-16 relative differences in K,
-    which ~70 CG steps amplify; the solutions agree to the solve's tolerance."""
+    which ~85 CG steps amplify; the solutions agree to the solve's tolerance. The iteration counts near a
+    1e-10 residual depend on that round-off (array-api-strict 2.6 / numpy 2.5 took 85–91 where the numpy
+    path took 85–86; earlier versions were within 2), so they are compared within 10 %; what the strict
+    path must get right is the solution, checked to 1e-7 below."""
     X, y = data
     op, ops = _pair(X, "matern32", True)
     B = np.column_stack([y, rng.choice([-1.0, 1.0], size=(N, 2))])
     ref, out = cg(op, B, tol=1e-10), cg(ops, strict(B), tol=1e-10)
     assert is_strict(out.x)
-    assert np.abs(out.iterations - ref.iterations).max() <= 2
+    assert np.all(np.abs(out.iterations - ref.iterations) <= 0.1 * ref.iterations)
     np.testing.assert_allclose(np.asarray(out.x), ref.x, rtol=1e-7, atol=1e-8)
     res = ulisse(ops, strict(B), es_tol=1e-2, tol=1e-8, n_estimates=2, rng=0)
     assert is_strict(res.x, res.estimates) and np.isfinite(np.asarray(res.estimates)).all()

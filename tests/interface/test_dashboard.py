@@ -118,10 +118,19 @@ def test_live_run_transitions_and_draws(client, monkeypatch):
     assert len(x) == 20 and np.all(mix["sd"] > 0) and np.all(plug["sd"] > 0)
     run.stop()
     assert run.status == "stopped"
-    post, _ = run.snapshot()
+    post, stats = run.snapshot()
     dt = xr.open_datatree(run.export_netcdf())
     # ArviZ's layout: the warmup's draws apart from the kept ones, together what the page received
     assert dt["warmup_posterior"].sizes["draw"] + dt["posterior"].sizes["draw"] == post["variance"].shape[1]
+    # the figures (no page, no browser) show exactly the stored draws: warmup, then the kept ones
+    from daskgp.interface.figures import RunFigures
+    from daskgp.mcmc.samplers import get_sampler
+
+    figs = RunFigures(run.names, set(stats), get_sampler(run.settings.method))
+    figs.update(post, stats, run.sampling_start())
+    for nm in run.names:
+        stored = np.concatenate([dt["warmup_posterior"][nm].values, dt["posterior"][nm].values], axis=1)
+        np.testing.assert_array_equal(np.array(figs.trace[nm][1].data["ys"]), stored)
     import pandas as pd
 
     table = pd.read_csv(run.export_summary_csv(), index_col=0)

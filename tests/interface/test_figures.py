@@ -1,0 +1,88 @@
+"""The dashboard's figures without a browser or a page (issue 32: state, figures and views apart): every
+number a source holds is the run's own, thinned only past MAX_POINTS draws."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from daskgp.interface.figures import (
+    GENERIC_MONITOR,
+    MAX_POINTS,
+    RunFigures,
+    chain_histograms,
+    diagnostics_table,
+    progress_text,
+    rhat_text,
+)
+from daskgp.mcmc.diagnostics import RunStatus
+from daskgp.mcmc.samplers import get_sampler
+
+
+def _snapshot(rng, C=2, D=300, warm=60):
+    post = {nm: np.exp(rng.standard_normal((C, D))) for nm in ("variance", "lengthscale", "noise")}
+    stats = {"warmup": np.arange(D)[None, :].repeat(C, 0) < warm, "step": rng.uniform(0.1, 1, (C, D)),
+             "noise_fraction": rng.uniform(0, 0.5, (C, D)), "seconds": rng.uniform(0, 1, (C, D)),
+             "cg_iterations": rng.integers(1, 20, (C, D)).astype(float), "kinetic": rng.uniform(0, 2, (C, D))}
+    return post, stats
+
+
+def test_the_sources_hold_the_runs_draws_and_records(rng):
+    post, stats = _snapshot(rng)
+    figs = RunFigures(list(post), set(stats), get_sampler("sghmc"))
+    # the sampler's own health figures, then the generic ones; none for a record it does not keep
+    assert list(figs.health) == [*get_sampler("sghmc").monitor, *GENERIC_MONITOR]
+    figs.update(post, stats, sampling_start=60)
+    for nm, values in post.items():
+        src, box = figs.trace[nm][1], figs.trace[nm][2]
+        np.testing.assert_array_equal(np.array(src.data["ys"]), values)  # 300 < MAX_POINTS: unthinned
+        assert box.right == 60.0
+        band = figs.run[nm][1].data  # pooled running mean of the kept draws, draw-major
+        kept = values[:, 60:].T.reshape(-1)
+        assert band["m"][-1] == pytest.approx(kept.mean()) and len(band["m"]) == kept.size
+        hist = figs.dens[nm][1].data
+        areas = [np.sum((np.array(x[1::2]) - x[::2]) * y[::2]) for x, y in zip(hist["xs"], hist["ys"],
+                                                                              strict=True)]
+        np.testing.assert_allclose(areas, 1.0)  # each chain's density integrates to one
+    np.testing.assert_array_equal(np.array(figs.health["step"][1].data["ys"]), stats["step"])
+
+
+def test_long_runs_are_thinned_in_the_plots_only(rng):
+    post, stats = _snapshot(rng, D=4000, warm=0)
+    figs = RunFigures(list(post), set(stats), get_sampler("sghmc"))
+    figs.update(post, stats, sampling_start=0)
+    xs = figs.trace["noise"][1].data["xs"][0]
+    assert len(xs) == MAX_POINTS and xs[0] == 0 and xs[-1] == 3999
+    np.testing.assert_array_equal(figs.trace["noise"][1].data["ys"][1], post["noise"][1, xs])
+
+
+def test_sgld_shows_its_freeze_ratio_with_the_threshold():
+    post = {"noise": np.ones((2, 200))}
+    ratio = np.full((2, 200), np.nan)
+    ratio[:, 99], ratio[:, 199] = [0.5, 0.2], [0.004, 0.02]
+    figs = RunFigures(["noise"], {"ratio", "step", "warmup"}, get_sampler("sgld"))
+    figs.update(post, {"ratio": ratio, "step": np.ones((2, 200)), "warmup": np.zeros((2, 200), bool)}, 0)
+    d = figs.health["ratio"][1].data
+    assert sorted(zip(d["x"], d["y"], strict=True)) == [(99, 0.2), (99, 0.5), (199, 0.004), (199, 0.02)]
+    assert set(d["thr"]) == {0.01}
+
+
+def test_predictive_and_psrf_sources_and_texts():
+    figs = RunFigures(["noise"], {"warmup"}, get_sampler("mh"))
+    pred = xr.Dataset({k: ("point", np.arange(3.0) + i) for i, k in
+                       enumerate(("observed", "mean", "lower", "upper"))})
+    figs.update_predictive(pred, None)
+    assert figs.pred[1].data["upper"] == [3.0, 4.0, 5.0] and figs.pred[2].data == {"x": [0.0, 2.0],
+                                                                                    "y": [0.0, 2.0]}
+    figs.update_psrf((np.array([10, 20]), np.array([1.2, 1.05]), np.array([1.3, 1.08])))
+    assert figs.psrf[1].data["ref"] == [1.01, 1.01]
+    diag = {"rhat": {"noise": 1.004}, "ess": {"noise": 812.0}, "phase": "sampling"}
+    assert rhat_text(diag) == "**R-hat (max): 1.004**"
+    assert "| noise | 1.004 | 812 |" in diagnostics_table(diag, ["noise"])
+    st = RunStatus(done=100, n_iter=400, elapsed=50.0)
+    assert progress_text(100, st, 400) == "100 of 400 draws per chain, about 2 min 30 s to go"
+
+
+def test_chain_histograms_share_their_bins():
+    x = np.vstack([np.linspace(0, 1, 50), np.linspace(0.5, 2, 50)])
+    h = chain_histograms(x, bins=10)
+    assert h["xs"][0] == h["xs"][1] and h["xs"][0][0] == 0.0 and h["xs"][0][-1] == 2.0
