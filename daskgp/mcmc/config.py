@@ -1,7 +1,7 @@
 """The configuration of a run of GP hyperparameter chains (Filippone & Engler 2015, section 4: SGLD with
 ULISSE gradients; adaptive MH on the exact posterior as the reference), the fingerprint that ties a run to
 its data, and the memory check of the exact-posterior method. Stored with every run, so ``resume`` rebuilds
-the same chains (``fingerprint``, re-exported from :mod:`daskgp.datasets`, ties it to its data).
+the same chains (``fingerprint``, re-exported from :mod:`daskgp.core.fingerprint`, ties it to its data).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from ..compute.solvers import ROULETTES
 from ..core.fingerprint import fingerprint
 from ..core.kernels import KERNELS
 from ..core.validation import check_positive
-from .samplers import Sampler, get_sampler, sampler_names
-from .samplers.registry import find_sampler
+from .samplers import Sampler, find_sampler, get_sampler, sampler_names
 from .samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK, SGHMC_PRECOND_RANK_LARGE, SGHMC_PROBES
 
 __all__ = ["SamplerConfig", "fingerprint", "check_method_fits", "check_run_size", "MAX_CHAINS",

@@ -194,3 +194,17 @@ def test_deprecated_tables_still_answer():
     assert records["mh"] == get_sampler("mh").records
     with pytest.deprecated_call():
         assert segments.GRADIENT_RECORDS == ("sghmc",)
+
+
+def test_a_broken_entry_point_is_one_warning_and_the_builtins_still_work(monkeypatch):
+    import importlib.metadata
+
+    from daskgp.mcmc.samplers import registry
+
+    bad = importlib.metadata.EntryPoint("nosuch", "no_such_module_anywhere:S", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group=None: [bad] if group == registry.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    with pytest.warns(RuntimeWarning, match="'nosuch' .* was not registered: ModuleNotFoundError"):
+        assert sampler_names() == ("sghmc", "sgld", "mh")
+    assert get_sampler("sghmc").name == "sghmc"

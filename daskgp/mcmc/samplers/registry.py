@@ -57,11 +57,17 @@ def _load_entry_points() -> None:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in _REGISTRY:
             continue
-        cls = ep.load()
-        sampler = cls() if isinstance(cls, type) else cls
-        if sampler.name != ep.name:
-            raise ValueError(f"entry point {ep.name!r} ({ep.value}) names a sampler called {sampler.name!r}")
-        register(sampler)
+        try:  # a broken plugin must not take the built-in samplers (or `daskgp --help`) down with it
+            cls = ep.load()
+            sampler = cls() if isinstance(cls, type) else cls
+            if getattr(sampler, "name", None) != ep.name:
+                raise ValueError(f"it names a sampler called {getattr(sampler, 'name', None)!r}")
+            register(sampler)
+        except Exception as e:  # noqa: BLE001 — any failure of foreign code: one warning naming it
+            import warnings
+
+            warnings.warn(f"daskgp: the sampler entry point {ep.name!r} ({ep.value}) was not registered: "
+                          f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=3)
 
 
 def find_sampler(name) -> Sampler | None:
