@@ -27,7 +27,7 @@ browser:
 	         echo "could not install chromium: the browser test will be skipped"; }; }
 
 test: $(STAMP) browser
-	$(PY) -m pytest -q --durations=10
+	$(PY) -m pytest -q --durations=15 -n 2 --dist loadfile
 	$(MAKE) docs
 
 # the documentation site (docs/): HTML and the pages' doctests, warnings as errors

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 
 
 def start(dataset: str, n_workers: int):
@@ -40,3 +45,42 @@ def write_results(path: Path, results: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(results, indent=1))
     os.replace(tmp, path)
+
+
+def head_revision() -> str:
+    """This checkout's HEAD, abbreviated."""
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+@contextlib.contextmanager
+def base_worktree(revision: str):
+    """A temporary git worktree of ``revision`` (removed on exit): the "before" side of a before/after."""
+    base = Path(tempfile.mkdtemp(prefix="daskgp-base-"))
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), revision], check=True,
+                   capture_output=True)
+    try:
+        yield base
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+
+
+def run_child(tree: Path, script: str, args: list[str], timeout: int = 1800) -> dict:
+    """Run ``script`` (Python source) in its own single-threaded process whose daskgp is imported from
+    ``tree``; returns the JSON it printed on its last ``RESULT `` line, after checking that the daskgp it
+    reported (key "daskgp", its file) came from ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    env.setdefault("DASKGP_DATA", str(ROOT.parent / "shared" / "data"))
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(script)
+    try:
+        out = subprocess.run([sys.executable, f.name, *args], env=env, cwd=tempfile.gettempdir(),
+                             capture_output=True, text=True, timeout=timeout)
+    finally:
+        os.unlink(f.name)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    if out.returncode or not lines:
+        raise RuntimeError(f"the child process on {tree} failed:\n{out.stderr[-2000:]}")
+    res = json.loads(lines[-1][7:])
+    assert Path(res.pop("daskgp")).resolve().is_relative_to(tree.resolve()), f"ran a daskgp outside {tree}"
+    return res

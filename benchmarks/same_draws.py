@@ -13,16 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _common import write_results  # noqa: E402
+from _common import ROOT, base_worktree, head_revision, run_child, write_results  # noqa: E402
 
 METHODS = ("sghmc", "sgld", "mh")
 _CHILD = r"""
@@ -53,21 +50,7 @@ if __name__ == "__main__":
 
 
 def _run(tree: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    env.setdefault("DASKGP_DATA", str(ROOT.parent / "shared" / "data"))
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(_CHILD)
-    try:
-        out = subprocess.run([sys.executable, f.name, ",".join(METHODS)], env=env, cwd=tempfile.gettempdir(),
-                             capture_output=True, text=True, timeout=1800)
-    finally:
-        os.unlink(f.name)
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
-    if out.returncode or not lines:
-        raise RuntimeError(f"the run in {tree} failed:\n{out.stderr[-2000:]}")
-    res = json.loads(lines[-1][7:])
-    assert Path(res.pop("daskgp")).resolve().is_relative_to(tree.resolve()), "ran the wrong tree"
-    return res
+    return run_child(tree, _CHILD, [",".join(METHODS)])
 
 
 def main() -> int:
@@ -75,17 +58,10 @@ def main() -> int:
     ap.add_argument("--base", default="de4ca6f", help="the revision before the sampler registry")
     ap.add_argument("--out", default=str(HERE / "results" / "same_draws.json"))
     args = ap.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="daskgp-base-"))
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), args.base], check=True,
-                   capture_output=True)
     t0 = time.perf_counter()
-    try:
+    with base_worktree(args.base) as base:
         before, after = _run(base), _run(ROOT)
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
-    results = {"benchmark": "same_draws", "base": args.base, "head": head, "cpus": os.cpu_count(),
+    results = {"benchmark": "same_draws", "base": args.base, "head": head_revision(), "cpus": os.cpu_count(),
                "before": before, "after": after, "wall_s": time.perf_counter() - t0,
                "identical": {m: before[m]["sha1"] == after[m]["sha1"] for m in METHODS}}
     write_results(Path(args.out), results)

@@ -27,18 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _common import write_results  # noqa: E402
+from _common import ROOT, base_worktree, head_revision, run_child, write_results  # noqa: E402
 
 # the measurement, run in a child process whose daskgp comes from PYTHONPATH (a base worktree or this one)
 _CHILD = r"""
@@ -133,23 +130,9 @@ if __name__ == "__main__":
 
 
 def _measure(tree: Path, kernel: str, reps: int, concrete: bool = False) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    env.setdefault("DASKGP_DATA", str(ROOT.parent / "shared" / "data"))
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(_CHILD)
-    try:
-        t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, f.name, kernel, str(reps), str(int(concrete))], env=env,
-                             cwd=tempfile.gettempdir(),
-                             capture_output=True, text=True, timeout=1800)
-    finally:
-        os.unlink(f.name)
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
-    if out.returncode or not lines:
-        raise RuntimeError(f"the measurement in {tree} failed:\n{out.stderr[-2000:]}")
-    res = json.loads(lines[-1][7:])
+    t0 = time.perf_counter()
+    res = run_child(tree, _CHILD, [kernel, str(reps), str(int(concrete))])
     res["wall_s"] = time.perf_counter() - t0
-    assert Path(res.pop("daskgp")).resolve().is_relative_to(tree.resolve()), "measured the wrong tree"
     return res
 
 
@@ -164,14 +147,9 @@ def main() -> int:
     args = ap.parse_args()
     keys = ("sgpr_eval_s", "advgp_partition_s", "gpc_sep_pass_s", "exact_gradient_s") + \
         (("concrete_s_per_ess",) if args.concrete else ())
-    base = Path(tempfile.mkdtemp(prefix="daskgp-base-"))
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), args.base], check=True,
-                   capture_output=True)
-    results = {"benchmark": "shared_vocabulary", "base": args.base,
-               "head": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                      capture_output=True, text=True).stdout.strip(),
+    results = {"benchmark": "shared_vocabulary", "base": args.base, "head": head_revision(),
                "cpus": os.cpu_count(), "rounds": []}
-    try:
+    with base_worktree(args.base) as base:
         for r in range(args.rounds):
             pair = {}
             for side, tree in (("before", base), ("after", ROOT)) if r % 2 == 0 else (("after", ROOT),
@@ -181,8 +159,6 @@ def main() -> int:
                 print(f"round {r + 1} {side}: {medians}", flush=True)
             results["rounds"].append(pair)
         results["matern32_after"] = _measure(ROOT, "matern32", args.reps)
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
     summary = {}
     for k in keys:
         before = np.array([np.median(p["before"][k]) for p in results["rounds"]])

@@ -86,11 +86,17 @@ def _run(*args, timeout=600):
     return r
 
 
-def _kill_a_worker(client) -> int:
+def _kill_a_worker(client, holding_data: bool = False) -> int:
     """SIGKILL one worker process (its nanny starts a new one); returns the victim's pid after checking that
-    it is gone."""
+    it is gone. ``holding_data``: the worker holding the most keys, so the kill takes data with it (which
+    worker the scheduler placed the chunks on is its choice, not the test's)."""
     pids = client.run(os.getpid)
-    victim = sorted(pids.values())[0]
+    if holding_data:
+        held = {w: keys for w, keys in client.has_what().items() if keys}
+        assert held, "no worker holds data to lose"
+        victim = pids[max(sorted(held), key=lambda w: len(held[w]))]
+    else:
+        victim = sorted(pids.values())[0]
     os.kill(victim, signal.SIGKILL)
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -236,7 +242,7 @@ def test_a_gplvm_that_loses_a_worker_ends_where_the_undisturbed_fit_ends(schedul
 
     def kill_once(step, bound):
         if step == 8 and not killed:  # in the second round
-            killed.append(_kill_a_worker(client))
+            killed.append(_kill_a_worker(client, holding_data=True))
 
     g = dg.BayesianGPLVM(**kw)
     with caplog.at_level(logging.WARNING, logger="daskgp.sparse.gplvm"):

@@ -17,6 +17,7 @@ import os
 import numpy as np
 
 from ..core.files import write_atomically
+from ..core.plaindata import decode
 
 __all__ = ["RunError", "RunDamaged", "CHECKPOINT", "PREVIOUS", "read_document", "commit", "digest"]
 
@@ -41,9 +42,12 @@ def digest(values: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def read_document(folder: str, name: str = CHECKPOINT, problem=None) -> tuple[dict, bytes]:
+def read_document(folder: str, name: str = CHECKPOINT, problem=None, decoded: tuple[str, str] | None = None
+                  ) -> tuple[dict, bytes]:
     """(the parsed JSON document ``folder/name``, its raw bytes); RunDamaged naming the file when it is
-    missing, unreadable, empty, truncated, not JSON, or when ``problem(doc)`` returns a description."""
+    missing, unreadable, empty, truncated, not JSON, or when ``problem(doc)`` returns a description.
+    ``decoded = (key, what)``: ``doc[key]`` is plain data (:mod:`daskgp.core.plaindata`) decoded in place;
+    RunDamaged saying "``what`` is malformed" when it cannot be."""
     file = os.path.join(folder, name)
     try:
         with open(file, "rb") as f:
@@ -60,6 +64,12 @@ def read_document(folder: str, name: str = CHECKPOINT, problem=None) -> tuple[di
     found = problem(doc) if problem is not None else None
     if found is not None:
         raise RunDamaged(f"{file} is damaged ({found})")
+    if decoded is not None:
+        key, what = decoded
+        try:
+            doc[key] = decode(doc[key])
+        except (ValueError, TypeError, AttributeError, RecursionError) as e:
+            raise RunDamaged(f"{file} is damaged ({what} is malformed: {str(e)[:80]})") from None
     return doc, raw
 
 

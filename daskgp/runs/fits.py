@@ -28,7 +28,7 @@ import os
 import shutil
 
 from ..core.files import MARK, written_kind
-from ..core.plaindata import decode, encode
+from ..core.plaindata import encode
 from .commit import CHECKPOINT, PREVIOUS, RunDamaged, RunError, commit, read_document
 from .lock import LOCK_NAME, RunLocked, acquire, clear_for_repair, lock_info, release
 
@@ -119,13 +119,7 @@ class FitStore:
         return None
 
     def _read(self, name: str = CHECKPOINT) -> tuple[dict, bytes]:
-        doc, raw = read_document(self.path, name, self._problem)
-        try:
-            doc["state"] = decode(doc["state"])
-        except (ValueError, TypeError, AttributeError, RecursionError) as e:
-            raise RunDamaged(f"{os.path.join(self.path, name)} is damaged (its state is malformed: "
-                             f"{str(e)[:80]})") from None
-        return doc, raw
+        return read_document(self.path, name, self._problem, decoded=("state", "its state"))
 
     def _hint(self) -> str:
         try:

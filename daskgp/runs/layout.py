@@ -48,7 +48,6 @@ from dataclasses import dataclass
 import numpy as np
 import zarr
 
-from ..core.plaindata import decode
 from .commit import CHECKPOINT, PREVIOUS, RunDamaged, RunError, digest, read_document
 from .lock import LOCK_NAME, LockInfo, RunLocked, lock_info
 
@@ -168,10 +167,7 @@ def check_new_run_path(path, overwrite: bool = False) -> None:
         raise ValueError(f"refusing to write a run at {path}: it contains the working directory")
     kind = _kind(path)
     if kind == "absent":
-        ext = os.path.splitext(path)[1].lower()
-        if ext in _FILE_SUFFIXES:  # `--out r.nc` would make a zarr folder named like a netCDF file
-            raise ValueError(f"refusing to write a run at {path}: a run is a zarr folder, not a {ext} file; "
-                             "name it e.g. run.zarr")
+        _refuse_file_suffix(path)
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise FileNotFoundError(f"the output folder {parent} does not exist")
@@ -194,13 +190,17 @@ def check_new_run_path(path, overwrite: bool = False) -> None:
             raise RunLocked(f"refusing to overwrite {path}: {info.describe()}")
 
 
+def _refuse_file_suffix(path: str) -> None:
+    ext = os.path.splitext(path)[1].lower()
+    if ext in _FILE_SUFFIXES:  # `--out r.nc` would make a zarr folder named like a netCDF file
+        raise ValueError(f"refusing to write a run at {path}: a run is a zarr folder, not a {ext} file; "
+                         "name it e.g. run.zarr")
+
+
 def _check_is_run(path: str) -> None:
     kind = _kind(path)
     if kind == "absent":
-        ext = os.path.splitext(path)[1].lower()
-        if ext in _FILE_SUFFIXES:  # `--out r.nc` would make a zarr folder named like a netCDF file
-            raise ValueError(f"refusing to write a run at {path}: a run is a zarr folder, not a {ext} file; "
-                             "name it e.g. run.zarr")
+        _refuse_file_suffix(path)
         raise FileNotFoundError(f"no run at {path}")
     if kind == "legacy":
         raise RunError(f"{path} was written by an earlier daskgp whose checkpoint "
@@ -263,13 +263,7 @@ def _problem(doc) -> str | None:
 
 def _read_checkpoint_file(path: str, name: str = CHECKPOINT) -> tuple[dict, bytes]:
     """(decoded checkpoint, its raw bytes); RunDamaged naming the file when it is missing or malformed."""
-    doc, raw = read_document(path, name, _problem)
-    try:
-        doc["states"] = decode(doc["states"])
-    except (ValueError, TypeError, AttributeError, RecursionError) as e:
-        raise RunDamaged(f"{os.path.join(path, name)} is damaged (a chain state is malformed: "
-                         f"{str(e)[:80]})") from None
-    return doc, raw
+    return read_document(path, name, _problem, decoded=("states", "a chain state"))
 
 
 def _checkpoint_hint(path: str) -> str:
