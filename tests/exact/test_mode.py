@@ -55,7 +55,7 @@ def test_the_laplace_precision_from_common_probes_is_unbiased(concrete, exact_fu
     """The warmup's curvature: central differences of the gradient with 8 common probes. The difference
     quotient is linear in the probe averages, so the estimated precision (the inverse of what
     laplace_covariance returns) is unbiased for the exact one up to O(h²) and the CG tolerance (both below
-    1e-6 relative here). Test: R = 30 independent probe sets at the exact mode; each of the 6 distinct
+    1e-6 relative here). Test: R = 15 independent probe sets at the exact mode; each of the 6 distinct
     precision entries' mean against the exact Cholesky value in units of its standard error over the
     replicates, against Student's t with R − 1 degrees of freedom at 1e-3 / 6 two-sided (Bonferroni):
     false alarm below 1e-3. Power: the same means are compared with a precision whose sds are all 25 % too
@@ -65,7 +65,7 @@ def test_the_laplace_precision_from_common_probes_is_unbiased(concrete, exact_fu
     X, y = concrete.X_std, concrete.y_std
     phi_full, H_full = exact_full
     post = GPPosterior(KernelOperator(X, make_kernel("rbf"), 0.3), y, n_probes=8, rng=0, precond="pivchol")
-    R = 30
+    R = 15
     iu = np.triu_indices(len(phi_full))
     est = np.array([np.linalg.inv(laplace_covariance(post, phi_full, rng=100 + r))[iu] for r in range(R)])
     exact = np.linalg.inv(H_full)[iu]
