@@ -90,7 +90,7 @@ def _kill_a_worker(client) -> int:
     """SIGKILL one worker process (its nanny starts a new one); returns the victim's pid after checking that
     it is gone."""
     pids = client.run(os.getpid)
-    return _wait_gone(client, [sorted(pids.values())[0]])[0]
+    return _kill_and_wait(client, [sorted(pids.values())[0]])[0]
 
 
 def _kill_workers_holding_data(client) -> list[int]:
@@ -100,10 +100,10 @@ def _kill_workers_holding_data(client) -> list[int]:
     pids = client.run(os.getpid)
     victims = [pids[w] for w, keys in sorted(client.has_what().items()) if keys]
     assert victims, "no worker holds data to lose"
-    return _wait_gone(client, victims)
+    return _kill_and_wait(client, victims)
 
 
-def _wait_gone(client, victims: list[int]) -> list[int]:
+def _kill_and_wait(client, victims: list[int]) -> list[int]:
     for victim in victims:
         os.kill(victim, signal.SIGKILL)
     deadline = time.time() + 60
@@ -114,7 +114,7 @@ def _wait_gone(client, victims: list[int]) -> list[int]:
         except Exception:  # the scheduler is still noticing the loss
             pass
         time.sleep(0.2)
-    raise AssertionError("the killed worker is still listed")
+    raise AssertionError("a killed worker is still listed")
 
 
 def _committed(run) -> int:
