@@ -96,7 +96,7 @@ def _advgp(client, data, m: int, tau: int, budget: float, batch: int, partitions
             "updates_triggered_per_partition": np.bincount([r.partition for r in rec],
                                                            minlength=partitions).tolist(),
             "gradients_per_partition": est.gradients_per_partition_,
-            "noise_sd_minutes": float(np.sqrt(1 / est.params_.beta) * est.y_scale_),
+            "noise_sd_minutes": float(np.sqrt(est.params_.noise) * est.y_scale_),
             "objective": est.objective_, "delays": delays, "converged": bool(est.converged_)}
 
 
@@ -140,7 +140,7 @@ def _costs(Xs, ys, m: int, rows: int = 20_000, reps: int = 3) -> dict:
 
     d = Xs.shape[1]
     Z = kmeans_inducing(Xs[:rows], m, 0)
-    p = ADVGPParams(Z, 1.0, np.full(d, np.sqrt(d)), 2.0, np.zeros(m), np.eye(m))
+    p = ADVGPParams(Z, 1.0, np.full(d, np.sqrt(d)), 0.5, np.zeros(m), np.eye(m))
     secs = []
     for _ in range(reps):
         t0 = time.perf_counter()

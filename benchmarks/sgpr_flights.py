@@ -165,7 +165,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             data = os.path.join(tmp, "sgpr.npz")
             np.savez(data, X=Xs, y=ys, Z=theta.Z, variance=theta.variance, lengthscales=theta.lengthscales,
-                     noise=1.0 / theta.beta)
+                     noise=theta.noise)
             peer = _run_json([py, str(HERE / "_gpytorch_sgpr_peer.py"), data, "--reps", str(a.reps),
                               "--threads", "2"], timeout=3600)
         peer["float64"]["seconds_median"] = float(np.median(peer["float64"]["seconds"][1:] or

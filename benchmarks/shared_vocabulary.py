@@ -57,12 +57,16 @@ def main():
     rng = np.random.default_rng(0)
     Z = Xs[rng.choice(len(Xs), 100, replace=False)]
     out = {"daskgp": daskgp.__file__}
-    if kernel == "rbf":
-        from daskgp.sparse.bound import GlobalParams
-        theta = GlobalParams(Z, 1.0, np.full(Xs.shape[1], 2.0), 4.0)
+    from daskgp.sparse.bound import GlobalParams
+    # noise variance 0.25 = precision 4: before issue 32 the fourth field was the precision, positional
+    as_variance = "noise" in GlobalParams.__dataclass_fields__
+    noise = 0.25 if as_variance else 4.0
+    if as_variance:
+        theta = GlobalParams(Z, 1.0, np.full(Xs.shape[1], 2.0), noise=noise, kernel=kernel)
+    elif kernel == "rbf":
+        theta = GlobalParams(Z, 1.0, np.full(Xs.shape[1], 2.0), noise)
     else:
-        from daskgp.inducing.features import GlobalParams
-        theta = GlobalParams(Z, 1.0, np.full(Xs.shape[1], 2.0), 4.0, kernel)
+        theta = GlobalParams(Z, 1.0, np.full(Xs.shape[1], 2.0), noise, kernel)
     from daskgp.sparse.chunks import ChunkedRows
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                       memory_limit="8GiB") as cluster, Client(cluster) as client:
@@ -76,7 +80,7 @@ def main():
     from daskgp.advgp.model import ADVGPParams, partition_objective
     X20, y20 = Xs[:20_000], ys[:20_000]
     extra = {} if kernel == "rbf" else {"kernel": kernel}
-    p = ADVGPParams(Z, 1.0, np.full(Xs.shape[1], 2.0), 4.0, np.zeros(100), np.eye(100), **extra)
+    p = ADVGPParams(Z, 1.0, np.full(Xs.shape[1], 2.0), noise, np.zeros(100), np.eye(100), **extra)
     partition_objective(X20, y20, p)
     secs = []
     for _ in range(reps):

@@ -17,22 +17,32 @@ import os
 import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import RowChunks
 from ..core.fingerprint import fingerprint
-from ..core.validation import check_int, fit_data, new_data, seed_from, standardising_moments
-from ..inducing.features import kernel_name, kmn
+from ..core.kernels import kernel_name
+from ..core.validation import (
+    ValidatedParams,
+    at_least,
+    fit_data,
+    new_data,
+    real_in,
+    seed_from,
+    standardising_moments,
+)
+from ..inducing.features import kmn
 from ..inducing.placement import kmeans_inducing
 from ..inducing.stats import summed_stats
 from ..runs.commit import RunDamaged
 from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
-from .server import ParameterServer, ServerCheckpoint
+from .server import OPTIMIZERS, ParameterServer, ServerCheckpoint
 
 __all__ = ["ADVGPRegressor"]
 
 
-class ADVGPRegressor(RegressorMixin, BaseEstimator):
+class ADVGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
     """Sparse variational GP regression with a stationary ARD kernel (RBF or Matérn) in ADVGP's weight space,
     fitted by asynchronous delayed proximal gradients on a Dask cluster.
 
@@ -41,7 +51,7 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
     <daskgp.advgp.server.ParameterServer.converged_at>`; None: run ``max_iter`` updates); tau: staleness
     bound (0: synchronous); n_partitions: row partitions (default: two per worker); feature_map: 'cholesky'
     (eq. 11), 'nystrom' (eq. 21) or 'ensemble' (eq. 22, with ``groups``); optimizer: 'adam' (Adam with its
-    own step size for the inducing inputs, ``inducing_rate``, and for log σ², log l, log β,
+    own step size for the inducing inputs, ``inducing_rate``, and for log σ², log l, log σ²_n,
     ``learning_rate``; natural-gradient steps of size ``q_step`` on q(w)) or 'adadelta' (the paper's
     Algorithm 1: ADADELTA with ε = ``adadelta_eps`` and the proximal step on q(w)); scheduler: a
     dask-scheduler address (default: this process's client, else a local cluster); noise_init: initial noise
@@ -76,33 +86,24 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
         tags.non_deterministic = not (isinstance(self.tau, int) and self.tau == 0)
         return tags
 
+    _parameter_constraints = {
+        "n_inducing": [at_least(1)], "max_iter": [at_least(1)], "tol": [real_in(0, None, "left"), None],
+        "tau": [at_least(0)], "n_partitions": [at_least(1), None],
+        "feature_map": [StrOptions(set(FEATURE_MAPS))], "groups": [at_least(1)],
+        "optimizer": [StrOptions(set(OPTIMIZERS))], "learning_rate": [real_in(0, 1, "left")],
+        "inducing_rate": [real_in(0, 1, "left")], "q_step": [real_in(0, 1, "right")],
+        "scheduler": [str, None], "noise_init": [real_in(0, 10)],  # relative to var y
+        "adadelta_eps": [real_in(0, None)], "batch_size": [at_least(1), None],
+        "random_state": ["random_state"],
+        "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
+    }
+
     def _check_params(self, n: int) -> None:
-        for name in ("n_inducing", "max_iter", "groups"):
-            check_int(name, getattr(self, name))
-        check_int("tau", self.tau, low=0)
-        if self.n_partitions is not None:
-            check_int("n_partitions", self.n_partitions)
-        if self.batch_size is not None:
-            check_int("batch_size", self.batch_size)
+        """The constructor's parameters (scikit-learn's validation), then what depends on the data."""
+        self._validate_params()
+        kernel_name(self.kernel)
         if self.n_inducing > n:
             raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
-        if self.feature_map not in FEATURE_MAPS:
-            raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {self.feature_map!r}")
-        if not 0 < self.noise_init < 10:
-            raise ValueError(f"noise_init must be in (0, 10) (relative to var y), got {self.noise_init}")
-        from .server import OPTIMIZERS
-
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        for name in ("learning_rate", "inducing_rate"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and 0 <= v < 1):
-                raise ValueError(f"{name} must be in [0, 1), got {v!r}")
-        if not (isinstance(self.q_step, (int, float)) and 0 < self.q_step <= 1):
-            raise ValueError(f"q_step must be in (0, 1], got {self.q_step!r}")
-        if self.tol is not None and not (isinstance(self.tol, (int, float)) and self.tol >= 0):
-            raise ValueError(f"tol must be None or >= 0, got {self.tol!r}")
-        kernel_name(self.kernel)
 
     def fit(self, X, y, client=None, callback=None, delays=None, checkpoint=None, resume: bool = False,
             keep_checkpoint: bool = False, time_budget: float | None = None):
@@ -142,7 +143,7 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
             try:
                 m, k = int(self.n_inducing), int(self.n_inducing) // int(self.groups)
                 Z = kmeans_inducing(Xs, m, seed)
-                p0 = ADVGPParams(Z, 1.0, np.full(d, math.sqrt(d)), 1.0 / self.noise_init, np.zeros(k),
+                p0 = ADVGPParams(Z, 1.0, np.full(d, math.sqrt(d)), self.noise_init, np.zeros(k),
                                  np.eye(k), self.feature_map, int(self.groups), kernel_name(self.kernel))
                 if state is None:
                     p0.mu, p0.U = optimal_q(summed_stats(chunks, p0.inducing), p0)
@@ -190,7 +191,7 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
             {"inducing_points": (("inducing", "feature"), p.Z * self.x_scale_ + self.x_mean_, x_units),
              "lengthscales": (("feature",), p.lengthscales * self.x_scale_, x_units),
              "kernel_variance": ((), p.variance * self.y_scale_**2, {"units": "y units squared"}),
-             "noise_variance": ((), self.y_scale_**2 / p.beta, {"units": "y units squared"}),
+             "noise_variance": ((), self.y_scale_**2 * p.noise, {"units": "y units squared"}),
              "q_mean": (("weight",), p.mu), "q_chol_upper": (("weight", "weight_"), p.U),
              "objective": (("update",), np.array([r.objective for r in rec]),
                            {"units": "nats (standardised y)"}),
@@ -230,5 +231,5 @@ class ADVGPRegressor(RegressorMixin, BaseEstimator):
         Phi = kmn(p.inducing, Xs).T @ W  # (b, k)
         mean = Phi @ p.mu
         var = np.sum((Phi @ p.U.T) ** 2, axis=1) + p.variance - np.sum(Phi**2, axis=1)
-        var = np.maximum(var, 1e-12 * p.variance) + (1.0 / p.beta if noise else 0.0)
+        var = np.maximum(var, 1e-12 * p.variance) + (p.noise if noise else 0.0)
         return np.column_stack([mean * self.y_scale_ + self.y_mean_, np.sqrt(var) * self.y_scale_])

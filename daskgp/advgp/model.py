@@ -25,8 +25,9 @@ through W(K_mm) (∂G/∂W = −β C μᵀ + β D W M, back-propagated through t
 the kernel). μ and U get eqs. (16)–(17) summed: ∂G/∂μ = β(WᵀDWμ − WᵀC), ∂G/∂U = β triu(U WᵀDW).
 
 Everything is in the standardised units of the caller (the estimator standardises). Parameters are carried as
-one flat vector (:class:`ADVGPParams`): Z, log σ², log l, log β (the kernel part, stepped by ADADELTA), then
-μ and the upper triangle of U (stepped and then moved by the proximal operator of h, eqs. 18–20).
+one flat vector (:class:`ADVGPParams`): Z, log σ², log l, log σ²_n (the noise variance; the kernel part,
+stepped by ADADELTA), then μ and the upper triangle of U (stepped and then moved by the proximal operator of
+h, eqs. 18–20).
 """
 
 from __future__ import annotations
@@ -48,14 +49,15 @@ FEATURE_MAPS = ("cholesky", "nystrom", "ensemble")
 
 @dataclass
 class ADVGPParams:
-    """Z (m, q) inducing inputs; variance σ², lengthscales (q,), beta (noise precision) of the GP with the
-    stationary ARD kernel named ``kernel`` ('rbf', 'matern32', 'matern52'); mu (k,) and U (k, k) upper
+    """Z (m, q) inducing inputs; variance σ², lengthscales (q,), noise (the noise variance σ²_n; the
+    objective is written in its precision :attr:`beta`) of the GP with the stationary ARD kernel named
+    ``kernel`` ('rbf', 'matern32', 'matern52'); mu (k,) and U (k, k) upper
     triangular of q(w) = N(μ, UᵀU). ``groups``: the ensemble map's g (1 else)."""
 
     Z: np.ndarray
     variance: float
     lengthscales: np.ndarray
-    beta: float
+    noise: float
     mu: np.ndarray
     U: np.ndarray
     feature_map: str = "cholesky"
@@ -82,6 +84,11 @@ class ADVGPParams:
         return self.Z.shape[0]
 
     @property
+    def beta(self) -> float:
+        """The noise precision 1/σ²_n."""
+        return 1.0 / self.noise
+
+    @property
     def k(self) -> int:
         """The dimension of φ(x) and w."""
         return self.Z.shape[0] // self.groups
@@ -89,17 +96,17 @@ class ADVGPParams:
     @property
     def inducing(self) -> GlobalParams:
         """The kernel part as the sparse families' shared parameters."""
-        return GlobalParams(self.Z, self.variance, self.lengthscales, self.beta, self.kernel)
+        return GlobalParams(self.Z, self.variance, self.lengthscales, noise=self.noise, kernel=self.kernel)
 
     @property
     def n_kernel(self) -> int:
-        """Length of the kernel part of the vector: Z, log σ², log l, log β."""
+        """Length of the kernel part of the vector: Z, log σ², log l, log σ²_n."""
         return self.Z.size + self.Z.shape[1] + 2
 
     def to_vector(self) -> np.ndarray:
         iu = np.triu_indices(self.k)
         return np.concatenate([self.Z.ravel(), [math.log(self.variance)], np.log(self.lengthscales),
-                               [math.log(self.beta)], self.mu, self.U[iu]])
+                               [math.log(self.noise)], self.mu, self.U[iu]])
 
     def with_vector(self, v) -> ADVGPParams:
         """The same model with the parameters of the flat vector ``v`` (see :meth:`to_vector`)."""
@@ -107,12 +114,12 @@ class ADVGPParams:
         v = np.asarray(v, dtype=float)
         Z = v[:m * q].reshape(m, q)
         o = m * q
-        variance, ls, beta = math.exp(v[o]), np.exp(v[o + 1:o + 1 + q]), math.exp(v[o + 1 + q])
+        variance, ls, noise = math.exp(v[o]), np.exp(v[o + 1:o + 1 + q]), math.exp(v[o + 1 + q])
         o += q + 2
         mu = v[o:o + k]
         U = np.zeros((k, k))
         U[np.triu_indices(k)] = v[o + k:]
-        return ADVGPParams(Z, variance, ls, beta, mu, U, self.feature_map, self.groups, self.kernel)
+        return ADVGPParams(Z, variance, ls, noise, mu, U, self.feature_map, self.groups, self.kernel)
 
 
 def weight_map(p: ADVGPParams):
@@ -215,7 +222,7 @@ def partition_objective(X, y, p: ADVGPParams, grad: bool = True, natural: bool =
     dZ, dvar, dls = dZ + kZ, dvar + kvar, dls + kls
     dbeta = -0.5 * stats.n / beta + 0.5 * quad
     iu = np.triu_indices(p.k)
-    kernel = [dZ.ravel(), [dvar * p.variance], dls * p.lengthscales, [dbeta * beta]]
+    kernel = [dZ.ravel(), [dvar * p.variance], dls * p.lengthscales, [-dbeta * beta]]  # ∂/∂log σ²_n
     if natural:
         return G, np.concatenate([*kernel, np.zeros(p.k + len(iu[0])), stats.C[:, 0],
                                   stats.D[np.triu_indices(m)]])

@@ -140,7 +140,7 @@ class ParameterServer:
         if len(self.delays) != r:
             raise ValueError(f"delays must have one entry per partition ({r}), got {len(self.delays)}")
         self.template = {"Z": self.params.Z, "variance": self.params.variance,
-                         "lengthscales": self.params.lengthscales, "beta": self.params.beta,
+                         "lengthscales": self.params.lengthscales, "noise": self.params.noise,
                          "mu": self.params.mu, "U": self.params.U, "feature_map": self.params.feature_map,
                          "groups": self.params.groups, "kernel": self.params.kernel}
         if self.optimizer not in OPTIMIZERS:
@@ -156,8 +156,8 @@ class ParameterServer:
         return Adam(self._kernel_part, self._rates())
 
     def _rates(self) -> np.ndarray:
-        """Adam's step per kernel coordinate: Z (standardised x units) apart from log σ², log l, log β; times
-        the step scale the plateaus have set (:meth:`converged_at`)."""
+        """Adam's step per kernel coordinate: Z (standardised x units) apart from log σ², log l, log σ²_n;
+        times the step scale the plateaus have set (:meth:`converged_at`)."""
         lr = np.full(self._kernel_part, float(self.learning_rate))
         lr[:self.params.Z.size] = float(self.inducing_rate)
         return lr * self._scale()

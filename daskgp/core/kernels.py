@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from array_api_compat import array_namespace
 
-__all__ = ["Kernel", "RBF", "Matern32", "Matern52", "make_kernel", "KERNELS"]
+__all__ = ["Kernel", "RBF", "Matern32", "Matern52", "make_kernel", "kernel_name", "KERNELS"]
 
 
 def _as_positive(name: str, value) -> np.ndarray:
@@ -254,3 +254,15 @@ def make_kernel(name: str, *, variance=1.0, lengthscale=1.0, ard: bool = False, 
             raise ValueError("an ARD kernel needs n_dims (or one lengthscale per dimension)")
         ell = np.full(n_dims, ell[0])
     return cls(variance=variance, lengthscale=ell, ard=ard)
+
+
+def kernel_name(kernel) -> str:
+    """The registry name of an estimator's ``kernel=`` argument: a name of
+    :data:`KERNELS` ('rbf', 'matern32', 'matern52', any case) or a kernel object of
+    those classes (its type counts; its hyperparameters are learnt). Raises ValueError for anything else."""
+    if isinstance(kernel, Kernel):
+        return type(kernel).name
+    if isinstance(kernel, str) and kernel.lower() in KERNELS:
+        return kernel.lower()
+    raise ValueError(f"kernel must be one of {sorted(KERNELS)} or a kernel object of daskgp.core.kernels, "
+                     f"got {kernel!r}")

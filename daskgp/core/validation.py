@@ -167,3 +167,48 @@ def _check_finite(a: np.ndarray, name: str) -> None:
         bad = np.argwhere(~np.isfinite(a))
         raise ValueError(f"{name} contains {len(bad)} non-finite value(s) (NaN or inf), first at index "
                          f"{tuple(int(i) for i in bad[0])}")
+
+
+class ValidatedParams:
+    """scikit-learn's parameter validation for an estimator: ``_parameter_constraints`` maps every
+    constructor parameter to its allowed values (``sklearn.utils._param_validation``: ``Interval``,
+    ``StrOptions``, types, ``None``, ``"boolean"``, ``"random_state"``, ``"no_validation"``), checked by
+    ``_validate_params()`` at the start of ``fit`` with scikit-learn's own messages ("The 'n_inducing'
+    parameter of SparseGPRegressor must be an int in the range [1, inf). Got 2.7 instead.") and its
+    ``InvalidParameterError`` (a ValueError). One rule is stricter than scikit-learn's: True and False are
+    not numbers here (scikit-learn lets ``n_inducing=True`` through as 1)."""
+
+    _parameter_constraints: dict = {}
+
+    def _validate_params(self) -> None:
+        from sklearn.utils._param_validation import Interval, InvalidParameterError
+
+        super()._validate_params()
+        for name, constraints in self._parameter_constraints.items():
+            if constraints == "no_validation":
+                continue
+            value = getattr(self, name)
+            numeric = [c for c in constraints if isinstance(c, Interval)]
+            if isinstance(value, (bool, np.bool_)) and numeric and "boolean" not in constraints:
+                allowed = " or ".join(str(c) for c in numeric)
+                raise InvalidParameterError(f"The {name!r} parameter of {type(self).__name__} must be "
+                                            f"{allowed}. Got {value!r} instead.")
+
+
+def at_least(low: int = 1):
+    """The ``_parameter_constraints`` entry of an integer parameter ≥ ``low``."""
+    from numbers import Integral
+
+    from sklearn.utils._param_validation import Interval
+
+    return Interval(Integral, low, None, closed="left")
+
+
+def real_in(low, high, closed: str = "neither"):
+    """The ``_parameter_constraints`` entry of a real parameter in (low, high) (``closed``: 'left',
+    'right', 'both' or 'neither'; None for an unbounded side)."""
+    from numbers import Real
+
+    from sklearn.utils._param_validation import Interval
+
+    return Interval(Real, low, high, closed=closed)

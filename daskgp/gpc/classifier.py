@@ -18,12 +18,21 @@ import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import RowChunks
-from ..core.validation import check_int, fit_data, new_data, seed_from, standardising_moments
-from ..inducing.features import kernel_name
+from ..core.kernels import kernel_name
+from ..core.validation import (
+    ValidatedParams,
+    at_least,
+    fit_data,
+    new_data,
+    real_in,
+    seed_from,
+    standardising_moments,
+)
 from ..inducing.placement import kmeans_inducing
 from .ep import METHODS, Factor, GPCParams, Posterior
 from .fit import DEFAULT_DAMPING, Adam, EPState, GPCCheckpoint, collapsed, minibatch_damping, run_ep
@@ -31,7 +40,7 @@ from .fit import DEFAULT_DAMPING, Adam, EPState, GPCCheckpoint, collapsed, minib
 __all__ = ["SparseGPClassifier"]
 
 
-class SparseGPClassifier(ClassifierMixin, BaseEstimator):
+class SparseGPClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
     """Sparse GP classification (probit likelihood, FITC, a stationary ARD kernel) by expectation propagation.
 
     n_inducing: m; method: 'ep' (a site per point, memory O(n) on the workers), 'sep' (one global factor,
@@ -67,21 +76,21 @@ class SparseGPClassifier(ClassifierMixin, BaseEstimator):
         tags.classifier_tags.multi_class = False  # binary: more classes are refused with a clear error
         return tags
 
+    _parameter_constraints = {
+        "n_inducing": [at_least(1)], "method": [StrOptions(set(METHODS))], "max_iter": [at_least(1)],
+        "chunk_rows": [at_least(1)], "batch_size": [at_least(1), None],
+        "damping": [real_in(0, 1, "right"), None],
+        "learning_rate": [real_in(0, 1, "left")], "learn_inducing": ["boolean"], "scheduler": [str, None],
+        "random_state": ["random_state"],
+        "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
+    }
+
     def _check_params(self, n: int) -> None:
-        for name in ("n_inducing", "max_iter", "chunk_rows"):
-            check_int(name, getattr(self, name))
-        if self.batch_size is not None:
-            check_int("batch_size", self.batch_size)
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        ok = isinstance(self.damping, (int, float)) and 0 < self.damping <= 1
-        if self.damping is not None and not ok:
-            raise ValueError(f"damping must be in (0, 1], got {self.damping!r}")
-        if not (isinstance(self.learning_rate, (int, float)) and 0 <= self.learning_rate < 1):
-            raise ValueError(f"learning_rate must be in [0, 1), got {self.learning_rate!r}")
+        """The constructor's parameters (scikit-learn's validation), then what depends on the data."""
+        self._validate_params()
+        kernel_name(self.kernel)
         if self.n_inducing > n:
             raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
-        kernel_name(self.kernel)
 
     def _damping(self, n: int) -> float:
         if self.damping is not None:

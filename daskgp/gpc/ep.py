@@ -103,9 +103,9 @@ class GPCParams:
 
     @property
     def inducing(self) -> GlobalParams:
-        """The kernel part as the sparse families' shared parameters (their noise precision β is unused:
-        a classifier has no Gaussian noise)."""
-        return GlobalParams(self.Z, self.variance, self.lengthscales, 1.0, self.kernel)
+        """The kernel part as the sparse families' shared parameters (their noise variance is unused: a
+        classifier has no Gaussian noise)."""
+        return GlobalParams(self.Z, self.variance, self.lengthscales, noise=1.0, kernel=self.kernel)
 
     def to_vector(self) -> np.ndarray:
         return np.concatenate([self.Z.ravel(), [math.log(self.variance)], np.log(self.lengthscales)])

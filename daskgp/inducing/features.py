@@ -20,13 +20,13 @@ Units: the caller's (the estimators standardise first). Array code follows the a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 from array_api_compat import array_namespace
 
 from ..compute.backend import like, to_host
-from ..core.kernels import KERNELS, Kernel
+from ..core.kernels import KERNELS, Kernel, kernel_name
 
 __all__ = ["JITTER", "CLASSIFIER_JITTER", "GlobalParams", "kernel_name", "kernel_of", "kmm", "kmn",
            "kmm_backprop", "kmn_backprop", "cross_backprop"]
@@ -58,15 +58,18 @@ CLASSIFIER_JITTER = 1e-5
 @dataclass(frozen=True)
 class GlobalParams:
     """The global parameters of an inducing-point model: inducing inputs Z (m, q), kernel variance σ²
-    (y units²), ARD lengthscales l (q,) (x units; a scalar is broadcast to every input dimension), noise
-    precision β (1/y units²; the estimators report the noise variance 1/β) and the kernel's registry name
+    (y units²), ARD lengthscales l (q,) (x units; a scalar is broadcast to every input dimension), the noise
+    variance σ²_n (y units², keyword-only: the exact GP's and the likelihood's parameter; the bounds are
+    written in its precision :attr:`beta` = 1/σ²_n) and the kernel's registry name
     (``daskgp.core.kernels.KERNELS``: 'rbf', 'matern32', 'matern52'). Unconstrained vector: Z, log σ², log l,
-    log β; the kernel's name is structure, not a parameter."""
+    log σ²_n; the kernel's name is structure, not a parameter. (daskgp 0.3 held the precision β here,
+    the fourth positional field; keyword-only, an old positional call fails instead of changing meaning.)"""
 
     Z: np.ndarray
     variance: float
     lengthscales: np.ndarray
-    beta: float
+    _: KW_ONLY
+    noise: float
     kernel: str = "rbf"
 
     def __post_init__(self):
@@ -82,43 +85,37 @@ class GlobalParams:
         object.__setattr__(self, "Z", Z)
         object.__setattr__(self, "variance", float(self.variance))
         object.__setattr__(self, "lengthscales", np.broadcast_to(ls, (Z.shape[1],)).copy())
-        object.__setattr__(self, "beta", float(self.beta))
+        object.__setattr__(self, "noise", float(self.noise))
 
     @property
     def m(self) -> int:
         return self.Z.shape[0]
 
+    @property
+    def beta(self) -> float:
+        """The noise precision 1/σ²_n (1/y units²), in which the bounds are written."""
+        return 1.0 / self.noise
+
     def to_vector(self) -> np.ndarray:
         return np.concatenate([self.Z.ravel(), [math.log(self.variance)], np.log(self.lengthscales),
-                               [math.log(self.beta)]])
+                               [math.log(self.noise)]])
 
     @classmethod
     def from_vector(cls, v, m: int, q: int, kernel: str = "rbf") -> GlobalParams:
         v = np.asarray(v, dtype=float)
         Z = v[:m * q].reshape(m, q).copy()
-        return cls(Z, float(np.exp(v[m * q])), np.exp(v[m * q + 1:m * q + 1 + q]), float(np.exp(v[-1])),
-                   kernel)
+        return cls(Z, float(np.exp(v[m * q])), np.exp(v[m * q + 1:m * q + 1 + q]), noise=float(np.exp(v[-1])),
+                   kernel=kernel)
 
     def with_vector(self, v) -> GlobalParams:
         """The parameters at unconstrained vector ``v``, same shapes and kernel."""
         return self.from_vector(v, *self.Z.shape, kernel=self.kernel)
 
     def grad_vector(self, dZ, dvar, dls, dbeta) -> np.ndarray:
-        """Chain rule to the unconstrained vector from gradients in natural parameters."""
+        """Chain rule to the unconstrained vector from gradients in natural parameters (the noise's as
+        ∂/∂β, the precision the bounds are written in: ∂/∂log σ²_n = −β ∂/∂β)."""
         return np.concatenate([np.asarray(dZ).ravel(), [dvar * self.variance],
-                               np.asarray(dls) * self.lengthscales, [dbeta * self.beta]])
-
-
-def kernel_name(kernel) -> str:
-    """The registry name of an estimator's ``kernel=`` argument: a name of
-    :data:`daskgp.core.kernels.KERNELS` ('rbf', 'matern32', 'matern52', any case) or a kernel object of
-    those classes (its type counts; its hyperparameters are learnt). Raises ValueError for anything else."""
-    if isinstance(kernel, Kernel):
-        return type(kernel).name
-    if isinstance(kernel, str) and kernel.lower() in KERNELS:
-        return kernel.lower()
-    raise ValueError(f"kernel must be one of {sorted(KERNELS)} or a kernel object of daskgp.core.kernels, "
-                     f"got {kernel!r}")
+                               np.asarray(dls) * self.lengthscales, [-dbeta * self.beta]])
 
 
 def kernel_of(name: str, variance: float, lengthscales) -> Kernel:

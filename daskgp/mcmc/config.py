@@ -6,7 +6,8 @@ the same chains (``fingerprint``, re-exported from :mod:`daskgp.core.fingerprint
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,10 +18,10 @@ from ..core.validation import check_positive
 from .samplers import Sampler, find_sampler, get_sampler, sampler_names
 from .samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK, SGHMC_PRECOND_RANK_LARGE, SGHMC_PROBES
 
-__all__ = ["SamplerConfig", "fingerprint", "check_method_fits", "check_run_size", "MAX_CHAINS",
+__all__ = ["SamplerConfig", "ModelSpec", "SamplerSpec", "SolverSpec", "RunSpec", "Specs", "fingerprint",
+           "check_method_fits", "check_run_size", "MAX_CHAINS",
            # the SGHMC sampler's settings, defined in daskgp.mcmc.samplers.sghmc
            "SGHMC_PROBES", "SGHMC_PRECOND_RANK", "LARGE_N", "SGHMC_PRECOND_RANK_LARGE"]
-
 
 
 def __getattr__(name: str):
@@ -223,6 +224,71 @@ class SamplerConfig:
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(f"unknown sampler option {k!r}{hint}")
         return cls(**d).validate()
+
+    @classmethod
+    def from_specs(cls, model: ModelSpec | None = None, sampler: SamplerSpec | None = None,
+                   solver: SolverSpec | None = None, run: RunSpec | None = None) -> SamplerConfig:
+        """A validated configuration from its four typed parts (each defaulted when not given)."""
+        parts = {}
+        for name, kind, part in zip(Specs._fields, SPEC_TYPES, (model, sampler, solver, run), strict=True):
+            if part is not None and not isinstance(part, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}, got {type(part).__name__}")
+            parts.update(asdict(part if part is not None else kind()))
+        return cls(**parts).validate()
+
+    def specs(self) -> Specs:
+        """The configuration as its four typed parts (:class:`Specs`), defaults resolved. A run's stored
+        configuration (format 3, flat) reads into them by ``SamplerConfig.from_dict(d).specs()``."""
+        d = asdict(self)
+        return Specs(*(kind(**{f.name: d[f.name] for f in fields(kind)}) for kind in SPEC_TYPES))
+
+
+# The typed parts of a configuration: which fields of SamplerConfig each holds. The parts are made from
+# SamplerConfig's own fields (types and defaults), so they cannot drift from it; every field is in exactly
+# one part (tests/mcmc/test_config.py checks it).
+_PARTS = {
+    "ModelSpec": ("the GP model: ``kernel``, ``ard``, the Gamma(``prior_shape``, ``prior_rate``) priors",
+                  ("kernel", "ard", "prior_shape", "prior_rate")),
+    "SamplerSpec": ("the sampler and its start: ``method`` (a registered sampler), SGLD's step schedule and "
+                    "freezing, SGHMC's friction, step cap and noise budget, the adaptation length, the "
+                    "divergence bound, the warmup ('map' or 'subset') and its settings",
+                    ("method", "step_start", "step_end", "step_gamma", "step_iter", "batch",
+                     "freeze_threshold", "friction", "h_max", "noise_budget", "n_adapt", "max_abs_phi",
+                     "warmup", "warmup_iter", "laplace_probes", "overdispersion", "subset_size")),
+    "SolverSpec": ("the stochastic gradient: probes and how often they and the preconditioner are redrawn, "
+                   "the solver ('ulisse' / 'cg' / None by size) and its tolerances and roulette, the "
+                   "preconditioner and its rank, the cached kernel rows' dtype, the device",
+                   ("solver", "n_probes", "redraw_every", "es_tol", "tol", "beta", "roulette", "precond",
+                    "precond_rank", "cache_dtype", "device")),
+    "RunSpec": ("the run: chains, iterations per chain, seed, iterations per committed block, and the "
+                "target ESS / R-hat that stop it early",
+                ("n_chains", "n_iter", "seed", "checkpoint_every", "target_ess", "target_rhat")),
+}
+
+
+def _part(name: str, doc: str, names: tuple) -> type:
+    own = {f.name: f for f in fields(SamplerConfig)}
+    cls = make_dataclass(name, [(k, own[k].type, field(default=own[k].default)) for k in names],
+                         frozen=True, kw_only=True, module=__name__)
+    cls.__doc__ = (f"{doc[0].upper()}{doc[1:]} (fields and defaults as in :class:`SamplerConfig`; None: "
+                   "resolved by the sampler when the configuration is made). Frozen.")
+    return cls
+
+
+ModelSpec = _part("ModelSpec", *_PARTS["ModelSpec"])
+SamplerSpec = _part("SamplerSpec", *_PARTS["SamplerSpec"])
+SolverSpec = _part("SolverSpec", *_PARTS["SolverSpec"])
+RunSpec = _part("RunSpec", *_PARTS["RunSpec"])
+SPEC_TYPES = (ModelSpec, SamplerSpec, SolverSpec, RunSpec)
+
+
+class Specs(NamedTuple):
+    """A configuration in its four typed parts (:meth:`SamplerConfig.specs`)."""
+
+    model: ModelSpec
+    sampler: SamplerSpec
+    solver: SolverSpec
+    run: RunSpec
 
 
 MAX_CHAINS = 256  # R-hat and ESS need a few chains; beyond the workers more only queue

@@ -16,10 +16,11 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ..core.kernels import make_kernel
-from ..core.validation import fit_data, new_data, seed_from
+from ..core.kernels import Kernel, kernel_name, make_kernel
+from ..core.validation import ValidatedParams, at_least, fit_data, new_data, real_in, seed_from
 from ..datasets import scaler_meta
 from ..exact.predict import predictive
 from .chains import sample
@@ -39,39 +40,66 @@ def thinned_log_draws(dt, n_draws: int) -> np.ndarray:
     return np.log(flat[idx])
 
 
-class BayesianGPRegressor(RegressorMixin, BaseEstimator):
+class BayesianGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
     """Zero-mean GP regression with hyperparameters integrated out by MCMC.
 
-    kernel: 'rbf' | 'matern32' | 'matern52' (``ard``: one lengthscale per input); method: a registered
+    kernel: 'rbf' | 'matern32' | 'matern52' (``ard``: one lengthscale per input) or a kernel object of
+    :mod:`daskgp.core.kernels` (its type and its ``ard`` count; its hyperparameters are sampled); method: a
+    registered
     sampler (:func:`daskgp.mcmc.samplers.sampler_names`: 'sghmc', the default, 'sgld', 'mh'); n_chains,
     n_iter: chains and iterations per chain (default 2,000); target_ess: instead sample until every
     parameter's bulk and tail ESS reach it and every R-hat < 1.01 (n_iter, default 50,000, is then a cap);
     n_predict_draws: posterior draws the predictive mixes over; level: central interval of
     :meth:`predict_interval`; random_state: seeds the chains (an int for a reproducible run); out: zarr store
     for the run (default: a temporary folder); scheduler: a dask-scheduler address (default: this process's
-    current client, else a local cluster started for the fit); sampler_options: further
-    :class:`daskgp.mcmc.config.SamplerConfig` fields (e.g. step_start, n_probes).
+    current client, else a local cluster started for the fit); device: where each chain's kernel products
+    run: 'cpu', 'gpu' (cupy; an error on a worker without one) or 'auto'; sampler_options: further
+    :class:`daskgp.mcmc.config.SamplerConfig` fields (e.g. step_start, n_probes; not the ones above).
 
-    Fitted attributes: ``run_`` (ArviZ DataTree of the run), ``log_draws_`` (S, p), ``x_scaler_``,
-    ``y_scaler_``, ``X_train_``/``y_train_`` (standardised), ``param_names_``, ``n_iter_`` (iterations
-    per chain, warmup included), ``n_features_in_`` and, for DataFrames, ``feature_names_in_``.
+    Fitted attributes: ``run_`` (ArviZ DataTree of the run), ``log_draws_`` (S, p), ``x_mean_`` and
+    ``x_scale_`` (d,), ``y_mean_`` and ``y_scale_`` (the standardising moments, named as in every daskgp
+    regressor; also as scikit-learn scalers ``x_scaler_``, ``y_scaler_``), ``X_train_``/``y_train_``
+    (standardised), ``param_names_``, ``n_iter_`` (iterations per chain, warmup included),
+    ``n_features_in_`` and, for DataFrames, ``feature_names_in_``.
     """
 
     def __init__(self, kernel: str = "rbf", ard: bool = False, method: str = "sghmc", n_chains: int = 4,
                  n_iter: int | None = None, target_ess: int | None = None, n_predict_draws: int = 50,
                  level: float = 0.95, random_state=0, out: str | None = None, scheduler: str | None = None,
-                 sampler_options: dict | None = None):
+                 sampler_options: dict | None = None, device: str = "cpu"):
         self.kernel, self.ard, self.method = kernel, ard, method
         self.n_chains, self.n_iter, self.target_ess = n_chains, n_iter, target_ess
         self.n_predict_draws = n_predict_draws
         self.level, self.random_state, self.out, self.scheduler = level, random_state, out, scheduler
-        self.sampler_options = sampler_options
+        self.sampler_options, self.device = sampler_options, device
+
+    _parameter_constraints = {
+        "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
+        "ard": ["boolean"],
+        "method": "no_validation",  # the registry's names, which entry points can extend: SamplerConfig
+        "n_chains": [at_least(1)], "n_iter": [at_least(1), None], "target_ess": [at_least(1), None],
+        "n_predict_draws": [at_least(1)], "level": [real_in(0, 1)], "random_state": ["random_state"],
+        "out": [str, os.PathLike, None], "scheduler": [str, None], "sampler_options": [dict, None],
+        "device": [StrOptions({"auto", "cpu", "gpu"})],
+    }
+
+    # the SamplerConfig fields that constructor parameters set (sampler_options may not set them too)
+    _OWN = {"kernel": "kernel", "ard": "ard", "method": "method", "n_chains": "n_chains", "n_iter": "n_iter",
+            "target_ess": "target_ess", "seed": "random_state", "device": "device"}
 
     def _config(self) -> SamplerConfig:
-        return SamplerConfig.from_dict({**(self.sampler_options or {}), "kernel": self.kernel,
-                                        "ard": self.ard, "method": self.method, "n_chains": self.n_chains,
+        self._validate_params()
+        options = dict(self.sampler_options or {})
+        both = sorted(set(options) & set(self._OWN))
+        if both:
+            raise ValueError(f"sampler_options sets {both}, which BayesianGPRegressor takes as "
+                             f"{[self._OWN[k] for k in both]}: give them there")
+        obj = isinstance(self.kernel, Kernel)
+        return SamplerConfig.from_dict({**options, "kernel": kernel_name(self.kernel),
+                                        "ard": bool(self.kernel.ard) if obj else self.ard,
+                                        "method": self.method, "n_chains": self.n_chains,
                                         "n_iter": self.n_iter, "target_ess": self.target_ess,
-                                        "seed": seed_from(self.random_state)})
+                                        "seed": seed_from(self.random_state), "device": self.device})
 
     def fit(self, X, y, progress=None, client=None):
         """Sample the hyperparameter posterior for X (n, d), y (n,); ``client``: a distributed Client to use
@@ -79,10 +107,7 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
         fit), as every daskgp estimator's ``fit`` takes it. Returns self."""
         X, y = fit_data(self, X, y)
         cfg = self._config()
-        if self.n_predict_draws < 1:
-            raise ValueError(f"n_predict_draws must be >= 1, got {self.n_predict_draws}")
-        self.x_scaler_ = StandardScaler().fit(X)
-        self.y_scaler_ = StandardScaler().fit(y[:, None])
+        self._set_scalers(StandardScaler().fit(X), StandardScaler().fit(y[:, None]))
         Xs, ys = self.x_scaler_.transform(X), self.y_scaler_.transform(y[:, None])[:, 0]
         out = self.out
         if out is None:
@@ -118,14 +143,20 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
         cfg = dt.attrs["config"]
         est = cls(kernel=cfg["kernel"], ard=cfg["ard"], method=cfg["method"], n_chains=cfg["n_chains"],
                   n_iter=cfg["n_iter"], target_ess=cfg.get("target_ess"), n_predict_draws=n_predict_draws,
-                  level=level, random_state=cfg["seed"], out=str(path))
-        est.x_scaler_, est.y_scaler_, est.run_ = ds.x_scaler, ds.y_scaler, dt
+                  level=level, random_state=cfg["seed"], out=str(path), device=cfg.get("device", "cpu"))
+        est._set_scalers(ds.x_scaler, ds.y_scaler)
+        est.run_ = dt
         est._set_posterior(ds.X_std, ds.y_std)
         est.n_features_in_ = ds.X.shape[1]
         names = list(ds.feature_names)
         if names != [f"x{j}" for j in range(len(names))]:  # real column names: predict checks them
             est.feature_names_in_ = np.asarray(names, dtype=object)
         return est
+
+    def _set_scalers(self, x_scaler, y_scaler) -> None:
+        self.x_scaler_, self.y_scaler_ = x_scaler, y_scaler
+        self.x_mean_, self.x_scale_ = np.asarray(x_scaler.mean_, float), np.asarray(x_scaler.scale_, float)
+        self.y_mean_, self.y_scale_ = float(y_scaler.mean_[0]), float(y_scaler.scale_[0])
 
     def _set_posterior(self, Xs, ys) -> None:
         self.X_train_, self.y_train_ = Xs, ys
@@ -139,7 +170,8 @@ class BayesianGPRegressor(RegressorMixin, BaseEstimator):
         """The mixture predictive at X (m, d) as an xarray Dataset (mean, sd, lower, upper, …; y units)."""
         check_is_fitted(self, "log_draws_")
         X = new_data(self, X)
-        kernel = make_kernel(self.kernel, ard=self.ard, n_dims=self.n_features_in_)
+        cfg = self.run_.attrs["config"]  # the kernel the run sampled with
+        kernel = make_kernel(cfg["kernel"], ard=cfg["ard"], n_dims=self.n_features_in_)
         return predictive(self.X_train_, self.y_train_, kernel, self.log_draws_, self.x_scaler_.transform(X),
                           y_scaler=self.y_scaler_, level=self.level)
 

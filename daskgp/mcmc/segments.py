@@ -239,11 +239,12 @@ def _posterior(op, y, cfg: SamplerConfig, redraw_every: int, rng=None) -> GPPost
     """The GP log posterior of the run's model (Gamma priors) with the stochastic gradient of its solver
     settings (probes, ULISSE or CG and their tolerances, the preconditioner kept ``redraw_every`` iterations
     of the run's configuration) for the operator's n rows: one place for the chains and the warmup."""
-    n = op.n
-    return GPPosterior(op, y, GammaPrior(cfg.prior_shape, cfg.prior_rate), n_probes=cfg.n_probes,
-                       redraw_every=redraw_every, precond_every=cfg.redraw_every, rng=rng,
-                       solver=cfg.solver_for(n), es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta,
-                       roulette=cfg.roulette, precond=cfg.precond, precond_rank=cfg.precond_rank_for(n))
+    n, parts = op.n, cfg.specs()
+    model, solver = parts.model, parts.solver
+    return GPPosterior(op, y, GammaPrior(model.prior_shape, model.prior_rate), n_probes=solver.n_probes,
+                       redraw_every=redraw_every, precond_every=solver.redraw_every, rng=rng,
+                       solver=cfg.solver_for(n), es_tol=solver.es_tol, tol=solver.tol, beta=solver.beta,
+                       roulette=solver.roulette, precond=solver.precond, precond_rank=cfg.precond_rank_for(n))
 
 
 def _mh_target(X, y, cfg: SamplerConfig):

@@ -34,8 +34,11 @@ from .lock import LOCK_NAME, RunLocked, acquire, clear_for_repair, lock_info, re
 
 __all__ = ["FitStore", "FORMAT", "MARKER", "repair_fit", "is_fit_store"]
 
-FORMAT = 1
+FORMAT = 2
 MARKER = "daskgp_fit_checkpoint"
+# format 2 (issue 32) carries the noise of SGPR, ADVGP and the GPLVM as log σ²_n where format 1 had log β:
+# a format-1 state of theirs would resume with the noise inverted, so only the kinds without a noise read it
+_FORMAT_1_KINDS = {"daskgp.gpc-checkpoint"}
 _OWN = {CHECKPOINT, PREVIOUS, LOCK_NAME}
 
 
@@ -107,7 +110,10 @@ class FitStore:
     def _problem(self, doc) -> str | None:
         if not isinstance(doc, dict):
             return "not a JSON object"
-        if doc.get(MARKER) != FORMAT:
+        if doc.get(MARKER) != FORMAT and not (doc.get(MARKER) == 1 and self.kind in _FORMAT_1_KINDS):
+            if doc.get(MARKER) == 1:
+                return (f"fit checkpoint format 1 (the noise as a precision, before 0.4); this daskgp reads "
+                        f"format {FORMAT}, so it cannot be resumed: start the fit afresh")
             return (f"fit checkpoint format {doc.get(MARKER)!r}; this daskgp reads format {FORMAT}"
                     if MARKER in doc else "not a fit checkpoint")
         if doc.get(MARK) != self.kind:

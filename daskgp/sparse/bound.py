@@ -148,9 +148,9 @@ def bound_and_grads(stats: SuffStats, theta: GlobalParams, grads: bool = True,
     """Eq. (4.3) from the summed statistics at θ and, with ``grads``, its partial derivatives (see
     :class:`BoundGrads`); O(m³ + m²p) work, independent of n. ``jitter``: added to K_mm's diagonal,
     relative to σ² (0 for comparisons with libraries that add none)."""
+    if not theta.noise > 0:
+        raise ValueError(f"the noise variance must be > 0, got {theta.noise}")
     Z, variance, beta = theta.Z, theta.variance, theta.beta
-    if not beta > 0:
-        raise ValueError(f"the noise precision beta must be > 0, got {beta}")
     n, p = stats.n, stats.C.shape[1]
     D = stats.D
     xp = array_namespace(D)  # the centre computes where the summed statistics are (numpy, cupy, ...)

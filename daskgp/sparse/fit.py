@@ -52,7 +52,7 @@ class SparsePosterior:
         mean = Kxm @ xp.asarray(self.a)
         var = self.theta.variance - xp.sum((Kxm @ xp.asarray(self.Q)) * Kxm, axis=1)
         var = xp.clip(var, 1e-12 * self.theta.variance, None)
-        return mean, (var + 1.0 / self.theta.beta if noise else var)
+        return mean, (var + self.theta.noise if noise else var)
 
 
 @dataclass
@@ -85,7 +85,7 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
                callback=None, fixed_inducing: bool = False, on_params=None,
                replay: tuple[Evaluations, int] | None = None) -> tuple[GlobalParams, list, dict]:
     """Maximise the bound over the global parameters with L-BFGS-B (unconstrained: Z, log σ², log l,
-    log β); ``callback(iteration, F)`` and ``on_params(θ, trace, evaluations)`` after every iteration.
+    log σ²_n); ``callback(iteration, F)`` and ``on_params(θ, trace, evaluations)`` after every iteration.
 
     ``replay``: (the :class:`Evaluations` of an interrupted run of this fit from the same ``theta0``, the
     iterations it finished): its evaluations are fed back instead of computed, so the fit continues exactly
@@ -150,15 +150,15 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
 
 
 # Box bounds of the unconstrained vector (standardised units): σ² in [1e-6, 1e6], lengthscales in
-# [1e-4, 1e13], noise variance 1/β in [1e-8, 150]. Far outside any sensible fit, they keep a line search on
+# [1e-4, 1e13], noise variance σ²_n in [1e-8, 150]. Far outside any sensible fit, they keep a line search on
 # degenerate data from overflowing exp() inside a worker. The lengthscales' ceiling is far out because ARD
 # switches a GPLVM's unneeded latent dimensions off by sending theirs towards infinity. Z is free.
-_LOG_VARIANCE, _LOG_LENGTHSCALE, _LOG_BETA = (-13.8, 13.8), (-9.2, 30.0), (-5.0, 18.4)
+_LOG_VARIANCE, _LOG_LENGTHSCALE, _LOG_NOISE = (-13.8, 13.8), (-9.2, 30.0), (-18.4, 5.0)
 
 
 def _bounds(m: int, q: int) -> np.ndarray:
     """(m·q + q + 2, 2) L-BFGS-B bounds in the order of :meth:`GlobalParams.to_vector`."""
-    return np.array([(-np.inf, np.inf)] * (m * q) + [_LOG_VARIANCE] + [_LOG_LENGTHSCALE] * q + [_LOG_BETA])
+    return np.array([(-np.inf, np.inf)] * (m * q) + [_LOG_VARIANCE] + [_LOG_LENGTHSCALE] * q + [_LOG_NOISE])
 
 
 @dataclass

@@ -34,8 +34,18 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError
+from ..core.kernels import kernel_name
 from ..core.optim import lbfgsb
-from ..core.validation import check_int, check_X, fit_data, is_constant, new_data, seed_from
+from ..core.validation import (
+    ValidatedParams,
+    at_least,
+    check_X,
+    fit_data,
+    is_constant,
+    new_data,
+    real_in,
+    seed_from,
+)
 from ..inducing.placement import kmeans_inducing
 from ..runs.commit import CHECKPOINT, RunDamaged
 from ..runs.fits import FitStore
@@ -102,13 +112,15 @@ def _new_points_task(Y, base: SuffStats, A_cols, theta: GlobalParams, a, n_iter:
     return mu, S, gain, filled
 
 
-class BayesianGPLVM(TransformerMixin, BaseEstimator):
+class BayesianGPLVM(ValidatedParams, TransformerMixin, BaseEstimator):
     """Bayesian GPLVM with an RBF-ARD kernel over ``n_components`` latent dimensions, fitted on a Dask
     cluster with the local parameters kept on the workers.
 
     n_inducing: m; n_outer: global/local rounds; global_iter, local_iter: L-BFGS-B iterations per step;
     chunk_rows: rows per chunk; noise_init: initial noise variance relative to the (scalar) variance of Y;
-    scheduler: a dask-scheduler address (default: this process's client, else a local cluster).
+    scheduler: a dask-scheduler address (default: this process's client, else a local cluster);
+    random_state: seeds the initial inducing inputs; kernel: 'rbf' or an RBF kernel object, the one kernel
+    whose psi-statistics are closed-form (any other is refused in one line).
 
     Fitted: ``embedding_`` (n, q) latent means and ``embedding_var_`` (n, q) variances, ``params_``,
     ``bound_`` and ``bound_trace_`` (nats, standardised Y; one entry per global iteration and per local
@@ -117,22 +129,31 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components: int = 2, n_inducing: int = 30, n_outer: int = 10, global_iter: int = 20,
                  local_iter: int = 20, chunk_rows: int = 1000, noise_init: float = 0.01,
-                 scheduler: str | None = None, random_state=0):
+                 scheduler: str | None = None, random_state=0, kernel="rbf"):
         self.n_components, self.n_inducing, self.n_outer = n_components, n_inducing, n_outer
         self.global_iter, self.local_iter, self.chunk_rows = global_iter, local_iter, chunk_rows
         self.noise_init, self.scheduler, self.random_state = noise_init, scheduler, random_state
+        self.kernel = kernel
+
+    _parameter_constraints = {
+        "n_components": [at_least(1)], "n_inducing": [at_least(1)], "n_outer": [at_least(1)],
+        "global_iter": [at_least(1)], "local_iter": [at_least(0)],  # 0: no local steps
+        "chunk_rows": [at_least(1)], "noise_init": [real_in(0, 1)],  # relative to the variance of Y
+        "scheduler": [str, None], "random_state": ["random_state"],
+        "kernel": "no_validation",  # checked in _check: only the RBF has closed-form psi-statistics
+    }
 
     def _check(self, n: int, p: int) -> None:
-        for name in ("n_components", "n_inducing", "n_outer", "global_iter", "chunk_rows"):
-            check_int(name, getattr(self, name))  # 2.7 is refused, not rounded
-        check_int("local_iter", self.local_iter, low=0)  # 0: no local steps
+        """The constructor's parameters (scikit-learn's validation), then what depends on the data."""
+        self._validate_params()
+        if kernel_name(self.kernel) != "rbf":
+            raise ValueError(f"the Bayesian GPLVM needs the RBF kernel (its psi-statistics, the expectations "
+                             f"of the kernel under q(x), are closed-form only for it), got {self.kernel!r}")
         if not self.n_components <= p:
             raise ValueError(f"n_components={self.n_components} needs at least as many output dimensions; "
                              f"Y has {p} feature(s)")
         if not self.n_inducing <= n:
             raise ValueError(f"n_inducing must be in 1..{n} (the number of rows), got {self.n_inducing}")
-        if not 0 < self.noise_init < 1:
-            raise ValueError(f"noise_init must be in (0, 1), got {self.noise_init}")
 
     def fit(self, Y, y=None, callback=None, client=None, checkpoint=None, resume: bool = False,
             keep_checkpoint: bool = False):
@@ -162,7 +183,7 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
         mu0 = mu0 / np.where(mu0.std(0) > 0, mu0.std(0), 1.0)
         S0 = np.full((n, q), 0.1)
         m = int(self.n_inducing)
-        theta = GlobalParams(kmeans_inducing(mu0, m, seed) + 1e-3, 1.0, np.ones(q), 1.0 / self.noise_init)
+        theta = GlobalParams(kmeans_inducing(mu0, m, seed) + 1e-3, 1.0, np.ones(q), noise=self.noise_init)
         trace: list[float] = []
         info = {"n_evaluations": 0, "seconds_evaluating": 0.0, "local_steps_undone": 0,
                 "seconds_local": 0.0, "workers_lost": 0}
@@ -204,7 +225,7 @@ class BayesianGPLVM(TransformerMixin, BaseEstimator):
         self.A_cols_ = np.sum(Ys**2, axis=0)
         self.posterior_ = SparsePosterior.from_stats(theta, stats)
         self.lengthscales_ = theta.lengthscales
-        self.noise_variance_ = self.y_scale_**2 / theta.beta
+        self.noise_variance_ = self.y_scale_**2 * theta.noise
         self.n_features_in_ = p
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
@@ -344,7 +365,7 @@ def _fit_in_process(params: dict, Y) -> BayesianGPLVM:
     return BayesianGPLVM(**params).fit(Y, client="in-process")
 
 
-class GPLVMClassifier(ClassifierMixin, BaseEstimator):
+class GPLVMClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
     """One Bayesian GPLVM density model per class; a new row goes to the class whose model gains most in its
     bound from it, plus the log prior of the class (Gal et al. 2014, MNIST). ``gplvm_params``: keyword
     arguments of every :class:`BayesianGPLVM`."""
@@ -352,10 +373,13 @@ class GPLVMClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, gplvm_params: dict | None = None, n_iter: int = 30, scheduler: str | None = None):
         self.gplvm_params, self.n_iter, self.scheduler = gplvm_params, n_iter, scheduler
 
+    _parameter_constraints = {"gplvm_params": [dict, None], "n_iter": [at_least(1)], "scheduler": [str, None]}
+
     def fit(self, X, y, client=None):
         """Fit one GPLVM per class on X (n, p) with class labels y (n,). Returns self."""
         from sklearn.utils.multiclass import check_classification_targets
 
+        self._validate_params()
         X, y = fit_data(self, X, y, min_rows=2, y_numeric=False)
         check_classification_targets(y)
         self.classes_, counts = np.unique(y, return_counts=True)

@@ -23,11 +23,22 @@ import warnings
 import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.files import MARK, array_digest, check_destination, replaced_atomically
-from ..core.validation import check_int, check_X, fit_data, new_data, seed_from, standardising_moments
-from ..inducing.features import GlobalParams, kernel_name
+from ..core.kernels import kernel_name
+from ..core.validation import (
+    ValidatedParams,
+    at_least,
+    check_X,
+    fit_data,
+    new_data,
+    real_in,
+    seed_from,
+    standardising_moments,
+)
+from ..inducing.features import GlobalParams
 from ..inducing.placement import kmeans_inducing
 from .bound import bound_and_grads
 from .chunks import ChunkedRows
@@ -35,7 +46,7 @@ from .fit import FitCheckpoint, ReplayDiverged, SparsePosterior, fit_global
 
 __all__ = ["SparseGPRegressor"]
 
-MODEL_FORMAT = 1  # of the saved model (``save`` / ``load``)
+MODEL_FORMAT = 2  # of the saved model (``save`` / ``load``); 2: the noise as a variance, 1 still read
 
 
 def _validate_xy(est, X, y, min_rows: int):
@@ -60,7 +71,7 @@ def _validate_xy(est, X, y, min_rows: int):
     return fit_data(est, X, y, min_rows=min_rows)
 
 
-class SparseGPRegressor(RegressorMixin, BaseEstimator):
+class SparseGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
     """Sparse variational GP regression with a stationary ARD kernel (RBF or Matérn), fitted by maximising
     Titsias' collapsed bound with per-chunk statistics on a Dask cluster.
 
@@ -87,16 +98,21 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         self.learn_inducing, self.scheduler, self.noise_init = learn_inducing, scheduler, noise_init
         self.random_state, self.tol, self.device, self.kernel = random_state, tol, device, kernel
 
+    _parameter_constraints = {
+        "n_inducing": [at_least(1)], "max_iter": [at_least(1)], "chunk_rows": [at_least(1)],
+        "learn_inducing": ["boolean"], "scheduler": [str, None],
+        "noise_init": [real_in(0, 10)],  # relative to var y
+        "random_state": ["random_state"], "tol": [real_in(0, None, "left")],
+        "device": [StrOptions({"auto", "cpu", "gpu"})],
+        "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
+    }
+
     def _check_params(self, n: int) -> None:
-        for name in ("n_inducing", "max_iter", "chunk_rows"):
-            check_int(name, getattr(self, name))
+        """The constructor's parameters (scikit-learn's validation), then what depends on the data."""
+        self._validate_params()
+        kernel_name(self.kernel)
         if self.n_inducing > n:
             raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
-        if not 0 < self.noise_init < 10:
-            raise ValueError(f"noise_init must be in (0, 10) (relative to var y), got {self.noise_init}")
-        if self.device not in ("auto", "cpu", "gpu"):
-            raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {self.device!r}")
-        kernel_name(self.kernel)
 
     def fit(self, X, y, callback=None, client=None, init: GlobalParams | None = None, on_params=None,
             checkpoint=None, resume: bool = False, keep_checkpoint: bool = False):
@@ -142,7 +158,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
                     Xsample = Xs if isinstance(Xs, np.ndarray) else _row_sample(Xs, 20_000, seed)
                     init = init if init is not None else GlobalParams(
                         kmeans_inducing(Xsample, m, seed), 1.0, np.full(q, math.sqrt(q)),
-                        1.0 / self.noise_init, kern)
+                        noise=self.noise_init, kernel=kern)
                     if init.Z.shape != (m, q):
                         raise ValueError(f"init has Z of shape {init.Z.shape}, expected ({m}, {q})")
                     if init.kernel != kern:
@@ -204,7 +220,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         self.inducing_points_ = theta.Z * sx + self.x_mean_
         self.lengthscales_ = theta.lengthscales * sx
         self.kernel_variance_ = theta.variance * sy**2
-        self.noise_variance_ = sy**2 / theta.beta
+        self.noise_variance_ = sy**2 * theta.noise
 
     def _checkpoint_key(self, X, y, seed: int) -> str:
         """What a checkpoint must match: the data (:func:`daskgp.core.fingerprint.data_token`) and the
@@ -269,7 +285,7 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         params["kernel"] = kernel_name(self.kernel)  # a name: a saved file holds plain data
         ds.attrs.update(model="daskgp.SparseGPRegressor", model_format=MODEL_FORMAT, bound=float(self.bound_),
                         n_train=self.n_train_, n_inducing=int(self.n_inducing), variance_std=theta.variance,
-                        beta_std=theta.beta, y_mean=float(self.y_mean_), y_scale=float(self.y_scale_),
+                        noise_std=theta.noise, y_mean=float(self.y_mean_), y_scale=float(self.y_scale_),
                         params=json.dumps(params), fit_info=json.dumps(info), **info)
         ds.attrs[MARK] = ds.attrs["model"]
         ds.attrs["digests"] = json.dumps({k: array_digest(v.values) for k, v in ds.data_vars.items()})
@@ -309,13 +325,16 @@ class SparseGPRegressor(RegressorMixin, BaseEstimator):
         if bad:
             raise ValueError(f"{path} is damaged: {', '.join(bad)} differ from what was saved (a lost or "
                              "altered chunk); save the model again")
-        if int(ds.attrs.get("model_format", 0)) != MODEL_FORMAT:
+        fmt_no = int(ds.attrs.get("model_format", 0))
+        if fmt_no not in (1, MODEL_FORMAT):
             raise ValueError(f"{path} has model format {ds.attrs.get('model_format')}; this daskgp reads "
-                             f"format {MODEL_FORMAT}")
+                             f"formats 1 and {MODEL_FORMAT}")
         try:
             est = cls(**json.loads(ds.attrs["params"]))
+            # format 1 (daskgp 0.3) kept the noise as its precision
+            noise = ds.attrs["noise_std"] if fmt_no == MODEL_FORMAT else 1.0 / float(ds.attrs["beta_std"])
             theta = GlobalParams(ds["inducing_std"].values, ds.attrs["variance_std"],
-                                 ds["lengthscales_std"].values, ds.attrs["beta_std"], kernel_name(est.kernel))
+                                 ds["lengthscales_std"].values, noise=noise, kernel=kernel_name(est.kernel))
             post = SparsePosterior(theta, ds["q_mean_weights"].values[:, None], ds["q_var_matrix"].values)
             est.x_mean_, est.x_scale_ = ds["x_mean"].values, ds["x_scale"].values
             est.y_mean_, est.y_scale_ = float(ds.attrs["y_mean"]), float(ds.attrs["y_scale"])

@@ -43,13 +43,17 @@ def test_dask_arrays_predict_chunk_by_chunk(split, client):
     np.testing.assert_allclose(s2.compute(), s1, rtol=1e-12)
 
 
-@pytest.mark.parametrize("kw,msg", [(dict(tau=-1), "tau must be"), (dict(tau=1.5), "tau must be"),
-                                    (dict(feature_map="fourier"), "feature_map"),
+def _param(name: str) -> str:
+    return f"The '{name}' parameter of ADVGPRegressor must be"
+
+
+@pytest.mark.parametrize("kw,msg", [(dict(tau=-1), _param("tau")), (dict(tau=1.5), _param("tau")),
+                                    (dict(feature_map="fourier"), _param("feature_map")),
                                     (dict(n_inducing=5000), "more than the"),
-                                    (dict(batch_size=0), "batch_size"),
-                                    (dict(optimizer="sgd"), "optimizer must be"),
-                                    (dict(learning_rate=2.0), "learning_rate must be"),
-                                    (dict(q_step=0.0), "q_step must be"), (dict(tol=-1.0), "tol must be")])
+                                    (dict(batch_size=0), _param("batch_size")),
+                                    (dict(optimizer="sgd"), _param("optimizer")),
+                                    (dict(learning_rate=2.0), _param("learning_rate")),
+                                    (dict(q_step=0.0), _param("q_step")), (dict(tol=-1.0), _param("tol"))])
 def test_bad_parameters_are_refused(kw, msg, split):
     Xtr, ytr, _, _ = split
     with pytest.raises(ValueError, match=msg):

@@ -19,7 +19,7 @@ def _params(X, fmap, groups, rng, m=8, kernel="rbf"):
     Z = X[rng.choice(len(X), m, replace=False)] + 0.05 * rng.standard_normal((m, X.shape[1]))
     k = m // groups
     U = np.triu(rng.standard_normal((k, k)) * 0.1) + 0.5 * np.eye(k)
-    return ADVGPParams(Z, 1.3, rng.uniform(1.5, 3.0, X.shape[1]), 4.0, 0.3 * rng.standard_normal(k), U, fmap,
+    return ADVGPParams(Z, 1.3, rng.uniform(1.5, 3.0, X.shape[1]), 0.25, 0.3 * rng.standard_normal(k), U, fmap,
                        groups, kernel)
 
 
@@ -35,7 +35,7 @@ def test_at_the_optimal_q_the_elbo_is_titsias_collapsed_bound(data, kernel):
     titsias = -bound_and_grads(stats, p.inducing, grads=False)
     assert negative_elbo(X, y, p) == pytest.approx(titsias, rel=1e-10)
     # and any other q(w) is worse
-    other = ADVGPParams(p.Z, p.variance, p.lengthscales, p.beta, p.mu + 0.05, p.U * 1.1, kernel=kernel)
+    other = ADVGPParams(p.Z, p.variance, p.lengthscales, p.noise, p.mu + 0.05, p.U * 1.1, kernel=kernel)
     assert negative_elbo(X, y, other) > titsias
 
 
@@ -129,7 +129,7 @@ def test_a_full_natural_step_is_the_optimal_q_and_a_partial_one_improves(fmap, g
     np.testing.assert_allclose(mu1, mu_star, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(U1.T @ U1, U_star.T @ U_star, rtol=1e-8, atol=1e-10)
     mu3, U3 = natural_step(p, C, D, 0.3)
-    step = ADVGPParams(p.Z, p.variance, p.lengthscales, p.beta, mu3, U3, fmap, groups)
+    step = ADVGPParams(p.Z, p.variance, p.lengthscales, p.noise, mu3, U3, fmap, groups)
     assert negative_elbo(X, y, step) < negative_elbo(X, y, p)
     lam = [np.linalg.inv(U.T @ U) for U in (p.U, U3, U_star)]
     np.testing.assert_allclose(lam[1], 0.7 * lam[0] + 0.3 * lam[2], rtol=1e-7, atol=1e-8)

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.cluster
 def problem(concrete):
     X, y = concrete.X_std[:400], concrete.y_std[:400]
     Z = kmeans_inducing(X, 12, 0)
-    p = ADVGPParams(Z, 1.0, np.full(8, 2.0), 2.0, np.zeros(12), np.eye(12))
+    p = ADVGPParams(Z, 1.0, np.full(8, 2.0), 0.5, np.zeros(12), np.eye(12))
     return X, y, p
 
 

@@ -198,7 +198,7 @@ def test_sgpr_bound_and_gradient(data):
     """The observed-input statistics, their sum, the collapsed bound and its gradient over two chunks."""
     X, y = data
     Z = X[::20][:15]
-    theta = GlobalParams(Z, 1.2, np.full(X.shape[1], 2.0), 4.0)
+    theta = GlobalParams(Z, 1.2, np.full(X.shape[1], 2.0), noise=0.25)
     half = N // 2
     chunks_np = [{"Y": y[a:b, None], "X": X[a:b]} for a, b in ((0, half), (half, N))]
     chunks_s = [{k: strict(v) for k, v in c.items()} for c in chunks_np]
@@ -282,12 +282,12 @@ def test_sgpr_chunks_placed_on_the_workers_devices(data, client):
     from daskgp.sparse.sgpr import SparseGPRegressor
 
     X, y = data
-    theta = GlobalParams(X[::20][:15], 1.2, np.full(X.shape[1], 2.0), 4.0)
+    theta = GlobalParams(X[::20][:15], 1.2, np.full(X.shape[1], 2.0), noise=0.25)
     ref = ChunkedRows.from_arrays(client, y, 150, X=X).bound_and_grad(theta)
     got = ChunkedRows.from_arrays(client, y, 150, X=X, device="auto").bound_and_grad(theta)
     assert got[0] == pytest.approx(ref[0], rel=1e-12)
     np.testing.assert_allclose(got[1], ref[1], rtol=1e-12)
-    with pytest.raises(ValueError, match="device must be"):
+    with pytest.raises(ValueError, match="'device' parameter of SparseGPRegressor must be"):
         SparseGPRegressor(n_inducing=10, device="tpu").fit(X, y, client=client)
     if not gpu_available():
         with pytest.raises(ValueError, match="needs cupy"):

@@ -245,7 +245,8 @@ def test_seps_minibatch_steps_decay_with_the_epochs():
 @pytest.mark.parametrize("y_kind,msg", [("three", "binary classifier: y has 3 classes"),
                                          ("one", "binary classifier: y has one class"),
                                          ("nan_x", "NaN"), ("many_m", "more than the"),
-                                         ("method", "method must be one of"), ("damping", "damping must be"),
+                                         ("method", "'method' parameter of SparseGPClassifier must be a str"),
+                                         ("damping", "'damping' parameter of SparseGPClassifier must be"),
                                          ("continuous", "Unknown label type"),
                                          ("overflow", "too large to standardise")])
 def test_bad_input_is_refused(y_kind, msg, cancer):

@@ -183,3 +183,22 @@ def test_a_fit_killed_before_its_first_commit_leaves_a_lock_the_next_fit_takes_o
     with store.writing():
         store.commit("key", 1, _state(1))
     assert store.read_state("key")[0] == 1 and not os.path.exists(path / LOCK_NAME)
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+def test_a_format_1_checkpoint_resumes_only_where_the_noise_did_not_change(cls, tmp_path):
+    """Format 1 carried SGPR's, ADVGP's and the GPLVM's noise as log β, format 2 as log σ²_n: resuming one
+    of theirs would invert the noise, so it is refused in one line; the classifier has no noise and reads
+    it. The digest covers the state only, so the format number can be rewritten as an old writer left it."""
+    store = _committed(cls, tmp_path / "ck")
+    for name in (CHECKPOINT, PREVIOUS):
+        file = os.path.join(store.path, name)
+        doc = json.load(open(file))
+        doc["daskgp_fit_checkpoint"] = 1
+        json.dump(doc, open(file, "w"))
+    if cls is GPCCheckpoint:
+        assert store.read_state("key")[0] == 2
+    else:
+        with pytest.raises(RunDamaged, match="format 1 .*noise as a precision.*cannot be resumed") as e:
+            store.read_state("key")
+        assert "\n" not in str(e.value) and CHECKPOINT in str(e.value)

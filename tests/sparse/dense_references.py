@@ -54,7 +54,7 @@ def bgplvm_bound_dense(Y, mu, S, Z, variance: float, lengthscales, beta: float) 
     Y = np.asarray(Y, float).reshape(len(mu), -1)
     n, p = Y.shape
     ls = np.asarray(lengthscales, float) * np.ones(Z.shape[1])
-    _, Kmm = kmm(GlobalParams(Z, variance, ls, beta))
+    _, Kmm = kmm(GlobalParams(Z, variance, ls, noise=1 / beta))
     psi0 = n * variance
     psi1 = np.empty((n, len(Z)))
     psi2 = np.zeros((len(Z), len(Z)))

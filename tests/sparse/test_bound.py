@@ -58,7 +58,7 @@ def test_bound_from_chunk_sums_equals_dense_titsias(small, kernel):
     stationary kernel (the dense reference writes each kernel from its textbook formula)."""
     X, y, Z, s2, ls, beta = small
     ref = titsias_bound_dense(X, y, Z, s2, ls, beta, kernel)
-    theta = GlobalParams(Z, s2, ls, beta, kernel)
+    theta = GlobalParams(Z, s2, ls, noise=1 / beta, kernel=kernel)
     for cuts in ([300], [100, 200], [37, 37, 0, 150, 76]):
         total = _sum([chunk_stats(y[a:b], theta, mu=X[a:b]) for a, b in _cuts(300, cuts)])
         assert collapsed_bound(total, theta) == pytest.approx(ref, rel=1e-8)
@@ -69,7 +69,7 @@ def test_latent_bound_from_chunk_sums_equals_dense_titsias_lawrence(latent):
     per-point loops) to 1e-8 relative, for several chunkings including an empty chunk."""
     Y, mu, S, Z, s2, ls, beta = latent
     ref = bgplvm_bound_dense(Y, mu, S, Z, s2, ls, beta)
-    theta = GlobalParams(Z, s2, ls, beta)
+    theta = GlobalParams(Z, s2, ls, noise=1 / beta)
     for cuts in ([40], [13, 27], [5, 0, 20, 15]):
         total = _sum([chunk_stats(Y[a:b], theta, mu=mu[a:b], S=S[a:b]) for a, b in _cuts(40, cuts)])
         assert collapsed_bound(total, theta) == pytest.approx(ref, rel=1e-8)
@@ -103,7 +103,7 @@ def test_regression_gradients_equal_finite_differences(small, kernel):
         t = GlobalParams.from_vector(v, m, q, kernel)
         return collapsed_bound(chunk_stats(y, t, mu=X), t)
 
-    v = GlobalParams(Z, s2, ls, beta, kernel).to_vector()
+    v = GlobalParams(Z, s2, ls, noise=1 / beta, kernel=kernel).to_vector()
     _, g = _full_grad(y, GlobalParams.from_vector(v, m, q, kernel), X, None, _cuts(120, [50, 0, 70]))
     fd = _fd(F, v)
     assert np.max(np.abs(g - fd)) < 1e-6 * np.max(np.abs(fd))
@@ -123,7 +123,7 @@ def test_a_wrong_kernel_derivative_fails_the_finite_difference_check(small, monk
         t = GlobalParams.from_vector(v, m, q, "matern32")
         return collapsed_bound(chunk_stats(y, t, mu=X), t)
 
-    v = GlobalParams(Z, s2, ls, beta, "matern32").to_vector()
+    v = GlobalParams(Z, s2, ls, noise=1 / beta, kernel="matern32").to_vector()
     fd = _fd(F, v)
     real = Matern32.blocks_from_scaled
 
@@ -139,7 +139,7 @@ def test_latent_inputs_refuse_a_kernel_without_psi_statistics(latent):
     """The GPLVM's psi-statistics are closed-form for the RBF alone: another kernel is one clear error."""
     Y, mu, S, Z, s2, ls, beta = latent
     with pytest.raises(ValueError, match="need the RBF kernel.*matern52"):
-        chunk_stats(Y, GlobalParams(Z, s2, ls, beta, "matern52"), mu=mu, S=S)
+        chunk_stats(Y, GlobalParams(Z, s2, ls, noise=1 / beta, kernel="matern52"), mu=mu, S=S)
 
 
 def test_latent_gradients_equal_finite_differences(latent):
@@ -157,7 +157,7 @@ def test_latent_gradients_equal_finite_differences(latent):
         t, mu_, S_ = unpack(v)
         return collapsed_bound(chunk_stats(Y, t, mu=mu_, S=S_), t)
 
-    v = np.concatenate([GlobalParams(Z, s2, ls, beta).to_vector(), mu.ravel(), np.log(S).ravel()])
+    v = np.concatenate([GlobalParams(Z, s2, ls, noise=1 / beta).to_vector(), mu.ravel(), np.log(S).ravel()])
     t, mu_, S_ = unpack(v)
     g, gglob = _full_grad(Y, t, mu_, S_, _cuts(n, [15, 25]))
     dmu, dS = chunk_local_grad(Y, t, g, mu_, S_)
@@ -170,7 +170,7 @@ def test_observed_chunk_code_runs_on_array_api_strict(small):
     """The observed-input statistics and gradient use only the array API standard (the cupy path)."""
     X, y, Z, s2, ls, beta = small
     Xs, ys = xps.asarray(X[:50]), xps.asarray(y[:50, None])
-    theta = GlobalParams(Z, s2, ls, beta)
+    theta = GlobalParams(Z, s2, ls, noise=1 / beta)
     st, Kmn = chunk_stats_cached(ys, theta, Xs)
     ref, _ = chunk_stats_cached(y[:50, None], theta, X[:50])
     np.testing.assert_allclose(st.D, ref.D, rtol=1e-12)
@@ -185,7 +185,7 @@ def test_psi_statistics_are_the_expectations_under_q(small):
     """Latent inputs: psi1 and psi2 sums against Monte Carlo averages over q(x) (200k draws; tolerance 5
     standard errors per entry), and S → 0 gives the observed-input statistics."""
     X, y, Z, s2, ls, beta = small
-    theta = GlobalParams(Z, s2, ls, beta)
+    theta = GlobalParams(Z, s2, ls, noise=1 / beta)
     mu, S = X[:3], np.full((3, X.shape[1]), 0.05)
     st = chunk_stats(y[:3], theta, mu=mu, S=S)
     rng = np.random.default_rng(1)
@@ -208,14 +208,14 @@ def test_psi_statistics_are_the_expectations_under_q(small):
 
 def test_bound_rejects_bad_parameters(small):
     X, y, Z, s2, ls, _ = small
-    st = chunk_stats(y, GlobalParams(Z, s2, ls, 1.0), mu=X)
-    with pytest.raises(ValueError, match="beta"):
-        collapsed_bound(st, GlobalParams(Z, s2, ls, -1.0))
+    st = chunk_stats(y, GlobalParams(Z, s2, ls, noise=1.0), mu=X)
+    with pytest.raises(ValueError, match="noise variance must be > 0"):
+        collapsed_bound(st, GlobalParams(Z, s2, ls, noise=-1.0))
     with pytest.raises(ValueError, match="non-finite"):
-        collapsed_bound(st, GlobalParams(np.full_like(Z, np.nan), s2, ls, 1.0))
+        collapsed_bound(st, GlobalParams(np.full_like(Z, np.nan), s2, ls, noise=1.0))
     with pytest.raises(ValueError, match=r"lengthscales must be a scalar or \(8,\)"):
-        GlobalParams(Z, s2, np.ones(3), 1.0)
+        GlobalParams(Z, s2, np.ones(3), noise=1.0)
     with pytest.raises(ValueError, match=r"Z must be \(m, q\)"):
-        GlobalParams(Z[0], s2, ls, 1.0)
-    scalar = GlobalParams(Z, s2, 2.0, 1.0)  # one lengthscale for every input dimension
+        GlobalParams(Z[0], s2, ls, noise=1.0)
+    scalar = GlobalParams(Z, s2, 2.0, noise=1.0)  # one lengthscale for every input dimension
     np.testing.assert_array_equal(scalar.lengthscales, np.full(Z.shape[1], 2.0))

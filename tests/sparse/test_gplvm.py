@@ -26,7 +26,7 @@ def test_distributed_latent_bound_equals_dense_and_local_step_ascends(digits, cl
     to 1e-8 relative; one parallel local step (each chunk's q(x_i) on its own worker) raises the bound."""
     Y = (digits[0][:60] - digits[0][:60].mean(0)) / digits[0][:60].std()
     mu, S = rng.standard_normal((60, 2)), rng.uniform(0.05, 0.5, (60, 2))
-    theta = GlobalParams(rng.standard_normal((8, 2)), 1.0, np.array([1.0, 1.5]), 20.0)
+    theta = GlobalParams(rng.standard_normal((8, 2)), 1.0, np.array([1.0, 1.5]), noise=0.05)
     ref = bgplvm_bound_dense(Y, mu, S, theta.Z, theta.variance, theta.lengthscales, theta.beta)
     rows = ChunkedRows.from_arrays(client, Y, 25, mu=mu, S=S)
     assert rows.sizes == [25, 25, 10]

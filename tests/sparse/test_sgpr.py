@@ -25,7 +25,7 @@ pytestmark = pytest.mark.cluster
 def problem(concrete):
     X, y = concrete.X_std[:300], concrete.y_std[:300]
     Z = X[np.random.default_rng(0).choice(300, 15, replace=False)] + 0.01
-    return X, y, GlobalParams(Z, 1.3, np.full(X.shape[1], 2.0), 4.0)
+    return X, y, GlobalParams(Z, 1.3, np.full(X.shape[1], 2.0), noise=0.25)
 
 
 def _reference(X, y, theta):
@@ -79,7 +79,7 @@ def test_predictive_equals_dense_dtc(problem, kernel):
     """Mean Q_*n (Q_nn + β⁻¹I)⁻¹ y and the DTC/SoR variance, written densely with n × n matrices from each
     kernel's textbook formula."""
     X, y, theta = problem
-    theta = GlobalParams(theta.Z, theta.variance, theta.lengthscales, theta.beta, kernel)
+    theta = GlobalParams(theta.Z, theta.variance, theta.lengthscales, noise=theta.noise, kernel=kernel)
     st = chunk_stats(y, theta, mu=X)
     post = SparsePosterior.from_stats(theta, st)
     Xs = X[:20] + 0.3
@@ -89,7 +89,7 @@ def test_predictive_equals_dense_dtc(problem, kernel):
     Ksm = dense_kernel(kernel, Xs, theta.Z, theta.variance, theta.lengthscales)
     Qsn = Ksm @ np.linalg.solve(Kmm, Kmn)
     Qnn = Kmn.T @ np.linalg.solve(Kmm, Kmn)
-    A = Qnn + np.eye(len(X)) / theta.beta
+    A = Qnn + np.eye(len(X)) * theta.noise
     np.testing.assert_allclose(mean[:, 0], Qsn @ scipy.linalg.solve(A, y), rtol=1e-6, atol=1e-8)
     Qss = Ksm @ np.linalg.solve(Kmm, Ksm.T)
     var_ref = theta.variance - np.diag(Ksm @ np.linalg.solve(Kmm, Ksm.T)) + np.diag(
@@ -290,6 +290,17 @@ def test_save_load_round_trip_predicts_identically(suffix, problem, client, tmp_
     assert back.bound_ == est.bound_ and np.array_equal(back.inducing_points_, est.inducing_points_)
     files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
     assert all(not f.read_bytes().startswith(b"\x80") for f in files)  # no pickle protocol header
+    if suffix == ".nc":  # format 1 (daskgp 0.3) kept the noise as its precision beta_std: still read
+        import xarray as xr
+
+        ds = xr.load_dataset(path)
+        ds.attrs["beta_std"] = 1.0 / ds.attrs.pop("noise_std")
+        ds.attrs["model_format"] = 1
+        ds.to_netcdf(old := tmp_path / "format1.nc")
+        m1, s1 = SparseGPRegressor.load(old).predict(new, return_std=True)
+        np.testing.assert_allclose(m1, m0, rtol=1e-12)
+        np.testing.assert_allclose(s1, est.predict(new, return_std=True)[1], rtol=1e-12)
+        assert SparseGPRegressor.load(old).noise_variance_ == pytest.approx(est.noise_variance_, rel=1e-12)
 
 
 def test_save_never_replaces_a_foreign_folder_and_a_damaged_model_is_refused(problem, client, tmp_path):
@@ -459,10 +470,13 @@ def test_cli_sgpr_double_ctrl_c_exits_quietly(gap, tmp_path):
     assert err.strip().splitlines()[-1].startswith("daskgp: interrupted"), err
 
 
-@pytest.mark.parametrize("bad,msg", [(dict(n_inducing=2.7), "n_inducing must be an integer"),
-                                     (dict(n_inducing=True), "n_inducing must be an integer"),
-                                     (dict(max_iter=0), "max_iter must be >= 1"),
-                                     (dict(chunk_rows="100"), "chunk_rows must be an integer")])
+_AN_INT = r"must be an int in the range \[1, inf\)"
+
+
+@pytest.mark.parametrize("bad,msg", [(dict(n_inducing=2.7), f"'n_inducing' parameter .*{_AN_INT}. Got 2.7"),
+                                     (dict(n_inducing=True), f"'n_inducing' parameter .*{_AN_INT}. Got True"),
+                                     (dict(max_iter=0), f"'max_iter' parameter .*{_AN_INT}. Got 0"),
+                                     (dict(chunk_rows="100"), f"'chunk_rows' .*{_AN_INT}. Got '100'")])
 def test_integer_parameters_refuse_non_integers(bad, msg):
     """2.7 inducing points used to become 2 silently; now every integer parameter must be one."""
     from daskgp import SparseGPRegressor
