@@ -24,7 +24,6 @@ from ..compute.rows import RowChunks
 from ..core.fingerprint import fingerprint
 from ..core.kernels import kernel_name
 from ..core.validation import (
-    ValidatedParams,
     at_least,
     fit_data,
     new_data,
@@ -33,7 +32,7 @@ from ..core.validation import (
     standardising_moments,
 )
 from ..inducing.features import kmn
-from ..inducing.placement import kmeans_inducing
+from ..inducing.placement import InducingEstimator, kmeans_inducing
 from ..inducing.stats import summed_stats
 from ..runs.commit import RunDamaged
 from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
@@ -42,7 +41,7 @@ from .server import OPTIMIZERS, ParameterServer, ServerCheckpoint
 __all__ = ["ADVGPRegressor"]
 
 
-class ADVGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
+class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     """Sparse variational GP regression with a stationary ARD kernel (RBF or Matérn) in ADVGP's weight space,
     fitted by asynchronous delayed proximal gradients on a Dask cluster.
 
@@ -97,13 +96,6 @@ class ADVGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
         "random_state": ["random_state"],
         "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
     }
-
-    def _check_params(self, n: int) -> None:
-        """The constructor's parameters (scikit-learn's validation), then what depends on the data."""
-        self._validate_params()
-        kernel_name(self.kernel)
-        if self.n_inducing > n:
-            raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
 
     def fit(self, X, y, client=None, callback=None, delays=None, checkpoint=None, resume: bool = False,
             keep_checkpoint: bool = False, time_budget: float | None = None):

@@ -25,7 +25,6 @@ from sklearn.utils.validation import check_is_fitted
 from ..compute.rows import RowChunks
 from ..core.kernels import kernel_name
 from ..core.validation import (
-    ValidatedParams,
     at_least,
     fit_data,
     new_data,
@@ -33,14 +32,14 @@ from ..core.validation import (
     seed_from,
     standardising_moments,
 )
-from ..inducing.placement import kmeans_inducing
+from ..inducing.placement import InducingEstimator, kmeans_inducing
 from .ep import METHODS, Factor, GPCParams, Posterior
 from .fit import DEFAULT_DAMPING, Adam, EPState, GPCCheckpoint, collapsed, minibatch_damping, run_ep
 
 __all__ = ["SparseGPClassifier"]
 
 
-class SparseGPClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
+class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
     """Sparse GP classification (probit likelihood, FITC, a stationary ARD kernel) by expectation propagation.
 
     n_inducing: m; method: 'ep' (a site per point, memory O(n) on the workers), 'sep' (one global factor,
@@ -84,13 +83,6 @@ class SparseGPClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
         "random_state": ["random_state"],
         "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
     }
-
-    def _check_params(self, n: int) -> None:
-        """The constructor's parameters (scikit-learn's validation), then what depends on the data."""
-        self._validate_params()
-        kernel_name(self.kernel)
-        if self.n_inducing > n:
-            raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
 
     def _damping(self, n: int) -> float:
         if self.damping is not None:

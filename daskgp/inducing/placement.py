@@ -5,7 +5,22 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["kmeans_inducing"]
+from ..core.kernels import kernel_name
+from ..core.validation import ValidatedParams
+
+__all__ = ["kmeans_inducing", "InducingEstimator"]
+
+
+class InducingEstimator(ValidatedParams):
+    """The parameter check the estimators with ``n_inducing`` inducing inputs and a ``kernel=`` share
+    (SGPR, ADVGP, sparse GP classification): scikit-learn's validation of the constructor, the kernel's
+    name, then what depends on the data — no more inducing inputs than the n training rows."""
+
+    def _check_params(self, n: int) -> None:
+        self._validate_params()
+        kernel_name(self.kernel)
+        if self.n_inducing > n:
+            raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
 
 
 def kmeans_inducing(X, m: int, seed: int = 0, max_rows: int = 20_000) -> np.ndarray:

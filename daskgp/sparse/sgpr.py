@@ -29,7 +29,6 @@ from sklearn.utils.validation import check_is_fitted
 from ..core.files import MARK, array_digest, check_destination, replaced_atomically
 from ..core.kernels import kernel_name
 from ..core.validation import (
-    ValidatedParams,
     at_least,
     check_X,
     fit_data,
@@ -39,7 +38,7 @@ from ..core.validation import (
     standardising_moments,
 )
 from ..inducing.features import GlobalParams
-from ..inducing.placement import kmeans_inducing
+from ..inducing.placement import InducingEstimator, kmeans_inducing
 from .bound import bound_and_grads
 from .chunks import ChunkedRows
 from .fit import FitCheckpoint, ReplayDiverged, SparsePosterior, fit_global
@@ -71,7 +70,7 @@ def _validate_xy(est, X, y, min_rows: int):
     return fit_data(est, X, y, min_rows=min_rows)
 
 
-class SparseGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
+class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     """Sparse variational GP regression with a stationary ARD kernel (RBF or Matérn), fitted by maximising
     Titsias' collapsed bound with per-chunk statistics on a Dask cluster.
 
@@ -106,13 +105,6 @@ class SparseGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
         "device": [StrOptions({"auto", "cpu", "gpu"})],
         "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
     }
-
-    def _check_params(self, n: int) -> None:
-        """The constructor's parameters (scikit-learn's validation), then what depends on the data."""
-        self._validate_params()
-        kernel_name(self.kernel)
-        if self.n_inducing > n:
-            raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
 
     def fit(self, X, y, callback=None, client=None, init: GlobalParams | None = None, on_params=None,
             checkpoint=None, resume: bool = False, keep_checkpoint: bool = False):
