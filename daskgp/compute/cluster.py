@@ -11,7 +11,7 @@ from .backend import DEVICES, gpu_available
 log = logging.getLogger(__name__)
 
 __all__ = ["get_client", "gpu_available", "choose_device", "DEVICES", "borrowed_client", "close_client",
-           "worker_environ", "probe_scheduler", "quiet_logs"]
+           "worker_environ", "probe_scheduler", "quiet_logs", "drop_sync_cancel_bug"]
 
 
 def _dask_cuda_available() -> bool:
@@ -247,6 +247,32 @@ def quiet_logs() -> None:
 
     for name in ("distributed", "tornado", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _is_sync_cancel_bug(record) -> bool:
+    """The one record distributed 2026.8's ``sync`` logs when a Ctrl-C reaches it before its coroutine has
+    started: its ``cancel`` callback reads the not yet assigned ``future`` and tornado logs a NameError with
+    a traceback. The interrupt itself propagates correctly; only the log is spurious."""
+    exc = record.exc_info[1] if record.exc_info else None
+    if not isinstance(exc, NameError) or "'future'" not in str(exc):
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "cancel" and \
+        tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith("distributed/utils.py")
+
+
+def drop_sync_cancel_bug() -> None:
+    """Filter out of tornado's callback log the spurious NameError of :func:`_is_sync_cancel_bug` (every
+    other record passes). Installed once by the command line, whose first Ctrl-C it would otherwise turn into
+    a 12-line traceback above the one-line hint."""
+    logger = logging.getLogger("tornado.application")
+    if not any(getattr(f, "_daskgp_sync_cancel", False) for f in logger.filters):
+        filt = logging.Filter()
+        filt.filter = lambda record: not _is_sync_cancel_bug(record)
+        filt._daskgp_sync_cancel = True
+        logger.addFilter(filt)
 
 
 def close_client(client) -> None:

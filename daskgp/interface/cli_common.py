@@ -130,7 +130,10 @@ def interrupt_once():
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         return lambda: None
 
+    from ..compute.cluster import drop_sync_cancel_bug
     from .progress import note_interrupt
+
+    drop_sync_cancel_bug()
 
     def handler(signum, frame):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
