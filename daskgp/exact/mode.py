@@ -43,7 +43,8 @@ class ModeResult:
 
 
 def stochastic_map(post: GPPosterior, phi0, M0, *, max_iter: int = 400, window: int = 10, tol: float = 0.5,
-                   step: float = 0.5, jitter: float = 0.3, max_abs_phi: float = 30.0) -> ModeResult:
+                   step: float = 0.5, jitter: float = 0.3, max_abs_phi: float = 30.0,
+                   callback=None) -> ModeResult:
     """The mode of log p(φ | y) from φ₀ (p,) by preconditioned stochastic gradient ascent (see the module).
 
     post: the posterior (its probes are redrawn as it is configured; ``redraw_every=1`` gives independent
@@ -54,7 +55,7 @@ def stochastic_map(post: GPPosterior, phi0, M0, *, max_iter: int = 400, window: 
     averages within two standard errors of zero, then steps decreasing as η/(1 + j/window) with the iterates
     averaged (Polyak–Ruppert); it stops once the mean whitened gradient since then is below ``tol`` with
     every standard error below tol/2, or after ``max_iter`` gradients. Raises FloatingPointError when φ
-    leaves |φ| ≤ ``max_abs_phi``."""
+    leaves |φ| ≤ ``max_abs_phi``. ``callback(k)``: called after gradient k (0-based), for progress."""
     phi = np.array(phi0, dtype=float)
     L = np.linalg.cholesky(np.asarray(M0, dtype=float))
     gws, phis, lams = [], [], []
@@ -62,6 +63,8 @@ def stochastic_map(post: GPPosterior, phi0, M0, *, max_iter: int = 400, window: 
     se = np.full(len(phi), np.nan)
     for k in range(max_iter):
         g, info = post.stochastic_grad(phi, k)
+        if callback is not None:
+            callback(k)
         gw = L.T @ g  # whitened: M₀ĝ = L gw
         gws.append(gw)
         V = info.get("noise_cov")
@@ -91,19 +94,25 @@ def stochastic_map(post: GPPosterior, phi0, M0, *, max_iter: int = 400, window: 
 
 
 def laplace_covariance(post: GPPosterior, phi, *, n_probes: int = 8, h: float = 1e-3, tol: float = 1e-7,
-                       rng=None) -> np.ndarray:
+                       rng=None, callback=None) -> np.ndarray:
     """(−∇²log p(φ | y))⁻¹ (p, p) at φ: central differences (step ``h`` in log-parameters) of the gradient
     with ``n_probes`` common probes and CG to relative residual ``tol``, warm-started from the solve at φ.
-    Raises numpy.linalg.LinAlgError when the estimate is not positive definite."""
+    Raises numpy.linalg.LinAlgError when the estimate is not positive definite. ``callback(k)``: called
+    after each of its 2p + 1 gradients, for progress."""
     op, prior = post.op, post.prior
     phi = np.asarray(phi, dtype=float)
     p = phi.size
     probes = rademacher(op.n, n_probes, np.random.default_rng(rng))
     kw = {k: v for k, v in post.grad_kwargs.items() if k in ("precond", "precond_rank")}
 
+    done = [0]
+
     def grad(at, x0):
         est = log_marginal_gradient(op.with_log_params(at), post.y, probes=probes, x0=x0, solver="cg",
                                     tol=tol, **kw)
+        if callback is not None:
+            callback(done[0])
+        done[0] += 1
         return est.grad + prior.grad(at), est.warm_start
 
     _, x0 = grad(phi, None)

@@ -171,6 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--out", default=None, help="zarr store for the run, e.g. run.zarr")
     sm.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     sm.add_argument("--resume", default=None, metavar="RUN", help="continue an interrupted run")
+    sm.add_argument("--workers-per-chain", type=int, default=None, metavar="K",
+                    help="workers that compute each chain's kernel products, each caching its row blocks' "
+                         "kernel rows (default: workers / chains from 16,384 rows, else 1); the draws do not "
+                         "depend on it, so a resumed run may take another")
     sm.add_argument("--device", default="cpu", choices=["auto", "cpu", "gpu"],
                     help="where the chains compute: cpu, gpu (a dask-cuda cluster, cupy on every worker) or "
                          "auto (the GPU when the stack is complete); a resumed run keeps its own")

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..mcmc.config import SamplerConfig
 from .cli_common import check_out_path, cluster_from_args, dataset_from_args, print_summary, quiet_teardown
-from .progress import chain_progress
+from .progress import chain_progress, warmup_progress
 
 
 def sample_command(args) -> int:
@@ -23,7 +23,8 @@ def sample_command(args) -> int:
 
     ds = spec = None
     replaced = None  # the folder a new run replaces once its first block is committed (by inode)
-    for name in ("chains", "iterations", "probes", "checkpoint_every", "workers", "target_ess"):
+    for name in ("chains", "iterations", "probes", "checkpoint_every", "workers", "target_ess",
+                 "workers_per_chain"):
         v = getattr(args, name, None)
         if v is not None and v < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
@@ -57,7 +58,8 @@ def sample_command(args) -> int:
                     target_ess=args.target_ess, seed=args.seed, kernel=args.kernel, ard=args.ard,
                     n_probes=args.probes, checkpoint_every=args.checkpoint_every,
                     step_start=args.step_start, step_end=args.step_end,
-                    freeze_threshold=args.freeze_threshold, device=args.device)
+                    freeze_threshold=args.freeze_threshold, device=args.device,
+                    workers_per_chain=args.workers_per_chain)
         _check_run_fits(opts, ds)  # before a cluster starts: a refusal costs nothing
     control = RunControl()
     previous = signal.signal(signal.SIGINT, _stop_on_first_sigint(control))
@@ -67,11 +69,12 @@ def sample_command(args) -> int:
             try:
                 if args.resume:
                     dt = resume(out, client=client, progress=chain_progress(cfg.method), control=control,
-                                **extend)
+                                workers_per_chain=args.workers_per_chain, **extend)
                 else:
                     dt = sample(ds.X_std, ds.y_std, out=out, client=client, data_spec=spec,
                                 data_meta=ds.meta(), overwrite=args.overwrite,
-                                progress=chain_progress(args.method), control=control, **opts)
+                                progress=chain_progress(args.method), control=control,
+                                on_warmup=warmup_progress(), **opts)
             except (KeyboardInterrupt, RunStopped):
                 quiet_teardown(client)  # the cluster closes next: its comms break loudly
     except KeyboardInterrupt:  # a second Ctrl-C while the cluster closes

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["chain_progress", "bound_progress", "advgp_progress", "gpc_progress"]
+__all__ = ["chain_progress", "warmup_progress", "bound_progress", "advgp_progress", "gpc_progress"]
 
 
 # A Ctrl-C whose KeyboardInterrupt is raised where Python swallows exceptions (a gc callback, a destructor:
@@ -92,6 +92,36 @@ def chain_progress(method: str, stream=None):
         final = st.running is None and (st.done >= st.n_iter or (st.target_ess is not None and st.converged))
         _show_line(stream, tty, line, final=final)
 
+    return show
+
+
+def warmup_progress(stream=None):
+    """``show(event)`` — the ``on_warmup`` callback of :func:`daskgp.mcmc.chains.sample`: one line per
+    warmup stage (the subset MAP, the ascent, the curvature, …) with the stage's gradients against its cap,
+    its own rate and the time left at that rate (an ascent usually stops before its cap: its time left is
+    an upper bound, marked ≤). A terminal redraws the line; a log gets a line per update."""
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    shown = {"stage": None}
+
+    def show(ev):
+        stage, k, cap, sec = str(ev["stage"]), int(ev["k"]), max(int(ev["cap"]), 1), float(ev["seconds"])
+        if shown["stage"] is not None and stage != shown["stage"] and tty:
+            stream.write("\n")  # the finished stage keeps its line
+        shown["stage"] = stage
+        if stage == "subset MAP":
+            line = "warmup: MAP and Laplace covariance of a random subset"
+        elif stage == "done":
+            _show_line(stream, tty, f"warmup: done in {_duration(sec)} ({k} ascent gradients)", final=True)
+            return
+        else:
+            rate = f"  {sec / k:.2f} s/gradient" if k else "  (its first gradient)"
+            left = f"  ≤ {_duration((cap - k) * sec / k)} left" if k and stage.startswith("ascent") else (
+                f"  {_duration((cap - k) * sec / k)} left" if k else "")
+            line = f"warmup: {stage} {_meter(k, cap, sec, tty, remaining=False)} gradients{rate}{left}"
+        _show_line(stream, tty, line)
+
+    show.done = _line_ender(stream, tty)
     return show
 
 

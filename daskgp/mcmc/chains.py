@@ -29,6 +29,7 @@ import logging
 import secrets
 import threading
 import time
+from concurrent.futures import CancelledError
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -49,6 +50,7 @@ from ..runs.draws import (
 from .config import SamplerConfig, check_method_fits, check_run_size, fingerprint
 from .control import RunControl, RunStopped
 from .diagnostics import RunStatus, run_status
+from .layout import chain_layout
 from .segments import (
     ChainState,
     block_arrays,
@@ -66,7 +68,7 @@ log = logging.getLogger(__name__)
 
 def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
            data_spec: dict | None = None, data_meta: dict | None = None, overwrite: bool = False,
-           progress=None, control: RunControl | None = None, on_block=None, **overrides):
+           progress=None, control: RunControl | None = None, on_block=None, on_warmup=None, **overrides):
     """Run ``config.n_chains`` chains in parallel on the Dask cluster, checkpointing to the zarr store
     ``out``.
 
@@ -79,7 +81,11 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
     progress(status): called after every committed block with a :class:`daskgp.mcmc.diagnostics.RunStatus`
     (iterations, R-hat, ESS, seconds per effective sample, time to the target);
     on_block(posterior, sample_stats, first_draw): the block just committed ({name: (chains, B)} arrays);
-    control: a :class:`RunControl` to pause / resume / stop the run from another thread.
+    control: a :class:`RunControl` to pause / resume / stop the run from another thread;
+    on_warmup(event): before the chains, the warmup's progress — a dict {'stage', 'k' (gradients done in the
+    stage), 'cap' (its most), 'seconds' (in the stage), 'total' (since the warmup began)}, first with stage
+    'subset MAP' (on the client), then the stages of :data:`daskgp.mcmc.segments.WARMUP_STAGES` (from the
+    worker, about every second; on the client's event loop).
     Returns the run as an ArviZ DataTree (see :func:`daskgp.mcmc.diagnostics.open_run`).
     """
     # a given config is already resolved; overrides alone resolve their method's defaults (e.g. n_probes)
@@ -97,6 +103,8 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
     # children by index: chains 0..C−1, then the start spread, the subset, the warmup's probes
     seeds = np.random.SeedSequence(cfg.seed).spawn(cfg.n_chains + 3)
     C = cfg.n_chains
+    if on_warmup is not None:
+        on_warmup({"stage": "subset MAP", "k": 0, "cap": 1, "seconds": 0.0, "total": 0.0})
     phi_map, H_inv = subset_map(X, y, kernel, 0.3, prior=prior, size=cfg.subset_size,
                                 rng=np.random.default_rng(seeds[C + 1]))
     m = min(cfg.subset_size, n)
@@ -104,9 +112,10 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
     from ..compute.cluster import borrowed_client
 
     with borrowed_client(client) as client:
+        _layout(client, cfg, n)  # a layout the cluster cannot hold is refused before the warmup
         centre, spread, warm = phi_map, H_inv, None
         if cfg.warmup == "map":
-            warm = _warmup(X, y, cfg, kernel, prior, phi_map, M, seeds[C + 2], client, control)
+            warm = _warmup(X, y, cfg, kernel, prior, phi_map, M, seeds[C + 2], client, control, on_warmup)
             centre, M = warm["phi"], warm["cov"]
             spread = cfg.overdispersion**2 * M
         phi_init = np.random.default_rng(seeds[C]).multivariate_normal(centre, spread, size=C)
@@ -142,7 +151,8 @@ def _warn_unless_standardised(X, y) -> None:
                       "in the data's units", UserWarning, stacklevel=3)
 
 
-def _warmup(X, y, cfg: SamplerConfig, kernel, prior, phi_sub, M_sub, seed, client, control) -> dict:
+def _warmup(X, y, cfg: SamplerConfig, kernel, prior, phi_sub, M_sub, seed, client, control,
+            on_warmup=None) -> dict:
     """The 'map' warmup: a gradient sampler's on a worker (:func:`daskgp.mcmc.segments.warmup_segment`), one
     on the exact density (MH) by the exact Cholesky MAP and Hessian on all n rows (it runs only where n fits
     a Cholesky)."""
@@ -152,22 +162,51 @@ def _warmup(X, y, cfg: SamplerConfig, kernel, prior, phi_sub, M_sub, seed, clien
                               rng=np.random.default_rng(seed))
         return {"method": "map", "phi": phi, "cov": cov, "cov_from": "exact Laplace (Cholesky)",
                 "iterations": 0, "converged": True, "seconds": time.perf_counter() - t0}
-    from concurrent.futures import CancelledError
-
     control = control or RunControl()
     control._check()
     run_key = f"{fingerprint(X, y)[:12]}-warmup-{secrets.token_hex(4)}"
-    f = client.submit(warmup_segment, X, y, asdict(cfg), phi_sub, M_sub,
-                      int(seed.generate_state(1)[0]), run_key, pure=False, key=f"daskgp-warmup-{run_key}")
+    (workers,) = _layout(client, replace(cfg, n_chains=1), X.shape[0])  # one chain: the whole cluster
+    f = client.submit(warmup_segment, X, y, asdict(cfg), phi_sub, M_sub, int(seed.generate_state(1)[0]),
+                      run_key, workers, pure=False, key=f"daskgp-warmup-{run_key}",
+                      **_near(workers))
     control._track(client, f)
+    if on_warmup is not None:
+        client.subscribe_topic(progress_topic(run_key), lambda event: _tell(on_warmup, event[1]))
     try:
         out = f.result()
     except CancelledError:
         raise RunStopped("the run was stopped during its warmup; nothing was saved") from None
     finally:
         control._untrack(f)
+        if on_warmup is not None:
+            with contextlib.suppress(Exception):  # a closing client has no topics left
+                client.unsubscribe_topic(progress_topic(run_key))
+    if on_warmup is not None:
+        _tell(on_warmup, {"stage": "done", "k": int(out.get("iterations", 0)), "cap": 1,
+                          "seconds": float(out["seconds"]), "total": float(out["seconds"])})
     control._check()
     return {"method": "map", **out}
+
+
+def _tell(callback, msg) -> None:
+    """A progress event to a user's callback, on the client's event loop: a failing display must not touch
+    the run."""
+    try:
+        callback(msg)
+    except Exception:
+        log.debug("daskgp: the warmup progress callback failed", exc_info=True)
+
+
+def _layout(client, cfg: SamplerConfig, n: int) -> list[list[str]]:
+    """Each chain's workers on this cluster (:func:`daskgp.mcmc.layout.chain_layout`); ValueError (one line)
+    for a ``workers_per_chain`` the cluster cannot hold."""
+    return chain_layout(client.scheduler_info()["workers"], cfg.n_chains, n, cfg.workers_per_chain)
+
+
+def _near(workers: list[str]) -> dict:
+    """A chain's segment runs beside its blocks (on its first worker) when they are spread over several;
+    a preference, so that a lost worker does not strand it. One worker: wherever the scheduler likes."""
+    return dict(workers=workers[:1], allow_other_workers=True) if len(workers) > 1 else {}
 
 
 def _plain(d: dict) -> dict:
@@ -176,13 +215,15 @@ def _plain(d: dict) -> dict:
 
 
 def resume(out: str, *, X=None, y=None, client=None, progress=None, control: RunControl | None = None,
-           on_block=None, n_iter: int | None = None, target_ess: int | None = None):
+           on_block=None, n_iter: int | None = None, target_ess: int | None = None,
+           workers_per_chain: int | None = None):
     """Continue an interrupted run to its configured length (or its ESS target), every chain from its last
     committed state; with ``n_iter`` and/or ``target_ess``, extend it — a finished run included — to that
     length or target (the chains continue as they were: their adaptation is not redone).
 
     The data are reloaded from the run's data spec unless X, y are given; either way they must match the
     fingerprint stored with the run. A run that is complete is returned as it is (no cluster is started).
+    ``workers_per_chain``: another layout than the run's own (the draws do not depend on it).
     Raises :class:`daskgp.runs.draws.RunError` (one line) when the run is damaged, locked by a live writer
     or cannot be continued, ValueError when the extension is not one."""
     store, committed = DrawStore.open(out)
@@ -191,6 +232,8 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
         cfg, names, M = _resume_plan(attrs, ckpt, store.path)
         if n_iter is not None or target_ess is not None:
             cfg = extended_config(cfg, store.n_draws, n_iter, target_ess, store.path)
+        if workers_per_chain is not None:
+            cfg = SamplerConfig.from_dict({**asdict(cfg), "workers_per_chain": workers_per_chain})
         finished = _finished(cfg, store.n_draws, committed.data, names)
         if X is None and not finished:
             X, y = _stored_or_spec(committed, attrs)
@@ -364,18 +407,23 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
     try:
         from distributed import as_completed
 
-        Xf, yf = client.scatter([X, y], broadcast=True, hash=False)
+        layout = _layout(client, cfg, X.shape[0])
+        data = client.scatter([X, y], broadcast=True, hash=False)  # [X, y] futures, placed again if lost
         Mf = np.asarray(M)
         ac = as_completed()
         live = _LiveProgress(progress, C, N, done0, elapsed0, t_start, control, paused0)
         if progress is not None:
             client.subscribe_topic(progress_topic(run_key), live.on_event)
 
+        attempts: dict[tuple[int, int], int] = {}
+
         def submit(c: int, block: int):
             control._check()
             n = ends[block] - starts[block]
-            f = client.submit(run_segment, Xf, yf, cfg_dict, Mf, states[c], n, run_key, c, pure=False,
-                              key=f"daskgp-chain{c}-block{block}-{run_key}")
+            again = attempts.get((c, block), 0)
+            key = f"daskgp-chain{c}-block{block}-{run_key}" + (f"-{again}" if again else "")
+            f = client.submit(run_segment, *data, cfg_dict, Mf, states[c], n, run_key, c, layout[c],
+                              pure=False, key=key, **_near(layout[c]))
             futures[f.key] = (c, block, f)
             control._track(client, f)
             ac.add(f)
@@ -391,7 +439,20 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
             control._untrack(f)
             if control.stopped:
                 raise RunStopped("the run was stopped; its committed draws are kept")
-            records, new_state = f.result()
+            try:
+                records, new_state = f.result()
+            except CancelledError:
+                # the scheduler forgot a segment whose worker died while it held a worker client (its
+                # chain's products on other workers); the segment is a pure function of the chain's state,
+                # which states[c] still holds: run it again, to the same draws
+                attempts[(c, block)] = attempts.get((c, block), 0) + 1
+                if control.stopped or attempts[(c, block)] > _SEGMENT_RETRIES:
+                    raise
+                log.warning("daskgp: chain %d's segment %d was lost with its worker; running it again", c,
+                            block)
+                data[:] = client.scatter([X, y], broadcast=True, hash=False)  # its replicas may be gone too
+                submit(c, block)
+                continue
             pending.setdefault(block, {})[c] = (records, new_state)
             if block + 1 < expected_blocks:
                 states[c] = new_state  # this chain's next segment starts from here
@@ -447,6 +508,9 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
             with contextlib.suppress(Exception):  # a closing client has no topics left
                 client.unsubscribe_topic(progress_topic(run_key))
         _release_on_workers(client, run_key)
+
+
+_SEGMENT_RETRIES = 3  # a segment lost more often than this fails the run (as distributed's allowed-failures)
 
 
 def _fidelity_records(stats: dict, names) -> list[str]:

@@ -74,6 +74,9 @@ class SamplerConfig:
     length does not depend on its cap there: SGHMC adapts over 3 batches, MH over 1,000 iterations and the
     SGLD step schedule spans ``step_iter`` = 2,000 iterations (with a fixed length: ``n_iter``/5 and
     ``n_iter``).
+    Layout: ``workers_per_chain`` workers compute each chain's kernel products, each caching the kernel rows
+    of its row blocks (None: ⌊workers / chains⌋ from 16,384 rows, else 1; see :mod:`daskgp.mcmc.layout`).
+    The draws do not depend on it, so a run may be resumed with another.
     Defaults left as None are resolved when the configuration is made (``n_probes``: 32 for SGHMC, whose
     step the gradient noise caps, 4 — the paper's N_r — otherwise), and stored resolved with the run;
     ``solver`` and ``precond_rank`` None are resolved for the data's size by :meth:`solver_for` and
@@ -119,6 +122,7 @@ class SamplerConfig:
     step_iter: int | None = None
     target_ess: int | None = None
     target_rhat: float = 1.01
+    workers_per_chain: int | None = None
 
     def __post_init__(self):
         target = self.target_ess is not None
@@ -168,7 +172,7 @@ class SamplerConfig:
             raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {self.device!r}")
         if self.precond not in (None, "pivchol"):
             raise ValueError(f"precond must be None or 'pivchol', got {self.precond!r}")
-        for name in ("step_iter", "target_ess", "precond_rank"):
+        for name in ("step_iter", "target_ess", "precond_rank", "workers_per_chain"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
@@ -260,9 +264,10 @@ _PARTS = {
                    "preconditioner and its rank, the cached kernel rows' dtype, the device",
                    ("solver", "n_probes", "redraw_every", "es_tol", "tol", "beta", "roulette", "precond",
                     "precond_rank", "cache_dtype", "device")),
-    "RunSpec": ("the run: chains, iterations per chain, seed, iterations per committed block, and the "
-                "target ESS / R-hat that stop it early",
-                ("n_chains", "n_iter", "seed", "checkpoint_every", "target_ess", "target_rhat")),
+    "RunSpec": ("the run: chains, iterations per chain, seed, iterations per committed block, the "
+                "target ESS / R-hat that stop it early, and the workers per chain",
+                ("n_chains", "n_iter", "seed", "checkpoint_every", "target_ess", "target_rhat",
+                 "workers_per_chain")),
 }
 
 

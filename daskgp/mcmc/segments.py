@@ -9,13 +9,18 @@ sampler on its :class:`_Target` and returns the records and the next state's dic
 worker is recomputed to the same draws and a resumed run continues exactly where an uninterrupted one would
 be.
 
-The kernel operator with its cached kernel rows (n² · 8 bytes: 4 GB on house_8L) is kept per (run, worker
-thread) between a run's segments, and :func:`release_operators` frees it when the run ends, stops or fails, so
-a long-lived cluster (the dashboard's) does not keep the memory of finished runs.
+The kernel operator with its cached kernel rows (n² · 4 bytes in float32: 2 GB on house_8L) is kept
+between a run's segments — per (run, worker thread) when the chain computes in its own process, per (run,
+chain) when its products run on several workers (:mod:`daskgp.mcmc.layout`: the segment, the chain's
+driver, then secedes from the worker's thread pool through ``worker_client`` and its row blocks run as
+pinned tasks on the chain's workers, each caching its blocks' rows) — and :func:`release_operators`, run on
+every worker, frees both when the run ends, stops or fails, so a long-lived cluster (the dashboard's) does
+not keep the memory of finished runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -27,11 +32,12 @@ from ..core.priors import GammaPrior
 from ..exact.mode import laplace_covariance, stochastic_map
 from ..exact.posterior import GPPosterior, ProbeState, exact_log_posterior
 from .config import SamplerConfig
+from .layout import chain_block_rows
 from .samplers import get_sampler, sampler_names
 from .samplers.base import ChainStateLike
 
 __all__ = ["ChainState", "initial_states", "run_segment", "warmup_segment", "release_operators",
-           "block_arrays", "progress_topic", "PROGRESS_EVERY"]
+           "block_arrays", "progress_topic", "PROGRESS_EVERY", "WARMUP_STAGES"]
 
 PROGRESS_EVERY = 1.0  # seconds between a running segment's progress events
 
@@ -127,8 +133,46 @@ class _Ticker:
             self.next = time.monotonic() + PROGRESS_EVERY
 
 
+# The warmup's stages in order, as its progress events name them (``{"stage": name, "k": gradients done in
+# the stage, "cap": its most, "seconds": in the stage so far, "total": since the warmup began}``).
+WARMUP_STAGES = ("ascent", "curvature", "ascent in the curvature's metric", "final curvature")
+
+
+class _WarmupTicker:
+    """Reports the warmup's progress as worker events on :func:`progress_topic` (see
+    :data:`WARMUP_STAGES`): at the start of every stage at once, then at most every
+    :data:`PROGRESS_EVERY` seconds. Silent outside a worker."""
+
+    def __init__(self, run_key: str):
+        self.worker = None
+        try:
+            from distributed import get_worker
+
+            self.worker = get_worker()
+        except ValueError:  # not in a worker: nobody to tell
+            pass
+        self.topic, self.t0 = progress_topic(run_key), time.monotonic()
+        self.stage_name, self.cap, self.k, self.t_stage, self.next = "", 0, 0, self.t0, 0.0
+
+    def stage(self, name: str, cap: int) -> None:
+        self.stage_name, self.cap, self.k, self.t_stage = name, int(cap), 0, time.monotonic()
+        self._emit()
+
+    def __call__(self, k: int) -> None:
+        self.k = k + 1
+        if time.monotonic() >= self.next or self.k == self.cap:
+            self._emit()
+
+    def _emit(self) -> None:
+        now = time.monotonic()
+        self.next = now + PROGRESS_EVERY
+        if self.worker is not None:
+            self.worker.log_event(self.topic, {"stage": self.stage_name, "k": self.k, "cap": self.cap,
+                                               "seconds": now - self.t_stage, "total": now - self.t0})
+
+
 def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str,
-                chain_index: int | None = None) -> tuple[dict, dict]:
+                chain_index: int | None = None, workers: list[str] | None = None) -> tuple[dict, dict]:
     """Advance one chain by up to n iterations from ``state`` (a :class:`ChainState` dict); returns
     (records, the next state's dict).
 
@@ -136,22 +180,47 @@ def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str,
     (k, p) log-parameters and the sampler's ``records`` (k,), k ≤ n (shorter only when the chain stopped).
     Runs on a worker (or anywhere: its results depend on its arguments only; ``run_key`` only names the
     kernel operator kept for the run's next segments and the progress events, sent when ``chain_index`` is
-    given)."""
+    given). ``workers``: two or more worker addresses that compute the chain's kernel products (its
+    :func:`daskgp.mcmc.layout.chain_layout` share), in a task only; None or one: this process computes
+    them. The draws are the same either way."""
     cfg = SamplerConfig.from_dict(cfg_dict)
     p = np.shape(M)[0]
     chain = ChainState.from_dict(state, cfg, p, X.shape[0])
     if chain.sampler.stopped:
         return {"phi": np.empty((0, p))}, chain.to_dict()
     t_start = chain.sampler.t
-    target = _Target(X, y, cfg, run_key, _Ticker(run_key, chain_index, t_start, t_start + n))
-    if cfg.sampler.uses_gradient:
-        target.open_gradient(chain.probes)  # the probe state advances in place with the sampler's
-    records = cfg.sampler.run(target, cfg, np.asarray(M, dtype=float), chain.sampler, n)
-    if target.operator is not None and run_key in _RELEASED:
-        # the run ended while this segment ran (a cancelled task runs to its end)
-        release_operators(run_key)
-        target.operator.close()  # already forgotten by the release, but it cached rows again since
+    with _products_on(workers) as client:
+        target = _Target(X, y, cfg, run_key, _Ticker(run_key, chain_index, t_start, t_start + n))
+        if cfg.sampler.uses_gradient:
+            # the probe state advances in place with the sampler's
+            target.open_gradient(chain.probes, client, workers, f"chain{chain_index}")
+        records = cfg.sampler.run(target, cfg, np.asarray(M, dtype=float), chain.sampler, n)
+        if target.operator is not None and run_key in _RELEASED:
+            # the run ended while this segment ran (a cancelled task runs to its end): the rows it cached
+            # since the driver's release go too
+            release_operators(run_key, here_only=False)
+            target.operator.close()
     return records, chain.to_dict()
+
+
+@contextlib.contextmanager
+def _products_on(workers):
+    """The client through which a chain's products reach its ``workers`` (None when it computes them in its
+    own process). The segment secedes from its worker's thread pool while it holds the client (distributed's
+    ``worker_client``): it waits on its blocks most of the time, and a worker with one thread could not run
+    a block of its own otherwise."""
+    if not workers or len(workers) < 2:
+        yield None
+        return
+    try:
+        from distributed import get_worker, worker_client
+
+        get_worker()
+    except ValueError:  # not in a worker task: nothing to secede from; the process computes the products
+        yield None
+        return
+    with worker_client() as client:
+        yield client
 
 
 class _Target:
@@ -163,10 +232,11 @@ class _Target:
         self.X, self.y, self.cfg, self.run_key, self.tick = X, y, cfg, run_key, tick
         self.posterior = self.operator = self._logp = None
 
-    def open_gradient(self, probes: ProbeState) -> None:
-        """The stochastic gradient of the run's configuration, continuing the chain's ``probes``."""
+    def open_gradient(self, probes: ProbeState, client=None, workers=None, name: str = "chain") -> None:
+        """The stochastic gradient of the run's configuration, continuing the chain's ``probes``; its
+        products on ``workers`` through ``client`` when given (:func:`_operator`)."""
         cfg = self.cfg
-        self.operator = _operator(self.X, cfg, self.run_key)
+        self.operator = _operator(self.X, cfg, self.run_key, client, workers, name)
         self.posterior = _posterior(self.operator, self.y, cfg, redraw_every=cfg.sampler.redraw_every(cfg))
         self.posterior.state = probes
 
@@ -188,7 +258,8 @@ class _Target:
         return self._logp(phi)
 
 
-def warmup_segment(X, y, cfg_dict: dict, phi0, M0, seed: int, run_key: str) -> dict:
+def warmup_segment(X, y, cfg_dict: dict, phi0, M0, seed: int, run_key: str,
+                   workers: list[str] | None = None) -> dict:
     """The 'map' warmup of an SGLD run, one task on a worker: from φ₀ (p,) (the subset MAP) with
     preconditioner M0 (p, p), stochastic gradient ascent to the full-data mode, the Laplace covariance there
     from common-probe differences of the stochastic gradient, and a second ascent in that metric (what
@@ -197,38 +268,49 @@ def warmup_segment(X, y, cfg_dict: dict, phi0, M0, seed: int, run_key: str) -> d
     Returns plain data: 'phi' (p,) the mode, 'cov' (p, p) the Laplace covariance (M0 when the estimate is
     not positive definite: 'cov_from' says which), 'iterations', 'converged', 'grad_norm' (final mean
     whitened gradient, ≈ posterior sd from the mode), 'noise_eig' (largest whitened gradient-noise variance)
-    and 'seconds'."""
-    import time
-
+    and 'seconds'. ``workers``: as for :func:`run_segment` (the warmup is one chain: the whole cluster's
+    workers by the layout rule)."""
     cfg = SamplerConfig.from_dict(cfg_dict)
+    with _products_on(workers) as client:
+        return _warmup(y, cfg, phi0, M0, seed, run_key, _operator(X, cfg, run_key, client, workers, "warmup"))
+
+
+def _warmup(y, cfg: SamplerConfig, phi0, M0, seed: int, run_key: str, op) -> dict:
+    """:func:`warmup_segment` on the kernel operator ``op``, which it releases (with the run) at the end."""
     t0 = time.perf_counter()
-    op = _operator(X, cfg, run_key)
     rng = np.random.default_rng(seed)
     # fresh probes every gradient (independent noise averages out), the preconditioner kept as the chains do
     post = _posterior(op, y, cfg, redraw_every=1, rng=rng)
     M0 = np.asarray(M0, dtype=float)
+    tick, n_curv = _WarmupTicker(run_key), 2 * len(M0) + 1
     try:
-        first = stochastic_map(post, phi0, M0, max_iter=cfg.warmup_iter, max_abs_phi=cfg.max_abs_phi)
+        tick.stage(WARMUP_STAGES[0], cfg.warmup_iter)
+        first = stochastic_map(post, phi0, M0, max_iter=cfg.warmup_iter, max_abs_phi=cfg.max_abs_phi,
+                               callback=tick)
         try:
-            cov = laplace_covariance(post, first.phi, n_probes=max(8, cfg.laplace_probes // 4), rng=rng)
+            tick.stage(WARMUP_STAGES[1], n_curv)
+            cov = laplace_covariance(post, first.phi, n_probes=max(8, cfg.laplace_probes // 4), rng=rng,
+                                     callback=tick)
             source = "full-data stochastic Laplace"
         except np.linalg.LinAlgError:  # a noisy curvature estimate: keep the subset's metric
             cov, source = M0, "subset Laplace scaled by subset/n"
         # a second ascent in the full-data metric: its window means are sharper there
+        tick.stage(WARMUP_STAGES[2], max(cfg.warmup_iter // 2, 20))
         second = stochastic_map(post, first.phi, cov, max_iter=max(cfg.warmup_iter // 2, 20),
-                                max_abs_phi=cfg.max_abs_phi)
+                                max_abs_phi=cfg.max_abs_phi, callback=tick)
         try:  # the curvature where the chains will start: their metric, so with more probes
-            cov = laplace_covariance(post, second.phi, n_probes=cfg.laplace_probes, rng=rng)
+            tick.stage(WARMUP_STAGES[3], n_curv)
+            cov = laplace_covariance(post, second.phi, n_probes=cfg.laplace_probes, rng=rng, callback=tick)
             source = "full-data stochastic Laplace"
         except np.linalg.LinAlgError:
             pass
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as e:  # start the chains at the subset
-        release_operators(run_key)
+        release_operators(run_key, here_only=False)
         return {"phi": np.array(phi0, dtype=float), "cov": M0,
                 "cov_from": "subset Laplace scaled by subset/n", "iterations": 0, "converged": False,
                 "failed": f"{type(e).__name__}: {e}",
                 "seconds": time.perf_counter() - t0}
-    release_operators(run_key)  # the warmup's cached kernel rows leave with it
+    release_operators(run_key, here_only=False)  # the warmup's cached kernel rows leave with it
     return {"phi": second.phi, "cov": cov, "cov_from": source,
             "iterations": first.iterations + second.iterations, "converged": bool(second.converged),
             "grad_norm": second.grad_norm, "noise_eig": max(first.noise_eig, second.noise_eig),
@@ -263,43 +345,68 @@ def _mh_target(X, y, cfg: SamplerConfig):
     return logp
 
 
-# Kernel operators kept between a run's segments, per (run key, worker thread).
+# Kernel operators kept between a run's segments: per (run key, worker thread) for a chain computing in
+# its own process, per (run key, chain name) for one whose blocks run on several workers.
 _OPERATORS: dict = {}
 _RELEASED: set[str] = set()  # runs already released: a cancelled segment finishing late releases its own
 _OPERATORS_LOCK = threading.Lock()
 
 
-def _operator(X, cfg: SamplerConfig, run_key: str):
-    """This worker thread's kernel operator for the run, kept between segments (its cached kernel rows
-    are rebuilt in the same memory when θ moves)."""
+def _operator(X, cfg: SamplerConfig, run_key: str, client=None, workers=None, name: str = "chain"):
+    """The chain's kernel operator for the run, kept between segments (its cached kernel rows are rebuilt
+    in the same memory when θ moves): computing in this process, or — given a client and two or more
+    ``workers`` — on those workers, its caches named after the run and ``name`` so that the chain's next
+    segment finds them wherever it runs. Row blocks of :func:`daskgp.mcmc.layout.chain_block_rows` either
+    way, so the draws do not depend on the layout."""
+    from ..compute.executors import DaskExecutor
     from ..compute.operator import KernelOperator
 
-    key = (run_key, threading.get_ident())
+    spread = client is not None and workers is not None and len(workers) > 1
+    key = (run_key, name) if spread else (run_key, threading.get_ident())
     with _OPERATORS_LOCK:
-        op = _OPERATORS.get(key)
+        op = _OPERATORS.get(key)  # its executor re-pins by itself after a lost worker
     if op is None:
-        try:
-            from distributed import get_worker
-
-            n_threads = 1 if get_worker().state.nthreads <= 1 else None
-        except (ImportError, ValueError):
-            n_threads = None
         kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
-        op = KernelOperator(X, kernel, 1.0, mode="local", n_threads=n_threads,
-                            cache_dtype=cfg.cache_dtype, device=None if cfg.device == "cpu" else cfg.device)
+        device = None if cfg.device == "cpu" else cfg.device
+        options = dict(cache_dtype=cfg.cache_dtype, block_rows=chain_block_rows(X.shape[0]))
+        if spread:
+            # the driver's layout predates any worker lost since: the survivors, or any live worker
+            live = set(client.scheduler_info()["workers"])
+            workers = [w for w in workers if w in live] or sorted(live)
+            executor = DaskExecutor(X, client, device, workers=workers, id=f"{run_key}/{name}")
+            op = KernelOperator(X, kernel, 1.0, executor=executor, **options)
+        else:
+            try:
+                from distributed import get_worker
+
+                n_threads = 1 if get_worker().state.nthreads <= 1 else None
+            except (ImportError, ValueError):
+                n_threads = None
+            op = KernelOperator(X, kernel, 1.0, mode="local", n_threads=n_threads, device=device, **options)
         with _OPERATORS_LOCK:
             _OPERATORS[key] = op
+    elif spread:
+        op.executor.client = client  # this segment's (the same worker's client, or another worker's)
     return op
 
 
-def release_operators(run_key: str) -> int:
-    """Close and forget every kernel operator this process keeps for run ``run_key``, freeing their cached
-    kernel rows; returns how many. The driver runs it on every worker when a run ends, stops or fails."""
+def release_operators(run_key: str, here_only: bool = True) -> int:
+    """Close and forget every kernel operator this process keeps for run ``run_key``, and free the cached
+    rows it holds for any chain of that run whose blocks ran here; returns how many operators. The driver
+    runs it on every worker when a run ends, stops or fails. ``here_only`` False (a task that ends its own
+    run, the warmup): an operator on several workers also frees its blocks there."""
+    from ..compute.executors import release_worker_caches
+
     with _OPERATORS_LOCK:
         _RELEASED.add(run_key)
         ops = [_OPERATORS.pop(k) for k in [k for k in _OPERATORS if k[0] == run_key]]
     for op in ops:
-        op.close()
+        if op.mode == "local":
+            op.close()
+        elif not here_only:  # from a task thread: its client may call the workers
+            with contextlib.suppress(Exception):  # workers already gone have nothing left to free
+                op.executor.close()
+    release_worker_caches(f"{run_key}/")
     return len(ops)
 
 

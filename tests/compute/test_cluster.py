@@ -141,11 +141,13 @@ def _sync_interrupted_before_its_coroutine_starts():
 
     import distributed.utils as du
 
-    class FirstWaitInterrupted(threading.Event):
+    caller = threading.get_ident()
+
+    class FirstWaitInterrupted(threading.Event):  # threading.Event for every thread while patched
         raised = False
 
         def wait(self, timeout=None):
-            if not FirstWaitInterrupted.raised:
+            if not FirstWaitInterrupted.raised and threading.get_ident() == caller:
                 FirstWaitInterrupted.raised = True
                 raise KeyboardInterrupt
             return super().wait(timeout)

@@ -232,3 +232,41 @@ def test_progress_moves_between_blocks_with_the_workers_events(concrete, client,
     assert all(done < running < 400 for done, running in live), live
     assert [r for _, r in live] == sorted(r for _, r in live)
     assert seen[-1].done == 400 and seen[-1].running is None
+
+
+def test_the_warmup_reports_every_stage_in_order_with_its_own_counts(concrete, client, tmp_path):
+    """Issue 33: the warmup is no longer silent. on_warmup hears the subset MAP first, then every stage of
+    the climb and the curvature estimates in order (a stage's first event at its start, k = 0), its counts
+    never beyond the stage's cap, and a closing 'done' with the ascent gradients the run's warmup attribute
+    records."""
+    from daskgp.mcmc.segments import WARMUP_STAGES
+
+    seen = []
+    dt = sample(concrete.X_std, concrete.y_std, out=str(tmp_path / "r.zarr"), n_chains=2, n_iter=10,
+                checkpoint_every=10, warmup_iter=40, laplace_probes=16, client=client, on_warmup=seen.append)
+    stages = [e["stage"] for e in seen]
+    assert stages[0] == "subset MAP" and stages[-1] == "done"
+    order = [s for i, s in enumerate(stages) if i == 0 or s != stages[i - 1]]
+    assert order == ["subset MAP", *WARMUP_STAGES, "done"], order
+    for e in seen[1:-1]:
+        assert 0 <= e["k"] <= e["cap"] and e["seconds"] <= e["total"] + 1e-9, e
+    starts = [e for i, e in enumerate(seen[1:-1], 1) if e["stage"] != seen[i - 1]["stage"]]
+    assert [e["k"] for e in starts] == [0] * len(WARMUP_STAGES)
+    assert seen[-1]["k"] == dt.attrs["warmup"]["iterations"]
+
+
+def test_the_cli_shows_the_warmup_before_the_chains(tmp_path):
+    """The terminal line of each warmup stage, before the first chain line (a log file: one line each)."""
+    import subprocess
+    import sys
+
+    cmd = ["sample", "--data", "concrete", "--iterations", "10", "--checkpoint-every", "10", "--chains", "2",
+           "--out", str(tmp_path / "r.zarr")]
+    proc = subprocess.run([sys.executable, "-m", "daskgp", *cmd], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    first_chain = next(i for i, ln in enumerate(lines) if ln.startswith("sghmc "))
+    warm = [ln for ln in lines[:first_chain] if ln.startswith("warmup: ")]
+    assert warm[0] == "warmup: MAP and Laplace covariance of a random subset"
+    assert any(ln.startswith("warmup: ascent |") and "s/gradient" in ln for ln in warm), warm
+    assert warm[-1].startswith("warmup: done in "), warm
