@@ -164,6 +164,10 @@ def _sync_interrupted_before_its_coroutine_starts():
     logger.propagate = False  # the expected traceback of the unfiltered case stays out of the test log
     runner = du.LoopRunner(asynchronous=False)
     runner.start()
+    # the loop is held until sync() has raised and queued its cancel: else, on a busy machine, the
+    # coroutine could finish (no wait, no interrupt) or assign its future first (no bug to see)
+    gate = threading.Event()
+    runner.loop.add_callback(gate.wait)
     event, du.threading.Event = du.threading.Event, FirstWaitInterrupted
 
     async def one():
@@ -174,6 +178,7 @@ def _sync_interrupted_before_its_coroutine_starts():
             du.sync(runner.loop, one)
     finally:
         du.threading.Event = event
+        gate.set()
     time.sleep(0.5)  # the cancel callback runs on the loop's thread
     runner.stop()
     logger.removeHandler(handler)
