@@ -166,18 +166,26 @@ def _warmup(X, y, cfg: SamplerConfig, kernel, prior, phi_sub, M_sub, seed, clien
     control._check()
     run_key = f"{fingerprint(X, y)[:12]}-warmup-{secrets.token_hex(4)}"
     (workers,) = _layout(client, replace(cfg, n_chains=1), X.shape[0])  # one chain: the whole cluster
-    f = client.submit(warmup_segment, X, y, asdict(cfg), phi_sub, M_sub, int(seed.generate_state(1)[0]),
-                      run_key, workers, pure=False, key=f"daskgp-warmup-{run_key}",
-                      **_near(workers))
-    control._track(client, f)
     if on_warmup is not None:
         client.subscribe_topic(progress_topic(run_key), lambda event: _tell(on_warmup, event[1]))
+    seed_int = int(seed.generate_state(1)[0])
     try:
-        out = f.result()
-    except CancelledError:
-        raise RunStopped("the run was stopped during its warmup; nothing was saved") from None
+        for attempt in range(_SEGMENT_RETRIES + 1):
+            f = client.submit(warmup_segment, X, y, asdict(cfg), phi_sub, M_sub, seed_int, run_key, workers,
+                              pure=False, key=f"daskgp-warmup-{run_key}-{attempt}", **_near(workers))
+            control._track(client, f)
+            try:
+                out = f.result()
+                break
+            except CancelledError:
+                # stopped; or, spread over several workers, lost with its driver's worker as a chain's
+                # segment can be: a pure function of its arguments, so run again to the same end point
+                if control.stopped or attempt == _SEGMENT_RETRIES:
+                    raise RunStopped("the run was stopped during its warmup; nothing was saved") from None
+                log.warning("daskgp: the warmup was lost with its worker; running it again")
+            finally:
+                control._untrack(f)
     finally:
-        control._untrack(f)
         if on_warmup is not None:
             with contextlib.suppress(Exception):  # a closing client has no topics left
                 client.unsubscribe_topic(progress_topic(run_key))

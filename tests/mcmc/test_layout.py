@@ -203,6 +203,39 @@ def test_a_worker_killed_mid_segment_changes_no_draw(concrete, own_cluster, spre
     assert all(h == (0, 0) for h in _held(own_cluster).values())
 
 
+@pytest.mark.cluster
+def test_a_spread_warmup_killed_with_its_driver_runs_again_to_the_same_draws(concrete, own_cluster, tmp_path):
+    """The warmup spread over both workers; the worker that runs it (its driver) SIGKILLed during its first
+    ascent: the warmup runs again from its arguments (it is a pure function of them), and the run's draws,
+    warmup included, equal an undisturbed run's."""
+    X, y = _data(concrete)
+    run = {**RUN, "warmup": "map", "warmup_iter": 30, "laplace_probes": 16, "n_iter": 20}
+    from daskgp.mcmc.chains import sample
+
+    def draws(dt):
+        return np.stack([dt.posterior[v].values for v in dt.posterior.data_vars])
+
+    own_cluster.wait_for_workers(2, timeout=60)
+    calm = sample(X, y, out=str(tmp_path / "calm.zarr"), client=own_cluster, workers_per_chain=2, **run)
+    own_cluster.wait_for_workers(2, timeout=60)
+    workers = sorted(own_cluster.scheduler_info()["workers"])
+    victim = own_cluster.run(os.getpid, workers=[workers[0]])[workers[0]]
+    killed = threading.Event()
+
+    def kill_in_the_ascent(event):
+        if event["stage"] == "ascent" and event["k"] >= 3 and not killed.is_set():
+            killed.set()
+            os.kill(victim, signal.SIGKILL)
+
+    hit = sample(X, y, out=str(tmp_path / "hit.zarr"), client=own_cluster, workers_per_chain=2,
+                 on_warmup=kill_in_the_ascent, **run)
+    assert killed.is_set() and workers[0] not in own_cluster.scheduler_info()["workers"]
+    assert hit.attrs["warmup"]["phi"] == calm.attrs["warmup"]["phi"]
+    np.testing.assert_array_equal(draws(hit), draws(calm))
+    own_cluster.wait_for_workers(2, timeout=60)
+    assert all(h == (0, 0) for h in _held(own_cluster).values())
+
+
 def test_cli_refuses_more_workers_per_chain_than_the_cluster_has(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "daskgp", "sample", "--data", "concrete", "--iterations",
                            "20", "--workers", "1", "--workers-per-chain", "2", "--out",
