@@ -7,11 +7,11 @@ sees their θ key differ, and rebuilds them in the same memory.
 
 * :class:`LocalExecutor`: a thread pool in this process; its cache is a dict it holds.
 * :class:`DaskExecutor`: a ``dask.distributed`` Client, X sent to its workers (all of the cluster's, or
-  a given subset: one MCMC chain's) once, V per product, one task per row block pinned to a worker, so that
-  the block's cached rows stay there. The cache lives in each worker process under the executor's id (a
-  task cannot carry a dict back and forth); a lost worker — between products or during one — re-pins the
-  blocks on the survivors (and on workers the cluster gained since), places X afresh and repeats the
-  product.
+  a given subset: one MCMC chain's) once, V per product, one task per worker and product computing that
+  worker's row blocks, pinned to it, so that the blocks' cached rows stay there. The cache lives in each
+  worker process under the executor's id (a task cannot carry a dict back and forth); a lost worker —
+  between products or during one — re-pins the blocks on the survivors (and on workers the cluster gained
+  since), places X afresh and repeats the product.
 
 Results depend on the block boundaries only, never on which worker or thread computed a block: a row's
 product is one block function call on the same tile shapes, and the blocks are concatenated in order. So
@@ -119,6 +119,16 @@ def _on_worker_device(X, i0, i1, V, fn, device_name, xid, *rest):
     return tuple(to_host(o) for o in out) if isinstance(out, tuple) else to_host(out)
 
 
+def _worker_address() -> str | None:
+    """The address of the worker this code runs on (None outside a worker)."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except ValueError:
+        return None
+
+
 def _worker_blocks(fn, X, blocks: list, V, *rest) -> list:
     """A worker's share of one product: ``fn`` on each of its blocks, on the worker's threads (BLAS single
     threaded then, as in :class:`LocalExecutor`), results in block order."""
@@ -218,18 +228,9 @@ class DaskExecutor:
         self.workers = workers if workers is not None else live
         self._known = set(live)  # workers seen so far: one that appears later is a spare
         self.id = id or uuid.uuid4().hex
+        self.here = _worker_address()  # this executor's process: a worker (a chain's driver task) or None
         self.bytes_moved = 0  # right-hand sides out and results back, for the scaling measurements
         self._X_future = self._place_X()
-
-    @staticmethod
-    def _here() -> str | None:
-        """The address of the worker this code runs on (None in the client's process)."""
-        try:
-            from distributed import get_worker
-
-            return get_worker().address
-        except ValueError:
-            return None
 
     def _home(self) -> list[str]:
         """Where X and each V are put: the worker this executor's client runs on (a chain's driver task:
@@ -237,15 +238,13 @@ class DaskExecutor:
         on the other workers fetch them from there, once per worker for X. Not a broadcast: a broadcast to
         a worker that dies during it is retried by the scheduler, 30 s at a time, for ever (seen: a test
         hung 20 minutes)."""
-        here = self._here()
-        return [here] if here in self.workers else self.workers[:1]
+        return [self.here] if self.here in self.workers else self.workers[:1]
 
     def _moved(self, V, out, n_blocks: int) -> int:
         """Bytes of one product that crossed a process boundary: V to every worker that is not this
         process, and the results of the blocks computed there."""
-        here = self._here()
-        away = [j for j in range(n_blocks) if self._owner(j, n_blocks) != here]
-        return V.nbytes * sum(x != here for x in self.workers) + sum(_nbytes(out[j]) for j in away)
+        away = [j for j in range(n_blocks) if self._owner(j, n_blocks) != self.here]
+        return V.nbytes * sum(x != self.here for x in self.workers) + sum(_nbytes(out[j]) for j in away)
 
     def _place_X(self):
         return self.client.scatter(self.X, workers=self._home(), hash=False)

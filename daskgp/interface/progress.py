@@ -115,9 +115,11 @@ def warmup_progress(stream=None):
             _show_line(stream, tty, f"warmup: done in {_duration(sec)} ({k} ascent gradients)", final=True)
             return
         else:
-            rate = f"  {sec / k:.2f} s/gradient" if k else "  (its first gradient)"
-            left = f"  ≤ {_duration((cap - k) * sec / k)} left" if k and stage.startswith("ascent") else (
-                f"  {_duration((cap - k) * sec / k)} left" if k else "")
+            rate, left = "  (its first gradient)", ""
+            if k:
+                at_most = "≤ " if stage.startswith("ascent") else ""
+                rate = f"  {sec / k:.2f} s/gradient"
+                left = f"  {at_most}{_duration((cap - k) * sec / k)} left"
             line = f"warmup: {stage} {_meter(k, cap, sec, tty, remaining=False)} gradients{rate}{left}"
         _show_line(stream, tty, line)
 
