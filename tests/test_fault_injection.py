@@ -154,6 +154,60 @@ def test_sgld_survives_a_killed_worker_and_a_killed_cli_with_no_draw_lost_or_dup
     assert_runs_identical(dg.open_run(run), dg.open_run(ref_path), N_ITER)
 
 
+WARM = ["sample", "--data", "concrete", "--chains", "2", "--iterations", "20", "--checkpoint-every", "5",
+        "--seed", "4"]
+
+
+def _warmed(run) -> tuple[int, bool]:
+    """(gradients the warmup beside ``run`` has committed, whether it is still unfinished)."""
+    from daskgp.mcmc.warmup import DONE, WarmupStore, warmup_path
+
+    ckpt = WarmupStore(warmup_path(run))
+    try:
+        step, st = ckpt.read_state()
+    except (OSError, RunError):
+        return 0, False
+    return step, st["warmup"]["stage"] < DONE
+
+
+def test_a_warmup_interrupted_then_killed_resumes_to_the_same_end_point(scheduler, tmp_path):
+    """Issue 33: the default sampler's warmup (segments of 5 gradients, each committed) stopped by Ctrl-C
+    after its first commits (exit 130, the line says what is kept), resumed, that resume SIGKILLed a few
+    commits later (no clean-up: a stale lock), resumed again: the warmup ends at the undisturbed run's mode
+    and Laplace covariance bit for bit, and so the chains draw the same draws; the warmup's checkpoint is
+    gone once the run's first block is committed."""
+    from daskgp.mcmc.warmup import warmup_path
+
+    address, _ = scheduler
+    ref_path, run = str(tmp_path / "ref.zarr"), str(tmp_path / "run.zarr")
+    _run(*WARM, "--scheduler", address, "--out", ref_path)
+    proc = _popen(*WARM, "--scheduler", address, "--out", run)
+    try:
+        assert _wait(lambda: _warmed(run)[0] >= 10, proc), proc.communicate()[1]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    first, unfinished = _warmed(run)
+    assert proc.returncode == 130 and unfinished and "Traceback" not in err, err
+    assert f"its first {first} gradients are saved in {warmup_path(run)}" in err.strip().splitlines()[-1]
+    proc = _popen("sample", "--resume", run, "--scheduler", address)
+    try:
+        assert _wait(lambda: _warmed(run)[0] >= first + 10, proc), proc.communicate()[1]
+        proc.kill()  # SIGKILL: no clean-up at all
+    finally:
+        proc.wait(timeout=60)
+    second, unfinished = _warmed(run)
+    assert unfinished and second > first, "the resumed warmup had ended before it was killed"
+    r = _run("sample", "--resume", run, "--scheduler", address)
+    assert f"continuing it from gradient {second}" in r.stderr
+    assert not os.path.exists(warmup_path(run))
+    dt, ref = dg.open_run(run), dg.open_run(ref_path)
+    for key in ("phi", "cov", "iterations", "gradients", "cov_from"):
+        assert dt.attrs["warmup"][key] == ref.attrs["warmup"][key], key
+    assert_runs_identical(dt, ref, 20)
+
+
 def test_sgpr_survives_a_killed_worker_with_the_same_result(scheduler, tmp_path):
     """SGPR on 6,000 flights in 12 chunks on the real scheduler: a worker SIGKILLed after the fifth L-BFGS-B
     iteration takes its chunks with it; they are placed again from the data and the fit ends with the same

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.plaindata import expect_array, expect_int, expect_keys, expect_number
 from ..core.random import rademacher
 from .marginal import log_marginal_gradient
 from .posterior import GPPosterior
 
-__all__ = ["ModeResult", "stochastic_map", "laplace_covariance"]
+__all__ = ["ModeResult", "StochasticAscent", "stochastic_map", "laplace_covariance"]
 
 
 @dataclass
@@ -42,6 +43,105 @@ class ModeResult:
     grad_se: np.ndarray | None = None
 
 
+class StochasticAscent:
+    """:func:`stochastic_map` one gradient at a time, its state plain data between gradients
+    (:meth:`to_dict` / :meth:`from_dict`): an ascent rebuilt from its state takes the same steps, bit for
+    bit, as one that never stopped (given the same gradients: the posterior's :class:`ProbeState` travels
+    beside it). Arguments as for :func:`stochastic_map`; ``k`` the gradients taken, ``done`` when it stopped.
+    """
+
+    def __init__(self, phi0, M0, *, max_iter: int = 400, window: int = 10, tol: float = 0.5,
+                 step: float = 0.5, jitter: float = 0.3, max_abs_phi: float = 30.0):
+        self.settings = dict(max_iter=int(max_iter), window=int(window), tol=float(tol), step=float(step),
+                             jitter=float(jitter), max_abs_phi=float(max_abs_phi))
+        self.phi = np.array(phi0, dtype=float)
+        self.M0 = np.array(M0, dtype=float)
+        self.L = np.linalg.cholesky(self.M0)
+        self.gws: list[np.ndarray] = []
+        self.phis: list[np.ndarray] = []
+        self.lams: list[float] = []
+        self.settled_at: int | None = None
+        self.noise_eig, self.converged, self.gnorm = 0.0, False, np.inf
+        self.se = np.full(len(self.phi), np.nan)
+
+    @property
+    def k(self) -> int:
+        return len(self.phis)
+
+    @property
+    def done(self) -> bool:
+        return self.converged or self.k >= self.settings["max_iter"]
+
+    def step(self, post) -> None:
+        """Take gradient k (the posterior's ``stochastic_grad(φ, k)``) and its step."""
+        o, k = self.settings, self.k
+        window, L = o["window"], self.L
+        g, info = post.stochastic_grad(self.phi, k)
+        gw = L.T @ g  # whitened: M₀ĝ = L gw
+        self.gws.append(gw)
+        V = info.get("noise_cov")
+        if V is not None:
+            self.lams.append(float(np.linalg.eigvalsh(L.T @ V @ L).max()))
+        lam = float(np.mean(self.lams[-window:])) if self.lams else 0.0
+        self.noise_eig = max(self.noise_eig, lam)
+        eta = min(o["step"], o["jitter"] / np.sqrt(lam)) if lam > 0 else o["step"]
+        if self.settled_at is None and (k + 1) % window == 0:
+            W = np.array(self.gws[-window:])
+            if np.all(np.abs(W.mean(axis=0)) <= 2 * W.std(axis=0, ddof=1) / np.sqrt(window)):
+                self.settled_at = k + 1  # the signal is lost in the noise: shrink the steps, average
+        j = 0 if self.settled_at is None else k + 1 - self.settled_at
+        phi = self.phi + eta / (1.0 + j / window) * (L @ gw)
+        if not np.all(np.isfinite(phi)) or np.abs(phi).max() > o["max_abs_phi"]:
+            raise FloatingPointError(f"the stochastic ascent left |φ| <= {o['max_abs_phi']} at iteration {k}")
+        self.phi = phi
+        self.phis.append(phi.copy())
+        if self.settled_at is not None and j >= window:
+            W = np.array(self.gws[self.settled_at:])
+            mean, self.se = W.mean(axis=0), W.std(axis=0, ddof=1) / np.sqrt(len(W))
+            self.gnorm = float(np.linalg.norm(mean))
+            self.converged = bool(self.gnorm < o["tol"] and self.se.max() < o["tol"] / 2)
+
+    def result(self) -> ModeResult:
+        at = self.settled_at
+        tail = np.array(self.phis[at:] if at is not None and at < len(self.phis) else self.phis[-1:])
+        return ModeResult(tail.mean(axis=0), self.k, self.converged, self.gnorm, self.noise_eig,
+                          np.array(self.phis), self.se)
+
+    def to_dict(self) -> dict:
+        p = len(self.phi)
+        return {"settings": dict(self.settings), "phi": self.phi.copy(), "M0": self.M0.copy(),
+                "gws": np.array(self.gws).reshape(-1, p), "phis": np.array(self.phis).reshape(-1, p),
+                "lams": np.array(self.lams, dtype=float), "settled_at": self.settled_at,
+                "noise_eig": self.noise_eig, "converged": self.converged, "gnorm": self.gnorm,
+                "se": self.se.copy()}
+
+    @classmethod
+    def from_dict(cls, d: dict, p: int) -> StochasticAscent:
+        """The ascent ``to_dict`` wrote, for p parameters; ValueError naming the first malformed field."""
+        expect_keys(d, ("settings", "phi", "M0", "gws", "phis", "lams", "settled_at", "noise_eig",
+                        "converged", "gnorm", "se"), "ascent state")
+        s = d["settings"]
+        if not isinstance(s, dict) or set(s) != {"max_iter", "window", "tol", "step", "jitter",
+                                                 "max_abs_phi"}:
+            raise ValueError("the ascent state's settings are malformed")
+        a = cls(expect_array(d["phi"], (p,), "phi"), expect_array(d["M0"], (p, p), "M0"), **s)
+        def rows(v, ndim):  # an array's length, to check its shape with (-1: not an array of that rank)
+            return v.shape[0] if isinstance(v, np.ndarray) and v.ndim == ndim else -1
+
+        k = rows(d["phis"], 2)
+        a.phis = list(expect_array(d["phis"], (k, p), "phis"))
+        a.gws = list(expect_array(d["gws"], (k, p), "gws"))
+        a.lams = [float(v) for v in expect_array(d["lams"], (rows(d["lams"], 1),), "lams")]
+        at = d["settled_at"]
+        a.settled_at = None if at is None else expect_int(at, "settled_at", 0, k)
+        a.noise_eig = float(expect_number(d["noise_eig"], "noise_eig"))
+        if not isinstance(d["converged"], bool) or not isinstance(d["gnorm"], float):
+            raise ValueError("the ascent state's converged / gnorm are malformed")
+        a.converged, a.gnorm = d["converged"], d["gnorm"]
+        a.se = expect_array(d["se"], (p,), "se", finite=False)
+        return a
+
+
 def stochastic_map(post: GPPosterior, phi0, M0, *, max_iter: int = 400, window: int = 10, tol: float = 0.5,
                    step: float = 0.5, jitter: float = 0.3, max_abs_phi: float = 30.0,
                    callback=None) -> ModeResult:
@@ -55,42 +155,15 @@ def stochastic_map(post: GPPosterior, phi0, M0, *, max_iter: int = 400, window: 
     averages within two standard errors of zero, then steps decreasing as η/(1 + j/window) with the iterates
     averaged (Polyak–Ruppert); it stops once the mean whitened gradient since then is below ``tol`` with
     every standard error below tol/2, or after ``max_iter`` gradients. Raises FloatingPointError when φ
-    leaves |φ| ≤ ``max_abs_phi``. ``callback(k)``: called after gradient k (0-based), for progress."""
-    phi = np.array(phi0, dtype=float)
-    L = np.linalg.cholesky(np.asarray(M0, dtype=float))
-    gws, phis, lams = [], [], []
-    settled_at, noise_eig, converged, gnorm = None, 0.0, False, np.inf
-    se = np.full(len(phi), np.nan)
-    for k in range(max_iter):
-        g, info = post.stochastic_grad(phi, k)
+    leaves |φ| ≤ ``max_abs_phi``. ``callback(k)``: called after gradient k (0-based), for progress.
+    :class:`StochasticAscent` is the same ascent, resumable."""
+    ascent = StochasticAscent(phi0, M0, max_iter=max_iter, window=window, tol=tol, step=step, jitter=jitter,
+                              max_abs_phi=max_abs_phi)
+    while not ascent.done:
+        ascent.step(post)
         if callback is not None:
-            callback(k)
-        gw = L.T @ g  # whitened: M₀ĝ = L gw
-        gws.append(gw)
-        V = info.get("noise_cov")
-        if V is not None:
-            lams.append(float(np.linalg.eigvalsh(L.T @ V @ L).max()))
-        lam = float(np.mean(lams[-window:])) if lams else 0.0
-        noise_eig = max(noise_eig, lam)
-        eta = min(step, jitter / np.sqrt(lam)) if lam > 0 else step
-        if settled_at is None and (k + 1) % window == 0:
-            W = np.array(gws[-window:])
-            if np.all(np.abs(W.mean(axis=0)) <= 2 * W.std(axis=0, ddof=1) / np.sqrt(window)):
-                settled_at = k + 1  # the signal is lost in the noise: shrink the steps and average from here
-        j = 0 if settled_at is None else k + 1 - settled_at
-        phi = phi + eta / (1.0 + j / window) * (L @ gw)
-        if not np.all(np.isfinite(phi)) or np.abs(phi).max() > max_abs_phi:
-            raise FloatingPointError(f"the stochastic ascent left |φ| <= {max_abs_phi} at iteration {k}")
-        phis.append(phi.copy())
-        if settled_at is not None and j >= window:
-            W = np.array(gws[settled_at:])
-            mean, se = W.mean(axis=0), W.std(axis=0, ddof=1) / np.sqrt(len(W))
-            gnorm = float(np.linalg.norm(mean))
-            if gnorm < tol and se.max() < tol / 2:
-                converged = True
-                break
-    tail = np.array(phis[settled_at:] if settled_at is not None and settled_at < len(phis) else phis[-1:])
-    return ModeResult(tail.mean(axis=0), len(phis), converged, gnorm, noise_eig, np.array(phis), se)
+            callback(ascent.k - 1)
+    return ascent.result()
 
 
 def laplace_covariance(post: GPPosterior, phi, *, n_probes: int = 8, h: float = 1e-3, tol: float = 1e-7,

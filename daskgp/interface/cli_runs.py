@@ -17,7 +17,7 @@ from .progress import chain_progress, warmup_progress
 
 
 def sample_command(args) -> int:
-    from ..mcmc.chains import check_resumable, resume, sample
+    from ..mcmc.chains import check_no_warmup_beside, check_resumable, resume, sample, warmup_to_resume
     from ..mcmc.control import RunControl, RunStopped
     from ..runs.draws import check_new_run_path
 
@@ -32,10 +32,20 @@ def sample_command(args) -> int:
     if args.resume:
         _refuse_fixed_on_resume(args)
         out = args.resume
-        if not os.path.isdir(out):
+        warm = warmup_to_resume(out)  # a run interrupted in its warmup: that first
+        if warm is not None:
+            from ..runs.lock import RunLocked, lock_info
+
+            info = lock_info(warm[0].path)
+            if info is not None and info.state != "stale":
+                raise RunLocked(f"{warm[0].path} cannot be resumed: {info.describe()}")
+            cfg, finished = warm[2]["config"], False
+            print(f"daskgp: {out} was interrupted in its warmup: continuing it from gradient {warm[1]}",
+                  file=sys.stderr)
+        elif not os.path.isdir(out):
             raise FileNotFoundError(f"no run to resume at {out}")
-        # before starting a cluster: intact, free, states well formed, a valid extension
-        run, cfg, finished = check_resumable(out, **extend)
+        else:  # before starting a cluster: intact, free, states well formed, a valid extension
+            run, cfg, finished = check_resumable(out, **extend)
         if finished:
             from ..mcmc.diagnostics import open_run
 
@@ -43,7 +53,7 @@ def sample_command(args) -> int:
             print(f"daskgp: {out} {what} ({run.checkpoint['n_draws']} draws per chain)", file=sys.stderr)
             print_summary(open_run(out))
             return 0
-        if run.lock is not None:
+        if warm is None and run.lock is not None:
             print(f"daskgp: note: {run.lock.describe()}; taking over its lock", file=sys.stderr)
     else:
         if args.out is None:
@@ -52,6 +62,7 @@ def sample_command(args) -> int:
         if os.path.lexists(out) and not args.overwrite:
             raise FileExistsError(f"{out} exists: resume it with --resume {out}, or pass --overwrite")
         check_new_run_path(out, args.overwrite)  # only a daskgp run is ever overwritten
+        check_no_warmup_beside(out, args.overwrite)
         replaced = os.stat(out).st_ino if os.path.lexists(out) else None
         ds, spec = dataset_from_args(args)
         opts = dict(method=args.method, n_chains=args.chains, n_iter=args.iterations,
@@ -69,7 +80,8 @@ def sample_command(args) -> int:
             try:
                 if args.resume:
                     dt = resume(out, client=client, progress=chain_progress(cfg.method), control=control,
-                                workers_per_chain=args.workers_per_chain, **extend)
+                                workers_per_chain=args.workers_per_chain, on_warmup=warmup_progress(),
+                                **extend)
                 else:
                     dt = sample(ds.X_std, ds.y_std, out=out, client=client, data_spec=spec,
                                 data_meta=ds.meta(), overwrite=args.overwrite,
@@ -88,9 +100,15 @@ def sample_command(args) -> int:
             n = read_checkpoint(out)["n_draws"] if os.stat(out).st_ino != replaced else 0
         except (OSError, RunError):
             n = 0
+        from ..mcmc.warmup import WarmupStore, warmup_path
+
+        warmed = WarmupStore(warmup_path(out)).iterations() if not n else 0
         if n:
             print(f"\ndaskgp: interrupted; {n} draws per chain are saved in {out}; continue with "
                   f"'daskgp sample --resume {out}'", file=sys.stderr)
+        elif warmed:
+            print(f"\ndaskgp: interrupted in the warmup; its first {warmed} gradients are saved in "
+                  f"{warmup_path(out)}; continue with 'daskgp sample --resume {out}'", file=sys.stderr)
         else:
             kept = f"; the run that was at {out} is unchanged" if replaced is not None else ""
             print(f"\ndaskgp: interrupted before the first block was committed: nothing was saved{kept}",
@@ -117,6 +135,13 @@ def summary_command(args) -> int:
     from ..mcmc.diagnostics import open_run
 
     if not os.path.isdir(args.run):
+        from ..mcmc.warmup import WarmupStore, warmup_path
+
+        done = WarmupStore(warmup_path(args.run)).iterations()
+        if done:
+            raise FileNotFoundError(f"no draws at {args.run} yet: its warmup ({done} gradients) is "
+                                    f"checkpointed in {warmup_path(args.run)}; continue it with 'daskgp "
+                                    f"sample --resume {args.run}'")
         raise FileNotFoundError(f"no run at {args.run}")
     print_summary(open_run(args.run), psrf=args.psrf)
     return 0

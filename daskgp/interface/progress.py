@@ -116,10 +116,11 @@ def warmup_progress(stream=None):
             return
         else:
             rate, left = "  (its first gradient)", ""
-            if k:
+            ran = k - int(ev.get("k0", 0))  # a resumed stage's rate counts this run's gradients only
+            if ran > 0:
                 at_most = "≤ " if stage.startswith("ascent") else ""
-                rate = f"  {sec / k:.2f} s/gradient"
-                left = f"  {at_most}{_duration((cap - k) * sec / k)} left"
+                rate = f"  {sec / ran:.2f} s/gradient"
+                left = f"  {at_most}{_duration((cap - k) * sec / ran)} left"
             line = f"warmup: {stage} {_meter(k, cap, sec, tty, remaining=False)} gradients{rate}{left}"
         _show_line(stream, tty, line)
 

@@ -36,17 +36,20 @@ import numpy as np
 
 from .._version import __version__
 from ..core.kernels import make_kernel
+from ..core.plaindata import expect_keys
 from ..core.priors import GammaPrior
 from ..core.validation import check_not_degenerate, check_X, check_y
 from ..exact.posterior import subset_map
 from ..runs.draws import (
     DrawStore,
     RunDamaged,
+    RunError,
     RunLocked,
     check_appendable,
     check_new_run_path,
     read_committed,
 )
+from ..runs.fits import is_fit_store
 from .config import SamplerConfig, check_method_fits, check_run_size, fingerprint
 from .control import RunControl, RunStopped
 from .diagnostics import RunStatus, run_status
@@ -58,8 +61,8 @@ from .segments import (
     progress_topic,
     release_operators,
     run_segment,
-    warmup_segment,
 )
+from .warmup import DONE, WarmupStore, check_warmup_state, warmup_path, warmup_segment, warmup_start
 
 __all__ = ["sample", "resume", "check_resumable", "check_states", "extended_config", "RunStatus"]
 
@@ -97,44 +100,95 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
     kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
     check_method_fits(cfg, X.shape[0], n_params=kernel.n_params + 1)
     check_new_run_path(out, overwrite)  # before the MAP: a refused output costs nothing
-    n = X.shape[0]
+    check_no_warmup_beside(out, overwrite)
     prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
     t0 = time.perf_counter()
-    # children by index: chains 0..C−1, then the start spread, the subset, the warmup's probes
-    seeds = np.random.SeedSequence(cfg.seed).spawn(cfg.n_chains + 3)
-    C = cfg.n_chains
     if on_warmup is not None:
         on_warmup({"stage": "subset MAP", "k": 0, "cap": 1, "seconds": 0.0, "total": 0.0})
     phi_map, H_inv = subset_map(X, y, kernel, 0.3, prior=prior, size=cfg.subset_size,
-                                rng=np.random.default_rng(seeds[C + 1]))
-    m = min(cfg.subset_size, n)
-    M = H_inv * (m / n)  # the subset's posterior covariance scaled to n data
+                                rng=np.random.default_rng(_seeds(cfg)[cfg.n_chains + 1]))
+    start = {"config": asdict(cfg), "data": data_spec or {}, "data_meta": data_meta or {},
+             "fingerprint": fingerprint(X, y), "overwrite": bool(overwrite), "phi_map": phi_map,
+             "laplace_cov": H_inv, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+             "setup_seconds": time.perf_counter() - t0}
+    return _begin(X, y, cfg, start, None, out, client, (progress, control, on_block), on_warmup)
+
+
+def _seeds(cfg: SamplerConfig) -> list:
+    """The run's random streams, children of its seed by index: chains 0..C−1, then the start spread, the
+    subset, the warmup's probes."""
+    return np.random.SeedSequence(cfg.seed).spawn(cfg.n_chains + 3)
+
+
+def _begin(X, y, cfg: SamplerConfig, start: dict, warm_state: dict | None, out: str, client, hooks,
+           on_warmup):
+    """From the subset MAP to the driven chains: the warmup (``warm_state``: where a resumed one stands),
+    the chains' starts, the new run, the driver. ``start``: the run's beginning as plain data (its
+    configuration, data spec, subset MAP and Laplace covariance), kept with the warmup's checkpoint."""
     from ..compute.cluster import borrowed_client
 
-    with borrowed_client(client) as client:
+    n, C, seeds = X.shape[0], cfg.n_chains, _seeds(cfg)
+    kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
+    phi_map, H_inv = np.asarray(start["phi_map"], dtype=float), np.asarray(start["laplace_cov"], dtype=float)
+    M = H_inv * (min(cfg.subset_size, n) / n)  # the subset's posterior covariance scaled to n data
+    control = hooks[1] or RunControl()
+    hooks = (hooks[0], control, hooks[2])
+    with borrowed_client(client) as client, contextlib.ExitStack() as held:
         _layout(client, cfg, n)  # a layout the cluster cannot hold is refused before the warmup
         centre, spread, warm = phi_map, H_inv, None
         if cfg.warmup == "map":
-            warm = _warmup(X, y, cfg, kernel, prior, phi_map, M, seeds[C + 2], client, control, on_warmup)
+            if cfg.sampler.uses_gradient:
+                ckpt = held.enter_context(WarmupStore(warmup_path(out)).writing())
+                warm = _warmup(X, y, cfg, start, warm_state, seeds[C + 2], client, control, on_warmup, ckpt)
+                hooks = (hooks[0], control, _removing_warmup(ckpt, hooks[2]))
+            else:
+                warm = _exact_warmup(X, y, cfg, kernel, phi_map, seeds[C + 2])
             centre, M = warm["phi"], warm["cov"]
             spread = cfg.overdispersion**2 * M
         phi_init = np.random.default_rng(seeds[C]).multivariate_normal(centre, spread, size=C)
         states = initial_states(X, y, cfg, phi_init, M, seeds)
         names = kernel.param_names + ["noise"]
-        attrs = {"config": asdict(cfg), "param_names": names, "data": data_spec or {}, "n": n,
-                 "d": X.shape[1], "fingerprint": fingerprint(X, y), "phi_map": phi_map.tolist(),
+        meta = start["data_meta"]
+        attrs = {"config": asdict(cfg), "param_names": names, "data": start["data"], "n": n,
+                 "d": X.shape[1], "fingerprint": start["fingerprint"], "phi_map": phi_map.tolist(),
                  "laplace_cov": H_inv.tolist(), "M": M.tolist(), "phi_init": phi_init.tolist(),
                  "warmup": _plain(warm) if warm is not None else {"method": "subset"},
-                 "data_meta": {k: v for k, v in (data_meta or {}).items()
+                 "data_meta": {k: v for k, v in meta.items()
                                if k not in ("x_center", "x_scale")},  # those are arrays in constant_data
-                 "daskgp_version": __version__, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        stored = {"X": X, "y": y, **{k: np.asarray(data_meta[k], dtype=float)
-                                     for k in ("x_center", "x_scale") if data_meta and k in data_meta}}
-        store = DrawStore.create(out, attrs, cfg.checkpoint_every, overwrite=overwrite,
+                 "daskgp_version": __version__, "created": start["created"]}
+        stored = {"X": X, "y": y, **{k: np.asarray(meta[k], dtype=float)
+                                     for k in ("x_center", "x_scale") if k in meta}}
+        store = DrawStore.create(out, attrs, cfg.checkpoint_every, overwrite=start["overwrite"],
                                  warmup_draws=min(cfg.adapt, cfg.n_iter), data=stored)
-        setup = time.perf_counter() - t0
+        setup = float(start["setup_seconds"]) + (float(warm.get("seconds", 0.0)) if warm else 0.0)
         ckpt = {"states": states, "elapsed": setup, "messages": {}}
-        return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block))
+        return _drive(store, X, y, cfg, M, ckpt, names, client, hooks)
+
+
+def _removing_warmup(ckpt: WarmupStore, on_block):
+    """``on_block`` that first removes the warmup's checkpoint: the run's first committed block holds what
+    the warmup found (its attributes), so from then on the run itself resumes."""
+    def hook(*block):
+        if ckpt.exists():
+            ckpt.remove()
+        if on_block is not None:
+            on_block(*block)
+
+    return hook
+
+
+def check_no_warmup_beside(out: str, overwrite: bool) -> None:
+    """A new run at ``out`` while the warmup of another is checkpointed beside it: refused (resume that one)
+    unless ``overwrite``, which removes it (refused while a live process writes it)."""
+    ckpt = WarmupStore(warmup_path(out))
+    if not ckpt.exists():
+        return
+    if not overwrite:
+        raise FileExistsError(f"the warmup of a run at {out} is checkpointed in {ckpt.path}: resume it "
+                              "(daskgp sample --resume), or overwrite it explicitly")
+    if not is_fit_store(ckpt.path):
+        raise ValueError(f"refusing to overwrite {ckpt.path}: it is not a daskgp warmup checkpoint")
+    ckpt.remove()
 
 
 def _warn_unless_standardised(X, y) -> None:
@@ -151,49 +205,78 @@ def _warn_unless_standardised(X, y) -> None:
                       "in the data's units", UserWarning, stacklevel=3)
 
 
-def _warmup(X, y, cfg: SamplerConfig, kernel, prior, phi_sub, M_sub, seed, client, control,
-            on_warmup=None) -> dict:
-    """The 'map' warmup: a gradient sampler's on a worker (:func:`daskgp.mcmc.segments.warmup_segment`), one
-    on the exact density (MH) by the exact Cholesky MAP and Hessian on all n rows (it runs only where n fits
-    a Cholesky)."""
-    if not cfg.sampler.uses_gradient:
-        t0 = time.perf_counter()
-        phi, cov = subset_map(X, y, kernel, float(np.exp(phi_sub[-1])), prior=prior, size=X.shape[0],
-                              rng=np.random.default_rng(seed))
-        return {"method": "map", "phi": phi, "cov": cov, "cov_from": "exact Laplace (Cholesky)",
-                "iterations": 0, "converged": True, "seconds": time.perf_counter() - t0}
-    control = control or RunControl()
+def _exact_warmup(X, y, cfg: SamplerConfig, kernel, phi_sub, seed) -> dict:
+    """The warmup of a sampler on the exact density (MH): the exact Cholesky MAP and Hessian on all n rows
+    (it runs only where n fits a Cholesky)."""
+    t0 = time.perf_counter()
+    prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
+    phi, cov = subset_map(X, y, kernel, float(np.exp(phi_sub[-1])), prior=prior, size=X.shape[0],
+                          rng=np.random.default_rng(seed))
+    return {"method": "map", "phi": phi, "cov": cov, "cov_from": "exact Laplace (Cholesky)",
+            "iterations": 0, "converged": True, "seconds": time.perf_counter() - t0}
+
+
+def _warmup(X, y, cfg: SamplerConfig, start: dict, state: dict | None, seed, client, control: RunControl,
+            on_warmup, ckpt: WarmupStore) -> dict:
+    """The 'map' warmup of a gradient sampler (:mod:`daskgp.mcmc.warmup`): segments of at most
+    ``checkpoint_every`` gradients, each a task on the run's workers (the whole cluster's, by the layout
+    rule for one chain), its state committed to ``ckpt`` with the run's ``start``; from ``state`` when
+    resumed, else from the subset MAP in the subset's scaled Laplace metric."""
     control._check()
-    run_key = f"{fingerprint(X, y)[:12]}-warmup-{secrets.token_hex(4)}"
-    (workers,) = _layout(client, replace(cfg, n_chains=1), X.shape[0])  # one chain: the whole cluster
+    n = X.shape[0]
+    if state is None:
+        M_sub = np.asarray(start["laplace_cov"], dtype=float) * (min(cfg.subset_size, n) / n)
+        state = warmup_start(start["phi_map"], M_sub, int(seed.generate_state(1)[0]))
+    run_key = f"{start['fingerprint'][:12]}-warmup-{secrets.token_hex(4)}"
+    (workers,) = _layout(client, replace(cfg, n_chains=1), n)  # one chain: the whole cluster
     if on_warmup is not None:
         client.subscribe_topic(progress_topic(run_key), lambda event: _tell(on_warmup, event[1]))
-    seed_int = int(seed.generate_state(1)[0])
+    cfg_dict = asdict(cfg)
+    segment = 0
     try:
-        for attempt in range(_SEGMENT_RETRIES + 1):
-            f = client.submit(warmup_segment, X, y, asdict(cfg), phi_sub, M_sub, seed_int, run_key, workers,
-                              pure=False, key=f"daskgp-warmup-{run_key}-{attempt}", **_near(workers))
-            control._track(client, f)
-            try:
-                out = f.result()
-                break
-            except CancelledError:
-                # stopped; or, spread over several workers, lost with its driver's worker as a chain's
-                # segment can be: a pure function of its arguments, so run again to the same end point
-                if control.stopped or attempt == _SEGMENT_RETRIES:
-                    raise RunStopped("the run was stopped during its warmup; nothing was saved") from None
-                log.warning("daskgp: the warmup was lost with its worker; running it again")
-            finally:
-                control._untrack(f)
+        while state["stage"] < DONE:
+            for attempt in range(_SEGMENT_RETRIES + 1):
+                # on the first of its workers (preferred, not required): computing in its own process, a
+                # segment elsewhere would cache the kernel rows a second time
+                f = client.submit(warmup_segment, X, y, cfg_dict, state, run_key, workers, pure=False,
+                                  key=f"daskgp-warmup-{run_key}-{segment}-{attempt}", workers=workers[:1],
+                                  allow_other_workers=True)
+                control._track(client, f)
+                try:
+                    state = f.result()
+                    break
+                except CancelledError:
+                    # stopped; or, spread over several workers, lost with its driver's worker as a chain's
+                    # segment can be: a pure function of its arguments, so run again to the same end point
+                    if control.stopped or attempt == _SEGMENT_RETRIES:
+                        raise RunStopped(_warmup_kept(ckpt)) from None
+                    log.warning("daskgp: a warmup segment was lost with its worker; running it again")
+                finally:
+                    control._untrack(f)
+            ckpt.commit(start["fingerprint"], state["gradients"], {"start": start, "warmup": state})
+            segment += 1
+            control._check()
     finally:
+        # every process a segment ran in keeps the operator it built (a lost driver's successor built
+        # another), and the workers its blocks ran on keep their rows: all freed here, however it ended
+        _release_on_workers(client, run_key)
         if on_warmup is not None:
             with contextlib.suppress(Exception):  # a closing client has no topics left
                 client.unsubscribe_topic(progress_topic(run_key))
+    out = state["result"]
     if on_warmup is not None:
         _tell(on_warmup, {"stage": "done", "k": int(out.get("iterations", 0)), "cap": 1,
                           "seconds": float(out["seconds"]), "total": float(out["seconds"])})
     control._check()
     return {"method": "map", **out}
+
+
+def _warmup_kept(ckpt: WarmupStore) -> str:
+    """What a stop during the warmup leaves: the committed segments, or nothing."""
+    done = ckpt.iterations()
+    if not done:
+        return "the run was stopped during its warmup; nothing was saved"
+    return f"the run was stopped during its warmup; its {done} gradients are kept in {ckpt.path}"
 
 
 def _tell(callback, msg) -> None:
@@ -224,7 +307,7 @@ def _plain(d: dict) -> dict:
 
 def resume(out: str, *, X=None, y=None, client=None, progress=None, control: RunControl | None = None,
            on_block=None, n_iter: int | None = None, target_ess: int | None = None,
-           workers_per_chain: int | None = None):
+           workers_per_chain: int | None = None, on_warmup=None):
     """Continue an interrupted run to its configured length (or its ESS target), every chain from its last
     committed state; with ``n_iter`` and/or ``target_ess``, extend it — a finished run included — to that
     length or target (the chains continue as they were: their adaptation is not redone).
@@ -233,7 +316,16 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
     fingerprint stored with the run. A run that is complete is returned as it is (no cluster is started).
     ``workers_per_chain``: another layout than the run's own (the draws do not depend on it).
     Raises :class:`daskgp.runs.draws.RunError` (one line) when the run is damaged, locked by a live writer
-    or cannot be continued, ValueError when the extension is not one."""
+    or cannot be continued, ValueError when the extension is not one.
+
+    A run interrupted in its warmup (:mod:`daskgp.mcmc.warmup`: its checkpoint beside ``out`` until the
+    first block is committed) continues the warmup from its last committed segment — to the same end point
+    as an uninterrupted warmup — then starts its chains as :func:`sample` does (``on_warmup`` as there).
+    Its data come from the data spec unless X, y are given (a run started from bare arrays needs them)."""
+    warm = warmup_to_resume(out)
+    if warm is not None:
+        return _resume_warmup(out, warm, X, y, client, (progress, control, on_block), on_warmup,
+                              dict(n_iter=n_iter, target_ess=target_ess, workers_per_chain=workers_per_chain))
     store, committed = DrawStore.open(out)
     attrs, ckpt = committed.attrs, committed.checkpoint
     try:
@@ -262,6 +354,53 @@ def resume(out: str, *, X=None, y=None, client=None, progress=None, control: Run
     history = {k: [v] for k, v in whole.items() if k != "stats"}
     history["stats"] = {k: [v] for k, v in whole["stats"].items()}
     return _drive(store, X, y, cfg, M, ckpt, names, client, (progress, control, on_block), history)
+
+
+def warmup_to_resume(out: str) -> tuple[WarmupStore, int, dict] | None:
+    """The warmup checkpoint of a run at ``out`` (reading only): (its store, gradients committed, its state
+    {'start', 'warmup'} checked), or None when there is none. Raises :class:`RunDamaged` (one line) when
+    it is damaged or malformed."""
+    ckpt = WarmupStore(warmup_path(out))
+    if not ckpt.exists():
+        return None
+    step, st = ckpt.read_state()
+    try:
+        expect_keys(st, ("start", "warmup"), "warmup checkpoint")
+        start = expect_keys(st["start"], ("config", "data", "data_meta", "fingerprint", "overwrite",
+                                          "phi_map", "laplace_cov", "created", "setup_seconds"),
+                            "the run's start")
+        cfg = SamplerConfig.from_dict(start["config"])
+        p = np.asarray(start["phi_map"]).shape[0]
+        check_warmup_state(st["warmup"], p)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise RunDamaged(f"{ckpt.path}: the warmup checkpoint is malformed ({e}); start the run afresh "
+                         "(--overwrite)") from None
+    st["config"] = cfg
+    return ckpt, step, st
+
+
+def _resume_warmup(out: str, warm, X, y, client, hooks, on_warmup, changes: dict):
+    """:func:`resume` of a run interrupted in its warmup: its data checked against the start's fingerprint,
+    its configuration with ``changes`` (n_iter, target_ess, workers_per_chain: the chains have not begun,
+    so any length goes), then :func:`_begin` from the committed warmup state."""
+    ckpt, _, st = warm
+    start, cfg = st["start"], st["config"]
+    d = {**asdict(cfg), **{k: v for k, v in changes.items() if v is not None}}
+    if changes["target_ess"] is not None and changes["n_iter"] is None and cfg.target_ess is None:
+        d["n_iter"] = max(cfg.n_iter, 50_000)  # a target's default cap (see SamplerConfig)
+    cfg = SamplerConfig.from_dict(d)
+    if X is None:
+        if not start["data"]:
+            raise RunError(f"{ckpt.path} is the warmup of a run started from arrays: pass X, y to resume it")
+        from ..datasets import load_spec
+
+        ds = load_spec(start["data"])
+        X, y = ds.X_std, ds.y_std
+    X = check_X(X)
+    y = check_y(y, X.shape[0])
+    if fingerprint(X, y) != start["fingerprint"]:
+        raise ValueError(f"the data given to resume {out} differ from the data the run started with")
+    return _begin(X, y, cfg, start, st["warmup"], out, client, hooks, on_warmup)
 
 
 def _stored_or_spec(committed, attrs: dict):

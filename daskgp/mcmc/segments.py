@@ -29,14 +29,13 @@ import numpy as np
 
 from ..core.kernels import make_kernel
 from ..core.priors import GammaPrior
-from ..exact.mode import laplace_covariance, stochastic_map
 from ..exact.posterior import GPPosterior, ProbeState, exact_log_posterior
 from .config import SamplerConfig
 from .layout import chain_block_rows
 from .samplers import get_sampler, sampler_names
 from .samplers.base import ChainStateLike
 
-__all__ = ["ChainState", "initial_states", "run_segment", "warmup_segment", "release_operators",
+__all__ = ["ChainState", "initial_states", "run_segment", "release_operators",
            "block_arrays", "progress_topic", "PROGRESS_EVERY", "WARMUP_STAGES"]
 
 PROGRESS_EVERY = 1.0  # seconds between a running segment's progress events
@@ -134,7 +133,8 @@ class _Ticker:
 
 
 # The warmup's stages in order, as its progress events name them (``{"stage": name, "k": gradients done in
-# the stage, "cap": its most, "seconds": in the stage so far, "total": since the warmup began}``).
+# the stage, "k0": of which before this segment, "cap": its most, "seconds": in this segment so far,
+# "total": since the warmup began}``: the stage's rate is seconds / (k − k0)).
 WARMUP_STAGES = ("ascent", "curvature", "ascent in the curvature's metric", "final curvature")
 
 
@@ -143,7 +143,7 @@ class _WarmupTicker:
     :data:`WARMUP_STAGES`): at the start of every stage at once, then at most every
     :data:`PROGRESS_EVERY` seconds. Silent outside a worker."""
 
-    def __init__(self, run_key: str):
+    def __init__(self, run_key: str, total: float = 0.0):
         self.worker = None
         try:
             from distributed import get_worker
@@ -151,11 +151,14 @@ class _WarmupTicker:
             self.worker = get_worker()
         except ValueError:  # not in a worker: nobody to tell
             pass
-        self.topic, self.t0 = progress_topic(run_key), time.monotonic()
-        self.stage_name, self.cap, self.k, self.t_stage, self.next = "", 0, 0, self.t0, 0.0
+        # a resumed warmup counts its total from its committed seconds
+        self.topic, self.t0 = progress_topic(run_key), time.monotonic() - total
+        self.stage_name, self.cap, self.k, self.k0, self.t_stage, self.next = "", 0, 0, 0, self.t0, 0.0
 
-    def stage(self, name: str, cap: int) -> None:
-        self.stage_name, self.cap, self.k, self.t_stage = name, int(cap), 0, time.monotonic()
+    def stage(self, name: str, cap: int, k: int = 0) -> None:
+        """Stage ``name`` of at most ``cap`` gradients begins (or resumes, ``k`` of them done)."""
+        self.stage_name, self.cap, self.k, self.t_stage = name, int(cap), int(k), time.monotonic()
+        self.k0 = self.k
         self._emit()
 
     def __call__(self, k: int) -> None:
@@ -167,8 +170,9 @@ class _WarmupTicker:
         now = time.monotonic()
         self.next = now + PROGRESS_EVERY
         if self.worker is not None:
-            self.worker.log_event(self.topic, {"stage": self.stage_name, "k": self.k, "cap": self.cap,
-                                               "seconds": now - self.t_stage, "total": now - self.t0})
+            self.worker.log_event(self.topic, {"stage": self.stage_name, "k": self.k, "k0": self.k0,
+                                               "cap": self.cap, "seconds": now - self.t_stage,
+                                               "total": now - self.t0})
 
 
 def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str,
@@ -256,65 +260,6 @@ class _Target:
         if self.tick is not None:  # one evaluation per iteration
             self.tick()
         return self._logp(phi)
-
-
-def warmup_segment(X, y, cfg_dict: dict, phi0, M0, seed: int, run_key: str,
-                   workers: list[str] | None = None) -> dict:
-    """The 'map' warmup of an SGLD run, one task on a worker: from φ₀ (p,) (the subset MAP) with
-    preconditioner M0 (p, p), stochastic gradient ascent to the full-data mode, the Laplace covariance there
-    from common-probe differences of the stochastic gradient, and a second ascent in that metric (what
-    :mod:`daskgp.exact.mode` does). A pure function of its arguments (``seed`` draws every probe).
-
-    Returns plain data: 'phi' (p,) the mode, 'cov' (p, p) the Laplace covariance (M0 when the estimate is
-    not positive definite: 'cov_from' says which), 'iterations', 'converged', 'grad_norm' (final mean
-    whitened gradient, ≈ posterior sd from the mode), 'noise_eig' (largest whitened gradient-noise variance)
-    and 'seconds'. ``workers``: as for :func:`run_segment` (the warmup is one chain: the whole cluster's
-    workers by the layout rule)."""
-    cfg = SamplerConfig.from_dict(cfg_dict)
-    with _products_on(workers) as client:
-        return _warmup(y, cfg, phi0, M0, seed, run_key, _operator(X, cfg, run_key, client, workers, "warmup"))
-
-
-def _warmup(y, cfg: SamplerConfig, phi0, M0, seed: int, run_key: str, op) -> dict:
-    """:func:`warmup_segment` on the kernel operator ``op``, which it releases (with the run) at the end."""
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    # fresh probes every gradient (independent noise averages out), the preconditioner kept as the chains do
-    post = _posterior(op, y, cfg, redraw_every=1, rng=rng)
-    M0 = np.asarray(M0, dtype=float)
-    tick, n_curv = _WarmupTicker(run_key), 2 * len(M0) + 1
-    try:
-        tick.stage(WARMUP_STAGES[0], cfg.warmup_iter)
-        first = stochastic_map(post, phi0, M0, max_iter=cfg.warmup_iter, max_abs_phi=cfg.max_abs_phi,
-                               callback=tick)
-        try:
-            tick.stage(WARMUP_STAGES[1], n_curv)
-            cov = laplace_covariance(post, first.phi, n_probes=max(8, cfg.laplace_probes // 4), rng=rng,
-                                     callback=tick)
-            source = "full-data stochastic Laplace"
-        except np.linalg.LinAlgError:  # a noisy curvature estimate: keep the subset's metric
-            cov, source = M0, "subset Laplace scaled by subset/n"
-        # a second ascent in the full-data metric: its window means are sharper there
-        tick.stage(WARMUP_STAGES[2], max(cfg.warmup_iter // 2, 20))
-        second = stochastic_map(post, first.phi, cov, max_iter=max(cfg.warmup_iter // 2, 20),
-                                max_abs_phi=cfg.max_abs_phi, callback=tick)
-        try:  # the curvature where the chains will start: their metric, so with more probes
-            tick.stage(WARMUP_STAGES[3], n_curv)
-            cov = laplace_covariance(post, second.phi, n_probes=cfg.laplace_probes, rng=rng, callback=tick)
-            source = "full-data stochastic Laplace"
-        except np.linalg.LinAlgError:
-            pass
-    except (FloatingPointError, ValueError, np.linalg.LinAlgError) as e:  # start the chains at the subset
-        release_operators(run_key, here_only=False)
-        return {"phi": np.array(phi0, dtype=float), "cov": M0,
-                "cov_from": "subset Laplace scaled by subset/n", "iterations": 0, "converged": False,
-                "failed": f"{type(e).__name__}: {e}",
-                "seconds": time.perf_counter() - t0}
-    release_operators(run_key, here_only=False)  # the warmup's cached kernel rows leave with it
-    return {"phi": second.phi, "cov": cov, "cov_from": source,
-            "iterations": first.iterations + second.iterations, "converged": bool(second.converged),
-            "grad_norm": second.grad_norm, "noise_eig": max(first.noise_eig, second.noise_eig),
-            "seconds": time.perf_counter() - t0}
 
 
 def _posterior(op, y, cfg: SamplerConfig, redraw_every: int, rng=None) -> GPPosterior:

@@ -135,8 +135,9 @@ class FitStore:
         return (f"'daskgp repair {self.path}' restores the previous commit ({prev['step']} steps; the last "
                 "one is lost)")
 
-    def read_state(self, key: str) -> tuple[int, dict]:
-        """(finished steps, the state as committed) of a fit of ``key`` (its data and settings). Raises
+    def read_state(self, key: str | None = None) -> tuple[int, dict]:
+        """(finished steps, the state as committed) of a fit of ``key`` (its data and settings; None: a
+        caller that checks what the state belongs to itself, from the state). Raises
         FileNotFoundError without a checkpoint, :class:`RunDamaged` (one line naming the file) when it is
         damaged, foreign or of daskgp <= 0.3, :class:`RunError` when it belongs to other data or settings."""
         self._check_folder()
@@ -144,7 +145,7 @@ class FitStore:
             doc, _ = self._read()
         except RunDamaged as e:
             raise RunDamaged(f"{e}; {self._hint()}") from None
-        if doc["key"] != key:
+        if key is not None and doc["key"] != key:
             raise RunError(f"{self.path} was written for other data or settings: start afresh without "
                            "resuming")
         return doc["step"], doc["state"]

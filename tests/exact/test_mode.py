@@ -84,19 +84,84 @@ def test_the_ascent_refuses_to_wander_off(concrete):
         stochastic_map(post, np.array([0.0, 0.0, -1.0]), np.eye(3) * 100.0, max_abs_phi=1.5, step=5.0)
 
 
-def test_the_warmup_segment_falls_back_to_the_subset_start(concrete):
-    """warmup_segment never fails a run: an ascent that leaves the allowed range gives back the subset start
-    and says why."""
+def _warm(X, y, cfg, phi0, M0, seed, run_key, through_json=False, keep_generator=True):
+    """The warmup's segments, one after another until it is done, as the driver runs them; with
+    ``through_json`` every state passes through the committed JSON on its way to the next segment (as a
+    resumed warmup's does)."""
+    import json
     from dataclasses import asdict
 
+    from daskgp.core.plaindata import decode, encode
+    from daskgp.mcmc.warmup import DONE, warmup_segment, warmup_start
+
+    state, cuts = warmup_start(phi0, M0, seed), 0
+    while state["stage"] < DONE:
+        state = warmup_segment(X, y, asdict(cfg), state, run_key)
+        cuts += 1
+        if through_json:
+            state = decode(json.loads(json.dumps(encode(state), allow_nan=False)))
+        if not keep_generator and state["stage"] < DONE:  # the known-wrong resume: a fresh generator
+            state["probe_state"]["rng"] = np.random.default_rng(cuts).bit_generator.state
+    return state["result"], cuts
+
+
+def test_the_warmup_falls_back_to_the_subset_start(concrete):
+    """The warmup never fails a run: an ascent that leaves the allowed range gives back the subset start
+    and says why."""
     from daskgp.mcmc.config import SamplerConfig
-    from daskgp.mcmc.segments import warmup_segment
 
     X, y = concrete.X_std[:200], concrete.y_std[:200]
     phi0, M0 = np.array([0.5, 0.9, -1.0]), np.eye(3) * 0.01
-    cfg = asdict(SamplerConfig(max_abs_phi=0.2, warmup_iter=20))  # |φ0| already beyond it
-    out = warmup_segment(X, y, cfg, phi0, M0, 0, "test-warmup-fallback")
+    cfg = SamplerConfig(max_abs_phi=0.2, warmup_iter=20)  # |φ0| already beyond it
+    out, _ = _warm(X, y, cfg, phi0, M0, 0, "test-warmup-fallback")
     assert "failed" in out and np.array_equal(out["phi"], phi0) and np.array_equal(out["cov"], M0)
-    ok = warmup_segment(X, y, asdict(SamplerConfig(warmup_iter=60)), phi0, M0, 0, "test-warmup")
+    ok, _ = _warm(X, y, SamplerConfig(warmup_iter=60), phi0, M0, 0, "test-warmup")
     assert "failed" not in ok and ok["cov_from"] == "full-data stochastic Laplace"
     assert np.all(np.linalg.eigvalsh(ok["cov"]) > 0)
+
+
+def test_a_warmup_cut_into_segments_ends_where_an_uncut_one_does_bit_for_bit(concrete):
+    """The warmup advanced in segments of 7 gradients, its state through the committed JSON between them
+    (what an interrupted and resumed warmup does), ends at the same mode and Laplace covariance, bit for
+    bit, as the warmup in one segment. Power: the same cuts with the probe generator not carried over (a
+    fresh one at every cut: the state a careless checkpoint would keep) end elsewhere."""
+    from daskgp.mcmc.config import SamplerConfig
+
+    X, y = concrete.X_std[:300], concrete.y_std[:300]
+    phi0, M0 = np.array([0.3, 0.5, -1.5]), np.eye(3) * 0.05
+    whole, n_whole = _warm(X, y, SamplerConfig(warmup_iter=60, checkpoint_every=10_000), phi0, M0, 5, "w1")
+    cut, n_cut = _warm(X, y, SamplerConfig(warmup_iter=60, checkpoint_every=7), phi0, M0, 5, "w2",
+                       through_json=True)
+    assert n_whole == 1 and n_cut >= 5  # it was cut, in every stage
+    assert "failed" not in whole and whole["iterations"] > 14
+    for key in ("phi", "cov"):
+        assert np.array_equal(whole[key], cut[key]), key
+    assert whole["iterations"] == cut["iterations"] and whole["gradients"] == cut["gradients"]
+    lost, _ = _warm(X, y, SamplerConfig(warmup_iter=60, checkpoint_every=7), phi0, M0, 5, "w3",
+                    keep_generator=False)
+    assert not np.array_equal(whole["phi"], lost["phi"])
+
+
+def test_the_ascent_state_round_trips_and_a_malformed_one_is_named(concrete):
+    """StochasticAscent.to_dict / from_dict: the rebuilt ascent's next step is the original's; a field of the
+    wrong shape is refused naming it."""
+    from daskgp.exact.mode import StochasticAscent
+
+    X, y = concrete.X_std[:150], concrete.y_std[:150]
+
+    def post():
+        return GPPosterior(KernelOperator(X, make_kernel("rbf"), 0.3), y, n_probes=4, redraw_every=1, rng=9)
+
+    a, pa = StochasticAscent([0.2, 0.4, -1.0], np.eye(3) * 0.05, max_iter=30), post()
+    for _ in range(12):
+        a.step(pa)
+    b = StochasticAscent.from_dict(a.to_dict(), 3)
+    pb = post()
+    pb.state = pa.state.__class__.from_dict(pa.state.to_dict(), 150, 4, 3)
+    a.step(pa)
+    b.step(pb)
+    assert np.array_equal(a.phi, b.phi) and a.k == b.k == 13
+    bad = a.to_dict()
+    bad["gws"] = bad["gws"][:-1]
+    with pytest.raises(ValueError, match="gws"):
+        StochasticAscent.from_dict(bad, 3)

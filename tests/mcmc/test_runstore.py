@@ -7,6 +7,7 @@ import os
 import pickle
 import shutil
 import socket
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -105,6 +106,30 @@ def test_overwrite_keeps_a_folder_that_is_not_a_run(tmp_path, capsys):
     (tmp_path / "link").symlink_to(d)
     assert "symbolic link" in _one_line_error(capsys, main(_sample_argv(tmp_path / "link", "--overwrite")))
     assert f.read_text() == "mine" and (d / "keep").exists()
+
+
+def test_a_new_run_beside_a_checkpointed_warmup_is_refused_unless_overwritten(tmp_path, capsys):
+    """A warmup interrupted before the run's first block keeps its checkpoint beside the run's path: a new
+    run there is refused in one line that says to resume it; --overwrite removes it (a folder of other
+    files at that path is never removed); --resume of a damaged one is one line naming it."""
+    from daskgp.mcmc.warmup import WarmupStore, warmup_path
+
+    run = str(tmp_path / "run.zarr")
+    ckpt = WarmupStore(warmup_path(run))
+    with ckpt.writing():
+        ckpt.commit("key", 5, {"start": {}, "warmup": {}})
+    assert "resume it" in _one_line_error(capsys, main(_sample_argv(run)))
+    assert "its warmup (5 gradients) is checkpointed" in _one_line_error(capsys, main(["summary", run]))
+    line = _one_line_error(capsys, main(["sample", "--resume", run]))
+    assert "warmup checkpoint is malformed" in line and ckpt.path in line
+    assert os.path.isdir(ckpt.path)
+    with mock.patch("daskgp.interface.cli_runs.cluster_from_args", side_effect=ValueError("stop here")):
+        assert "stop here" in _one_line_error(capsys, main(_sample_argv(run, "--overwrite")))
+    assert not os.path.exists(ckpt.path)  # removed before any cluster starts
+    os.mkdir(ckpt.path)
+    (tmp_path / "run.zarr.warmup" / "keep").write_text("mine")
+    assert "not a daskgp warmup checkpoint" in _one_line_error(capsys, main(_sample_argv(run, "--overwrite")))
+    assert (tmp_path / "run.zarr.warmup" / "keep").read_text() == "mine"
 
 
 def test_overwrite_refuses_the_working_directory_its_parents_and_home(tmp_path, capsys, monkeypatch):

@@ -1,0 +1,156 @@
+"""The 'map' warmup of a gradient sampler's run, resumable: a state machine of plain data advanced by Dask
+tasks of at most ``checkpoint_every`` gradients each, its state committed by the driver after every one
+(:class:`WarmupStore`), so that an interruption — Ctrl-C, SIGKILL, a lost worker — costs at most one
+segment, and a resumed warmup ends where an uninterrupted one does, bit for bit.
+
+The stages (:data:`daskgp.mcmc.segments.WARMUP_STAGES`; Filippone & Engler 2015, eq. 5 gradients, as in
+:mod:`daskgp.exact.mode`): stochastic gradient ascent from the subset MAP in the subset's Laplace metric
+(:class:`daskgp.exact.mode.StochasticAscent`); the Laplace covariance there from common-probe differences of
+the gradient (:func:`daskgp.exact.mode.laplace_covariance`); a second ascent in that metric; the Laplace
+covariance at its end with more probes (the chains' metric M). An ascent's state is cut between any two
+gradients; a curvature stage (2p + 1 gradients with common probes and warm-started solves, whose n × k
+warm starts are not worth a commit) runs whole in one segment, so an interruption inside it repeats it.
+
+Every gradient's probes come from one generator, redrawn at every gradient: the state between gradients is
+the generator's, the point where the preconditioner in use was built, and the stage's own numbers — a few
+kilobytes, whatever n.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..core.plaindata import expect_int, expect_keys
+from ..exact.mode import StochasticAscent, laplace_covariance
+from ..exact.posterior import ProbeState
+from ..runs.fits import FitStore
+from .config import SamplerConfig
+from .segments import WARMUP_STAGES, _operator, _posterior, _products_on, _WarmupTicker, release_operators
+
+__all__ = ["warmup_start", "warmup_segment", "advance_warmup", "WarmupStore", "warmup_path", "DONE"]
+
+DONE = len(WARMUP_STAGES)  # the stage index of a finished warmup
+_ASCENTS = {0: "first", 2: "second"}  # stage index -> the key its result is kept under
+_SUBSET = "subset Laplace scaled by subset/n"
+_FULL = "full-data stochastic Laplace"
+
+
+def warmup_path(out: str) -> str:
+    """Where the warmup of the run at ``out`` keeps its checkpoint until the run's first block is
+    committed (beside it, as a new run's staging folder is)."""
+    return out.rstrip("/") + ".warmup"
+
+
+class WarmupStore(FitStore):
+    """The warmup's checkpoint folder (:mod:`daskgp.runs.fits`): one commit per warmup segment holding the
+    run's start (configuration, data spec, subset MAP) and the warmup's state."""
+
+    kind = "daskgp.warmup-checkpoint"
+    what = "warmup"
+
+
+def warmup_start(phi0, M0, seed: int) -> dict:
+    """The state of a warmup before its first gradient: from φ₀ (p,) (the subset MAP) in the metric M0
+    (p, p), every probe drawn from the generator seeded with ``seed``."""
+    probes = ProbeState.initial(np.random.default_rng(seed)).to_dict()
+    return {"stage": 0, "probe_state": probes, "ascent": None, "first": None, "second": None,
+            "cov": None, "cov_from": None, "phi0": np.array(phi0, dtype=float),
+            "M0": np.array(M0, dtype=float), "gradients": 0, "seconds": 0.0, "result": None}
+
+
+def check_warmup_state(st, p: int) -> None:
+    """ValueError naming the first malformed field of a warmup state read back from a checkpoint."""
+    expect_keys(st, ("stage", "probe_state", "ascent", "first", "second", "cov", "cov_from", "phi0", "M0",
+                     "gradients", "seconds", "result"), "warmup state")
+    expect_int(st["stage"], "stage", 0, DONE)
+    expect_int(st["gradients"], "gradients")
+    for name, shape in (("phi0", (p,)), ("M0", (p, p))):
+        v = st[name]
+        if not (isinstance(v, np.ndarray) and v.shape == shape and np.all(np.isfinite(v))):
+            raise ValueError(f"the warmup's {name} is malformed")
+    if st["ascent"] is not None:
+        StochasticAscent.from_dict(st["ascent"], p)
+    if st["stage"] == DONE and not isinstance(st["result"], dict):
+        raise ValueError("a finished warmup without its result")
+
+
+def warmup_segment(X, y, cfg_dict: dict, state: dict, run_key: str, workers: list[str] | None = None) -> dict:
+    """One segment of the warmup, a Dask task: :func:`advance_warmup` by at most ``checkpoint_every``
+    gradients on the run's kernel operator — in this process, or on ``workers`` (two or more) through this
+    task's worker client, as a chain's segment. A pure function of its arguments; returns the new state."""
+    cfg = SamplerConfig.from_dict(cfg_dict)
+    with _products_on(workers) as client:
+        return advance_warmup(y, cfg, state, run_key, _operator(X, cfg, run_key, client, workers, "warmup"),
+                              cfg.checkpoint_every)
+
+
+def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget: int) -> dict:
+    """The warmup ``state`` advanced by at least one gradient and at most ``budget`` (a curvature stage,
+    once begun, runs whole), on the kernel operator ``op`` — released, with the run's cached rows, when the
+    warmup finishes. Returns a new state; the finished one's 'result' holds 'phi' (p,) the mode, 'cov'
+    (p, p) the Laplace covariance (M0 when no estimate was positive definite: 'cov_from' says which),
+    'iterations' (ascent gradients), 'converged', 'grad_norm', 'noise_eig' and 'seconds'. An ascent that
+    leaves the allowed range, or fails, ends the warmup at the subset start with 'failed' saying why."""
+    t0 = time.perf_counter()
+    st = dict(state)
+    p = len(st["phi0"])
+    post = _posterior(op, y, cfg, redraw_every=1)
+    post.state = ProbeState.from_dict(st["probe_state"], op.n, post.n_probes, p)
+    tick = _WarmupTicker(run_key, float(st["seconds"]))
+    spent = 0
+    try:
+        while st["stage"] < DONE and spent < budget:
+            stage = st["stage"]
+            if stage in _ASCENTS:
+                if st["ascent"] is not None:
+                    ascent = StochasticAscent.from_dict(st["ascent"], p)
+                else:
+                    start, metric = (st["phi0"], st["M0"]) if stage == 0 else (st["first"]["phi"], st["cov"])
+                    cap = cfg.warmup_iter if stage == 0 else max(cfg.warmup_iter // 2, 20)
+                    ascent = StochasticAscent(start, metric, max_iter=cap, max_abs_phi=cfg.max_abs_phi)
+                tick.stage(WARMUP_STAGES[stage], ascent.settings["max_iter"], ascent.k)
+                while not ascent.done and spent < budget:
+                    ascent.step(post)
+                    spent += 1
+                    tick(ascent.k - 1)
+                if ascent.done:
+                    r = ascent.result()
+                    st[_ASCENTS[stage]] = {"phi": r.phi, "iterations": r.iterations, "noise_eig": r.noise_eig,
+                                           "converged": bool(r.converged), "grad_norm": r.grad_norm}
+                    st["ascent"], st["stage"] = None, stage + 1
+                else:
+                    st["ascent"] = ascent.to_dict()
+            else:  # a curvature: the chains' own metric at the end, so with more probes
+                at = st["first" if stage == 1 else "second"]["phi"]
+                n_probes = max(8, cfg.laplace_probes // 4) if stage == 1 else cfg.laplace_probes
+                tick.stage(WARMUP_STAGES[stage], 2 * p + 1)
+                try:
+                    st["cov"] = laplace_covariance(post, at, n_probes=n_probes, rng=post.state.rng,
+                                                   callback=tick)
+                    st["cov_from"] = _FULL
+                except np.linalg.LinAlgError:  # a noisy estimate: keep the metric there is
+                    if stage == 1:
+                        st["cov"], st["cov_from"] = st["M0"], _SUBSET
+                spent += 2 * p + 1
+                st["stage"] = stage + 1
+    except (FloatingPointError, ValueError, np.linalg.LinAlgError) as e:  # start the chains at the subset
+        st["stage"], st["ascent"] = DONE, None
+        st["result"] = {"phi": st["phi0"], "cov": st["M0"], "cov_from": _SUBSET, "iterations": 0,
+                        "converged": False, "failed": f"{type(e).__name__}: {e}"}
+    # the next gradient redraws its probes and starts its solves afresh: only the generator and the
+    # preconditioner's point carry over (kilobytes, not n × k)
+    st["probe_state"] = {**post.state.to_dict(), "probes": None, "x0": None}
+    st["gradients"] = int(st["gradients"]) + spent
+    st["seconds"] = float(st["seconds"]) + time.perf_counter() - t0
+    if st["stage"] == DONE:
+        if st["result"] is None:
+            first, second = st["first"], st["second"]
+            st["result"] = {"phi": second["phi"], "cov": st["cov"], "cov_from": st["cov_from"],
+                            "iterations": first["iterations"] + second["iterations"],
+                            "converged": second["converged"], "grad_norm": second["grad_norm"],
+                            "noise_eig": max(first["noise_eig"], second["noise_eig"])}
+        st["result"] = {**st["result"], "seconds": st["seconds"], "gradients": st["gradients"]}
+        release_operators(run_key, here_only=False)  # the warmup's cached kernel rows leave with it
+    return st
