@@ -48,6 +48,8 @@ def _run(X, y, client, out, seed, every, stop_after=None):
     stopper = threading.Event()
 
     def on_warmup(ev):
+        if not events or events[-1]["stage"] != ev["stage"]:
+            print(f"  {ev['stage']} (k={ev['k']}, {ev.get('total', 0.0):.0f} s)", flush=True)
         events.append(dict(ev))
         t.setdefault("first", time.perf_counter())
         if ev["stage"] == "done":
@@ -64,7 +66,7 @@ def _run(X, y, client, out, seed, every, stop_after=None):
     except RunStopped:
         first = time.perf_counter() - t0
         t1 = time.perf_counter()
-        dt = resume(out, client=client, on_warmup=on_warmup)
+        dt = resume(out, X=X, y=y, client=client, on_warmup=on_warmup)
         parts = {"until_stopped": first, "resumed": t["done"] - t1,
                  "committed_at_stop": stop_after}
     warm = dict(dt.attrs["warmup"])

@@ -22,12 +22,21 @@ import time
 
 import numpy as np
 
-from ..core.plaindata import expect_int, expect_keys
+from ..core.plaindata import expect_array, expect_int, expect_keys
+from ..core.random import rng_from_state
 from ..exact.mode import StochasticAscent, laplace_covariance
 from ..exact.posterior import ProbeState
 from ..runs.fits import FitStore
 from .config import SamplerConfig
-from .segments import WARMUP_STAGES, _operator, _posterior, _products_on, _WarmupTicker, release_operators
+from .segments import (
+    WARMUP_STAGES,
+    _operator,
+    _posterior,
+    _products_on,
+    _WarmupTicker,
+    kept,
+    release_operators,
+)
 
 __all__ = ["warmup_start", "warmup_segment", "advance_warmup", "WarmupStore", "warmup_path", "DONE"]
 
@@ -70,8 +79,19 @@ def check_warmup_state(st, p: int) -> None:
         v = st[name]
         if not (isinstance(v, np.ndarray) and v.shape == shape and np.all(np.isfinite(v))):
             raise ValueError(f"the warmup's {name} is malformed")
+    probes = expect_keys(st["probe_state"], ("probes", "x0", "rng", "precond_at"), "the warmup's probe state")
+    if probes["probes"] is not None or probes["x0"] is not None:
+        raise ValueError("the warmup's probe state holds probes (a warmup redraws them at every gradient)")
+    rng_from_state(probes["rng"])
+    expect_array(probes["precond_at"], (p,), "precond_at", optional=True)
     if st["ascent"] is not None:
         StochasticAscent.from_dict(st["ascent"], p)
+    for stage, key in _ASCENTS.items():  # a finished ascent's result, from the next stage on
+        if st["stage"] > stage and st["result"] is None:
+            done = expect_keys(st[key], ("phi", "iterations", "noise_eig", "converged", "grad_norm"), key)
+            expect_array(done["phi"], (p,), f"{key} phi")
+    if st["stage"] > 1 and st["result"] is None:
+        expect_array(st["cov"], (p, p), "cov")
     if st["stage"] == DONE and not isinstance(st["result"], dict):
         raise ValueError("a finished warmup without its result")
 
@@ -96,7 +116,12 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
     t0 = time.perf_counter()
     st = dict(state)
     p = len(st["phi0"])
-    post = _posterior(op, y, cfg, redraw_every=1)
+    # the posterior of the last segment in this process keeps its preconditioner (rebuilt from the state's
+    # precond_at otherwise, to the same values: rank 2,000 on house_8L is minutes of work)
+    keep = kept(run_key, "warmup")
+    post = keep.get("post")
+    if post is None or post.op is not op:
+        post = keep["post"] = _posterior(op, y, cfg, redraw_every=1)
     post.state = ProbeState.from_dict(st["probe_state"], op.n, post.n_probes, p)
     tick = _WarmupTicker(run_key, float(st["seconds"]))
     spent = 0

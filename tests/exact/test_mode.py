@@ -92,7 +92,7 @@ def _warm(X, y, cfg, phi0, M0, seed, run_key, through_json=False, keep_generator
     from dataclasses import asdict
 
     from daskgp.core.plaindata import decode, encode
-    from daskgp.mcmc.warmup import DONE, warmup_segment, warmup_start
+    from daskgp.mcmc.warmup import DONE, check_warmup_state, warmup_segment, warmup_start
 
     state, cuts = warmup_start(phi0, M0, seed), 0
     while state["stage"] < DONE:
@@ -100,6 +100,7 @@ def _warm(X, y, cfg, phi0, M0, seed, run_key, through_json=False, keep_generator
         cuts += 1
         if through_json:
             state = decode(json.loads(json.dumps(encode(state), allow_nan=False)))
+            check_warmup_state(state, len(phi0))  # what a resume checks before it runs a segment
         if not keep_generator and state["stage"] < DONE:  # the known-wrong resume: a fresh generator
             state["probe_state"]["rng"] = np.random.default_rng(cuts).bit_generator.state
     return state["result"], cuts
