@@ -134,18 +134,30 @@ def interrupt_once():
     from .progress import note_interrupt
 
     drop_sync_cancel_bug()
+    previous_hook = sys.unraisablehook
 
     def handler(signum, frame):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         note_interrupt(True)  # re-raised by the next progress update should this one be swallowed
         raise KeyboardInterrupt
 
+    def unraisable(info):
+        # Raised inside a callback Python cannot raise from (a gc callback of distributed's, a __del__),
+        # the KeyboardInterrupt is printed as "Exception ignored in ..." with a traceback and dropped; it is
+        # still pending and the next progress update raises it where the command catches it, so the page
+        # of traceback says nothing true. Anything else goes to the hook that was there.
+        if not issubclass(info.exc_type, KeyboardInterrupt):
+            previous_hook(info)
+
     signal.signal(signal.SIGINT, handler)
+    sys.unraisablehook = unraisable
 
     def restore():
         note_interrupt(False)  # the command is over: nothing pending carries into a later main() call
         if signal.getsignal(signal.SIGINT) is handler:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        if sys.unraisablehook is unraisable:
+            sys.unraisablehook = previous_hook
 
     return restore
 
