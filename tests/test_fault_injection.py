@@ -29,8 +29,10 @@ from .run_checks import assert_runs_identical
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 N_ITER, EVERY = 200, 10
+# the paper's start: these tests are about the run's blocks, and the 'map' warmup (its own fault tests
+# are beside WARM in tests/test_fault_injection.py) took most of each run's time
 SGLD = ["sample", "--data", "concrete", "--method", "sgld", "--chains", "2", "--iterations", str(N_ITER),
-        "--checkpoint-every", str(EVERY), "--seed", "0"]
+        "--checkpoint-every", str(EVERY), "--seed", "0", "--warmup", "subset"]
 SGPR = ["sgpr", "--data", "flights", "--train-size", "6000", "--inducing", "40", "--max-iter", "25",
         "--chunk-rows", "500"]
 
@@ -155,7 +157,7 @@ def test_sgld_survives_a_killed_worker_and_a_killed_cli_with_no_draw_lost_or_dup
 
 
 WARM = ["sample", "--data", "concrete", "--chains", "2", "--iterations", "20", "--checkpoint-every", "5",
-        "--seed", "4"]
+        "--seed", "4", "--warmup", "ascent"]  # on 1,030 rows 'map' takes the exact MAP: seconds, no segments
 
 
 def _warmed(run) -> tuple[int, bool]:
@@ -171,11 +173,11 @@ def _warmed(run) -> tuple[int, bool]:
 
 
 def test_a_warmup_interrupted_then_killed_resumes_to_the_same_end_point(scheduler, tmp_path):
-    """Issue 33: the default sampler's warmup (segments of 5 gradients, each committed) stopped by Ctrl-C
-    after its first commits (exit 130, the line says what is kept), resumed, that resume SIGKILLed a few
-    commits later (no clean-up: a stale lock), resumed again: the warmup ends at the undisturbed run's mode
-    and Laplace covariance bit for bit, and so the chains draw the same draws; the warmup's checkpoint is
-    gone once the run's first block is committed."""
+    """Issue 33: the default sampler's stochastic warmup (segments of 5 gradients, each committed) stopped by
+    Ctrl-C after its first commits (exit 130, the line says what is kept), resumed, that resume SIGKILLed a
+    few commits later (no clean-up: a stale lock), resumed again: the warmup ends at the undisturbed run's
+    mode and Laplace covariance bit for bit, and so the chains draw the same draws; the warmup's checkpoint
+    is gone once the run's first block is committed."""
     from daskgp.mcmc.warmup import warmup_path
 
     address, _ = scheduler

@@ -69,7 +69,7 @@ def sample_command(args) -> int:
                     target_ess=args.target_ess, seed=args.seed, kernel=args.kernel, ard=args.ard,
                     n_probes=args.probes, checkpoint_every=args.checkpoint_every,
                     step_start=args.step_start, step_end=args.step_end,
-                    freeze_threshold=args.freeze_threshold, device=args.device,
+                    freeze_threshold=args.freeze_threshold, warmup=args.warmup, device=args.device,
                     workers_per_chain=args.workers_per_chain)
         _check_run_fits(opts, ds)  # before a cluster starts: a refusal costs nothing
     control = RunControl()

@@ -97,9 +97,10 @@ def chain_progress(method: str, stream=None):
 
 def warmup_progress(stream=None):
     """``show(event)`` — the ``on_warmup`` callback of :func:`daskgp.mcmc.chains.sample`: one line per
-    warmup stage (the subset MAP, the ascent, the curvature, …) with the stage's gradients against its cap,
-    its own rate and the time left at that rate (an ascent usually stops before its cap: its time left is
-    an upper bound, marked ≤). A terminal redraws the line; a log gets a line per update."""
+    warmup stage (the subset MAP; the exact MAP of a small data set, or the ascent, the curvature, …) with
+    the stage's gradients against its cap, its own rate and the time left at that rate (an ascent usually
+    stops before its cap: its time left is an upper bound, marked ≤). A terminal redraws the line; a log
+    gets a line per update."""
     stream = stream or sys.stderr
     tty = stream.isatty()
     shown = {"stage": None}
@@ -111,8 +112,11 @@ def warmup_progress(stream=None):
         shown["stage"] = stage
         if stage == "subset MAP":
             line = "warmup: MAP and Laplace covariance of a random subset"
+        elif stage == "exact MAP":
+            line = f"warmup: MAP and Laplace covariance of all {int(ev['n']):,} rows (Cholesky)"
         elif stage == "done":
-            _show_line(stream, tty, f"warmup: done in {_duration(sec)} ({k} ascent gradients)", final=True)
+            how = f"{k} ascent gradients" if k else "the exact MAP"
+            _show_line(stream, tty, f"warmup: done in {_duration(sec)} ({how})", final=True)
             return
         else:
             rate, left = "  (its first gradient)", ""

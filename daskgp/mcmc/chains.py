@@ -50,7 +50,7 @@ from ..runs.draws import (
     read_committed,
 )
 from ..runs.fits import is_fit_store
-from .config import SamplerConfig, check_method_fits, check_run_size, fingerprint
+from .config import EXACT_WARMUP_MAX_N, SamplerConfig, check_method_fits, check_run_size, fingerprint
 from .control import RunControl, RunStopped
 from .diagnostics import RunStatus, run_status
 from .layout import chain_layout
@@ -136,13 +136,14 @@ def _begin(X, y, cfg: SamplerConfig, start: dict, warm_state: dict | None, out: 
     with borrowed_client(client) as client, contextlib.ExitStack() as held:
         _layout(client, cfg, n)  # a layout the cluster cannot hold is refused before the warmup
         centre, spread, warm = phi_map, H_inv, None
-        if cfg.warmup == "map":
-            if cfg.sampler.uses_gradient:
+        if cfg.warmup in ("map", "ascent"):
+            if warm_state is not None or (cfg.sampler.uses_gradient and
+                                          (cfg.warmup == "ascent" or n > EXACT_WARMUP_MAX_N)):
                 ckpt = held.enter_context(WarmupStore(warmup_path(out)).writing())
                 warm = _warmup(X, y, cfg, start, warm_state, seeds[C + 2], client, control, on_warmup, ckpt)
                 hooks = (hooks[0], control, _removing_warmup(ckpt, hooks[2]))
             else:
-                warm = _exact_warmup(X, y, cfg, kernel, phi_map, seeds[C + 2])
+                warm = _exact_warmup(X, y, cfg, kernel, phi_map, seeds[C + 2], on_warmup)
             centre, M = warm["phi"], warm["cov"]
             spread = cfg.overdispersion**2 * M
         phi_init = np.random.default_rng(seeds[C]).multivariate_normal(centre, spread, size=C)
@@ -205,15 +206,21 @@ def _warn_unless_standardised(X, y) -> None:
                       "in the data's units", UserWarning, stacklevel=3)
 
 
-def _exact_warmup(X, y, cfg: SamplerConfig, kernel, phi_sub, seed) -> dict:
-    """The warmup of a sampler on the exact density (MH): the exact Cholesky MAP and Hessian on all n rows
-    (it runs only where n fits a Cholesky)."""
+def _exact_warmup(X, y, cfg: SamplerConfig, kernel, phi_sub, seed, on_warmup=None) -> dict:
+    """The 'map' warmup by the exact Cholesky MAP and Hessian on all n rows: MH's (it runs only where n
+    fits a Cholesky), and a gradient sampler's up to EXACT_WARMUP_MAX_N rows, where it costs seconds and
+    the stochastic ascent minutes. In the client's process: at that size it is not worth a task."""
     t0 = time.perf_counter()
+    if on_warmup is not None:
+        on_warmup({"stage": "exact MAP", "k": 0, "cap": 1, "seconds": 0.0, "total": 0.0, "n": X.shape[0]})
     prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
     phi, cov = subset_map(X, y, kernel, float(np.exp(phi_sub[-1])), prior=prior, size=X.shape[0],
                           rng=np.random.default_rng(seed))
+    seconds = time.perf_counter() - t0
+    if on_warmup is not None:
+        on_warmup({"stage": "done", "k": 0, "cap": 1, "seconds": seconds, "total": seconds})
     return {"method": "map", "phi": phi, "cov": cov, "cov_from": "exact Laplace (Cholesky)",
-            "iterations": 0, "converged": True, "seconds": time.perf_counter() - t0}
+            "iterations": 0, "converged": True, "seconds": seconds}
 
 
 def _warmup(X, y, cfg: SamplerConfig, start: dict, state: dict | None, seed, client, control: RunControl,

@@ -19,7 +19,7 @@ from .samplers import Sampler, find_sampler, get_sampler, sampler_names
 from .samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK, SGHMC_PRECOND_RANK_LARGE, SGHMC_PROBES
 
 __all__ = ["SamplerConfig", "ModelSpec", "SamplerSpec", "SolverSpec", "RunSpec", "Specs", "fingerprint",
-           "check_method_fits", "check_run_size", "MAX_CHAINS",
+           "check_method_fits", "check_run_size", "MAX_CHAINS", "WARMUPS", "EXACT_WARMUP_MAX_N",
            # the SGHMC sampler's settings, defined in daskgp.mcmc.samplers.sghmc
            "SGHMC_PROBES", "SGHMC_PRECOND_RANK", "LARGE_N", "SGHMC_PRECOND_RANK_LARGE"]
 
@@ -41,10 +41,12 @@ class SamplerConfig:
     Model: ``kernel`` ('rbf' | 'matern32' | 'matern52'), ``ard``; Gamma(``prior_shape``, ``prior_rate``)
     priors on every natural-scale parameter. Run: ``method``, ``n_chains``, ``n_iter`` iterations per chain,
     ``checkpoint_every`` iterations per block, ``seed``, ``subset_size`` rows for the subset MAP/Laplace.
-    Warmup: 'map' (default) takes the chains to the full-data posterior before they start — SGLD by
-    stochastic gradient ascent from the subset MAP (at most ``warmup_iter`` gradients) and the Laplace
-    covariance there from the stochastic gradients (:mod:`daskgp.exact.mode`), MH by the exact Cholesky MAP —
-    and starts them overdispersed around that mode, at ``overdispersion`` times its Laplace sd (the final
+    Warmup: 'map' (default) takes the chains to the full-data posterior before they start — by the exact
+    Cholesky MAP and Hessian up to :data:`EXACT_WARMUP_MAX_N` rows (and always for MH), beyond it, for the
+    gradient samplers, by stochastic gradient ascent from the subset MAP (at most ``warmup_iter`` gradients)
+    and the Laplace covariance there from the stochastic gradients (:mod:`daskgp.exact.mode`), which
+    'ascent' asks for whatever the size — and starts them overdispersed around that mode, at
+    ``overdispersion`` times its Laplace sd (the final
     Laplace covariance from ``laplace_probes`` common probes: with 8 the sds of repeated estimates on
     concrete ranged over 0.89–1.51 of the exact ones, with 128 over 0.92–1.05, and the SGHMC step, set from
     the noise in that metric, follows such errors); 'subset' is
@@ -164,8 +166,11 @@ class SamplerConfig:
                              f"{self.h_max}")
         if not self.noise_budget < 1:
             raise ValueError(f"noise_budget must be in (0, 1), got {self.noise_budget}")
-        if self.warmup not in ("map", "subset"):
-            raise ValueError(f"warmup must be 'map' or 'subset', got {self.warmup!r}")
+        if self.warmup not in WARMUPS:
+            raise ValueError(f"warmup must be one of {WARMUPS}, got {self.warmup!r}")
+        if self.warmup == "ascent" and not sampler.uses_gradient:
+            raise ValueError(f"warmup 'ascent' climbs by stochastic gradients, which {self.method} does not "
+                             "use: 'map' (the exact MAP) or 'subset'")
         if self.cache_dtype not in ("float64", "float32"):
             raise ValueError(f"cache_dtype must be 'float64' or 'float32', got {self.cache_dtype!r}")
         if self.device not in ("auto", "cpu", "gpu"):
@@ -255,7 +260,7 @@ _PARTS = {
                   ("kernel", "ard", "prior_shape", "prior_rate")),
     "SamplerSpec": ("the sampler and its start: ``method`` (a registered sampler), SGLD's step schedule and "
                     "freezing, SGHMC's friction, step cap and noise budget, the adaptation length, the "
-                    "divergence bound, the warmup ('map' or 'subset') and its settings",
+                    "divergence bound, the warmup ('map', 'ascent' or 'subset') and its settings",
                     ("method", "step_start", "step_end", "step_gamma", "step_iter", "batch",
                      "freeze_threshold", "friction", "h_max", "noise_budget", "n_adapt", "max_abs_phi",
                      "warmup", "warmup_iter", "laplace_probes", "overdispersion", "subset_size")),
@@ -296,6 +301,12 @@ class Specs(NamedTuple):
     run: RunSpec
 
 
+WARMUPS = ("map", "ascent", "subset")
+# Up to this many rows the 'map' warmup of a gradient sampler is the exact MAP and Laplace covariance
+# (L-BFGS on the Cholesky log posterior, tens of evaluations at O(n³) each: about 5 s at 1,030 rows here)
+# rather than the stochastic ascent and curvature estimates (about 400 + 3·(2p + 1) stochastic gradients:
+# 100–150 s on the same rows). Beyond it the ascent, whose gradients cost O(n²) each, is the cheaper way.
+EXACT_WARMUP_MAX_N = 2000
 MAX_CHAINS = 256  # R-hat and ESS need a few chains; beyond the workers more only queue
 
 

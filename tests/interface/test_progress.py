@@ -110,3 +110,30 @@ def test_a_swallowed_ctrl_c_is_raised_again_by_the_next_progress_update():
         hook_after, sys.unraisablehook = sys.unraisablehook, previous_hook
     assert hook_after is not previous_hook and hook_after.__name__ == "<lambda>"  # the caller's hook is back
     show(3, -3.0)
+
+
+def test_the_warmup_lines_of_the_exact_map_and_of_the_ascent():
+    """The CLI's warmup lines in a log (one per event): a small data set's exact MAP, and a large one's
+    ascent with its own rate and an upper bound on the time left (the ascent stops early as a rule)."""
+    from daskgp.interface.progress import warmup_progress
+
+    def lines(events):
+        log = io.StringIO()
+        show = warmup_progress(stream=log)
+        for ev in events:
+            show({"cap": 1, "seconds": 0.0, "total": 0.0, **ev})
+        return log.getvalue().splitlines()
+
+    assert lines([{"stage": "subset MAP", "k": 0}, {"stage": "exact MAP", "k": 0, "n": 1030},
+                  {"stage": "done", "k": 0, "seconds": 4.2}]) == [
+        "warmup: MAP and Laplace covariance of a random subset",
+        "warmup: MAP and Laplace covariance of all 1,030 rows (Cholesky)",
+        "warmup: done in 00:04 (the exact MAP)"]
+    got = lines([{"stage": "ascent", "k": 0, "cap": 400},
+                 {"stage": "ascent", "k": 100, "cap": 400, "seconds": 50},
+                 {"stage": "curvature", "k": 7, "cap": 14, "seconds": 7},
+                 {"stage": "done", "k": 180, "seconds": 200}])
+    assert got[0].startswith("warmup: ascent |") and got[0].endswith("(its first gradient)"), got
+    assert "0.50 s/gradient  ≤ " in got[1] and got[1].endswith("left"), got
+    assert "1.00 s/gradient" in got[2] and "≤" not in got[2], got
+    assert got[3].endswith("(180 ascent gradients)"), got

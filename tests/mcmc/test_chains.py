@@ -121,6 +121,7 @@ def test_mh_refuses_n_beyond_memory():
     (dict(freeze_threshold=0), ">"), (dict(target_ess=0), "target_ess"),
     (dict(target_rhat=1.0), "target_rhat"),
     (dict(warmup="none"), "warmup"), (dict(overdispersion=0), "overdispersion"),
+    (dict(method="mh", warmup="ascent"), "warmup 'ascent' climbs by stochastic gradients"),
 ])
 def test_config_validation(bad, msg):
     with pytest.raises(ValueError, match=msg):
@@ -236,14 +237,15 @@ def test_progress_moves_between_blocks_with_the_workers_events(concrete, client,
 
 def test_the_warmup_reports_every_stage_in_order_with_its_own_counts(concrete, client, tmp_path):
     """Issue 33: the warmup is no longer silent. on_warmup hears the subset MAP first, then every stage of
-    the climb and the curvature estimates in order (a stage's first event at its start, k = 0), its counts
-    never beyond the stage's cap, and a closing 'done' with the ascent gradients the run's warmup attribute
-    records."""
+    the climb ('ascent': on 1,030 rows 'map' would take the exact MAP) and the curvature estimates in
+    order (a stage's first event at its start, k = 0), its counts never beyond the stage's cap, and a
+    closing 'done' with the ascent gradients the run's warmup attribute records."""
     from daskgp.mcmc.segments import WARMUP_STAGES
 
     seen = []
     dt = sample(concrete.X_std, concrete.y_std, out=str(tmp_path / "r.zarr"), n_chains=2, n_iter=10,
-                checkpoint_every=10, warmup_iter=40, laplace_probes=16, client=client, on_warmup=seen.append)
+                checkpoint_every=10, warmup="ascent", warmup_iter=40, laplace_probes=16, client=client,
+                on_warmup=seen.append)
     stages = [e["stage"] for e in seen]
     assert stages[0] == "subset MAP" and stages[-1] == "done"
     order = [s for i, s in enumerate(stages) if i == 0 or s != stages[i - 1]]
@@ -255,8 +257,42 @@ def test_the_warmup_reports_every_stage_in_order_with_its_own_counts(concrete, c
     assert seen[-1]["k"] == dt.attrs["warmup"]["iterations"]
 
 
+def test_the_map_warmup_is_the_exact_map_up_to_its_size_and_the_ascent_beyond(concrete, client, tmp_path,
+                                                                             monkeypatch):
+    """'map' on 300 rows (≤ EXACT_WARMUP_MAX_N): the chains' centre is the exact Cholesky MAP of all the
+    rows — its exact gradient (Filippone & Engler eq. 5 by Cholesky) is zero to L-BFGS's tolerance — and
+    their metric the inverse Hessian there. With the size limit moved below 300 rows (the power check) the
+    same call climbs by stochastic gradients instead, and ends elsewhere, within the stochastic
+    gradients' noise of the exact MAP."""
+    import daskgp.mcmc.chains as chains
+    from daskgp.core.kernels import make_kernel
+    from daskgp.core.priors import GammaPrior
+    from daskgp.exact.posterior import exact_log_posterior
+
+    X, y = concrete.X_std[:300], concrete.y_std[:300]
+    kernel = make_kernel("rbf", n_dims=X.shape[1])
+    run = dict(n_chains=2, n_iter=10, checkpoint_every=10, client=client)
+
+    def warm(name):
+        w = sample(X, y, out=str(tmp_path / name), **run).attrs["warmup"]
+        phi = np.asarray(w["phi"])
+        _, g = exact_log_posterior(X, y, kernel, GammaPrior(2.0, 1.0), phi)
+        return w, phi, g
+
+    w, phi, g = warm("exact.zarr")
+    assert w["cov_from"] == "exact Laplace (Cholesky)" and w["iterations"] == 0
+    sd = np.sqrt(np.diag(np.asarray(w["cov"])))
+    assert np.all(np.abs(g) * sd < 1e-3), g  # a gradient of 1e-3 nats per posterior sd: the optimum
+    monkeypatch.setattr(chains, "EXACT_WARMUP_MAX_N", 299)
+    run.update(warmup_iter=20, laplace_probes=8)
+    w2, phi2, g2 = warm("ascent.zarr")
+    assert w2["cov_from"] != w["cov_from"] and w2["iterations"] > 0
+    assert np.any(np.abs(phi2 - phi) > 1e-6) and np.any(np.abs(g2) * sd > 1e-3), (phi2 - phi, g2)
+
+
 def test_the_cli_shows_the_warmup_before_the_chains(tmp_path):
-    """The terminal line of each warmup stage, before the first chain line (a log file: one line each)."""
+    """The terminal line of each warmup stage, before the first chain line (a log file: one line each). On
+    concrete's 1,030 rows the default warmup is the exact MAP (the ascent's lines: test_progress.py)."""
     import subprocess
     import sys
 
@@ -268,5 +304,5 @@ def test_the_cli_shows_the_warmup_before_the_chains(tmp_path):
     first_chain = next(i for i, ln in enumerate(lines) if ln.startswith("sghmc "))
     warm = [ln for ln in lines[:first_chain] if ln.startswith("warmup: ")]
     assert warm[0] == "warmup: MAP and Laplace covariance of a random subset"
-    assert any(ln.startswith("warmup: ascent |") and "s/gradient" in ln for ln in warm), warm
-    assert warm[-1].startswith("warmup: done in "), warm
+    assert warm[1] == "warmup: MAP and Laplace covariance of all 1,030 rows (Cholesky)", warm
+    assert warm[-1].startswith("warmup: done in ") and warm[-1].endswith("(the exact MAP)"), warm

@@ -209,7 +209,7 @@ def test_a_spread_warmup_killed_with_its_driver_runs_again_to_the_same_draws(con
     ascent: the warmup runs again from its arguments (it is a pure function of them), and the run's draws,
     warmup included, equal an undisturbed run's."""
     X, y = _data(concrete)
-    run = {**RUN, "warmup": "map", "warmup_iter": 30, "laplace_probes": 16, "n_iter": 20}
+    run = {**RUN, "warmup": "ascent", "warmup_iter": 30, "laplace_probes": 16, "n_iter": 20}
     from daskgp.mcmc.chains import sample
 
     def draws(dt):

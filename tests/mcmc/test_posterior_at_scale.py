@@ -16,6 +16,7 @@ from daskgp.core.kernels import make_kernel
 from daskgp.core.priors import GammaPrior
 from daskgp.exact.posterior import subset_map
 from daskgp.mcmc.chains import sample
+from daskgp.mcmc.config import EXACT_WARMUP_MAX_N
 from daskgp.mcmc.diagnostics import run_fidelity
 from daskgp.mcmc.samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK_LARGE
 
@@ -48,6 +49,7 @@ def test_the_large_n_configuration_matches_the_exact_posterior_on_2048_power_pla
     fidelity checks must pass too. (The power against that failure, a wrong warmup metric, is shown in
     tests/mcmc/test_fidelity.py, on a target where the metric is wrong.)"""
     assert N <= LARGE_N  # so the configuration is the test's choice, not the size's
+    assert N > EXACT_WARMUP_MAX_N  # the stochastic warmup of large n, not the exact MAP
     X, y = _power_plant(N)
     kernel = make_kernel("rbf", n_dims=X.shape[1])
     phi_ref, cov_ref = subset_map(X, y, kernel, 0.3, prior=GammaPrior(2.0, 1.0), size=N, rng=0)
