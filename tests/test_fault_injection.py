@@ -29,8 +29,8 @@ from .run_checks import assert_runs_identical
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 N_ITER, EVERY = 200, 10
-# the paper's start: these tests are about the run's blocks, and the 'map' warmup (its own fault tests
-# are beside WARM in tests/test_fault_injection.py) took most of each run's time
+# the paper's start: these tests are about the run's blocks, not the 'map' warmup (whose own fault
+# tests are beside WARM in tests/test_fault_injection.py), which costs each run ~15 s here
 SGLD = ["sample", "--data", "concrete", "--method", "sgld", "--chains", "2", "--iterations", str(N_ITER),
         "--checkpoint-every", str(EVERY), "--seed", "0", "--warmup", "subset"]
 SGPR = ["sgpr", "--data", "flights", "--train-size", "6000", "--inducing", "40", "--max-iter", "25",
