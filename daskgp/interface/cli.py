@@ -10,7 +10,7 @@ import numpy as np
 
 from .._version import __version__
 from ..core.kernels import KERNELS
-from ..mcmc.config import SamplerConfig
+from ..mcmc.config import EXACT_WARMUP_MAX_N, WARMUPS, SamplerConfig
 from ..mcmc.samplers import get_sampler, sampler_names
 from .cli_advgp import advgp_command
 from .cli_common import cluster_from_args, ignore_further_interrupts, interrupt_once
@@ -167,10 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--step-end", type=float, default=1e-3, help="SGLD: last step size (if never frozen)")
     sm.add_argument("--freeze-threshold", type=float, default=0.01, help="SGLD: freeze rule threshold")
     sm.add_argument("--checkpoint-every", type=int, default=100, help="iterations per checkpoint")
-    sm.add_argument("--warmup", choices=("map", "subset"), default="map",
+    sm.add_argument("--warmup", choices=WARMUPS, default="map",
                     help="where the chains start: 'map' (default) takes them to the full-data posterior "
-                         "mode and its Laplace covariance first (checkpointed, resumable); 'subset' starts "
-                         "them at once from the subset MAP, the paper's start")
+                         f"mode and its Laplace covariance first (by Cholesky up to {EXACT_WARMUP_MAX_N:,} "
+                         "rows, beyond by stochastic ascent, checkpointed and resumable); 'ascent' the "
+                         "stochastic way whatever the size; 'subset' starts them at once from the subset "
+                         "MAP, the paper's start")
     sm.add_argument("--seed", type=int, default=0)
     sm.add_argument("--out", default=None, help="zarr store for the run, e.g. run.zarr")
     sm.add_argument("--overwrite", action="store_true", help="replace an existing --out")

@@ -216,7 +216,7 @@ CHECKS_KIND = "daskgp.predictive-checks"  # the marker of `predict --out F.nc` (
 # What a resumed run keeps from its own configuration and data: a flag for any of these cannot be honoured.
 FIXED_ON_RESUME = ("method", "chains", "kernel", "ard", "probes", "step_start", "step_end",
                    "freeze_threshold", "checkpoint_every", "seed", "data", "csv", "target", "data_dir",
-                   "out", "overwrite")
+                   "warmup", "out", "overwrite")
 
 
 def _refuse_fixed_on_resume(args) -> None:

@@ -208,8 +208,8 @@ def _warn_unless_standardised(X, y) -> None:
 
 def _exact_warmup(X, y, cfg: SamplerConfig, kernel, phi_sub, seed, on_warmup=None) -> dict:
     """The 'map' warmup by the exact Cholesky MAP and Hessian on all n rows: MH's (it runs only where n
-    fits a Cholesky), and a gradient sampler's up to EXACT_WARMUP_MAX_N rows, where it costs seconds and
-    the stochastic ascent minutes. In the client's process: at that size it is not worth a task."""
+    fits a Cholesky), and a gradient sampler's up to EXACT_WARMUP_MAX_N rows, where it is faster than the
+    stochastic ascent and exact. In the client's process: at that size it is not worth a task."""
     t0 = time.perf_counter()
     if on_warmup is not None:
         on_warmup({"stage": "exact MAP", "k": 0, "cap": 1, "seconds": 0.0, "total": 0.0, "n": X.shape[0]})
