@@ -30,7 +30,7 @@ browser:
 BROWSER_TEST := tests/interface/test_dashboard_browser.py::test_dashboard_end_to_end_in_chromium
 
 test: $(STAMP) browser
-	$(PY) -m pytest -q --durations=15 -n 2 --dist loadfile --deselect $(BROWSER_TEST)
+	$(PY) -m pytest -q --durations=15 -n 2 --dist loadfile --no-loadscope-reorder --deselect $(BROWSER_TEST)
 	$(PY) -m pytest -q $(BROWSER_TEST)
 	$(MAKE) docs
 

@@ -16,12 +16,27 @@ if not os.environ.get("DASKGP_DATA") and _SHARED.is_dir():
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# The files whose tests take 5–12 minutes each on CI's 2 cores go first, so that under `pytest -n 2 --dist
-# loadfile` (the Makefile) the many short files fill in beside them instead of one long file running alone at
-# the end (it did for 12 minutes). Within a file the order is unchanged; without xdist the order is all that
-# changes.
-LONG_FIRST = ("tests/test_first_contact.py", "tests/mcmc/test_posterior_at_scale.py",
-              "tests/test_estimator_checks.py", "tests/gpc/test_binary_sets.py", "tests/exact/test_mode.py")
+# The files whose tests take minutes on CI's 2 cores, longest first (seconds per file measured on a full CI
+# run with --durations=0, 2026-11-27), so that under `pytest -n 2 --dist loadfile --no-loadscope-reorder`
+# (the Makefile) the two processes start on the longest files and the many short ones fill in beside them at
+# the end, instead of one long file running alone at the end. xdist's default reorder sorts files by their
+# number of tests and ignores this order: the Makefile turns it off. Within a file the order is unchanged.
+LONG_FIRST = ("tests/test_estimator_checks.py",  # 1,779 s
+              "tests/gpc/test_classifier.py",  # 777
+              "tests/test_first_contact.py",  # 701
+              "tests/mcmc/test_chains.py",  # 575
+              "tests/mcmc/test_posterior_at_scale.py",  # 568
+              "tests/test_fault_injection.py",  # 520
+              "tests/gpc/test_binary_sets.py",  # 439
+              "tests/mcmc/test_run_interruptions.py",  # 385
+              "tests/advgp/test_estimator.py",  # 374
+              "tests/sparse/test_sgpr.py",  # 351
+              "tests/exact/test_marginal.py",  # 315
+              "tests/exact/test_mode.py",  # 262
+              "tests/mcmc/test_runstore.py",  # 253
+              "tests/mcmc/test_layout.py",  # 252
+              "tests/mcmc/test_samplers.py",  # 247
+              "tests/test_notebooks.py")  # 229
 
 
 def pytest_collection_modifyitems(config, items):

@@ -11,6 +11,9 @@ posterior's bulk instead of starting them at the MAP of a small subset.
 * :func:`laplace_covariance` — −∇²log p(φ | y) at φ by central differences of the stochastic gradient with
   *common* probes and tightly converged, warm-started CG solves (the probe noise then cancels in the
   differences up to the curvature of the trace term), inverted: the preconditioner and the chains' spread.
+  Where that curvature is not negative definite the ascent stopped on a plateau or saddle, not at a mode:
+  :func:`saddle_free_covariance` (|H|⁻¹, Dauphin et al. 2014) is then the metric of the next ascent, wide
+  along the flat direction.
 """
 
 from __future__ import annotations
@@ -24,7 +27,12 @@ from ..core.random import rademacher
 from .marginal import log_marginal_gradient
 from .posterior import GPPosterior
 
-__all__ = ["ModeResult", "StochasticAscent", "stochastic_map", "laplace_covariance"]
+__all__ = ["ModeResult", "StochasticAscent", "stochastic_map", "laplace_precision", "laplace_covariance",
+           "saddle_free_covariance", "SADDLE_FREE_MAX_SD"]
+
+# The widest sd the saddle-free metric gives a direction of zero or positive curvature, in log-parameter
+# units: one e-fold, so a flat direction is crossed in steps of about half an e-fold, not thrown out of range
+SADDLE_FREE_MAX_SD = 1.0
 
 
 @dataclass
@@ -166,12 +174,12 @@ def stochastic_map(post: GPPosterior, phi0, M0, *, max_iter: int = 400, window: 
     return ascent.result()
 
 
-def laplace_covariance(post: GPPosterior, phi, *, n_probes: int = 8, h: float = 1e-3, tol: float = 1e-7,
-                       rng=None, callback=None) -> np.ndarray:
-    """(−∇²log p(φ | y))⁻¹ (p, p) at φ: central differences (step ``h`` in log-parameters) of the gradient
-    with ``n_probes`` common probes and CG to relative residual ``tol``, warm-started from the solve at φ.
-    Raises numpy.linalg.LinAlgError when the estimate is not positive definite. ``callback(k)``: called
-    after each of its 2p + 1 gradients, for progress."""
+def laplace_precision(post: GPPosterior, phi, *, n_probes: int = 8, h: float = 1e-3, tol: float = 1e-7,
+                      rng=None, callback=None) -> np.ndarray:
+    """−∇²log p(φ | y) (p, p) at φ, symmetrised: central differences (step ``h`` in log-parameters) of the
+    gradient with ``n_probes`` common probes and CG to relative residual ``tol``, warm-started from the solve
+    at φ. Not necessarily positive definite (away from a mode, or from noise). ``callback(k)``: called after
+    each of its 2p + 1 gradients, for progress."""
     op, prior = post.op, post.prior
     phi = np.asarray(phi, dtype=float)
     p = phi.size
@@ -194,8 +202,24 @@ def laplace_covariance(post: GPPosterior, phi, *, n_probes: int = 8, h: float = 
         e = np.zeros(p)
         e[j] = h
         H[:, j] = -(grad(phi + e, x0)[0] - grad(phi - e, x0)[0]) / (2 * h)
-    H = 0.5 * (H + H.T)
+    return 0.5 * (H + H.T)
+
+
+def laplace_covariance(post: GPPosterior, phi, **kwargs) -> np.ndarray:
+    """(−∇²log p(φ | y))⁻¹ (p, p) at φ from :func:`laplace_precision` (same arguments). Raises
+    numpy.linalg.LinAlgError when the estimate is not positive definite."""
+    H = laplace_precision(post, phi, **kwargs)
     w = np.linalg.eigvalsh(H)
     if w.min() <= 0:
         raise np.linalg.LinAlgError(f"the curvature at φ is not negative definite (eigenvalues {w})")
     return np.linalg.inv(H)
+
+
+def saddle_free_covariance(H: np.ndarray, max_sd: float = SADDLE_FREE_MAX_SD) -> np.ndarray:
+    """A metric (p, p) from a precision H (p, p) that need not be positive definite: |H|⁻¹ with every
+    eigenvalue's magnitude floored at 1/max_sd² (the saddle-free Newton metric of Dauphin et al. 2014). Where
+    the log posterior curves up or is flat — a plateau or a saddle, not a mode — the metric is wide, so an
+    ascent in it takes long steps there instead of reading the small gradient as the mode's."""
+    w, Q = np.linalg.eigh(0.5 * (H + H.T))
+    w = np.maximum(np.abs(w), 1.0 / max_sd**2)
+    return (Q / w) @ Q.T

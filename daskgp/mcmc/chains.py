@@ -50,7 +50,7 @@ from ..runs.draws import (
     read_committed,
 )
 from ..runs.fits import is_fit_store
-from .config import EXACT_WARMUP_MAX_N, SamplerConfig, check_method_fits, check_run_size, fingerprint
+from .config import SamplerConfig, check_method_fits, check_run_size, fingerprint
 from .control import RunControl, RunStopped
 from .diagnostics import RunStatus, run_status
 from .layout import chain_layout
@@ -136,9 +136,8 @@ def _begin(X, y, cfg: SamplerConfig, start: dict, warm_state: dict | None, out: 
     with borrowed_client(client) as client, contextlib.ExitStack() as held:
         _layout(client, cfg, n)  # a layout the cluster cannot hold is refused before the warmup
         centre, spread, warm = phi_map, H_inv, None
-        if cfg.warmup in ("map", "ascent"):
-            if warm_state is not None or (cfg.sampler.uses_gradient and
-                                          (cfg.warmup == "ascent" or n > EXACT_WARMUP_MAX_N)):
+        if cfg.warmup_route(n) != "subset":
+            if warm_state is not None or cfg.warmup_route(n) == "ascent":
                 ckpt = held.enter_context(WarmupStore(warmup_path(out)).writing())
                 warm = _warmup(X, y, cfg, start, warm_state, seeds[C + 2], client, control, on_warmup, ckpt)
                 hooks = (hooks[0], control, _removing_warmup(ckpt, hooks[2]))

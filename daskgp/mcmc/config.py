@@ -203,6 +203,17 @@ class SamplerConfig:
         LARGE_N rows, see there; ULISSE otherwise)."""
         return self.sampler.solver_for(self, n)
 
+    def warmup_route(self, n: int) -> str:
+        """How the warmup of a run on n rows finds its centre and mass matrix: 'subset' (the subset MAP and
+        Laplace covariance, no warmup), 'exact' (the Cholesky MAP and exact Laplace covariance of all n rows:
+        MH always, a gradient sampler up to EXACT_WARMUP_MAX_N rows) or 'ascent' (the stochastic ascent and
+        curvature estimates: a gradient sampler beyond EXACT_WARMUP_MAX_N rows, or asked for by name)."""
+        if self.warmup == "subset":
+            return "subset"
+        if self.sampler.uses_gradient and (self.warmup == "ascent" or n > EXACT_WARMUP_MAX_N):
+            return "ascent"
+        return "exact"
+
     def precond_rank_for(self, n: int) -> int:
         """The preconditioner's rank for n rows: ``precond_rank`` when set; else for SGHMC 300 up to LARGE_N
         rows and 2,000 beyond (see SGHMC_PRECOND_RANK), and 100 — the paper's — for SGLD (the pivoted

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core.plaindata import expect_array, expect_int, expect_keys
 from ..core.random import rng_from_state
-from ..exact.mode import StochasticAscent, laplace_covariance
+from ..exact.mode import StochasticAscent, laplace_precision, saddle_free_covariance
 from ..exact.posterior import ProbeState
 from ..runs.fits import FitStore
 from .config import SamplerConfig
@@ -44,6 +44,7 @@ DONE = len(WARMUP_STAGES)  # the stage index of a finished warmup
 _ASCENTS = {0: "first", 2: "second"}  # stage index -> the key its result is kept under
 _SUBSET = "subset Laplace scaled by subset/n"
 _FULL = "full-data stochastic Laplace"
+_SADDLE_FREE = "saddle-free |H| of the full-data stochastic Laplace (the curvature was not negative definite)"
 
 
 def warmup_path(out: str) -> str:
@@ -110,9 +111,10 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
     """The warmup ``state`` advanced by at least one gradient and at most ``budget`` (a curvature stage,
     once begun, runs whole), on the kernel operator ``op`` — released, with the run's cached rows, when the
     warmup finishes. Returns a new state; the finished one's 'result' holds 'phi' (p,) the mode, 'cov'
-    (p, p) the Laplace covariance (M0 when no estimate was positive definite: 'cov_from' says which),
-    'iterations' (ascent gradients), 'converged', 'grad_norm', 'noise_eig' and 'seconds'. An ascent that
-    leaves the allowed range, or fails, ends the warmup at the subset start with 'failed' saying why."""
+    (p, p) the Laplace covariance (the saddle-free metric where its estimate was not positive definite, M0
+    after a failed ascent: 'cov_from' says which), 'iterations' (ascent gradients), 'converged',
+    'grad_norm', 'noise_eig' and 'seconds'. An ascent that leaves the allowed range, or fails, ends the
+    warmup at the subset start with 'failed' saying why."""
     t0 = time.perf_counter()
     st = dict(state)
     p = len(st["phi0"])
@@ -151,13 +153,12 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
                 at = st["first" if stage == 1 else "second"]["phi"]
                 n_probes = max(8, cfg.laplace_probes // 4) if stage == 1 else cfg.laplace_probes
                 tick.stage(WARMUP_STAGES[stage], 2 * p + 1)
-                try:
-                    st["cov"] = laplace_covariance(post, at, n_probes=n_probes, rng=post.state.rng,
-                                                   callback=tick)
-                    st["cov_from"] = _FULL
-                except np.linalg.LinAlgError:  # a noisy estimate: keep the metric there is
-                    if stage == 1:
-                        st["cov"], st["cov_from"] = st["M0"], _SUBSET
+                H = laplace_precision(post, at, n_probes=n_probes, rng=post.state.rng, callback=tick)
+                if np.linalg.eigvalsh(H).min() > 0:
+                    st["cov"], st["cov_from"] = np.linalg.inv(H), _FULL
+                else:  # a plateau or saddle (or noise), not a mode: a metric wide along the flat direction,
+                    # in which the next ascent climbs on (or the chains' adaptation corrects it)
+                    st["cov"], st["cov_from"] = saddle_free_covariance(H), _SADDLE_FREE
                 spent += 2 * p + 1
                 st["stage"] = stage + 1
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as e:  # start the chains at the subset

@@ -264,7 +264,7 @@ def test_the_map_warmup_is_the_exact_map_up_to_its_size_and_the_ascent_beyond(co
     their metric the inverse Hessian there. With the size limit moved below 300 rows (the power check) the
     same call climbs by stochastic gradients instead, and ends elsewhere, within the stochastic
     gradients' noise of the exact MAP."""
-    import daskgp.mcmc.chains as chains
+    import daskgp.mcmc.config as config
     from daskgp.core.kernels import make_kernel
     from daskgp.core.priors import GammaPrior
     from daskgp.exact.posterior import exact_log_posterior
@@ -283,7 +283,7 @@ def test_the_map_warmup_is_the_exact_map_up_to_its_size_and_the_ascent_beyond(co
     assert w["cov_from"] == "exact Laplace (Cholesky)" and w["iterations"] == 0
     sd = np.sqrt(np.diag(np.asarray(w["cov"])))
     assert np.all(np.abs(g) * sd < 1e-3), g  # a gradient of 1e-3 nats per posterior sd: the optimum
-    monkeypatch.setattr(chains, "EXACT_WARMUP_MAX_N", 299)
+    monkeypatch.setattr(config, "EXACT_WARMUP_MAX_N", 299)
     run.update(warmup_iter=20, laplace_probes=8)
     w2, phi2, g2 = warm("ascent.zarr")
     assert w2["cov_from"] != w["cov_from"] and w2["iterations"] > 0
