@@ -185,7 +185,7 @@ def test_an_ascent_stopped_on_a_plateau_climbs_on_in_the_saddle_free_metric():
     from daskgp.exact.mode import StochasticAscent, laplace_precision, saddle_free_covariance
     from daskgp.exact.posterior import exact_log_posterior
     from daskgp.mcmc.config import SamplerConfig
-    from daskgp.mcmc.segments import _operator, _posterior
+    from daskgp.mcmc.segments import _operator, _posterior, release_operators
 
     ds = dg.load("power_plant")
     idx = np.random.default_rng(0).choice(ds.n, 2000, replace=False)
@@ -204,6 +204,7 @@ def test_an_ascent_stopped_on_a_plateau_climbs_on_in_the_saddle_free_metric():
     assert np.linalg.eigvalsh(0.5 * (H1 + H1.T)).min() < 0  # the premise: not a mode, not concave there
 
     cfg = SamplerConfig(seed=0)
+    # the warmup's own posterior (solver, preconditioner, probes of the default sampler at 2,000 rows)
     post = _posterior(_operator(X, cfg, "test-plateau", None, None, "warmup"), y, cfg, redraw_every=1)
     post.state.rng = np.random.default_rng(1)
     H = laplace_precision(post, phi1, n_probes=32, rng=post.state.rng)
@@ -225,6 +226,7 @@ def test_an_ascent_stopped_on_a_plateau_climbs_on_in_the_saddle_free_metric():
     stuck = StochasticAscent(phi1, H_sub_inv * cfg.subset_size / len(y), max_iter=200)
     while not stuck.done:
         stuck.step(post)
+    release_operators("test-plateau")
     off = (stuck.result().phi - phi_star) / sd
     print(f"subset-metric ascent: {stuck.k} gradients, off by {np.round(off, 2)} exact sd")
     assert np.abs(off).max() > 3  # power: the former fallback stays on the plateau
