@@ -315,7 +315,7 @@ class Specs(NamedTuple):
 WARMUPS = ("map", "ascent", "subset")
 # Up to this many rows the 'map' warmup of a gradient sampler is the exact MAP and Laplace covariance
 # (L-BFGS on the Cholesky log posterior, tens of evaluations at O(n³) each) rather than the stochastic
-# ascent and curvature estimates: 1.4–3.4× faster at 1,030 and 2,000 rows, and exact (the ascent once
+# ascent and curvature estimates: 2.3–4.2× faster at 1,030 and 2,000 rows, and exact (the ascent once
 # stopped 9 sd short on 2,000 rows; benchmarks/warmup_exact.py). Beyond it the ascent, whose gradients
 # cost O(n²) each, becomes the cheaper way.
 EXACT_WARMUP_MAX_N = 2000
