@@ -47,6 +47,19 @@ def write_results(path: Path, results: dict) -> None:
     os.replace(tmp, path)
 
 
+def write_summary(name: str, result: dict) -> Path:
+    """Write a one-shot benchmark's ``result`` (with 'ratio' and 'target_met' at the top) to
+    benchmarks/results/NAME.json with this machine's description, whole or not at all; print the two
+    headline fields and the path."""
+    result["machine"] = {"cores": os.cpu_count(), "python": platform.python_version(),
+                         "platform": platform.platform()}
+    path = HERE / "results" / f"{name}.json"
+    write_results(path, result)
+    print(json.dumps({k: result[k] for k in ("ratio", "target_met")}))
+    print("wrote", path)
+    return path
+
+
 def head_revision() -> str:
     """This checkout's HEAD, abbreviated."""
     return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,

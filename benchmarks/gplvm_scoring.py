@@ -21,15 +21,16 @@ the bound start's in every case.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import write_summary  # noqa: E402
 
 
 def main():
@@ -87,12 +88,8 @@ def main():
                 for c in cases)
     result = {"ratio": ratio, "target_met": bool(ratio > 1 and close),
               "ratio_is": "bound-start / predictive-start seconds to score the test rows (median)",
-              "n_iter": args.n_iter, "cases": cases,
-              "machine": {"cores": os.cpu_count(), "platform": platform.platform()}}
-    path = HERE / "results" / "gplvm_scoring.json"
-    path.write_text(json.dumps(result, indent=1))
-    print(json.dumps({k: result[k] for k in ("ratio", "target_met")}))
-    print("wrote", path)
+              "n_iter": args.n_iter, "cases": cases}
+    write_summary("gplvm_scoring", result)
 
 
 if __name__ == "__main__":

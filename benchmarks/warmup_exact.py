@@ -18,16 +18,17 @@ cheaper one at every size it is used for).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import write_summary  # noqa: E402
 
 
 def main():
@@ -81,12 +82,8 @@ def main():
     result = {"ratio": ratio, "target_met": bool(ratio >= 1),
               "ratio_is": "ascent / exact warmup seconds (median over cases and seeds)",
               "exact_warmup_max_n": EXACT_WARMUP_MAX_N, "cases": rows,
-              "machine": {"cores": os.cpu_count(), "platform": platform.platform()},
               "workers": "LocalCluster, 2 processes x 1 thread"}
-    path = HERE / "results" / "warmup_exact.json"
-    path.write_text(json.dumps(result, indent=1))
-    print(json.dumps({k: result[k] for k in ("ratio", "target_met")}))
-    print("wrote", path)
+    write_summary("warmup_exact", result)
 
 
 if __name__ == "__main__":
