@@ -170,7 +170,8 @@ def test_the_ascent_state_round_trips_and_a_malformed_one_is_named(concrete):
 
 def test_an_ascent_stopped_on_a_plateau_climbs_on_in_the_saddle_free_metric():
     """power_plant, 2,000 random rows: from its subset MAP the warmup's first ascent stopped at φ₁ below,
-    6.5 exact sd short of the mode in the lengthscale and 3.5 nats below it, on a plateau: the exact
+    6.5 exact sd short of the mode in the lengthscale and 3.5 nats below it, on a plateau between this
+    posterior's two modes (the other, local one is at (0.07, 0.85, −2.93): docs/guide/exact.md): the exact
     curvature there has a negative eigenvalue, and the gradient (1.3 nats per unit log-lengthscale) is a
     tenth of a sd in the subset's metric, which the stopping rule reads as the mode. Before, the second
     ascent restarted there in that same metric (the curvature estimate was refused as not positive
