@@ -136,8 +136,9 @@ def _begin(X, y, cfg: SamplerConfig, start: dict, warm_state: dict | None, out: 
     with borrowed_client(client) as client, contextlib.ExitStack() as held:
         _layout(client, cfg, n)  # a layout the cluster cannot hold is refused before the warmup
         centre, spread, warm = phi_map, H_inv, None
-        if cfg.warmup_route(n) != "subset":
-            if warm_state is not None or cfg.warmup_route(n) == "ascent":
+        route = cfg.warmup_route(n)
+        if route != "subset":
+            if warm_state is not None or route == "ascent":
                 ckpt = held.enter_context(WarmupStore(warmup_path(out)).writing())
                 warm = _warmup(X, y, cfg, start, warm_state, seeds[C + 2], client, control, on_warmup, ckpt)
                 hooks = (hooks[0], control, _removing_warmup(ckpt, hooks[2]))
