@@ -29,8 +29,13 @@ browser:
 # the browser test alone, after the rest: its 5-second waits on the page are for a machine not loaded twice over
 BROWSER_TEST := tests/interface/test_dashboard_browser.py::test_dashboard_end_to_end_in_chromium
 
+# single-threaded BLAS in the two test processes: each shares CI's 2 cores with the other and with its
+# cluster's workers (already single-threaded), and multithreaded OpenBLAS spinning on a busy core slowed the
+# latency-bound tests (scikit-learn's checks on a cluster: 242 s -> 193 s beside tests/exact/test_marginal.py)
+SERIAL_BLAS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+
 test: $(STAMP) browser
-	$(PY) -m pytest -q --durations=15 -n 2 --dist loadfile --no-loadscope-reorder --deselect $(BROWSER_TEST)
+	$(SERIAL_BLAS) $(PY) -m pytest -q --durations=15 -n 2 --dist loadfile --no-loadscope-reorder --deselect $(BROWSER_TEST)
 	$(PY) -m pytest -q $(BROWSER_TEST)
 	$(MAKE) docs
 
