@@ -97,3 +97,75 @@ def run_child(tree: Path, script: str, args: list[str], timeout: int = 1800) -> 
     res = json.loads(lines[-1][7:])
     assert Path(res.pop("daskgp")).resolve().is_relative_to(tree.resolve()), f"ran a daskgp outside {tree}"
     return res
+
+
+# A session here is stopped after 180 minutes and the next starts from a fresh clone, where benchmarks/runs/
+# (ignored) is empty: a run that takes longer than a session is carried across in git instead, as one
+# archive per run under benchmarks/carried/ — its zarr store (draws, checkpoints, the run's data: a few MB)
+# and, until its first block, its warmup's checkpoint folder, never the writer's lock. It is packed after
+# every committed block and every few minutes of the warmup, so that a stop loses at most the block or
+# warmup segment in flight.
+CARRIED = HERE / "carried"
+
+
+def _archive(out: Path) -> Path:
+    return CARRIED / f"{out.name}.tar.gz"
+
+
+def _parts(out: Path) -> list[Path]:
+    """The run's folders on disk: the run itself and its warmup checkpoint (``OUT.warmup``)."""
+    return [p for p in (out, out.with_name(out.name + ".warmup")) if p.exists()]
+
+
+def restore_run(out: Path) -> bool:
+    """Unpack the carried archive of the run ``out`` (benchmarks/runs/NAME.zarr) when neither the run nor
+    its warmup is on disk and an archive is; True when it did. Extraction uses tarfile's 'data' filter (no
+    absolute paths, links or paths out of benchmarks/runs/)."""
+    import tarfile
+
+    archive = _archive(out)
+    if _parts(out) or not archive.exists():
+        return False
+    out.parent.mkdir(exist_ok=True)
+    with tarfile.open(archive, "r:gz") as tar:
+        tar.extractall(out.parent, filter="data")
+    return True
+
+
+def carry_run(out: Path) -> Path | None:
+    """Pack the run ``out`` as it stands on disk (the run, its warmup checkpoint) into
+    benchmarks/carried/NAME.zarr.tar.gz, replacing the archive whole (a stop mid-pack leaves the previous
+    one), leaving out the writer's lock. Call it between a run's commits (its ``on_block``) or during its
+    warmup, whose commits are single files replaced atomically. Returns the archive, or None when nothing
+    of the run is on disk yet."""
+    import tarfile
+
+    from daskgp.runs.lock import LOCK_NAME
+
+    parts = _parts(out)
+    if not parts:
+        return None
+    archive = _archive(out)
+    CARRIED.mkdir(exist_ok=True)
+    tmp = archive.with_name(archive.name + ".tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for part in parts:
+            tar.add(part, arcname=part.name,
+                    filter=lambda info: None if Path(info.name).name == LOCK_NAME else info)
+    os.replace(tmp, archive)
+    return archive
+
+
+def warmup_carrier(out: Path, every_s: float = 300.0):
+    """An ``on_warmup`` callback that carries the run (:func:`carry_run`) at most every ``every_s`` seconds
+    while its warmup runs."""
+    import time
+
+    last = [time.monotonic()]
+
+    def on_warmup(event):
+        if time.monotonic() - last[0] >= every_s:
+            last[0] = time.monotonic()
+            carry_run(out)
+
+    return on_warmup

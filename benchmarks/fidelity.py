@@ -14,8 +14,10 @@ within ±15 % at every n.
 
 Resumable: each reference and each case's result is written to ``benchmarks/results/fidelity.json`` as
 soon as it exists, with its wall time, and a rerun skips what is there (``--redo`` recomputes the samples,
-never the references). A case's run is a resumable zarr store under ``benchmarks/runs/``: a rerun after an
-interruption continues it.
+never the references). A case's run is a resumable zarr store under ``benchmarks/runs/``, packed into
+``benchmarks/carried/`` after every committed block (:func:`_common.carry_run`) so that a case longer than a
+session continues in the next one from a fresh clone; every sitting's wall time and draws are recorded under
+``segments``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -31,6 +34,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import carry_run, head_revision, restore_run, warmup_carrier, write_results  # noqa: E402
+
 OUT = HERE / "results" / "fidelity.json"
 H_STEP = 1e-3
 CASES = {  # name: (data set, rows or None for all, seed of the subset)
@@ -111,8 +117,22 @@ def compare(dt, ref: dict) -> dict:
             "mean_gap_sd": ((flat.mean(0) - mu) / sd).tolist(), "sd_ratio": (flat.std(0) / sd).tolist(),
             "ess_bulk": ess.tolist(), "iterations_per_ess": float(C * D / ess.min()),
             "seconds": float(dt.attrs["elapsed"]), "seconds_per_ess": float(dt.attrs["elapsed"] / ess.min()),
-            "fidelity": None if fid is None else fid.to_dict(),
+            "fidelity": None if fid is None else fid.to_dict(), "sampler": sampler_stats(dt),
             "warmup": {k: dt.attrs["warmup"].get(k) for k in ("cov_from", "iterations", "seconds")}}
+
+
+def sampler_stats(dt) -> dict:
+    """What sets the mixing, over the kept draws: per chain the median adapted step h (whitened time units)
+    and the median share of the momentum refresh that the gradient noise takes (SGHMC's noise_fraction; the
+    adaptation keeps it at most its budget, 0.5); the mean CG iterations and seconds per iteration."""
+    stats = dt["sample_stats"].to_dataset()
+    out = {}
+    for name, how in (("step", "per_chain"), ("noise_fraction", "per_chain"), ("cg_iterations", "mean"),
+                      ("seconds", "mean")):
+        if name in stats:
+            v = stats[name].values
+            out[name] = np.median(v, axis=1).tolist() if how == "per_chain" else float(np.nanmean(v))
+    return out
 
 
 def main(argv=None) -> int:
@@ -121,6 +141,9 @@ def main(argv=None) -> int:
     ap.add_argument("--target-ess", type=int, default=200)
     ap.add_argument("--cap", type=int, default=1500, help="iterations per chain at most")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--checkpoint-every", type=int, default=50,
+                    help="iterations per committed block: what a stop can lose (the run is carried across "
+                         "sessions in benchmarks/carried/ after every block)")
     ap.add_argument("--redo", action="store_true")
     args = ap.parse_args(argv)
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
@@ -130,10 +153,11 @@ def main(argv=None) -> int:
     results.setdefault("cases", {})
 
     def save():
-        OUT.write_text(json.dumps(results, indent=1, default=float))
+        write_results(OUT, json.loads(json.dumps(results, default=float)))
 
     import daskgp as dg
     from daskgp.compute.cluster import get_client
+    from daskgp.mcmc.warmup import warmup_path
 
     client = None
     runs = HERE / "runs"
@@ -157,16 +181,34 @@ def main(argv=None) -> int:
         if name in results["cases"] and not args.redo:
             continue
         client = client or get_client(n_workers=args.workers)
-        out = str(runs / f"fidelity_{name}.zarr")
+        out = runs / f"fidelity_{name}.zarr"
+        if args.redo:
+            for part in (out, Path(warmup_path(str(out)))):
+                shutil.rmtree(part, ignore_errors=True)
+            results.get("segments", {}).pop(name, None)
+        restored = restore_run(out)
         t0 = time.perf_counter()
+        # every segment (one sitting of this script on the case) with its wall time, updated at every block
+        seg = {"started": time.strftime("%Y-%m-%d %H:%M"), "revision": head_revision(), "wall_s": 0.0,
+               "restored_from_carried": restored, "draws_per_chain": None}
+        results.setdefault("segments", {}).setdefault(name, []).append(seg)
+
+        def on_block(post, stats, first, seg=seg, t0=t0, out=out):
+            seg["wall_s"] = time.perf_counter() - t0
+            seg["draws_per_chain"] = int(first + next(iter(post.values())).shape[1])
+            save()
+            carry_run(out)
+
         print(f"{name}: sampling {len(y)} rows …", flush=True)
-        if os.path.exists(out) and not args.redo:
-            dt = dg.resume(out, X=X, y=y, client=client)
+        hooks = {"on_block": on_block, "on_warmup": warmup_carrier(out)}
+        if out.exists() or Path(warmup_path(str(out))).exists():
+            dt = dg.resume(str(out), X=X, y=y, client=client, **hooks)
         else:
-            dt = dg.sample(X, y, out=out, client=client, target_ess=args.target_ess, n_iter=args.cap,
-                           overwrite=True)
+            dt = dg.sample(X, y, out=str(out), client=client, target_ess=args.target_ess, n_iter=args.cap,
+                           checkpoint_every=args.checkpoint_every, overwrite=True, **hooks)
+        seg["wall_s"] = time.perf_counter() - t0
         row = compare(dt, results["references"][name])
-        row["segment_wall_s"] = time.perf_counter() - t0
+        row["segment_wall_s"] = [g["wall_s"] for g in results["segments"][name]]
         row["n"] = len(y)
         row["target_met"] = bool(max(abs(v) for v in row["mean_gap_sd"]) <= 0.2
                                  and max(abs(v - 1) for v in row["sd_ratio"]) <= 0.15)

@@ -6,8 +6,11 @@ bulk and tail ESS reach a target, against the exact full-data reference of bench
 house_8L standardised, RBF + noise (isotropic, or ARD with ``--ard``: 10 parameters), Gamma(2, 1) priors,
 every sampler setting the library default; one chain per single-threaded worker; checkpoints every 10
 iterations to benchmarks/runs/house8l_sghmc[_ard].zarr. The run is long (hours on 2 cores): rerunning the
-script resumes it where it stopped (``daskgp sample --resume`` underneath), across sessions, and extends a
-finished run when ``--target-ess`` grows. ``--report`` only reads the run as it stands.
+script resumes it where it stopped (``daskgp sample --resume`` underneath), and extends a finished run
+when ``--target-ess`` grows. Across sessions (each starts from a fresh clone) the run travels in git: it is
+packed into benchmarks/carried/ after every committed block and unpacked from there when benchmarks/runs/
+lacks it; every sitting's wall time is recorded under ``segments``. ``--report`` only reads the run as it
+stands.
 
 Measured, from the run's committed draws (ArviZ, post-warmup): min bulk and tail ESS, seconds per effective
 sample = the run's wall time (warmup included, pauses and interruptions excluded) / min ESS, iterations per
@@ -64,28 +67,47 @@ def main(argv=None) -> int:
     import daskgp
     from daskgp.mcmc.chains import resume, sample
     from daskgp.mcmc.diagnostics import open_run, run_summary
+    from daskgp.mcmc.warmup import warmup_path
 
     path = HERE / "runs" / f"house8l_sghmc{'_ard' if args.ard else ''}.zarr"
     path.parent.mkdir(exist_ok=True)
+    out_json = HERE / "results" / f"sghmc_house8l{'_ard' if args.ard else ''}.json"
+    # every sitting of the run (sessions end after 180 min; the run is carried between them in git) with
+    # its wall time and the draws per chain it ended at
+    segments = json.loads(out_json.read_text()).get("segments", []) if out_json.exists() else []
     if not args.report:
-        from _common import start  # benchmarks/ is on sys.path when run as a script
+        from _common import carry_run, head_revision, restore_run, start, warmup_carrier, write_results
 
         from daskgp.compute.cluster import close_client
+
+        seg = {"started": time.strftime("%Y-%m-%d %H:%M"), "revision": head_revision(), "wall_s": 0.0,
+               "restored_from_carried": restore_run(path), "draws_per_chain": None}
+        segments.append(seg)
+        t0 = time.perf_counter()
 
         def progress(st):
             print(f"  {st.done} per chain, R-hat {st.rhat}, ESS {st.ess}, s/ESS {st.sec_per_ess}, "
                   f"ETA {st.eta}", flush=True)
 
+        def on_block(post, stats, first):
+            seg["wall_s"] = time.perf_counter() - t0
+            seg["draws_per_chain"] = int(first + next(iter(post.values())).shape[1])
+            carry_run(path)
+            done = json.loads(out_json.read_text()) if out_json.exists() else {}
+            write_results(out_json, {**done, "segments": segments})
+
         ds, _, client = start("house_8L", args.workers)
         try:
-            if path.exists():
+            if path.exists() or Path(warmup_path(str(path))).exists():
                 resume(str(path), X=ds.X_std, y=ds.y_std, client=client, target_ess=args.target_ess,
-                       progress=progress)
+                       progress=progress, on_block=on_block, on_warmup=warmup_carrier(path))
             else:
                 sample(ds.X_std, ds.y_std, out=str(path), client=client, n_chains=args.chains, ard=args.ard,
                        target_ess=args.target_ess, checkpoint_every=10, seed=args.seed,
-                       data_spec={"dataset": "house_8L"}, progress=progress)
+                       data_spec={"dataset": "house_8L"}, progress=progress, on_block=on_block,
+                       on_warmup=warmup_carrier(path))
         finally:
+            seg["wall_s"] = time.perf_counter() - t0
             close_client(client)
     dt = open_run(str(path))
     table, notes = run_summary(dt)
@@ -117,9 +139,9 @@ def main(argv=None) -> int:
               "config": dt.attrs["config"], "settings": vars(args),
               "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
                           "platform": platform.platform()},
-              "daskgp_version": daskgp.__version__, "date": time.strftime("%Y-%m-%d %H:%M")}
-    name = f"sghmc_house8l{'_ard' if args.ard else ''}.json"
-    (HERE / "results" / name).write_text(json.dumps(result, indent=2, default=float))
+              "daskgp_version": daskgp.__version__, "date": time.strftime("%Y-%m-%d %H:%M"),
+              "segments": segments}
+    out_json.write_text(json.dumps(result, indent=2, default=float))
     keys = ("ratio", "target_met", "converged", "sec_per_ess", "min_ess_bulk", "max_r_hat", "reference")
     print(json.dumps({k: result[k] for k in keys}, indent=2, default=float))
     return 0

@@ -1,0 +1,66 @@
+"""A benchmark longer than a session is carried to the next one in git (benchmarks/_common.py): its run
+folder and its warmup's checkpoint packed whole but for the writers' locks, unpacked only where neither is
+on disk, and an archive that would write outside benchmarks/runs/ is refused."""
+
+import importlib.util
+import io
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from daskgp.runs.lock import LOCK_NAME
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def common(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_common", ROOT / "benchmarks" / "_common.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "CARRIED", tmp_path / "carried")
+    return mod
+
+
+def _files(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_run_is_carried_whole_without_its_lock_and_restored_only_where_missing(tmp_path, common):
+    run = tmp_path / "runs" / "case.zarr"
+    (run / "posterior" / "noise" / "c").mkdir(parents=True)
+    (run / "zarr.json").write_text('{"daskgp_run": 3}')
+    (run / "posterior" / "noise" / "c" / "0").write_bytes(bytes(range(256)))
+    (run / "daskgp-checkpoint.json").write_text('{"n_draws": 50}')
+    (run / LOCK_NAME).write_text('{"pid": 1}')
+    warm = run.with_name("case.zarr.warmup")  # a warmup's checkpoint, beside the run until its first block
+    warm.mkdir()
+    (warm / "daskgp-checkpoint.json").write_text('{"step": 7}')
+    (warm / LOCK_NAME).write_text('{"pid": 1}')
+    before = _files(tmp_path / "runs")
+
+    archive = common.carry_run(run)
+    assert archive == tmp_path / "carried" / "case.zarr.tar.gz" and not list(archive.parent.glob("*.tmp"))
+    assert common.restore_run(run) is False  # the run is on disk: never overwritten
+    shutil.rmtree(run)
+    assert common.restore_run(run) is False  # its warmup is on disk: a run in progress, never overwritten
+    shutil.rmtree(warm)  # a fresh clone: benchmarks/runs/ is empty
+
+    assert common.restore_run(run) is True
+    after = _files(tmp_path / "runs")
+    assert after == {k: v for k, v in before.items() if not k.endswith(LOCK_NAME)}
+    assert common.carry_run(tmp_path / "runs" / "absent.zarr") is None
+
+
+def test_an_archive_that_would_write_outside_the_runs_folder_is_refused(tmp_path, common):
+    (tmp_path / "carried").mkdir()
+    with tarfile.open(tmp_path / "carried" / "evil.zarr.tar.gz", "w:gz") as tar:
+        data = b"x"
+        info = tarfile.TarInfo("../outside.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(tarfile.OutsideDestinationError):
+        common.restore_run(tmp_path / "runs" / "evil.zarr")
+    assert not (tmp_path / "outside.txt").exists()
