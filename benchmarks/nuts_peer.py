@@ -22,7 +22,8 @@ finished; the product is reported as ``nuts_extrapolated`` and labelled so, neve
 
 Resumable at chain granularity: each NUTS chain is its own process (seed 1000·seed + chain), written to
 benchmarks/runs/nuts_<case>_chain<k>.npz when it ends, with its wall time; a rerun continues with the
-chains that are missing. benchmarks/results/nuts_peer.json is rewritten after every step.
+chains that are missing. daskgp's run is resumable block by block and carried from one session to the
+next in benchmarks/carried/ (``_common.carry_run``). benchmarks/results/nuts_peer.json is rewritten after every step.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import load_results, write_results  # noqa: E402
+from _common import carry_run, load_results, restore_run, warmup_carrier, write_results  # noqa: E402
 
 OUT = HERE / "results" / "nuts_peer.json"
 RUNS = HERE / "runs"
@@ -159,13 +160,17 @@ def nuts_gradient_cost(name: str, X, y, rec: dict) -> None:
 
 def run_daskgp(name: str, X, y, rec: dict, client, target_ess: int) -> None:
     import daskgp as dg
+    from daskgp.mcmc.warmup import warmup_path
 
-    out = str(RUNS / f"nuts_peer_daskgp_{name}.zarr")
+    path = RUNS / f"nuts_peer_daskgp_{name}.zarr"
+    out = str(path)
+    restore_run(path)  # a run longer than a session continues from benchmarks/carried/
+    hooks = {"on_block": lambda *block: carry_run(path), "on_warmup": warmup_carrier(path)}
     t0 = time.perf_counter()
-    if os.path.exists(out):
-        dt = dg.resume(out, X=X, y=y, client=client)
+    if os.path.exists(out) or os.path.exists(warmup_path(out)):
+        dt = dg.resume(out, X=X, y=y, client=client, **hooks)
     else:
-        dt = dg.sample(X, y, out=out, client=client, target_ess=target_ess, overwrite=True)
+        dt = dg.sample(X, y, out=out, client=client, target_ess=target_ess, overwrite=True, **hooks)
     post = dt["posterior"].to_dataset()
     warm = int(dt.attrs["warmup_draws"])
     phi = np.stack([np.log(post[nm].values) for nm in NAMES], axis=-1)
