@@ -73,9 +73,13 @@ class SamplerConfig:
     Length: ``n_iter`` iterations per chain (default 2,000); with ``target_ess`` the run instead stops at the
     first block where every parameter's bulk and tail ESS (post-warmup, all chains) reach ``target_ess`` and
     every R-hat is below ``target_rhat``, and ``n_iter`` is only its cap (default 50,000). A run's tuning
-    length does not depend on its cap there: SGHMC adapts over 3 batches, MH over 1,000 iterations and the
+    length does not depend on its cap there: SGHMC adapts over 4 batches, MH over 1,000 iterations and the
     SGLD step schedule spans ``step_iter`` = 2,000 iterations (with a fixed length: ``n_iter``/5 and
-    ``n_iter``).
+    ``n_iter``). ``adapt_from_noise`` (resolved True for such a run whose ``n_adapt`` is left unset, if its
+    sampler supports it: SGHMC): after a stochastic warmup that converged to a positive definite Laplace
+    covariance, the adaptation is shortened to what the gradient noise the warmup measured at the mode
+    needs (:meth:`daskgp.mcmc.samplers.SGHMCSampler.adaptation_from_noise`), and the run stores the
+    ``n_adapt`` it used.
     Layout: ``workers_per_chain`` workers compute each chain's kernel products, each caching the kernel rows
     of its row blocks (None: ⌊workers / chains⌋ from 16,384 rows, else 1; see :mod:`daskgp.mcmc.layout`).
     The draws do not depend on it, so a run may be resumed with another.
@@ -121,6 +125,7 @@ class SamplerConfig:
     h_max: float = 0.7
     noise_budget: float = 0.5
     n_adapt: int | None = None
+    adapt_from_noise: bool | None = None
     step_iter: int | None = None
     target_ess: int | None = None
     target_rhat: float = 1.01
@@ -136,6 +141,8 @@ class SamplerConfig:
         if self.n_probes is None:
             self.n_probes = sampler.default_probes
         sampler.resolve(self)
+        if self.adapt_from_noise is None:  # before n_adapt is resolved: was it left to the sampler?
+            self.adapt_from_noise = bool(target and self.n_adapt is None and sampler.adapts_from_noise)
         if target and self.n_adapt is None:
             adapt = sampler.adaptation_for_target(self)
             if adapt is not None:  # a small cap adapts less
@@ -188,6 +195,8 @@ class SamplerConfig:
                              "and R-hat compares chains")
         if not 1 < self.target_rhat < 2:
             raise ValueError(f"target_rhat must be in (1, 2), got {self.target_rhat!r}")
+        if not isinstance(self.adapt_from_noise, (bool, np.bool_)):
+            raise ValueError(f"adapt_from_noise must be True or False, got {self.adapt_from_noise!r}")
         if self.n_adapt is not None and not 0 <= self.n_adapt < self.n_iter:
             raise ValueError(f"n_adapt must be in [0, n_iter), got {self.n_adapt}")
         sampler.validate(self)
@@ -273,7 +282,8 @@ _PARTS = {
                     "freezing, SGHMC's friction, step cap and noise budget, the adaptation length, the "
                     "divergence bound, the warmup ('map', 'ascent' or 'subset') and its settings",
                     ("method", "step_start", "step_end", "step_gamma", "step_iter", "batch",
-                     "freeze_threshold", "friction", "h_max", "noise_budget", "n_adapt", "max_abs_phi",
+                     "freeze_threshold", "friction", "h_max", "noise_budget", "n_adapt", "adapt_from_noise",
+                     "max_abs_phi",
                      "warmup", "warmup_iter", "laplace_probes", "overdispersion", "subset_size")),
     "SolverSpec": ("the stochastic gradient: probes and how often they and the preconditioner are redrawn, "
                    "the solver ('ulisse' / 'cg' / None by size) and its tolerances and roulette, the "

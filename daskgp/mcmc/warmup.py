@@ -38,12 +38,14 @@ from .segments import (
     release_operators,
 )
 
-__all__ = ["warmup_start", "warmup_segment", "advance_warmup", "WarmupStore", "warmup_path", "DONE"]
+__all__ = ["warmup_start", "warmup_segment", "advance_warmup", "WarmupStore", "warmup_path", "DONE",
+           "FULL_LAPLACE"]
 
 DONE = len(WARMUP_STAGES)  # the stage index of a finished warmup
 _ASCENTS = {0: "first", 2: "second"}  # stage index -> the key its result is kept under
+_ASCENT_KEYS = ("phi", "iterations", "noise_eig", "converged", "grad_norm")
 _SUBSET = "subset Laplace scaled by subset/n"
-_FULL = "full-data stochastic Laplace"
+_FULL = FULL_LAPLACE = "full-data stochastic Laplace"
 _SADDLE_FREE = "saddle-free |H| of the full-data stochastic Laplace (the curvature was not negative definite)"
 
 
@@ -89,7 +91,10 @@ def check_warmup_state(st, p: int) -> None:
         StochasticAscent.from_dict(st["ascent"], p)
     for stage, key in _ASCENTS.items():  # a finished ascent's result, from the next stage on
         if st["stage"] > stage and st["result"] is None:
-            done = expect_keys(st[key], ("phi", "iterations", "noise_eig", "converged", "grad_norm"), key)
+            done = st[key]
+            # a checkpoint written before noise_median was kept still reads (its run keeps its n_adapt)
+            extra = ("noise_median",) if isinstance(done, dict) and "noise_median" in done else ()
+            expect_keys(done, _ASCENT_KEYS + extra, key)
             expect_array(done["phi"], (p,), f"{key} phi")
     if st["stage"] > 1 and st["result"] is None:
         expect_array(st["cov"], (p, p), "cov")
@@ -113,8 +118,10 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
     warmup finishes. Returns a new state; the finished one's 'result' holds 'phi' (p,) the mode, 'cov'
     (p, p) the Laplace covariance (the saddle-free metric where its estimate was not positive definite, M0
     after a failed ascent: 'cov_from' says which), 'iterations' (ascent gradients), 'converged',
-    'grad_norm', 'noise_eig' and 'seconds'. An ascent that leaves the allowed range, or fails, ends the
-    warmup at the subset start with 'failed' saying why."""
+    'grad_norm', 'noise_eig' (the largest whitened gradient-noise eigenvalue seen, a window's mean),
+    'noise_at_mode' (its median over the second ascent, whitened by the first Laplace covariance: the
+    noise per gradient near the mode) and 'seconds'. An ascent that leaves the allowed range, or fails,
+    ends the warmup at the subset start with 'failed' saying why."""
     t0 = time.perf_counter()
     st = dict(state)
     p = len(st["phi0"])
@@ -144,8 +151,12 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
                     tick(ascent.k - 1)
                 if ascent.done:
                     r = ascent.result()
+                    # the typical gradient noise along the ascent, near the mode for the second one: what
+                    # the chains' adaptation must average out (SamplerConfig.adapt_from_noise)
                     st[_ASCENTS[stage]] = {"phi": r.phi, "iterations": r.iterations, "noise_eig": r.noise_eig,
-                                           "converged": bool(r.converged), "grad_norm": r.grad_norm}
+                                           "converged": bool(r.converged), "grad_norm": r.grad_norm,
+                                           "noise_median": float(np.median(ascent.lams)) if ascent.lams
+                                           else 0.0}
                     st["ascent"], st["stage"] = None, stage + 1
                 else:
                     st["ascent"] = ascent.to_dict()
@@ -176,7 +187,8 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
             st["result"] = {"phi": second["phi"], "cov": st["cov"], "cov_from": st["cov_from"],
                             "iterations": first["iterations"] + second["iterations"],
                             "converged": second["converged"], "grad_norm": second["grad_norm"],
-                            "noise_eig": max(first["noise_eig"], second["noise_eig"])}
+                            "noise_eig": max(first["noise_eig"], second["noise_eig"]),
+                            "noise_at_mode": second.get("noise_median")}
         st["result"] = {**st["result"], "seconds": st["seconds"], "gradients": st["gradients"]}
         release_operators(run_key, here_only=False)  # the warmup's cached kernel rows leave with it
     return st

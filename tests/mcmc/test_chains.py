@@ -257,6 +257,30 @@ def test_the_warmup_reports_every_stage_in_order_with_its_own_counts(concrete, c
     assert seen[-1]["k"] == dt.attrs["warmup"]["iterations"]
 
 
+def test_a_target_runs_adaptation_follows_the_noise_its_stochastic_warmup_measured(concrete, client,
+                                                                                   tmp_path):
+    """Issue 33, item 3: a target run with the adaptation left unset adapts for as long as the gradient noise
+    at the mode calls for, and its layout follows: the stored n_adapt is SGHMC's rule at the noise the
+    warmup stored, below the fixed 400 (64 probes halve concrete's noise of 32, λ ≈ 1.6: 250), and the
+    warmup draws are that many. Stopped after its first block (the configuration is stored with it)."""
+    from daskgp.mcmc.control import RunControl, RunStopped
+    from daskgp.mcmc.samplers import get_sampler
+    from daskgp.mcmc.warmup import FULL_LAPLACE
+
+    control = RunControl()
+    out = str(tmp_path / "r.zarr")
+    with pytest.raises(RunStopped):
+        sample(concrete.X_std, concrete.y_std, out=out, n_chains=2, target_ess=100, n_iter=5000,
+               checkpoint_every=10, warmup="ascent", laplace_probes=16, n_probes=64, client=client,
+               control=control, on_block=lambda *block: control.stop())
+    dt = open_run(out)
+    cfg, warm = dt.attrs["config"], dt.attrs["warmup"]
+    assert warm["cov_from"] == FULL_LAPLACE and warm["converged"] and warm["noise_at_mode"] > 0, warm
+    expected = get_sampler("sghmc").adaptation_from_noise(SamplerConfig(**cfg), warm["noise_at_mode"])
+    assert cfg["adapt_from_noise"] and cfg["n_adapt"] == expected < 400, (expected, warm["noise_at_mode"])
+    assert dt.attrs["warmup_draws"] == expected
+
+
 def test_the_map_warmup_is_the_exact_map_up_to_its_size_and_the_ascent_beyond(concrete, client, tmp_path,
                                                                              monkeypatch):
     """'map' on 300 rows (≤ EXACT_WARMUP_MAX_N): the chains' centre is the exact Cholesky MAP of all the

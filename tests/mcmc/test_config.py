@@ -48,3 +48,56 @@ def test_the_parts_are_typed_frozen_and_validated_when_joined():
         SolverSpec(kernel="rbf")  # a field of another part
     with pytest.raises(ValueError, match="step_start"):
         SamplerConfig.from_specs(sampler=SamplerSpec(method="sgld", step_start=1e-4, step_end=1e-3))
+
+
+def test_a_target_runs_adaptation_is_left_to_the_noise_only_when_the_user_left_it_unset():
+    """adapt_from_noise is resolved once, before n_adapt: True for a target run whose n_adapt is unset
+    (SGHMC), False otherwise — and False for a run stored before the field existed (its n_adapt is set)."""
+    assert SamplerConfig(target_ess=100).adapt_from_noise is True
+    assert SamplerConfig(target_ess=100).n_adapt == 400  # the fixed rule, until a warmup measures the noise
+    assert SamplerConfig(target_ess=100, n_adapt=300).adapt_from_noise is False
+    assert SamplerConfig().adapt_from_noise is False  # a fixed length adapts over its first fifth
+    assert SamplerConfig(method="sgld", target_ess=100).adapt_from_noise is False
+    assert SamplerConfig(method="mh", target_ess=100).adapt_from_noise is False
+    old = asdict(SamplerConfig(target_ess=100))
+    del old["adapt_from_noise"]
+    assert SamplerConfig.from_dict(old).adapt_from_noise is False
+    stored = json.loads(json.dumps(asdict(SamplerConfig(target_ess=100))))
+    assert SamplerConfig.from_dict(stored) == SamplerConfig(target_ess=100)
+    with pytest.raises(ValueError, match="adapt_from_noise must be True or False"):
+        SamplerConfig.from_dict({"adapt_from_noise": "yes"})
+
+
+def test_sghmcs_adaptation_from_the_noise_is_whole_windows_growing_with_the_noise_to_the_fixed_length():
+    """2 + ⌈5λ/0.25²/50⌉ windows of 50: concrete's λ ≈ 3.2 (32 probes) keeps the fixed 400 iterations,
+    house_8L's ≈ 0.45 (CG, rank 2,000) needs 150; never more than the fixed rule, none without a noise."""
+    import numpy as np
+
+    from daskgp.mcmc.samplers import get_sampler
+    from daskgp.mcmc.samplers.sghmc import SGHMC_WINDOW
+
+    sghmc, cfg = get_sampler("sghmc"), SamplerConfig(target_ess=100)
+    rule = [sghmc.adaptation_from_noise(cfg, lam) for lam in np.linspace(0.01, 10, 200)]
+    assert all(n % SGHMC_WINDOW == 0 and 3 * SGHMC_WINDOW <= n <= 400 for n in rule)
+    assert rule == sorted(rule) and rule[0] == 150 and rule[-1] == 400
+    assert sghmc.adaptation_from_noise(cfg, 3.2) == 400
+    assert sghmc.adaptation_from_noise(cfg, 1.38) == 250  # 110 pairs: 3 windows of them, 5 in all
+    assert sghmc.adaptation_from_noise(cfg, 0.45) == 150
+    assert sghmc.adaptation_from_noise(cfg, 0.0) is None and sghmc.adaptation_from_noise(cfg, np.nan) is None
+    assert get_sampler("sgld").adaptation_from_noise(cfg, 0.45) is None
+
+
+@pytest.mark.parametrize(("warm", "cfg", "n_adapt"), [
+    (dict(noise_at_mode=0.45), dict(target_ess=100), 150),
+    (dict(noise_at_mode=0.45), dict(target_ess=100, n_iter=600), 120),  # a fifth of a small cap, as before
+    (dict(noise_at_mode=0.45, converged=False), dict(target_ess=100), 400),
+    (dict(noise_at_mode=0.45, cov_from="saddle-free"), dict(target_ess=100), 400),
+    (dict(noise_at_mode=None), dict(target_ess=100), 400),  # a warmup checkpointed before it was measured
+    (dict(noise_at_mode=0.45), dict(target_ess=100, n_adapt=300), 300),  # the user's length is kept
+])
+def test_the_run_takes_the_noises_adaptation_only_after_a_warmup_it_can_trust(warm, cfg, n_adapt):
+    from daskgp.mcmc.chains import _adaptation_from_warmup
+    from daskgp.mcmc.warmup import FULL_LAPLACE
+
+    result = {"converged": True, "cov_from": FULL_LAPLACE, **warm}
+    assert _adaptation_from_warmup(SamplerConfig(**cfg), result).n_adapt == n_adapt

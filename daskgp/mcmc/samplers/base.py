@@ -56,7 +56,9 @@ class Sampler:
     ``records`` (the per-iteration sample stats :meth:`run` returns and their dtypes: every block stores the
     same arrays; 'seconds' and 'warmup' are required); ``gradient_records`` (its records also hold ĝ at
     each draw, 'grads' (k, p): the fidelity checks of :mod:`daskgp.mcmc.fidelity` read them); ``monitor``
-    ({record: (title, log axis)}: the records the dashboard plots per chain for this sampler's health).
+    ({record: (title, log axis)}: the records the dashboard plots per chain for this sampler's health);
+    ``adapts_from_noise`` (:meth:`adaptation_from_noise` can shorten a target run's adaptation from the
+    gradient noise its warmup measured).
 
     The methods take the run's :class:`daskgp.mcmc.config.SamplerConfig` ``cfg``; the defaults are those of
     a gradient sampler with the paper's solver settings (ULISSE, rank-100 preconditioner).
@@ -69,6 +71,7 @@ class Sampler:
     records: ClassVar[dict[str, type]] = {}
     gradient_records: ClassVar[bool] = False
     monitor: ClassVar[dict[str, tuple[str, bool]]] = {}
+    adapts_from_noise: ClassVar[bool] = False
 
     # configuration
     def resolve(self, cfg) -> None:
@@ -78,6 +81,12 @@ class Sampler:
     def adaptation_for_target(self, cfg) -> int | None:
         """The adaptation iterations of a run sampled to a target ESS (whose ``n_iter`` is only a cap);
         None: a fifth of the cap, as a fixed-length run."""
+        return None
+
+    def adaptation_from_noise(self, cfg, noise: float) -> int | None:
+        """The adaptation iterations of a target run (``cfg.adapt_from_noise``) once its warmup has measured
+        ``noise``, the largest eigenvalue of the gradient-noise covariance per gradient in the units of the
+        chains' metric, at the mode; None: keep ``cfg.n_adapt``."""
         return None
 
     def validate(self, cfg) -> None:

@@ -22,7 +22,7 @@ from ...core.random import rng_from_state
 from .base import Sampler, check_spd, check_start, checked_gradient, expect_stopped, solver_records
 
 __all__ = ["SGHMC", "SGHMCState", "SGHMCResult", "whitened_hessian", "SGHMCSampler", "SGHMC_PROBES",
-           "SGHMC_PRECOND_RANK", "LARGE_N", "SGHMC_PRECOND_RANK_LARGE"]
+           "SGHMC_PRECOND_RANK", "LARGE_N", "SGHMC_PRECOND_RANK_LARGE", "SGHMC_WINDOW"]
 
 # SGHMC's probes: on concrete the whitened gradient-noise eigenvalue λ falls 19 → 3.2 from N_r = 4 to 32 for
 # 2.6× the cost of an iteration, and the step the noise allows grows as 1/λ (benchmarks/sgld_concrete.py)
@@ -136,6 +136,17 @@ _PRIOR_DRAWS, _DRAWS_PER_SAMPLE, _MAX_METRIC_CHANGE = 5.0, 5.0, 25.0
 # the step's stability bound h·ω_max ≤ _STABLE_H_OMEGA: half BAOAB's limit (2), a margin for the error of
 # the measured curvature and for a non-Gaussian target
 _STABLE_H_OMEGA = 1.0
+# the adaptation's window (iterations): each ends with a metric update and a new step
+SGHMC_WINDOW = 50
+# A target run's adaptation from the gradient noise λ (largest whitened eigenvalue per gradient) that its
+# warmup measured near the mode (issue 33, item 3). The windows regress the whitened Hessian (unit curvature
+# in a good metric) on k pairs worth k/_DRAWS_PER_SAMPLE independent ones, so an entry's standard error is
+# about √(λ·_DRAWS_PER_SAMPLE/k), and k = _DRAWS_PER_SAMPLE·λ/_ADAPT_PRECISION² pairs pin it to a relative
+# _ADAPT_PRECISION (sds to about half that). The first window (its pairs are dropped once a second exists)
+# and the last (it only measures the step in the final metric) come on top, and never more windows than the
+# fixed rule's. λ 3.2 (concrete's, 32 probes): 8 windows, the fixed 400 iterations; λ ≈ 0.45 (all of
+# house_8L, CG and rank 2,000): 3 windows, 150.
+_ADAPT_PRECISION = 0.25
 # during the adaptation, a whitened momentum with |v|²/p above this (in equilibrium |v|²/p ≈ χ²_p/p: beyond 25
 # is impossible by chance) means the step is unstable: it is cut by 4 and the chain goes back one step
 _UNSTABLE_KINETIC = 25.0
@@ -195,7 +206,7 @@ class SGHMC:
     """
 
     def __init__(self, grad_fn, p: int, *, M=None, h: float = 0.5, gamma: float = 1.5, n_adapt: int = 0,
-                 batch: int = 50, kappa: float = 0.5, h_max: float = 1.0, noise_weight: float = 0.1,
+                 batch: int = SGHMC_WINDOW, kappa: float = 0.5, h_max: float = 1.0, noise_weight: float = 0.1,
                  correct: bool = True, max_abs_phi: float = 30.0, adapt_metric: bool = True):
         if not (0 < h <= h_max):
             raise ValueError(f"need 0 < h <= h_max, got h={h}, h_max={h_max}")
@@ -365,7 +376,9 @@ class SGHMCSampler(Sampler):
     """``method='sghmc'``: :class:`SGHMC` with 32 probes redrawn at every iteration (its noise correction
     assumes independent gradient noise), ULISSE and a rank-300 preconditioner up to :data:`LARGE_N` rows, CG
     and rank 2,000 beyond; its first step a quarter of ``h_max`` (the adaptation grows it from the noise),
-    adapting over 4 batches in target-ESS mode. Its records keep the stochastic gradient at every draw."""
+    adapting over 4 batches in target-ESS mode, or fewer after a stochastic warmup whose gradient noise at
+    the mode needs fewer (:meth:`adaptation_from_noise`). Its records keep the stochastic gradient at every
+    draw."""
 
     name = "sghmc"
     label = "SGHMC (momentum, noise-corrected)"
@@ -375,8 +388,19 @@ class SGHMCSampler(Sampler):
     gradient_records = True
     monitor = {"step": ("step size", True), "noise_fraction": ("SGHMC: gradient noise / refresh", False)}
 
+    adapts_from_noise = True
+
     def adaptation_for_target(self, cfg) -> int:
         return 4 * cfg.batch
+
+    def adaptation_from_noise(self, cfg, noise: float) -> int | None:
+        """Whole windows of :data:`SGHMC_WINDOW`: 2 + ⌈k/window⌉ for the k = 5λ/0.25² regression pairs that
+        the noise λ calls for (see :data:`_ADAPT_PRECISION`), at most :meth:`adaptation_for_target`'s."""
+        if not (np.isfinite(noise) and noise > 0):
+            return None
+        pairs = _DRAWS_PER_SAMPLE * noise / _ADAPT_PRECISION**2
+        windows = 2 + int(np.ceil(pairs / SGHMC_WINDOW))
+        return int(min(windows * SGHMC_WINDOW, self.adaptation_for_target(cfg)))
 
     def solver_for(self, cfg, n: int) -> str:
         return cfg.solver or ("cg" if n > LARGE_N else "ulisse")
