@@ -23,7 +23,8 @@ finished; the product is reported as ``nuts_extrapolated`` and labelled so, neve
 Resumable at chain granularity: each NUTS chain is its own process (seed 1000·seed + chain), written to
 benchmarks/runs/nuts_<case>_chain<k>.npz when it ends, with its wall time; a rerun continues with the
 chains that are missing. daskgp's run is resumable block by block and carried from one session to the
-next in benchmarks/carried/ (``_common.carry_run``). benchmarks/results/nuts_peer.json is rewritten after every step.
+next in benchmarks/carried/ (``_common.carry_run``). benchmarks/results/nuts_peer.json is rewritten after
+every step.
 """
 
 from __future__ import annotations
