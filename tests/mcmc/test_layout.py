@@ -115,6 +115,24 @@ def own_cluster():
                     os.kill(pid, signal.SIGKILL)
 
 
+def _two_workers_again(client) -> None:
+    """The module's cluster back to two workers after a test SIGKILLed one. Its nanny restarts it, unless
+    distributed's restart race closes the nanny for good instead (dask/distributed#7312; seen once in CI,
+    which then failed every later test of this module for want of a second worker): then a new worker
+    takes its place."""
+    try:
+        client.wait_for_workers(2, timeout=60)
+        return
+    except TimeoutError:
+        pass
+    cluster = client.cluster
+    for name, nanny in list(cluster.workers.items()):
+        if nanny.status.name in ("closed", "closing", "failed"):
+            cluster.worker_spec.pop(name, None)  # the cluster closes and forgets it, and scale() replaces it
+    cluster.scale(2)
+    client.wait_for_workers(2, timeout=120)
+
+
 @pytest.fixture(scope="module")
 def spread_draws(concrete, own_cluster, tmp_path_factory):
     """The undisturbed chain with its blocks on both workers, and what the workers held after it."""
@@ -181,7 +199,7 @@ def test_a_worker_killed_mid_segment_changes_no_draw(concrete, own_cluster, spre
     survivor, its operator rebuilt on the live workers. Either way every draw equals the undisturbed run's,
     and the cached rows are released on every worker at the end."""
     X, y = _data(concrete)
-    own_cluster.wait_for_workers(2, timeout=60)
+    _two_workers_again(own_cluster)
     workers = sorted(own_cluster.scheduler_info()["workers"])
     victim = own_cluster.run(os.getpid, workers=[workers[which]])[workers[which]]
     killed = threading.Event()
@@ -199,7 +217,7 @@ def test_a_worker_killed_mid_segment_changes_no_draw(concrete, own_cluster, spre
     assert killed.is_set()
     assert workers[which] not in own_cluster.scheduler_info()["workers"]  # it really died
     np.testing.assert_array_equal(disturbed, spread_draws[0])
-    own_cluster.wait_for_workers(2, timeout=60)
+    _two_workers_again(own_cluster)
     assert all(h == (0, 0) for h in _held(own_cluster).values())
 
 
@@ -215,7 +233,7 @@ def test_a_spread_warmup_killed_with_its_driver_runs_again_to_the_same_draws(con
     def draws(dt):
         return np.stack([dt.posterior[v].values for v in dt.posterior.data_vars])
 
-    own_cluster.wait_for_workers(2, timeout=60)
+    _two_workers_again(own_cluster)
     calm = sample(X, y, out=str(tmp_path / "calm.zarr"), client=own_cluster, workers_per_chain=2, **run)
     own_cluster.wait_for_workers(2, timeout=60)
     workers = sorted(own_cluster.scheduler_info()["workers"])
@@ -232,7 +250,7 @@ def test_a_spread_warmup_killed_with_its_driver_runs_again_to_the_same_draws(con
     assert killed.is_set() and workers[0] not in own_cluster.scheduler_info()["workers"]
     assert hit.attrs["warmup"]["phi"] == calm.attrs["warmup"]["phi"]
     np.testing.assert_array_equal(draws(hit), draws(calm))
-    own_cluster.wait_for_workers(2, timeout=60)
+    _two_workers_again(own_cluster)
     assert all(h == (0, 0) for h in _held(own_cluster).values())
 
 
