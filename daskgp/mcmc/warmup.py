@@ -45,7 +45,7 @@ DONE = len(WARMUP_STAGES)  # the stage index of a finished warmup
 _ASCENTS = {0: "first", 2: "second"}  # stage index -> the key its result is kept under
 _ASCENT_KEYS = ("phi", "iterations", "noise_eig", "converged", "grad_norm")
 _SUBSET = "subset Laplace scaled by subset/n"
-_FULL = FULL_LAPLACE = "full-data stochastic Laplace"
+FULL_LAPLACE = "full-data stochastic Laplace"
 _SADDLE_FREE = "saddle-free |H| of the full-data stochastic Laplace (the curvature was not negative definite)"
 
 
@@ -166,7 +166,7 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
                 tick.stage(WARMUP_STAGES[stage], 2 * p + 1)
                 H = laplace_precision(post, at, n_probes=n_probes, rng=post.state.rng, callback=tick)
                 if np.linalg.eigvalsh(H).min() > 0:
-                    st["cov"], st["cov_from"] = np.linalg.inv(H), _FULL
+                    st["cov"], st["cov_from"] = np.linalg.inv(H), FULL_LAPLACE
                 else:  # a plateau or saddle (or noise), not a mode: a metric wide along the flat direction,
                     # in which the next ascent climbs on (or the chains' adaptation corrects it)
                     st["cov"], st["cov_from"] = saddle_free_covariance(H), _SADDLE_FREE
