@@ -113,8 +113,12 @@ def _archive(out: Path) -> Path:
 
 
 def _parts(out: Path) -> list[Path]:
-    """The run's folders on disk: the run itself and its warmup checkpoint (``OUT.warmup``)."""
-    return [p for p in (out, out.with_name(out.name + ".warmup")) if p.exists()]
+    """The run's folders on disk that hold a commit: the run itself and its warmup checkpoint
+    (``OUT.warmup``). A warmup folder before its first commit holds only its writer's lock: nothing to
+    carry, and an empty folder would not resume."""
+    from daskgp.runs.commit import CHECKPOINT
+
+    return [p for p in (out, out.with_name(out.name + ".warmup")) if (p / CHECKPOINT).exists()]
 
 
 def restore_run(out: Path) -> bool:

@@ -52,6 +52,10 @@ def test_a_run_is_carried_whole_without_its_lock_and_restored_only_where_missing
     after = _files(tmp_path / "runs")
     assert after == {k: v for k, v in before.items() if not k.endswith(LOCK_NAME)}
     assert common.carry_run(tmp_path / "runs" / "absent.zarr") is None
+    early = tmp_path / "runs" / "early.zarr.warmup"  # a warmup before its first commit: its lock alone
+    early.mkdir()
+    (early / LOCK_NAME).write_text('{"pid": 1}')
+    assert common.carry_run(tmp_path / "runs" / "early.zarr") is None
 
 
 def test_an_archive_that_would_write_outside_the_runs_folder_is_refused(tmp_path, common):
