@@ -121,6 +121,11 @@ def _parts(out: Path) -> list[Path]:
     return [p for p in (out, out.with_name(out.name + ".warmup")) if (p / CHECKPOINT).exists()]
 
 
+def resumable(out: Path) -> bool:
+    """Whether the run ``out`` has something committed on disk to resume from (the run, or its warmup)."""
+    return bool(_parts(out))
+
+
 def restore_run(out: Path) -> bool:
     """Unpack the carried archive of the run ``out`` (benchmarks/runs/NAME.zarr) when neither the run nor
     its warmup is on disk and an archive is; True when it did. Extraction uses tarfile's 'data' filter (no

@@ -33,7 +33,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import carry_run, load_results, restore_run, warmup_carrier, write_results  # noqa: E402
+from _common import carry_run, load_results, restore_run, resumable, warmup_carrier, write_results  # noqa: E402
 from fidelity import compare, exact_reference  # noqa: E402
 
 OUT = HERE / "results" / "adapt_from_noise.json"
@@ -68,7 +68,6 @@ def main(argv=None) -> int:
 
     import daskgp as dg
     from daskgp.compute.cluster import get_client
-    from daskgp.mcmc.warmup import warmup_path
 
     client = get_client(n_workers=2)
     fixed = min(400, args.cap // 5)
@@ -82,7 +81,7 @@ def main(argv=None) -> int:
             restore_run(out)  # a run longer than a session continues from benchmarks/carried/
             hooks = {"on_block": lambda *block, out=out: carry_run(out), "on_warmup": warmup_carrier(out)}
             t0 = time.perf_counter()
-            if out.exists() or Path(warmup_path(str(out))).exists():
+            if resumable(out):
                 dt = dg.resume(str(out), X=X, y=y, client=client, **hooks)
             else:
                 dt = dg.sample(X, y, out=str(out), client=client, seed=seed, n_iter=args.cap,

@@ -35,7 +35,14 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import carry_run, head_revision, restore_run, warmup_carrier, write_results  # noqa: E402
+from _common import (  # noqa: E402
+    carry_run,
+    head_revision,
+    restore_run,
+    resumable,
+    warmup_carrier,
+    write_results,
+)
 
 OUT = HERE / "results" / "fidelity.json"
 H_STEP = 1e-3
@@ -201,7 +208,7 @@ def main(argv=None) -> int:
 
         print(f"{name}: sampling {len(y)} rows …", flush=True)
         hooks = {"on_block": on_block, "on_warmup": warmup_carrier(out)}
-        if out.exists() or Path(warmup_path(str(out))).exists():
+        if resumable(out):
             dt = dg.resume(str(out), X=X, y=y, client=client, **hooks)
         else:
             dt = dg.sample(X, y, out=str(out), client=client, target_ess=args.target_ess, n_iter=args.cap,

@@ -41,7 +41,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import carry_run, load_results, restore_run, warmup_carrier, write_results  # noqa: E402
+from _common import carry_run, load_results, restore_run, resumable, warmup_carrier, write_results  # noqa: E402
 
 OUT = HERE / "results" / "nuts_peer.json"
 RUNS = HERE / "runs"
@@ -161,14 +161,13 @@ def nuts_gradient_cost(name: str, X, y, rec: dict) -> None:
 
 def run_daskgp(name: str, X, y, rec: dict, client, target_ess: int) -> None:
     import daskgp as dg
-    from daskgp.mcmc.warmup import warmup_path
 
     path = RUNS / f"nuts_peer_daskgp_{name}.zarr"
     out = str(path)
     restore_run(path)  # a run longer than a session continues from benchmarks/carried/
     hooks = {"on_block": lambda *block: carry_run(path), "on_warmup": warmup_carrier(path)}
     t0 = time.perf_counter()
-    if os.path.exists(out) or os.path.exists(warmup_path(out)):
+    if resumable(path):
         dt = dg.resume(out, X=X, y=y, client=client, **hooks)
     else:
         dt = dg.sample(X, y, out=out, client=client, target_ess=target_ess, overwrite=True, **hooks)

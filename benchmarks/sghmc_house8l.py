@@ -67,7 +67,6 @@ def main(argv=None) -> int:
     import daskgp
     from daskgp.mcmc.chains import resume, sample
     from daskgp.mcmc.diagnostics import open_run, run_summary
-    from daskgp.mcmc.warmup import warmup_path
 
     path = HERE / "runs" / f"house8l_sghmc{'_ard' if args.ard else ''}.zarr"
     path.parent.mkdir(exist_ok=True)
@@ -76,7 +75,15 @@ def main(argv=None) -> int:
     # its wall time and the draws per chain it ended at
     segments = json.loads(out_json.read_text()).get("segments", []) if out_json.exists() else []
     if not args.report:
-        from _common import carry_run, head_revision, restore_run, start, warmup_carrier, write_results
+        from _common import (
+            carry_run,
+            head_revision,
+            restore_run,
+            resumable,
+            start,
+            warmup_carrier,
+            write_results,
+        )
 
         from daskgp.compute.cluster import close_client
 
@@ -98,7 +105,7 @@ def main(argv=None) -> int:
 
         ds, _, client = start("house_8L", args.workers)
         try:
-            if path.exists() or Path(warmup_path(str(path))).exists():
+            if resumable(path):
                 resume(str(path), X=ds.X_std, y=ds.y_std, client=client, target_ess=args.target_ess,
                        progress=progress, on_block=on_block, on_warmup=warmup_carrier(path))
             else:
