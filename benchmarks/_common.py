@@ -165,6 +165,35 @@ def carry_run(out: Path) -> Path | None:
     return archive
 
 
+def sitting(out: Path, segments: list | None = None, save=None):
+    """One sitting of a long run at ``out``: its carried archive unpacked if the run is not on disk
+    (:func:`restore_run`), a record of the sitting (start, revision, wall seconds, draws per chain, whether
+    it was restored) appended to ``segments``, and the run's hooks. Returns (hooks, finish): ``hooks`` are
+    the ``on_block`` (updates the record, calls ``save()``, carries the run) and ``on_warmup``
+    (:func:`warmup_carrier`) keyword arguments of ``sample`` / ``resume``; ``finish()`` records the
+    sitting's final wall time and returns it."""
+    import time
+
+    seg = {"started": time.strftime("%Y-%m-%d %H:%M"), "revision": head_revision(), "wall_s": 0.0,
+           "restored_from_carried": restore_run(out), "draws_per_chain": None}
+    if segments is not None:
+        segments.append(seg)
+    t0 = time.perf_counter()
+
+    def on_block(post, stats, first):
+        seg["wall_s"] = time.perf_counter() - t0
+        seg["draws_per_chain"] = int(first + next(iter(post.values())).shape[1])
+        if save is not None:
+            save()
+        carry_run(out)
+
+    def finish() -> float:
+        seg["wall_s"] = time.perf_counter() - t0
+        return seg["wall_s"]
+
+    return {"on_block": on_block, "on_warmup": warmup_carrier(out)}, finish
+
+
 def warmup_carrier(out: Path, every_s: float = 300.0):
     """An ``on_warmup`` callback that carries the run (:func:`carry_run`) at most every ``every_s`` seconds
     while its warmup runs."""

@@ -26,14 +26,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import carry_run, load_results, restore_run, resumable, warmup_carrier, write_results  # noqa: E402
+from _common import load_results, resumable, sitting, write_results  # noqa: E402
 from fidelity import compare, exact_reference  # noqa: E402
 
 OUT = HERE / "results" / "adapt_from_noise.json"
@@ -78,15 +77,13 @@ def main(argv=None) -> int:
                 continue
             over = {"n_adapt": fixed} if rule == "fixed" else {}
             out = HERE / "runs" / f"adapt_from_noise_{args.rows}_{key}.zarr"
-            restore_run(out)  # a run longer than a session continues from benchmarks/carried/
-            hooks = {"on_block": lambda *block, out=out: carry_run(out), "on_warmup": warmup_carrier(out)}
-            t0 = time.perf_counter()
+            hooks, finish = sitting(out)  # a run longer than a session continues from benchmarks/carried/
             if resumable(out):
                 dt = dg.resume(str(out), X=X, y=y, client=client, **hooks)
             else:
                 dt = dg.sample(X, y, out=str(out), client=client, seed=seed, n_iter=args.cap,
                                target_ess=args.target_ess, checkpoint_every=50, **over, **hooks)
-            wall = time.perf_counter() - t0
+            wall = finish()
             row = compare(dt, refs[str(args.rows)])
             cfg = dt.attrs["config"]
             row.update(segment_wall_s=wall, n_adapt=cfg["n_adapt"], adapt_from_noise=cfg["adapt_from_noise"],

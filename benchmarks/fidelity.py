@@ -35,14 +35,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import (  # noqa: E402
-    carry_run,
-    head_revision,
-    restore_run,
-    resumable,
-    warmup_carrier,
-    write_results,
-)
+from _common import resumable, sitting, write_results  # noqa: E402
 
 OUT = HERE / "results" / "fidelity.json"
 H_STEP = 1e-3
@@ -193,27 +186,15 @@ def main(argv=None) -> int:
             for part in (out, Path(warmup_path(str(out)))):
                 shutil.rmtree(part, ignore_errors=True)
             results.get("segments", {}).pop(name, None)
-        restored = restore_run(out)
-        t0 = time.perf_counter()
         # every segment (one sitting of this script on the case) with its wall time, updated at every block
-        seg = {"started": time.strftime("%Y-%m-%d %H:%M"), "revision": head_revision(), "wall_s": 0.0,
-               "restored_from_carried": restored, "draws_per_chain": None}
-        results.setdefault("segments", {}).setdefault(name, []).append(seg)
-
-        def on_block(post, stats, first, seg=seg, t0=t0, out=out):
-            seg["wall_s"] = time.perf_counter() - t0
-            seg["draws_per_chain"] = int(first + next(iter(post.values())).shape[1])
-            save()
-            carry_run(out)
-
+        hooks, finish = sitting(out, results.setdefault("segments", {}).setdefault(name, []), save)
         print(f"{name}: sampling {len(y)} rows …", flush=True)
-        hooks = {"on_block": on_block, "on_warmup": warmup_carrier(out)}
         if resumable(out):
             dt = dg.resume(str(out), X=X, y=y, client=client, **hooks)
         else:
             dt = dg.sample(X, y, out=str(out), client=client, target_ess=args.target_ess, n_iter=args.cap,
                            checkpoint_every=args.checkpoint_every, overwrite=True, **hooks)
-        seg["wall_s"] = time.perf_counter() - t0
+        finish()
         row = compare(dt, results["references"][name])
         row["segment_wall_s"] = [g["wall_s"] for g in results["segments"][name]]
         row["n"] = len(y)

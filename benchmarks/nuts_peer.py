@@ -41,7 +41,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import carry_run, load_results, restore_run, resumable, warmup_carrier, write_results  # noqa: E402
+from _common import load_results, resumable, sitting, write_results  # noqa: E402
 
 OUT = HERE / "results" / "nuts_peer.json"
 RUNS = HERE / "runs"
@@ -164,9 +164,7 @@ def run_daskgp(name: str, X, y, rec: dict, client, target_ess: int) -> None:
 
     path = RUNS / f"nuts_peer_daskgp_{name}.zarr"
     out = str(path)
-    restore_run(path)  # a run longer than a session continues from benchmarks/carried/
-    hooks = {"on_block": lambda *block: carry_run(path), "on_warmup": warmup_carrier(path)}
-    t0 = time.perf_counter()
+    hooks, finish = sitting(path)  # a run longer than a session continues from benchmarks/carried/
     if resumable(path):
         dt = dg.resume(out, X=X, y=y, client=client, **hooks)
     else:
@@ -175,7 +173,7 @@ def run_daskgp(name: str, X, y, rec: dict, client, target_ess: int) -> None:
     warm = int(dt.attrs["warmup_draws"])
     phi = np.stack([np.log(post[nm].values) for nm in NAMES], axis=-1)
     rec["daskgp"] = {**diagnostics(phi, float(dt.attrs["elapsed"])), "warmup_draws": warm,
-                     "segment_wall_seconds": time.perf_counter() - t0, "target_ess": target_ess}
+                     "segment_wall_seconds": finish(), "target_ess": target_ess}
 
 
 def compare(rec: dict) -> None:

@@ -75,46 +75,31 @@ def main(argv=None) -> int:
     # its wall time and the draws per chain it ended at
     segments = json.loads(out_json.read_text()).get("segments", []) if out_json.exists() else []
     if not args.report:
-        from _common import (
-            carry_run,
-            head_revision,
-            restore_run,
-            resumable,
-            start,
-            warmup_carrier,
-            write_results,
-        )
+        from _common import resumable, sitting, start, write_results
 
         from daskgp.compute.cluster import close_client
 
-        seg = {"started": time.strftime("%Y-%m-%d %H:%M"), "revision": head_revision(), "wall_s": 0.0,
-               "restored_from_carried": restore_run(path), "draws_per_chain": None}
-        segments.append(seg)
-        t0 = time.perf_counter()
+        def save():
+            done = json.loads(out_json.read_text()) if out_json.exists() else {}
+            write_results(out_json, {**done, "segments": segments})
+
+        hooks, finish = sitting(path, segments, save)
 
         def progress(st):
             print(f"  {st.done} per chain, R-hat {st.rhat}, ESS {st.ess}, s/ESS {st.sec_per_ess}, "
                   f"ETA {st.eta}", flush=True)
 
-        def on_block(post, stats, first):
-            seg["wall_s"] = time.perf_counter() - t0
-            seg["draws_per_chain"] = int(first + next(iter(post.values())).shape[1])
-            carry_run(path)
-            done = json.loads(out_json.read_text()) if out_json.exists() else {}
-            write_results(out_json, {**done, "segments": segments})
-
         ds, _, client = start("house_8L", args.workers)
         try:
             if resumable(path):
                 resume(str(path), X=ds.X_std, y=ds.y_std, client=client, target_ess=args.target_ess,
-                       progress=progress, on_block=on_block, on_warmup=warmup_carrier(path))
+                       progress=progress, **hooks)
             else:
                 sample(ds.X_std, ds.y_std, out=str(path), client=client, n_chains=args.chains, ard=args.ard,
                        target_ess=args.target_ess, checkpoint_every=10, seed=args.seed,
-                       data_spec={"dataset": "house_8L"}, progress=progress, on_block=on_block,
-                       on_warmup=warmup_carrier(path))
+                       data_spec={"dataset": "house_8L"}, progress=progress, **hooks)
         finally:
-            seg["wall_s"] = time.perf_counter() - t0
+            finish()
             close_client(client)
     dt = open_run(str(path))
     table, notes = run_summary(dt)

@@ -68,3 +68,19 @@ def test_an_archive_that_would_write_outside_the_runs_folder_is_refused(tmp_path
     with pytest.raises(tarfile.OutsideDestinationError):
         common.restore_run(tmp_path / "runs" / "evil.zarr")
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_a_sitting_records_itself_at_every_block_and_carries_the_run(tmp_path, common):
+    import numpy as np
+
+    run = tmp_path / "runs" / "case.zarr"
+    run.mkdir(parents=True)
+    (run / "daskgp-checkpoint.json").write_text('{"n_draws": 50}')
+    segments, saved = [], []
+    hooks, finish = common.sitting(run, segments, lambda: saved.append(len(segments)))
+    assert set(hooks) == {"on_block", "on_warmup"} and len(segments) == 1
+    assert segments[0]["restored_from_carried"] is False and segments[0]["draws_per_chain"] is None
+    hooks["on_block"]({"noise": np.zeros((2, 50))}, {}, 50)  # the block of draws 50..99 committed
+    assert segments[0]["draws_per_chain"] == 100 and saved == [1]
+    assert (tmp_path / "carried" / "case.zarr.tar.gz").exists()
+    assert finish() >= segments[0]["wall_s"] > 0
