@@ -46,7 +46,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-THETA = (1.0, 2.0, 0.3)
+from exact_gradient import THETA, _run_json  # noqa: E402 — the same point, the same subprocess runner
+
 N = 22_784  # house_8L's rows
 CMVP_COLUMNS = (1, 8, 33)
 
@@ -175,13 +176,6 @@ def _cmvp(op, device: str) -> dict:
                        "kernel_entries_per_second_fresh": op.n ** 2 / fresh,
                        "cached_bytes_per_second": 4 * op.n ** 2 / float(np.median(times))}
     return res
-
-
-def _run_json(cmd: list[str], timeout: float) -> dict:
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        raise RuntimeError(f"exit {r.returncode}: {r.stderr.strip()[-1500:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def _summary(runs: list[dict], exact: np.ndarray | None) -> dict:

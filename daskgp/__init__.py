@@ -17,6 +17,7 @@ _WHERE = {
     ".compute.operator": ["KernelOperator"],
     ".compute.solvers": ["PivotedCholesky", "cg", "ulisse"],
     ".datasets.loaders": ["Dataset", "load", "load_csv"],
+    ".datasets.tables": ["Table", "read_table"],
     ".core.kernels": ["RBF", "Kernel", "Matern32", "Matern52", "make_kernel"],
     ".exact.marginal": ["GradientEstimate", "exact_log_marginal", "log_marginal_gradient"],
     ".gpc.classifier": ["SparseGPClassifier"],
@@ -29,9 +30,10 @@ _WHERE = {
 }
 _LAZY = {name: module for module, names in _WHERE.items() for name in names}
 
-__all__ = ["__version__", "Dataset", "load", "load_csv", "Kernel", "RBF", "Matern32", "Matern52",
-           "make_kernel", "KernelOperator", "cg", "ulisse", "PivotedCholesky", "exact_log_marginal",
-           "log_marginal_gradient", "GradientEstimate", "SamplerConfig", "sample", "resume", "open_run",
+__all__ = ["__version__", "Dataset", "load", "load_csv", "Table", "read_table", "Kernel", "RBF", "Matern32",
+           "Matern52", "make_kernel", "KernelOperator", "cg", "ulisse", "PivotedCholesky",
+           "exact_log_marginal", "log_marginal_gradient", "GradientEstimate", "SamplerConfig", "sample",
+           "resume", "open_run",
            "run_summary", "psrf_evolution", "BayesianGPRegressor", "SparseGPRegressor", "BayesianGPLVM",
            "GPLVMClassifier", "ADVGPRegressor", "SparseGPClassifier"]
 
@@ -54,7 +56,7 @@ if TYPE_CHECKING:  # the names for type checkers and IDEs
     from .compute.operator import KernelOperator
     from .compute.solvers import PivotedCholesky, cg, ulisse
     from .core.kernels import RBF, Kernel, Matern32, Matern52, make_kernel
-    from .datasets import Dataset, load, load_csv
+    from .datasets import Dataset, Table, load, load_csv, read_table
     from .exact.marginal import GradientEstimate, exact_log_marginal, log_marginal_gradient
     from .gpc.classifier import SparseGPClassifier
     from .mcmc.chains import resume, sample

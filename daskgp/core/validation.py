@@ -139,15 +139,30 @@ def check_not_degenerate(x_sd, y_sd, name: str = "the data", x_mean=0.0, y_mean=
 
 def standardising_moments(X, y) -> tuple[np.ndarray, np.ndarray, float, float]:
     """(x mean (d,), x scale (d,), y mean, y scale) to standardise X (n, d) and y (n,) (numpy, or dask arrays:
-    computed in one pass), after refusing degenerate data (:func:`check_not_degenerate`). A constant column
-    gets scale 1: it is only centred."""
+    one pass over their chunks where they are), after refusing degenerate data (:func:`check_not_degenerate`).
+    A constant column gets scale 1: it is only centred.
+
+    The sums are shifted by the first row and kept in extended precision (``np.longdouble``), so that the
+    moments do not depend on how the rows are chunked: a fit from a Parquet folder and from the same rows in
+    one numpy array standardise identically (float64 sums in another order differ in the last bits, which a
+    fit's optimiser then amplifies). On a platform whose long double is a double they agree to round-off."""
     import dask.array as da
 
-    if isinstance(X, da.Array) or isinstance(y, da.Array):
-        mx, sx, my, sy = da.compute(X.mean(0), X.std(0), y.mean(), y.std())
+    lazy = isinstance(X, da.Array) or isinstance(y, da.Array)
+    if lazy:
+        import dask
+
+        Xd = (X if isinstance(X, da.Array) else da.from_array(X)).rechunk({1: -1})
+        yd = (y if isinstance(y, da.Array) else da.from_array(y)).rechunk((Xd.chunks[0],))
+        shift_x, shift_y = (np.asarray(v, dtype=np.float64) for v in dask.compute(Xd[0], yd[0]))
+        parts = dask.compute(*[dask.delayed(_chunk_sums)(xb, yb, shift_x, shift_y) for xb, yb in
+                               zip(Xd.to_delayed().ravel(), yd.to_delayed().ravel(), strict=True)])
     else:
-        with np.errstate(over="ignore", invalid="ignore"):
-            mx, sx, my, sy = X.mean(0), X.std(0), y.mean(), y.std()
+        shift_x, shift_y = np.asarray(X[0], dtype=np.float64), np.float64(y[0])
+        parts = [_chunk_sums(X, y, shift_x, shift_y)]
+    n = sum(p[0] for p in parts)
+    mx, sx = _mean_sd(n, sum(p[1] for p in parts), sum(p[2] for p in parts), shift_x)
+    my, sy = _mean_sd(n, sum(p[3] for p in parts), sum(p[4] for p in parts), shift_y)
     if not (np.all(np.isfinite(mx)) and np.all(np.isfinite(sx))):  # finite values whose squares overflow
         raise ValueError("X's values are too large to standardise (squares overflow float64): rescale X")
     if not (np.isfinite(my) and np.isfinite(sy)):
@@ -155,6 +170,64 @@ def standardising_moments(X, y) -> tuple[np.ndarray, np.ndarray, float, float]:
     check_not_degenerate(sx, sy, "X, y", mx, my)
     sx = np.where(is_constant(sx, mx), 1.0, sx)
     return np.asarray(mx), sx, float(my), float(sy)
+
+
+_MOMENT_ROWS = 1 << 16  # rows converted to long double at a time: bounded memory whatever the chunk
+
+
+def _chunk_sums(xb, yb, shift_x, shift_y) -> tuple:
+    """(rows, Σ(x − shift), Σ(x − shift)², the same two for y) over one chunk, in long double."""
+    xb, yb = np.asarray(xb), np.asarray(yb)
+    acc = [np.zeros(xb.shape[1:], np.longdouble), np.zeros(xb.shape[1:], np.longdouble),
+           np.longdouble(0), np.longdouble(0)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(0, xb.shape[0], _MOMENT_ROWS):
+            zx = xb[i:i + _MOMENT_ROWS].astype(np.longdouble) - shift_x
+            zy = yb[i:i + _MOMENT_ROWS].astype(np.longdouble) - shift_y
+            acc[0] += zx.sum(0)
+            acc[1] += (zx * zx).sum(0)
+            acc[2] += zy.sum()
+            acc[3] += (zy * zy).sum()
+    return (xb.shape[0], *acc)
+
+
+def _mean_sd(n: int, s1, s2, shift):
+    """Mean and (population) sd, rounded to float64, from shifted long-double sums."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = s1 / n
+        var = np.maximum(s2 / n - m * m, 0)
+        return (np.asarray(shift + m, dtype=np.float64), np.asarray(np.sqrt(var), dtype=np.float64))
+
+
+def check_known_chunks(a, name: str) -> None:
+    """A dask array's chunk sizes must be known (a dask DataFrame's ``.values`` does not know them)."""
+    if any(np.isnan(c) for dim in a.chunks for c in dim):
+        raise ValueError(f"{name} has unknown chunk sizes (a dask DataFrame's .values or to_dask_array()): "
+                         f"use to_dask_array(lengths=True) or {name}.compute_chunk_sizes() first")
+
+
+def check_finite_chunks(X, y, names=None) -> None:
+    """One pass over dask arrays X (n, d) and y (n,) where their chunks are (each row chunk's count of NaN
+    and ±inf, computed on the workers); ValueError naming the first row chunk that holds one — ``names[i]``
+    for chunk i (a file), else its rows."""
+    import dask
+
+    y = y.rechunk((X.chunks[0],))
+    X = X.rechunk({1: -1})
+    counts = dask.compute(*[dask.delayed(_nonfinite)(xb, yb) for xb, yb in
+                            zip(X.to_delayed().ravel(), y.to_delayed().ravel(), strict=True)])
+    starts = np.cumsum((0,) + tuple(X.chunks[0]))
+    for i, (bad_x, bad_y) in enumerate(counts):
+        if bad_x or bad_y:
+            where = " and ".join(w for w, k in (("X", bad_x), ("y", bad_y)) if k)
+            chunk = (names[i] if names is not None
+                     else f"row chunk {i} (rows {starts[i]:,}–{starts[i + 1] - 1:,})")
+            raise ValueError(f"{chunk}: {bad_x + bad_y} non-finite value(s) (NaN or inf) in {where}")
+
+
+def _nonfinite(xb: np.ndarray, yb: np.ndarray) -> tuple[int, int]:
+    return (int(np.size(xb) - np.count_nonzero(np.isfinite(xb))),
+            int(np.size(yb) - np.count_nonzero(np.isfinite(yb))))
 
 
 def _check_real(a, name: str) -> None:

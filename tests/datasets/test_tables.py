@@ -1,0 +1,146 @@
+"""Tables read on the workers (daskgp.datasets.tables, issue 34 item 1): Parquet folders and globs, CSV
+globs and zarr stores of real data give the same rows as the CSV they were written from, chunk per file;
+a sparse fit from a Parquet folder equals the fit from numpy arrays; bad input is refused in one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import daskgp
+from daskgp.datasets import Table, is_table_path, read_table
+
+N_FILES = 4
+T = "energy_output_mw"
+F = ["temperature", "exhaust_vacuum", "ambient_pressure", "relative_humidity"]
+
+
+@pytest.fixture(scope="module")
+def plant():
+    """power_plant (9,568 rows, 4 features, target energy_output_mw) as a DataFrame in the data's units."""
+    ds = daskgp.load("power_plant")
+    return pd.DataFrame(np.column_stack([ds.X, ds.y]), columns=[*ds.feature_names, ds.target_name])
+
+
+def _split(df: pd.DataFrame, k: int = N_FILES) -> list[pd.DataFrame]:
+    cuts = np.linspace(0, len(df), k + 1).astype(int)
+    return [df.iloc[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+
+
+@pytest.fixture
+def parquet_folder(tmp_path, plant):
+    folder = tmp_path / "plant.parquet"
+    folder.mkdir()
+    for i, part in enumerate(_split(plant)):
+        part.to_parquet(folder / f"part.{i}.parquet", index=False)
+    return folder
+
+
+def _same_rows(t: Table, df: pd.DataFrame, target: str, features=None):
+    feats = [c for c in df.columns if c != target] if features is None else features
+    assert t.feature_names == tuple(feats) and t.target_name == target
+    assert t.n == len(df)
+    np.testing.assert_array_equal(t.X.compute(), df[feats].to_numpy(np.float64))
+    np.testing.assert_array_equal(t.y.compute(), df[target].to_numpy(np.float64))
+
+
+def test_a_parquet_folder_is_read_file_by_file_from_its_footers(parquet_folder, plant):
+    t = read_table(parquet_folder)
+    assert t.kind == "parquet" and len(t.chunk_names) == N_FILES
+    assert t.X.chunks[0] == tuple(len(p) for p in _split(plant))  # row counts from the footers
+    _same_rows(t, plant, T)
+    # a glob of the same files, with the target and features named
+    t2 = read_table(f"{parquet_folder}/part.*.parquet", target=F[0], features=f"{F[1]},{F[3]}")
+    _same_rows(t2, plant, F[0], [F[1], F[3]])
+    assert isinstance(daskgp.load(str(parquet_folder)), Table)  # dg.load(PATH)
+
+
+def test_a_csv_glob_and_zarr_stores_give_the_same_rows(tmp_path, plant):
+    import zarr
+
+    for i, part in enumerate(_split(plant)):
+        part.to_csv(tmp_path / f"plant-{i}.csv", index=False)
+    t = read_table(str(tmp_path / "plant-*.csv"))
+    assert t.kind == "csv" and len(t.chunk_names) == N_FILES
+    _same_rows(t, plant, T)
+    a = zarr.create_array(str(tmp_path / "a.zarr"), shape=plant.shape, chunks=(3000, 5), dtype="f8")
+    a[:] = plant.to_numpy()
+    a.attrs["columns"] = list(plant.columns)
+    t = read_table(str(tmp_path / "a.zarr"))
+    assert t.X.chunks[0] == (3000, 3000, 3000, 568)
+    _same_rows(t, plant, T)
+    g = zarr.open_group(str(tmp_path / "cols.zarr"), mode="w")
+    for c in plant.columns:
+        g.create_array(c, shape=(len(plant),), chunks=(4000,), dtype="f8")[:] = plant[c].to_numpy()
+    _same_rows(read_table(str(tmp_path / "cols.zarr"), target=T, features=F), plant, T, F)
+    with pytest.raises(ValueError, match="name the target"):
+        read_table(str(tmp_path / "cols.zarr"))
+
+
+@pytest.mark.cluster
+def test_a_sparse_fit_from_a_parquet_folder_equals_the_fit_from_numpy(parquet_folder, plant, client):
+    t = read_table(parquet_folder).check_finite()
+    kw = dict(n_inducing=20, max_iter=15, chunk_rows=2392, random_state=0)
+    a = daskgp.SparseGPRegressor(**kw).fit(t.X, t.y, client=client)
+    b = daskgp.SparseGPRegressor(**kw).fit(plant[F].to_numpy(), plant[T].to_numpy(), client=client)
+    assert a.fit_info_["n_iterations"] == b.fit_info_["n_iterations"]
+    np.testing.assert_allclose(a.bound_, b.bound_, rtol=1e-10)
+    Xq = plant[F].to_numpy()[:500]
+    np.testing.assert_allclose(a.predict(Xq), b.predict(Xq), rtol=1e-10)
+
+
+def test_bad_tables_are_refused_in_one_line(tmp_path, parquet_folder, plant):
+    def refused(exc, match, *args, **kw):
+        with pytest.raises(exc, match=match) as e:
+            read_table(*args, **kw)
+        assert "\n" not in str(e.value)
+
+    refused(FileNotFoundError, "no file matches", str(tmp_path / "nothing-*.parquet"))
+    refused(ValueError, f"no target column 'price'; its columns: {', '.join(F + [T])}", parquet_folder,
+            target="price")
+    refused(ValueError, "no column 'wind'", parquet_folder, features=[F[0], "wind"])
+    # mixed schemas: one file with a column renamed
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    parts = _split(plant)
+    parts[0].to_parquet(odd / "a.parquet", index=False)
+    parts[1].rename(columns={"relative_humidity": "humidity"}).to_parquet(odd / "b.parquet", index=False)
+    refused(ValueError, r"b.parquet has other columns than .*a.parquet \(humidity: double, "
+            r"relative_humidity: double\)", odd)
+    # a non-numeric feature column
+    txt = tmp_path / "txt.parquet"
+    plant.assign(site=["north"] * len(plant)).to_parquet(txt, index=False)
+    refused(ValueError, r"non-numeric column\(s\) site \(string|non-numeric column\(s\) site \(large_string",
+            txt, target=T)
+    # a CSV glob whose values are text where the header looked numeric fails where it is read, naming the file
+    plant.iloc[:50].to_csv(tmp_path / "c-0.csv", index=False)
+    plant.iloc[50:100].assign(relative_humidity="dry").to_csv(tmp_path / "c-1.csv", index=False)
+    with pytest.raises(ValueError, match=r"c-1.csv: non-numeric values in column\(s\) relative_humidity"):
+        read_table(str(tmp_path / "c-*.csv")).X.compute()
+    # NaN in one partition: the error names its file
+    nan = tmp_path / "nan"
+    nan.mkdir()
+    for i, part in enumerate(parts):
+        part = part.copy()
+        if i == 2:
+            part.iloc[7, 1] = np.nan
+        part.to_parquet(nan / f"p{i}.parquet", index=False)
+    with pytest.raises(ValueError, match=r"p2.parquet: 1 non-finite value\(s\) \(NaN or inf\) in X"):
+        read_table(nan).check_finite()
+    with pytest.raises(ValueError, match="built-in data set 'concrete'"):
+        daskgp.load("concrete", target="strength")
+
+
+def test_unknown_chunk_sizes_are_refused_by_the_estimator(plant):
+    import dask.dataframe as dd
+
+    ddf = dd.from_pandas(plant, npartitions=3)
+    with pytest.raises(ValueError, match="X has unknown chunk sizes"):
+        daskgp.SparseGPRegressor(n_inducing=5).fit(ddf[F[:2]].to_dask_array(),
+                                                   ddf[T].to_dask_array())
+
+
+def test_which_strings_name_tables(tmp_path):
+    assert is_table_path("data/*.parquet") and is_table_path("x.parquet") and is_table_path("store.zarr/")
+    assert is_table_path(str(tmp_path)) and not is_table_path("concrete") and not is_table_path("my.csv")
