@@ -21,11 +21,11 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import RowChunks
-from ..core.fingerprint import fingerprint
+from ..core.fingerprint import data_token
 from ..core.kernels import kernel_name
 from ..core.validation import (
     at_least,
-    fit_data,
+    fit_data_or_dask,
     new_data,
     real_in,
     seed_from,
@@ -99,7 +99,9 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
 
     def fit(self, X, y, client=None, callback=None, delays=None, checkpoint=None, resume: bool = False,
             keep_checkpoint: bool = False, time_budget: float | None = None):
-        """Fit on X (n, d), y (n,). ``callback(record, params)`` after every server update (an
+        """Fit on X (n, d), y (n,): numpy, DataFrames, or dask arrays with known chunk sizes (a
+        :class:`daskgp.Table`'s), which are read where they are, never gathered here, their row chunks the
+        partitions unless ``n_partitions`` is set. ``callback(record, params)`` after every server update (an
         :class:`~daskgp.advgp.server.UpdateRecord` and the current :class:`ADVGPParams`); ``delays``:
         artificial seconds per partition task (the straggler experiment).
 
@@ -109,8 +111,9 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         updates in all. It is removed when the fit finishes unless ``keep_checkpoint``. ``time_budget``: stop
         after this many seconds of updates even before ``max_iter`` (benchmarks at a fixed wall time).
         Returns self."""
-        X, y = fit_data(self, X, y)
+        X, y = fit_data_or_dask(self, X, y)
         n, d = X.shape
+        lazy = not isinstance(X, np.ndarray)
         self._check_params(n)
         seed = seed_from(self.random_state)
         ckpt = None if checkpoint is None else ServerCheckpoint(os.fspath(checkpoint))
@@ -128,10 +131,14 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
 
         with ckpt.writing() if ckpt is not None else contextlib.nullcontext(), \
                 borrowed_client(client, self.scheduler) as c:
-            r = self.n_partitions or 2 * max(1, len(c.scheduler_info()["workers"]))
-            key = f"{fingerprint(X, y)}|{self._settings_key(seed, r)}"
+            # dask input: the data's own row chunks are the partitions (read where they are), unless
+            # n_partitions asks for others
+            r = self.n_partitions or (Xs.numblocks[0] if lazy
+                                      else 2 * max(1, len(c.scheduler_info()["workers"])))
+            key = f"{data_token(X, y)}|{self._settings_key(seed, r)}"
             state = ckpt.read(key) if resume else None
-            chunks = RowChunks.from_arrays(c, ys, max(1, -(-n // r)), X=Xs)
+            rows = Xs.chunks[0] if lazy and not self.n_partitions else max(1, -(-n // r))
+            chunks = RowChunks.from_arrays(c, ys, rows, X=Xs)
             try:
                 m, k = int(self.n_inducing), int(self.n_inducing) // int(self.groups)
                 Z = kmeans_inducing(Xs, m, seed)

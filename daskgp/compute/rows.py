@@ -106,7 +106,9 @@ class RowChunks:
 
         arrays = {"Y": Y, **{k: v for k, v in inputs.items() if v is not None}}
         if any(isinstance(a, da.Array) for a in arrays.values()):
-            blocks = max(1, int(chunk_rows))
+            # an int: rows per chunk; a tuple: the chunks' sizes (a dask array's own row chunks)
+            blocks = tuple(int(b) for b in chunk_rows) if isinstance(chunk_rows, tuple) else \
+                max(1, int(chunk_rows))
             darr = {k: (a if isinstance(a, da.Array) else da.from_array(a)) for k, a in arrays.items()}
             darr = {k: (a[:, None] if a.ndim == 1 else a).rechunk((blocks, -1)) for k, a in darr.items()}
             sizes = darr["Y"].chunks[0]

@@ -92,6 +92,30 @@ def fit_data(est, X, y="no_validation", *, min_rows: int = 2, allow_nan: bool = 
     return X, (np.asarray(y, dtype=np.float64) if y_numeric else y)
 
 
+def fit_data_or_dask(est, X, y, *, min_rows: int = 2):
+    """Training data for an estimator that also fits from dask arrays: numpy or DataFrames through
+    :func:`fit_data`; a dask X or y (the other converted) checked here on shapes and chunk sizes (known, see
+    :func:`check_known_chunks`) and for finiteness in one pass on the workers (:func:`check_finite_chunks`),
+    never gathered. Returns (X, y): numpy float64, or float64 dask arrays."""
+    import dask.array as da
+
+    if not (isinstance(X, da.Array) or isinstance(y, da.Array)):
+        return fit_data(est, X, y, min_rows=min_rows)
+    if hasattr(est, "feature_names_in_"):
+        del est.feature_names_in_
+    X = X if isinstance(X, da.Array) else da.from_array(check_X(X))
+    y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y, float))
+    check_known_chunks(X, "X")
+    check_known_chunks(y, "y")
+    if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
+        raise ValueError(f"X must be (n, d) and y (n,) with the same n, got {X.shape} and {y.shape}")
+    if X.shape[0] < min_rows:
+        raise ValueError(f"X needs at least {min_rows} rows, got {X.shape[0]}")
+    check_finite_chunks(X, y)  # on the workers; the error names the row chunk
+    est.n_features_in_ = X.shape[1]
+    return X.astype(float), y.astype(float)
+
+
 def new_data(est, X, *, allow_nan: bool = False) -> np.ndarray:
     """Validate data for a fitted estimator (predict, transform): the features it was fitted with (number and,
     for DataFrames, names), float64, C order, finite (or NaN where ``allow_nan``), at least one row."""

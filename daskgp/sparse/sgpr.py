@@ -30,10 +30,7 @@ from ..core.files import MARK, array_digest, check_destination, replaced_atomica
 from ..core.kernels import kernel_name
 from ..core.validation import (
     at_least,
-    check_finite_chunks,
-    check_known_chunks,
-    check_X,
-    fit_data,
+    fit_data_or_dask,
     new_data,
     real_in,
     seed_from,
@@ -48,28 +45,6 @@ from .fit import FitCheckpoint, ReplayDiverged, SparsePosterior, fit_global
 __all__ = ["SparseGPRegressor"]
 
 MODEL_FORMAT = 2  # of the saved model (``save`` / ``load``); 2: the noise as a variance, 1 still read
-
-
-def _validate_xy(est, X, y, min_rows: int):
-    """numpy or DataFrames: scikit-learn's validation; dask: shapes here, finiteness in one pass over the
-    data on the workers."""
-    import dask.array as da
-
-    if isinstance(X, da.Array) or isinstance(y, da.Array):
-        if hasattr(est, "feature_names_in_"):
-            del est.feature_names_in_
-        X = X if isinstance(X, da.Array) else da.from_array(check_X(X))
-        y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y, float))
-        check_known_chunks(X, "X")
-        check_known_chunks(y, "y")
-        if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
-            raise ValueError(f"X must be (n, d) and y (n,) with the same n, got {X.shape} and {y.shape}")
-        if X.shape[0] < min_rows:
-            raise ValueError(f"X needs at least {min_rows} rows, got {X.shape[0]}")
-        check_finite_chunks(X, y)  # on the workers; the error names the row chunk
-        est.n_features_in_ = X.shape[1]
-        return X.astype(float), y.astype(float)
-    return fit_data(est, X, y, min_rows=min_rows)
 
 
 class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
@@ -121,7 +96,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         which continues from it to ``max_iter`` iterations in all (``bound_trace_`` keeps the earlier
         ones). It is removed when the fit finishes unless ``keep_checkpoint`` (remove it yourself once the
         results are saved). Returns self."""
-        X, y = _validate_xy(self, X, y, min_rows=2)
+        X, y = fit_data_or_dask(self, X, y, min_rows=2)
         self._check_params(X.shape[0])
         seed = seed_from(self.random_state)
         m, q, kern = int(self.n_inducing), X.shape[1], kernel_name(self.kernel)
@@ -149,9 +124,8 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
                                              device=None if self.device == "cpu" else self.device)
             try:
                 if resumed is None:
-                    Xsample = Xs if isinstance(Xs, np.ndarray) else _row_sample(Xs, 20_000, seed)
                     init = init if init is not None else GlobalParams(
-                        kmeans_inducing(Xsample, m, seed), 1.0, np.full(q, math.sqrt(q)),
+                        kmeans_inducing(Xs, m, seed), 1.0, np.full(q, math.sqrt(q)),
                         noise=self.noise_init, kernel=kern)
                     if init.Z.shape != (m, q):
                         raise ValueError(f"init has Z of shape {init.Z.shape}, expected ({m}, {q})")
@@ -349,10 +323,3 @@ def _store_format(path: str) -> str:
     if path.rstrip("/").endswith(".zarr"):
         return "zarr"
     raise ValueError(f"a saved model is a netCDF file (.nc) or a zarr store (.zarr), got {path}")
-
-
-def _row_sample(X, k: int, seed: int) -> np.ndarray:
-    """At most k rows of a dask array, drawn at random without replacement (computed)."""
-    n = X.shape[0]
-    idx = np.sort(np.random.default_rng(seed).choice(n, size=min(n, k), replace=False))
-    return np.asarray(X[idx].compute())

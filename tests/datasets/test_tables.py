@@ -144,3 +144,19 @@ def test_unknown_chunk_sizes_are_refused_by_the_estimator(plant):
 def test_which_strings_name_tables(tmp_path):
     assert is_table_path("data/*.parquet") and is_table_path("x.parquet") and is_table_path("store.zarr/")
     assert is_table_path(str(tmp_path)) and not is_table_path("concrete") and not is_table_path("my.csv")
+
+
+@pytest.mark.cluster
+def test_advgp_fits_a_parquet_folder_file_by_file_as_it_fits_the_same_partitions_of_numpy(parquet_folder,
+                                                                                           plant, client):
+    """τ = 0 (synchronous updates): the fit from the four files, each a partition read on the workers,
+    equals the numpy fit with four partitions of the same rows."""
+    t = read_table(parquet_folder)
+    kw = dict(n_inducing=16, max_iter=12, tau=0, random_state=0)
+    a = daskgp.ADVGPRegressor(**kw).fit(t.X, t.y, client=client)
+    b = daskgp.ADVGPRegressor(n_partitions=N_FILES, **kw).fit(plant[F].to_numpy(), plant[T].to_numpy(),
+                                                              client=client)
+    assert a.gradients_per_partition_ == b.gradients_per_partition_ and len(a.gradients_per_partition_) == 4
+    np.testing.assert_allclose(a.objective_, b.objective_, rtol=1e-10)
+    np.testing.assert_allclose(a.predict(plant[F].to_numpy()[:300]), b.predict(plant[F].to_numpy()[:300]),
+                               rtol=1e-10)
