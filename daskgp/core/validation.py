@@ -230,14 +230,15 @@ def check_known_chunks(a, name: str) -> None:
                          f"use to_dask_array(lengths=True) or {name}.compute_chunk_sizes() first")
 
 
-def check_finite_chunks(X, y, names=None) -> None:
-    """One pass over dask arrays X (n, d) and y (n,) where their chunks are (each row chunk's count of NaN
-    and ±inf, computed on the workers); ValueError naming the first row chunk that holds one — ``names[i]``
-    for chunk i (a file), else its rows."""
+def check_finite_chunks(X, y=None, names=None) -> None:
+    """One pass over dask arrays X (n, d) and y (n,) (or X alone: y None, e.g. class labels) where their
+    chunks are (each row chunk's count of NaN and ±inf, computed on the workers); ValueError naming the first
+    row chunk that holds one — ``names[i]`` for chunk i (a file), else its rows."""
     import dask
+    import dask.array as da
 
-    y = y.rechunk((X.chunks[0],))
     X = X.rechunk({1: -1})
+    y = da.zeros(X.shape[0], chunks=(X.chunks[0],)) if y is None else y.rechunk((X.chunks[0],))
     counts = dask.compute(*[dask.delayed(_nonfinite)(xb, yb) for xb, yb in
                             zip(X.to_delayed().ravel(), y.to_delayed().ravel(), strict=True)])
     starts = np.cumsum((0,) + tuple(X.chunks[0]))

@@ -107,18 +107,18 @@ class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
         labels mapped to ±1 lazily; the rows are never gathered into this process."""
         import dask.array as da
 
-        from ..core.validation import check_X
+        from ..core.validation import check_finite_chunks, check_known_chunks, check_X
 
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         X = X if isinstance(X, da.Array) else da.from_array(check_X(X))
         y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
+        check_known_chunks(X, "X")
+        check_known_chunks(y, "y")
         if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
             raise ValueError(f"X must be (n, d) and y (n,) with the same n, got {X.shape} and {y.shape}")
-        ok, classes = da.compute(da.isfinite(X.astype(float)).all(), da.unique(y))
-        if not ok:
-            raise ValueError("X contains non-finite values (NaN or inf)")
-        self.n_features_in_ = X.shape[1]
+        check_finite_chunks(X.astype(float))  # on the workers; the error names the row chunk
+        classes = da.unique(y).compute()
         self._labels(np.asarray(classes))  # two classes, or the error the numpy path gives
         return X.astype(float), da.where(y == self.classes_[1], 1.0, -1.0)
 

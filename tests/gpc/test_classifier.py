@@ -390,3 +390,21 @@ def test_crowded_inducing_inputs_in_two_dimensions_fit_no_worse_than_few(client)
     finally:
         ep.kmm_backprop = right
     assert mean > 2 * se, ("leaving out K_mm's Z-derivative was expected to fail", mean, se)
+
+
+def test_dask_input_with_unknown_chunks_or_a_nan_is_refused_naming_the_chunk(cancer):
+    """Dask input is checked where it is: unknown chunk sizes refused with the fix, a NaN named by its row
+    chunk, before any cluster starts."""
+    import dask.array as da
+    import dask.dataframe as dd
+    import pandas as pd
+
+    Xtr, _, ytr, _ = cancer
+    ddf = dd.from_pandas(pd.DataFrame(Xtr[:, :3]).assign(label=ytr), npartitions=3)
+    with pytest.raises(ValueError, match="X has unknown chunk sizes"):
+        dg.SparseGPClassifier(n_inducing=5).fit(ddf[[0, 1, 2]].to_dask_array(), ddf["label"].to_dask_array())
+    X = Xtr[:300].copy()
+    X[250, 1] = np.nan
+    with pytest.raises(ValueError, match=r"row chunk 2 \(rows 200–299\): 1 non-finite value\(s\) "
+                                         r"\(NaN or inf\) in X"):
+        dg.SparseGPClassifier(n_inducing=5).fit(da.from_array(X, chunks=(100, -1)), da.from_array(ytr[:300]))
