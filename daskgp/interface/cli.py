@@ -119,9 +119,14 @@ def _cluster_arguments(parser) -> None:
 def _data_arguments(parser, default: str) -> None:
     """--data NAME | --csv FILE [--target COL], and --data-dir: what :func:`dataset_from_args` reads."""
     src = parser.add_mutually_exclusive_group()
-    src.add_argument("--data", default=default, help="concrete | house_8L | power_plant | flights")
+    src.add_argument("--data", default=default,
+                     help="concrete | house_8L | power_plant | flights (sgpr also: a table, PATH of Parquet "
+                          "files, a zarr store or a CSV glob, read on the workers)")
     src.add_argument("--csv", default=None, help="your own numeric CSV with a header row")
-    parser.add_argument("--target", default=None, help="target column of --csv (default: the last)")
+    parser.add_argument("--target", default=None,
+                        help="target column of --csv or a table (default: the last)")
+    parser.add_argument("--features", default=None,
+                        help="a table's feature columns, comma-separated (default: all but the target)")
     parser.add_argument("--data-dir", default=None,
                         help="folder with <name>.csv (else $DASKGP_DATA, user cache)")
 

@@ -59,12 +59,32 @@ def print_summary(dt, psrf: bool = False) -> None:
         print(ev[["median", "q975"]].to_dataframe().round(4).to_string())
 
 
-def dataset_from_args(args):
-    from ..datasets import load, load_csv
+def table_in_args(args) -> bool:
+    """Whether the data arguments name a table (``--data PATH``: Parquet, zarr, a CSV glob), not a built-in
+    set or ``--csv FILE``."""
+    from ..datasets import DATASETS, is_table_path
+
+    return not args.csv and args.data not in DATASETS and args.data != "flights" and is_table_path(args.data)
+
+
+def dataset_from_args(args, tables: bool = False):
+    """The data arguments' data set and its spec: a built-in name, ``--csv FILE``, or — where the command
+    reads one (``tables``) — a table on shared storage (``--data PATH`` of Parquet, zarr or a CSV glob, with
+    ``--target`` and ``--features``), read on the workers (:func:`daskgp.datasets.read_table`)."""
+    from ..datasets import load, load_csv, read_table
 
     if args.csv:
         ds = load_csv(args.csv, args.target if args.target is not None else -1)
         return ds, {"csv": os.path.abspath(args.csv), "target": ds.target_name}
+    if table_in_args(args):
+        if not tables:
+            raise ValueError(f"--data {args.data} is a table (Parquet, zarr or a CSV glob): 'daskgp sgpr' "
+                             "reads tables so far; give a built-in name or --csv FILE here")
+        t = read_table(args.data, target=args.target, features=getattr(args, "features", None))
+        return t, {"table": os.path.abspath(args.data), "target": t.target_name,
+                   "features": list(t.feature_names)}
+    if getattr(args, "features", None):
+        raise ValueError("--features is for a --data table (Parquet, zarr or a CSV glob)")
     ds = load(args.data, data_dir=args.data_dir)
     spec = {"dataset": args.data}
     if args.data_dir:
@@ -209,6 +229,21 @@ def write_test_results(res, out: str, ds, args, ytr, yte, mean, sd) -> tuple[flo
     return rmse, rmse_mean
 
 
+def write_table_results(res, out: str, table, args, n_test: int, rmse: float, rmse_mean: float) -> None:
+    """A fitted model's Dataset ``res`` with the test metrics of a table (computed on the workers; the test
+    rows' predictions are not gathered into the file) written to the netCDF ``out`` atomically."""
+    from .._version import __version__
+    from ..core.files import MARK, replaced_atomically
+
+    res.attrs.update(dataset=table.name, table=os.path.abspath(table.source), target=table.target_name,
+                     test_rmse=rmse, mean_predictor_rmse=rmse_mean, n_test=n_test, seed=args.seed,
+                     test_fraction=args.test_fraction, split="row-index hash (daskgp.datasets.split_table)",
+                     daskgp_version=__version__)
+    res.attrs[MARK] = res.attrs["model"]
+    with replaced_atomically(out) as tmp:
+        res.to_netcdf(tmp)
+
+
 def check_fit_outputs(args, ckpt, kind: str) -> None:
     """Before any work: ``--out`` a netCDF path daskgp may write a ``kind`` model to (new, or one it wrote
     with ``--overwrite``: :func:`check_out_path`), and the state of its checkpoint ``ckpt`` (an object with
@@ -231,14 +266,22 @@ def check_fit_outputs(args, ckpt, kind: str) -> None:
                       flag="the checkpoint")
 
 
-def split_from_args(args):
+def split_from_args(args, tables: bool = False):
     """The data arguments' data set and its fixed split (``--test-fraction``, ``--train-size``, ``--seed``),
     checked against ``--inducing``: (ds, X_train, y_train, X_test, y_test) in original units."""
-    from ..datasets import train_test
+    from ..datasets import Table, split_table, train_test
 
-    ds, _ = dataset_from_args(args)
+    ds, _ = dataset_from_args(args, tables=tables)
     train_size = (None if args.train_size in ("all", "full")
                   else positive_int(args.train_size, "--train-size"))
+    if isinstance(ds, Table):  # split where the rows are: dask arrays, the counts from the row indices
+        if train_size is not None:
+            raise ValueError("--train-size is for data in memory; a --data table trains on all its non-test "
+                             "rows")
+        Xtr, ytr, Xte, yte = split_table(ds, args.test_fraction, args.seed)
+        if args.inducing > Xtr.shape[0]:
+            raise ValueError(f"--inducing {args.inducing} is more than the {Xtr.shape[0]} training rows")
+        return ds, Xtr, ytr, Xte, yte
     Xtr, ytr, Xte, yte = train_test(ds, args.test_fraction, train_size, args.seed)
     if args.inducing > len(Xtr):
         raise ValueError(f"--inducing {args.inducing} is more than the {len(Xtr)} training rows")

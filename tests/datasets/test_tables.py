@@ -160,3 +160,64 @@ def test_advgp_fits_a_parquet_folder_file_by_file_as_it_fits_the_same_partitions
     np.testing.assert_allclose(a.objective_, b.objective_, rtol=1e-10)
     np.testing.assert_allclose(a.predict(plant[F].to_numpy()[:300]), b.predict(plant[F].to_numpy()[:300]),
                                rtol=1e-10)
+
+
+def test_cli_sgpr_fits_a_parquet_folder_and_reduces_the_test_metrics_on_the_workers(parquet_folder, plant,
+                                                                                     tmp_path):
+    """`daskgp sgpr --data FOLDER --target T`: the split by row-index hash (the rows split_table holds out),
+    the metrics reduced on the workers, the results file a fitted model whose predictions on those test rows
+    give the stored RMSE."""
+    import os
+    import subprocess
+    import sys
+
+    import xarray as xr
+
+    from daskgp.datasets.tables import _is_test
+
+    out = tmp_path / "table.nc"
+    argv = ["sgpr", "--data", str(parquet_folder), "--target", T, "--features", ",".join(F[:3]),
+            "--inducing", "20", "--max-iter", "10", "--out", str(out)]
+    r = subprocess.run([sys.executable, "-m", "daskgp", *argv], capture_output=True, text=True, timeout=300,
+                       env=os.environ.copy())
+    assert r.returncode == 0, r.stderr
+    assert "parquet, 4 chunks read on the workers" in r.stdout and "test RMSE" in r.stdout
+    test = _is_test(0, len(plant), 0, 0.1)
+    with xr.open_dataset(out) as res:
+        assert res.attrs["n_test"] == test.sum() and res.attrs["target"] == T
+        assert res.attrs["test_rmse"] < 0.5 * res.attrs["mean_predictor_rmse"]
+        rmse = res.attrs["test_rmse"]
+    est = daskgp.SparseGPRegressor.load(out)
+    pred = est.predict(plant[F[:3]].to_numpy()[test])
+    assert np.sqrt(np.mean((pred - plant[T].to_numpy()[test]) ** 2)) == pytest.approx(rmse, rel=1e-9)
+
+
+def test_the_table_split_holds_out_the_same_rows_however_the_files_cut_them(tmp_path, plant):
+    from daskgp.datasets import split_table
+
+    for k in (2, 5):
+        folder = tmp_path / f"k{k}"
+        folder.mkdir()
+        for i, part in enumerate(_split(plant, k)):
+            part.to_parquet(folder / f"{i}.parquet", index=False)
+        _, ytr, _, yte = split_table(read_table(folder), 0.1, seed=3)
+        if k == 2:
+            first = (ytr.compute(), yte.compute())
+        else:
+            np.testing.assert_array_equal(ytr.compute(), first[0])
+            np.testing.assert_array_equal(yte.compute(), first[1])
+    assert 0.08 < len(first[1]) / len(plant) < 0.12
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["sample", "--data", "{folder}", "--out", "{folder}.run.zarr"], "'daskgp sgpr' reads tables so far"),
+    (["sgpr", "--data", "{folder}", "--train-size", "100"], "--train-size is for data in memory"),
+    (["sgpr", "--features", "a,b"], "--features is for a --data table"),
+    (["sgpr", "--data", "{folder}", "--target", "price"], "no target column 'price'"),
+])
+def test_cli_table_arguments_refused_in_one_line(argv, msg, capsys, parquet_folder):
+    from daskgp.interface.cli import main
+
+    assert main([a.format(folder=parquet_folder) for a in argv]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("daskgp: error:") and msg in err[0]
