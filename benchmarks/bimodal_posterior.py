@@ -13,8 +13,9 @@ tenth of the draws from one broad t over all of them (4× the modes' mixture cov
 density at every draw (``gradient=False``: one Cholesky each). Standard errors from the weights' Kish
 effective sample size. Where a sampled run's moments are in ``results/adapt_from_noise.json`` (same rows),
 they are compared with both references in the importance-sampling sd's units.
-Writes benchmarks/results/bimodal_posterior.json (3,000 rows) or bimodal_posterior_rows{N}.json; the modes are
-written as soon as they are found (a run stopped in the importance sampling keeps them), and a rerun with the
+Writes benchmarks/results/bimodal_posterior.json (3,000 rows) or bimodal_posterior_rows{N}.json, and keeps
+every exact evaluation beside it (``….seed{S}.evals.json``, ``….densities.json``) so that a sitting stopped
+anywhere resumes without redoing one; the modes are written as soon as they are found, and a rerun with the
 same rows and seed reuses them, and the importance sample too when its draws match, and only compares again.
 """
 
@@ -35,6 +36,29 @@ from adapt_from_noise import rows  # noqa: E402
 
 OUT = HERE / "results" / "bimodal_posterior.json"
 H_STEP = 1e-3
+
+
+class Evaluations:
+    """Every exact evaluation of ``f`` (φ → value, or (value, gradient)), kept in a JSON file as it is made
+    (one dense Cholesky takes a minute or two at 9,568 rows). A rerun replays from it: L-BFGS-B given the same
+    numbers takes the same steps, so a sitting stopped mid-search continues where it stopped."""
+
+    def __init__(self, path: Path, f, with_grad: bool):
+        self.path, self.f, self.with_grad = path, f, with_grad
+        saved = json.loads(path.read_text())["evals"] if path.exists() else []
+        self.cache = {tuple(e["phi"]): e for e in saved}
+
+    def __call__(self, phi):
+        key = tuple(float(v) for v in phi)
+        if key not in self.cache:
+            out = self.f(np.asarray(key))
+            self.cache[key] = ({"phi": list(key), "value": float(out[0]), "grad": np.asarray(out[1]).tolist()}
+                               if self.with_grad else {"phi": list(key), "value": float(out)})
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"evals": list(self.cache.values())}))
+            tmp.replace(self.path)
+        e = self.cache[key]
+        return (e["value"], np.asarray(e["grad"])) if self.with_grad else e["value"]
 
 
 def find_modes(neg, starts) -> list[dict]:
@@ -117,11 +141,16 @@ def main(argv=None) -> int:
 
     kern, prior = make_kernel("rbf", n_dims=X.shape[1]), GammaPrior(2.0, 1.0)
 
-    def neg(phi):
+    def neg_exact(phi):
         v, g = exact_log_posterior(X, y, kern, prior, phi)
         return -v, -g
 
     out = OUT if args.rows == 3000 else OUT.with_name(f"bimodal_posterior_rows{args.rows}.json")
+    # every exact evaluation kept beside the result (a sitting's work survives it; see Evaluations)
+    neg = Evaluations(out.with_suffix(f".seed{args.seed}.evals.json"), neg_exact, with_grad=True)
+    log_density = Evaluations(out.with_suffix(f".seed{args.seed}.densities.json"),
+                              lambda phi: exact_log_posterior(X, y, kern, prior, phi, gradient=False),
+                              with_grad=False)
     done = json.loads(out.read_text()) if out.exists() else {}
     if (done.get("rows"), done.get("seed")) == (args.rows, args.seed) and done.get("modes"):
         modes, t_modes = done["modes"], done["seconds_modes"]  # found before: reuse
@@ -134,8 +163,7 @@ def main(argv=None) -> int:
                             "modes": modes, "seconds_modes": t_modes, "importance": None})
     ref = (done.get("importance") or {}) if done.get("modes") else {}
     if ref.get("draws") != args.draws or done.get("seed") != args.seed:
-        ref = importance_reference(lambda phi: exact_log_posterior(X, y, kern, prior, phi, gradient=False),
-                                   modes, args.draws, args.seed)
+        ref = importance_reference(log_density, modes, args.draws, args.seed)
     result = {"rows": args.rows, "seed": args.seed, "modes": modes, "seconds_modes": t_modes,
               "importance": ref}
     sampled = json.loads((HERE / "results" / "adapt_from_noise.json").read_text()) \
