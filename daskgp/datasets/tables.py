@@ -115,7 +115,8 @@ def read_table(path, target: str | int | None = None, features=None, name: str |
     target : the target column's name (an int index for a zarr array); default the last column (a zarr group
         of columns needs it named). features : the feature columns (names, or a comma-separated string);
         default every other column. name : the data set's name in messages and results (default: the path's
-        stem). Raises FileNotFoundError or ValueError, one line each, before any row is read.
+        stem). Raises FileNotFoundError or ValueError, one line each, before any row is read. A CSV glob's
+        rows are counted where dask computes (the workers of the default client): no footer holds the count.
     """
     path = os.fspath(path)
     if isinstance(features, str):
