@@ -7,7 +7,15 @@ import sys
 
 import numpy as np
 
-from .cli_common import check_fit_outputs, cluster_from_args, split_from_args, write_test_results
+from .cli_common import (
+    check_fit_outputs,
+    cluster_from_args,
+    split_from_args,
+    table_in_args,
+    table_rmse,
+    write_table_results,
+    write_test_results,
+)
 from .progress import advgp_progress
 
 
@@ -16,6 +24,7 @@ def advgp_command(args) -> int:
 
     from ..advgp.estimator import ADVGPRegressor
     from ..advgp.server import ServerCheckpoint
+    from ..datasets.tables import counts_rows_by_reading
 
     for name in ("inducing", "max_iter", "workers"):
         if getattr(args, name) < 1:
@@ -27,35 +36,51 @@ def advgp_command(args) -> int:
     ckpt = ServerCheckpoint(f"{args.out}.checkpoint")
     # settled before a cluster starts: refusing costs nothing
     check_fit_outputs(args, ckpt, "daskgp.ADVGPRegressor")
-    ds, Xtr, ytr, Xte, yte = split_from_args(args)
-    if args.overwrite and not args.resume:
-        ckpt.remove()
-    print(f"daskgp advgp: {ds.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
-          f"m={args.inducing}, tau={args.tau}, kernel={args.kernel}", flush=True)
+    # as 'daskgp sgpr': data in memory and a Parquet or zarr table settled before a cluster starts, a CSV
+    # glob read on the cluster (its rows are counted where they are read)
+    table = table_in_args(args)
+    early = not (table and counts_rows_by_reading(args.data))
     est = ADVGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, tau=args.tau,
                          n_partitions=args.partitions, batch_size=args.batch, random_state=args.seed,
                          optimizer=args.optimizer, tol=args.tol or None, kernel=args.kernel)
-    est._check_params(len(Xtr))  # --partitions and the rest: refused before a cluster starts
-    names = list(ds.feature_names)
-    Xtr, Xte = pd.DataFrame(Xtr, columns=names), pd.DataFrame(Xte, columns=names)
-    X_test = Xte.to_numpy(np.float64)
+    if early:
+        ds, Xtr, ytr, Xte, yte = split_from_args(args, tables=True)
+        est._check_params(Xtr.shape[0])  # --partitions and the rest: refused before a cluster starts
+    if not table:
+        names = list(ds.feature_names)
+        Xtr, Xte = pd.DataFrame(Xtr, columns=names), pd.DataFrame(Xte, columns=names)
+        X_test = Xte.to_numpy(np.float64)
 
-    def test_rmse(params):
-        mean = est._predict_block(X_test, params=params)[:, 0]
-        return float(np.sqrt(np.mean((mean - yte) ** 2)))
-
+        def test_rmse(params):
+            mean = est._predict_block(X_test, params=params)[:, 0]
+            return float(np.sqrt(np.mean((mean - yte) ** 2)))
+    else:  # a table's test rows stay on the workers: the RMSE once, at the end
+        test_rmse = None
+    if args.overwrite and not args.resume:
+        ckpt.remove()
     printer = advgp_progress(args.max_iter, test_rmse)
     try:
         with cluster_from_args(args, stream=sys.stderr) as client:
+            if not early:
+                ds, Xtr, ytr, Xte, yte = split_from_args(args, tables=True)
+                est._check_params(Xtr.shape[0])
+            where = f" ({ds.kind}, {len(ds.chunk_names)} chunks read on the workers)" if table else ""
+            print(f"daskgp advgp: {ds.name}{where}, {Xtr.shape[0]} training / {Xte.shape[0]} test rows, "
+                  f"d={Xtr.shape[1]}, m={args.inducing}, tau={args.tau}, kernel={args.kernel}", flush=True)
             est.fit(Xtr, ytr, client=client, callback=printer, checkpoint=ckpt.path, resume=args.resume,
                     keep_checkpoint=True)
             printer.done()
             mean, sd = est.predict(Xte, return_std=True)
+            if table:  # reduced on the workers; no row comes here
+                rmse, rmse_mean = table_rmse(ytr, yte, mean)
     except KeyboardInterrupt:
         print(f"\ndaskgp: interrupted; the server's state is in {ckpt.path} (every 10 updates); continue "
               "with the same command plus --resume", file=sys.stderr)
         return 130
-    rmse, rmse_mean = write_test_results(est.to_dataset(), args.out, ds, args, ytr, yte, mean, sd)
+    if table:
+        write_table_results(est.to_dataset(), args.out, ds, args, int(yte.shape[0]), rmse, rmse_mean)
+    else:
+        rmse, rmse_mean = write_test_results(est.to_dataset(), args.out, ds, args, ytr, yte, mean, sd)
     ckpt.remove()
     lost = (f"; {est.lost_partitions_} partition(s) placed again after lost workers" if est.lost_partitions_
             else "")

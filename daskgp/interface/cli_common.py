@@ -79,7 +79,7 @@ def dataset_from_args(args, tables: bool = False):
     if table_in_args(args):
         if not tables:
             raise ValueError(f"--data {args.data} is a table (Parquet, zarr or a CSV glob): 'daskgp sgpr' "
-                             "reads tables so far; give a built-in name or --csv FILE here")
+                             "and 'daskgp advgp' read tables so far; give a built-in name or --csv FILE here")
         t = read_table(args.data, target=args.target, features=getattr(args, "features", None))
         return t, {"table": os.path.abspath(args.data), "target": t.target_name,
                    "features": list(t.feature_names)}
@@ -227,6 +227,16 @@ def write_test_results(res, out: str, ds, args, ytr, yte, mean, sd) -> tuple[flo
     with replaced_atomically(out) as tmp:
         res.to_netcdf(tmp)
     return rmse, rmse_mean
+
+
+def table_rmse(ytr, yte, mean) -> tuple[float, float]:
+    """(test RMSE, the training mean's RMSE) of dask arrays, reduced on the workers in one computation."""
+    import dask
+    import dask.array as da
+
+    rmse, rmse_mean = dask.compute(da.sqrt(da.mean((mean - yte) ** 2)),
+                                   da.sqrt(da.mean((ytr.mean() - yte) ** 2)))
+    return float(rmse), float(rmse_mean)
 
 
 def write_table_results(res, out: str, table, args, n_test: int, rmse: float, rmse_mean: float) -> None:

@@ -9,6 +9,7 @@ from .cli_common import (
     cluster_from_args,
     split_from_args,
     table_in_args,
+    table_rmse,
     write_table_results,
     write_test_results,
 )
@@ -58,7 +59,7 @@ def sgpr_command(args) -> int:
             printer.done()
             mean, sd = est.predict(Xte, return_std=True)
             if table:  # the test rows' metrics reduced on the workers; no row comes here
-                rmse, rmse_mean = (float(v) for v in _table_rmse(ytr, yte, mean))
+                rmse, rmse_mean = table_rmse(ytr, yte, mean)
     except KeyboardInterrupt:
         print(f"\ndaskgp: interrupted; the parameters after the last finished iteration are in {ckpt.path}; "
               f"continue with the same command plus --resume", file=sys.stderr)
@@ -72,11 +73,3 @@ def sgpr_command(args) -> int:
           f"({est.fit_info_['n_evaluations']} evaluations, {est.fit_info_['seconds']:.1f} s)")
     print(f"test RMSE {rmse:.3f} {ds.target_name} (mean predictor {rmse_mean:.3f}); results in {args.out}")
     return 0
-
-
-def _table_rmse(ytr, yte, mean):
-    """(test RMSE, mean predictor's RMSE) of dask arrays, reduced on the workers in one computation."""
-    import dask
-    import dask.array as da
-
-    return dask.compute(da.sqrt(da.mean((mean - yte) ** 2)), da.sqrt(da.mean((ytr.mean() - yte) ** 2)))

@@ -192,6 +192,33 @@ def test_cli_sgpr_fits_a_parquet_folder_and_reduces_the_test_metrics_on_the_work
     assert np.sqrt(np.mean((pred - plant[T].to_numpy()[test]) ** 2)) == pytest.approx(rmse, rel=1e-9)
 
 
+def test_cli_advgp_fits_a_parquet_folder_one_partition_per_file(parquet_folder, plant, tmp_path):
+    """`daskgp advgp --data FOLDER`: the files' training rows are its partitions, the test RMSE reduced on
+    the workers equals the loaded model's on the hashed test rows."""
+    import os
+    import subprocess
+    import sys
+
+    import xarray as xr
+
+    from daskgp.datasets.tables import _is_test
+
+    out = tmp_path / "advgp.nc"
+    argv = ["advgp", "--data", str(parquet_folder), "--inducing", "16", "--max-iter", "20", "--tau", "0",
+            "--out", str(out)]
+    r = subprocess.run([sys.executable, "-m", "daskgp", *argv], capture_output=True, text=True, timeout=300,
+                       env=os.environ.copy())
+    assert r.returncode == 0, r.stderr
+    assert "parquet, 4 chunks read on the workers" in r.stdout
+    test = _is_test(0, len(plant), 0, 0.1)
+    with xr.open_dataset(out) as res:
+        assert res.attrs["n_test"] == test.sum()
+        assert len(res.attrs["gradients_per_partition"]) == N_FILES
+        assert res.attrs["test_rmse"] < res.attrs["mean_predictor_rmse"]
+        rmse = res.attrs["test_rmse"]
+    assert "test RMSE" in r.stdout and f"{rmse:.3f}" in r.stdout
+
+
 def test_the_table_split_holds_out_the_same_rows_however_the_files_cut_them(tmp_path, plant):
     from daskgp.datasets import split_table
 
@@ -210,7 +237,7 @@ def test_the_table_split_holds_out_the_same_rows_however_the_files_cut_them(tmp_
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["sample", "--data", "{folder}", "--out", "{folder}.run.zarr"], "'daskgp sgpr' reads tables so far"),
+    (["sample", "--data", "{folder}", "--out", "{folder}.run.zarr"], "'daskgp advgp' read tables so far"),
     (["sgpr", "--data", "{folder}", "--train-size", "100"], "--train-size is for data in memory"),
     (["sgpr", "--features", "a,b"], "--features is for a --data table"),
     (["sgpr", "--data", "{folder}", "--target", "price"], "no target column 'price'"),
