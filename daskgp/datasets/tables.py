@@ -199,7 +199,10 @@ def _read_files(source: str, files: list[str], kind: str, target, features, labe
         rows = [pq.ParquetFile(f).metadata.num_rows for f in files]  # footers: no row is read
     else:  # a CSV's row count is known only by reading it: counted where the file is read
         rows = list(dask.compute(*[dask.delayed(_count_csv_rows)(f) for f in files]))
-    blocks = [da.from_delayed(dask.delayed(read)(f, cols), shape=(r, len(cols)), dtype=np.float64)
+    # pure tasks named by the file, its size and modification time and the columns: the same table gives the
+    # same graph in any process (a fit's checkpoint is tied to its data by that token), a changed file another
+    blocks = [da.from_delayed(dask.delayed(read, pure=True)(f, cols, _stamp(f)), shape=(r, len(cols)),
+                              dtype=np.float64)
               for f, r in zip(files, rows, strict=True) if r > 0]
     if not blocks:
         raise ValueError(f"{source}: every file is empty")
@@ -208,7 +211,12 @@ def _read_files(source: str, files: list[str], kind: str, target, features, labe
     return Table(label, A[:, :-1], A[:, -1], tuple(feats), target, kind, source, names)
 
 
-def _read_parquet_file(f: str, cols: list[str]) -> np.ndarray:
+def _stamp(f: str) -> tuple[int, int]:
+    st = os.stat(f)
+    return st.st_size, st.st_mtime_ns
+
+
+def _read_parquet_file(f: str, cols: list[str], stamp=None) -> np.ndarray:
     import pyarrow.parquet as pq
 
     t = pq.read_table(f, columns=cols)
@@ -222,7 +230,7 @@ def _count_csv_rows(f: str) -> int:
     return sum(len(c) for c in pd.read_csv(f, usecols=[0], chunksize=1 << 20))
 
 
-def _read_csv_file(f: str, cols: list[str]) -> np.ndarray:
+def _read_csv_file(f: str, cols: list[str], stamp=None) -> np.ndarray:
     import pandas as pd
 
     df = pd.read_csv(f, usecols=cols)[cols]

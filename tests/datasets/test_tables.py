@@ -248,3 +248,21 @@ def test_cli_table_arguments_refused_in_one_line(argv, msg, capsys, parquet_fold
     assert main([a.format(folder=parquet_folder) for a in argv]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("daskgp: error:") and msg in err[0]
+
+
+def test_a_tables_token_is_its_files_columns_and_their_state(parquet_folder):
+    """What ties a fit's checkpoint to a table (dask's token of its graph) is the same for the same files
+    and columns — in any process, so that --resume finds its checkpoint — and changes with a file."""
+    import os
+
+    from daskgp.core.fingerprint import data_token
+
+    a, b = read_table(parquet_folder), read_table(parquet_folder)
+    assert data_token(a.X, a.y) == data_token(b.X, b.y)
+    assert data_token(a.X, a.y) != data_token(*(lambda t: (t.X, t.y))(read_table(parquet_folder,
+                                                                               features=F[:2])))
+    f = sorted(parquet_folder.iterdir())[0]
+    st = os.stat(f)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    c = read_table(parquet_folder)
+    assert data_token(c.X, c.y) != data_token(a.X, a.y)
