@@ -136,17 +136,19 @@ def read_table(path, target: str | int | None = None, features=None, name: str |
 
 
 # --- Parquet and CSV: one chunk per file ------------------------------------------------------------------
-def _schema(f: str, kind: str) -> dict[str, str]:
-    """Column name → type, from the file's metadata: a Parquet footer, or a CSV header line ('?' types: a
-    CSV's types are known only from its values, checked where they are read)."""
+def _schema(f: str, kind: str) -> tuple[dict[str, str], int | None]:
+    """(column name → type, rows) from the file's metadata, read once: a Parquet footer (its row count too),
+    or a CSV header line ('?' types: a CSV's types are known only from its values, checked where they are
+    read; rows None: counted where the file is read)."""
     if kind == "parquet":
         import pyarrow.parquet as pq
 
-        s = pq.read_schema(f)
-        return {n: str(s.field(n).type) for n in s.names if not n.startswith("__index_level_")}
+        meta = pq.read_metadata(f)
+        s = meta.schema.to_arrow_schema()
+        return {n: str(s.field(n).type) for n in s.names if not n.startswith("__index_level_")}, meta.num_rows
     import pandas as pd
 
-    return {str(c): "?" for c in pd.read_csv(f, nrows=0).columns}
+    return {str(c): "?" for c in pd.read_csv(f, nrows=0).columns}, None
 
 
 def _numeric_type(t: str) -> bool:
@@ -182,9 +184,9 @@ def _read_files(source: str, files: list[str], kind: str, target, features, labe
     import dask
     import dask.array as da
 
-    first = _schema(files[0], kind)
-    for f in files[1:]:
-        s = _schema(f, kind)
+    footers = [_schema(f, kind) for f in files]
+    first = footers[0][0]
+    for f, (s, _) in zip(files[1:], footers[1:], strict=True):
         if s != first:
             diff = sorted(set(s.items()) ^ set(first.items()))
             what = ", ".join(f"{c}: {t}" for c, t in diff)
@@ -194,9 +196,7 @@ def _read_files(source: str, files: list[str], kind: str, target, features, labe
     cols = feats + [target]
     read = _read_parquet_file if kind == "parquet" else _read_csv_file
     if kind == "parquet":
-        import pyarrow.parquet as pq
-
-        rows = [pq.ParquetFile(f).metadata.num_rows for f in files]  # footers: no row is read
+        rows = [r for _, r in footers]  # from the footers: no row is read
     else:  # a CSV's row count is known only by reading it: counted where the file is read
         rows = list(dask.compute(*[dask.delayed(_count_csv_rows)(f) for f in files]))
     # pure tasks named by the file, its size and modification time and the columns: the same table gives the
