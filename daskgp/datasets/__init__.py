@@ -20,6 +20,7 @@ from .loaders import (
     load_classification_csv,
     load_csv,
     load_spec,
+    names_table,
     read_csv_frame,
     scaler_meta,
     split_indices,
@@ -29,5 +30,5 @@ from .tables import Table, is_table_path, read_table, split_table
 
 __all__ = ["CLASSIFICATION", "DATASETS", "FLIGHT_FEATURES", "Dataset", "Labelled", "check_numeric_frame",
            "data_dirs", "fitted_scaler", "images", "load", "load_classification", "load_classification_csv",
-           "load_csv", "load_spec", "read_csv_frame", "read_table", "scaler_meta", "split_indices", "Table",
-           "is_table_path", "split_table", "train_test"]
+           "load_csv", "load_spec", "names_table", "read_csv_frame", "read_table", "scaler_meta",
+           "split_indices", "Table", "is_table_path", "split_table", "train_test"]

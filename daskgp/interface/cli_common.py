@@ -62,9 +62,27 @@ def print_summary(dt, psrf: bool = False) -> None:
 def table_in_args(args) -> bool:
     """Whether the data arguments name a table (``--data PATH``: Parquet, zarr, a CSV glob), not a built-in
     set or ``--csv FILE``."""
-    from ..datasets import DATASETS, is_table_path
+    from ..datasets import names_table
 
-    return not args.csv and args.data not in DATASETS and args.data != "flights" and is_table_path(args.data)
+    return not args.csv and names_table(args.data)
+
+
+def split_before_cluster(args) -> bool:
+    """Whether ``daskgp sgpr|advgp`` split their data before a cluster starts (refusing it then costs
+    nothing): data in memory, and a table read from its metadata alone (Parquet footers, zarr headers). A CSV
+    glob's rows are counted where they are read, so it is split on the cluster."""
+    from ..datasets.tables import counts_rows_by_reading
+
+    return not (table_in_args(args) and counts_rows_by_reading(args.data))
+
+
+def announce_split(command: str, ds, Xtr, Xte, settings: str) -> None:
+    """The first line of a fit on the command line: the data, where a table is read, rows, settings."""
+    from ..datasets import Table
+
+    where = f" ({ds.kind}, {len(ds.chunk_names)} chunks read on the workers)" if isinstance(ds, Table) else ""
+    print(f"daskgp {command}: {ds.name}{where}, {Xtr.shape[0]} training / {Xte.shape[0]} test rows, "
+          f"d={Xtr.shape[1]}, {settings}", flush=True)
 
 
 def dataset_from_args(args, tables: bool = False):
@@ -237,6 +255,18 @@ def table_rmse(ytr, yte, mean) -> tuple[float, float]:
     rmse, rmse_mean = dask.compute(da.sqrt(da.mean((mean - yte) ** 2)),
                                    da.sqrt(da.mean((ytr.mean() - yte) ** 2)))
     return float(rmse), float(rmse_mean)
+
+
+def write_results(res, out: str, ds, args, ytr, yte, mean, sd, reduced) -> tuple[float, float]:
+    """The results file of ``daskgp sgpr|advgp``: :func:`write_test_results` for data in memory, or for a
+    table :func:`write_table_results` with ``reduced``, its (test RMSE, mean predictor's RMSE) reduced on
+    the workers while the cluster was up (:func:`table_rmse`). Returns those two."""
+    from ..datasets import Table
+
+    if isinstance(ds, Table):
+        write_table_results(res, out, ds, args, int(yte.shape[0]), *reduced)
+        return reduced
+    return write_test_results(res, out, ds, args, ytr, yte, mean, sd)
 
 
 def write_table_results(res, out: str, table, args, n_test: int, rmse: float, rmse_mean: float) -> None:
