@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # the real data beside the project (CI and developers); elsewhere the loader downloads into the user cache
 export DASKGP_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 
-.PHONY: demo test lint bench clean browser docs
+.PHONY: demo test lint bench clean browser hosts docs
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || "$$(.ci/find-python)" -m venv $(VENV)
@@ -26,6 +26,14 @@ browser:
 	    || { if [ -n "$$CI" ]; then echo "could not install chromium, which CI needs" >&2; exit 1; fi; \
 	         echo "could not install chromium: the browser test will be skipped"; }; }
 
+# iproute2 (ip, tc) for the multi-host tests, which make network namespaces (tests/multihost; CI runs as root):
+# a missing one fails CI, and those tests fail rather than skip without it
+hosts:
+	@command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || \
+	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null) \
+	    || { if [ -n "$$CI" ]; then echo "could not install iproute2, which CI needs" >&2; exit 1; fi; \
+	         echo "could not install iproute2: the multi-host tests will fail"; }; }
+
 # the browser test alone, after the rest: its 5-second waits on the page are for a machine not loaded twice over
 BROWSER_TEST := tests/interface/test_dashboard_browser.py::test_dashboard_end_to_end_in_chromium
 
@@ -34,7 +42,7 @@ BROWSER_TEST := tests/interface/test_dashboard_browser.py::test_dashboard_end_to
 # every test that waits on a cluster or a child process: a fresh-clone .ci/run took 70 min, now 29
 SERIAL_BLAS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-test: $(STAMP) browser
+test: $(STAMP) browser hosts
 	$(SERIAL_BLAS) $(PY) -m pytest -q --durations=15 -n 2 --dist loadfile --no-loadscope-reorder --deselect $(BROWSER_TEST)
 	$(PY) -m pytest -q $(BROWSER_TEST)
 	$(MAKE) docs

@@ -116,8 +116,17 @@ class RowChunks:
             from dask import delayed
 
             tasks = [delayed(dict)(**{k: v[i] for k, v in delayed_cols.items()}) for i in range(len(sizes))]
-            futures = client.compute(tasks)
-            return cls(client, futures, sizes, rebuild=lambda idx: client.compute([tasks[i] for i in idx]))
+
+            def compute(idx):
+                # chunk i (with the reads it needs) preferably on worker i mod W: spread evenly, as scatter
+                # spreads numpy chunks. Left to itself the scheduler gives quick independent reads to
+                # whichever worker frees first, and a worker behind a slow link may hold none while another
+                # holds most: every evaluation then waits on one worker's serial share. Loose restrictions:
+                # a lost or missing worker's chunks go to another one
+                workers = sorted(client.scheduler_info(n_workers=-1)["workers"]) or [None]
+                return [client.compute(tasks[i], workers=workers[i % len(workers)], allow_other_workers=True)
+                        for i in idx]
+            return cls(client, compute(range(len(sizes))), sizes, rebuild=compute)
         parts = split_rows(arrays, chunk_rows)
         # hash=False: equal chunks of two row sets must not share a key, or releasing one loses the other's
         futures = client.scatter(parts, hash=False)

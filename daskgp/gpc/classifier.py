@@ -137,6 +137,7 @@ class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
 
         if isinstance(X, da.Array) or isinstance(y, da.Array):
             X, ypm = self._dask_data(X, y)
+            self.n_features_in_ = X.shape[1]  # (fit_data sets it for numpy input)
         else:
             X, y = fit_data(self, X, y, min_rows=2, y_numeric=False)
             ypm = self._labels(y)

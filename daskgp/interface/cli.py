@@ -131,6 +131,12 @@ def _data_arguments(parser, default: str) -> None:
                         help="folder with <name>.csv (else $DASKGP_DATA, user cache)")
 
 
+def _predictions_argument(parser) -> None:
+    parser.add_argument("--predictions", default=None, metavar="FOLDER",
+                        help="with a --data table: its held-out rows' predictions as a new Parquet folder, "
+                             "one file per chunk, written by the workers")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _OneLineParser(prog="daskgp", description="Scalable Bayesian Gaussian processes on Dask.")
     p.add_argument("--version", action="version", version=f"daskgp {__version__}")
@@ -232,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     sg.add_argument("--seed", type=int, default=0, help="split and k-means seed")
     sg.add_argument("--out", default="sgpr.nc", help="netCDF file for parameters, bound trace, predictions")
     sg.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    _predictions_argument(sg)
     sg.add_argument("--resume", action="store_true",
                     help="continue from the checkpoint folder OUT.checkpoint (committed every iteration) "
                          "after an interruption")
@@ -260,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--seed", type=int, default=0, help="split and k-means seed")
     ad.add_argument("--out", default="advgp.nc", help="netCDF results file")
     ad.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    _predictions_argument(ad)
     ad.add_argument("--resume", action="store_true",
                     help="continue from the checkpoint folder OUT.checkpoint")
     _cluster_arguments(ad)
@@ -267,9 +275,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     gc = sub.add_parser("gpc", help="sparse GP classification by EP, stochastic EP or ADF")
     src = gc.add_mutually_exclusive_group()
-    src.add_argument("--data", default="breast_cancer", help="breast_cancer | mnist_parity | flights_delayed")
+    src.add_argument("--data", default="breast_cancer",
+                     help="breast_cancer | mnist_parity | flights_delayed, or a table: PATH of Parquet "
+                          "files, a zarr store or a CSV glob, read on the workers")
     src.add_argument("--csv", default=None, help="your CSV, header row: numeric features, a label column")
-    gc.add_argument("--target", default=None, help="label column of --csv (default: the last)")
+    gc.add_argument("--target", default=None, help="label column of --csv or a table (default: the last)")
+    gc.add_argument("--features", default=None,
+                    help="a table's feature columns, comma-separated (default: all but the target)")
     gc.add_argument("--method", choices=("ep", "sep", "adf"), default="sep")
     gc.add_argument("--inducing", type=int, default=100, help="inducing points m")
     gc.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
@@ -285,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--seed", type=int, default=0, help="split, k-means and minibatch seed")
     gc.add_argument("--out", default="gpc.nc", help="netCDF results file")
     gc.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    _predictions_argument(gc)
     gc.add_argument("--resume", action="store_true",
                     help="continue the interrupted fit in OUT.checkpoint (the same command otherwise)")
     _cluster_arguments(gc)

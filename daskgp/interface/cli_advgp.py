@@ -11,6 +11,7 @@ from .cli_common import (
     announce_split,
     check_fit_outputs,
     cluster_from_args,
+    save_predictions,
     split_before_cluster,
     split_from_args,
     table_in_args,
@@ -67,6 +68,8 @@ def advgp_command(args) -> int:
             printer.done()
             mean, sd = est.predict(Xte, return_std=True)
             reduced = table_rmse(ytr, yte, mean) if table else None  # on the workers; no row comes here
+            if table:
+                save_predictions(args, ds, yte, mean=mean, sd=sd)
     except KeyboardInterrupt:
         print(f"\ndaskgp: interrupted; the server's state is in {ckpt.path} (every 10 updates); continue "
               "with the same command plus --resume", file=sys.stderr)

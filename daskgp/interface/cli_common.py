@@ -96,8 +96,8 @@ def dataset_from_args(args, tables: bool = False):
         return ds, {"csv": os.path.abspath(args.csv), "target": ds.target_name}
     if table_in_args(args):
         if not tables:
-            raise ValueError(f"--data {args.data} is a table (Parquet, zarr or a CSV glob): 'daskgp sgpr' "
-                             "and 'daskgp advgp' read tables so far; give a built-in name or --csv FILE here")
+            raise ValueError(f"--data {args.data} is a table (Parquet, zarr or a CSV glob): 'daskgp sgpr', "
+                             "'advgp' and 'gpc' read tables; give a built-in name or --csv FILE here")
         t = read_table(args.data, target=args.target, features=getattr(args, "features", None))
         return t, {"table": os.path.abspath(args.data), "target": t.target_name,
                    "features": list(t.feature_names)}
@@ -264,24 +264,74 @@ def write_results(res, out: str, ds, args, ytr, yte, mean, sd, reduced) -> tuple
     from ..datasets import Table
 
     if isinstance(ds, Table):
-        write_table_results(res, out, ds, args, int(yte.shape[0]), *reduced)
+        write_table_results(res, out, ds, args, int(yte.shape[0]), test_rmse=reduced[0],
+                            mean_predictor_rmse=reduced[1])
         return reduced
     return write_test_results(res, out, ds, args, ytr, yte, mean, sd)
 
 
-def write_table_results(res, out: str, table, args, n_test: int, rmse: float, rmse_mean: float) -> None:
-    """A fitted model's Dataset ``res`` with the test metrics of a table (computed on the workers; the test
-    rows' predictions are not gathered into the file) written to the netCDF ``out`` atomically."""
+def write_table_results(res, out: str, table, args, n_test: int, **metrics: float) -> None:
+    """A fitted model's Dataset ``res`` with the test ``metrics`` of a table (computed on the workers; the
+    test rows' predictions are not gathered into the file) written to the netCDF ``out`` atomically."""
     from .._version import __version__
     from ..core.files import MARK, replaced_atomically
 
     res.attrs.update(dataset=table.name, table=os.path.abspath(table.source), target=table.target_name,
-                     test_rmse=rmse, mean_predictor_rmse=rmse_mean, n_test=n_test, seed=args.seed,
+                     **metrics, n_test=n_test, seed=args.seed,
                      test_fraction=args.test_fraction, split="row-index hash (daskgp.datasets.split_table)",
                      daskgp_version=__version__)
     res.attrs[MARK] = res.attrs["model"]
     with replaced_atomically(out) as tmp:
         res.to_netcdf(tmp)
+
+
+def check_predictions_path(args) -> None:
+    """``--predictions FOLDER``, checked before any work: only with a table (data in memory keep their test
+    predictions in ``--out``), a path that does not exist yet (daskgp never replaces or deletes a folder)
+    in an existing folder, and not the table itself."""
+    path = getattr(args, "predictions", None)
+    if path is None:
+        return
+    if not table_in_args(args):
+        raise ValueError("--predictions is for a --data table; with data in memory the test predictions are "
+                         f"in {args.out}")
+    if os.path.lexists(path):
+        raise FileExistsError(f"--predictions {path} exists: give a new folder (daskgp does not replace or "
+                              "delete a folder)")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"--predictions {path}: the folder {parent} does not exist")
+
+
+def write_table_predictions(path: str, columns: dict) -> int:
+    """Write the dask arrays ``columns`` (name → (n,), one row chunking) as the Parquet folder ``path``, one
+    file per chunk, each written by the worker that computes it (no row comes to this process). A failed
+    write removes the folder it made (it did not exist: :func:`check_predictions_path`). Returns the files
+    written."""
+    import shutil
+
+    import dask.array as da
+    import dask.dataframe as dd
+
+    names = list(columns)
+    arr = da.stack([columns[k].astype(float) for k in names], axis=1)
+    try:
+        dd.from_dask_array(arr, columns=names).to_parquet(path, write_index=False)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return len(arr.chunks[0])
+
+
+def save_predictions(args, table, y_test, **columns) -> None:
+    """With ``--predictions FOLDER``: the table's test target ``y_test`` and the prediction ``columns`` (dask
+    arrays (n_test,)) written there from the workers (:func:`write_table_predictions`), and one line."""
+    path = getattr(args, "predictions", None)
+    if path is None:
+        return
+    files = write_table_predictions(path, {table.target_name: y_test, **columns})
+    print(f"predictions of the {int(y_test.shape[0])} test rows in {path} ({files} Parquet files: "
+          f"{', '.join([table.target_name, *columns])})", flush=True)
 
 
 def check_fit_outputs(args, ckpt, kind: str) -> None:
@@ -293,6 +343,7 @@ def check_fit_outputs(args, ckpt, kind: str) -> None:
 
     reads = (getattr(args, "csv", None),)
     check_out_path(args.out, kind, args.overwrite, (".nc", ".nc4", ".netcdf"), reads=reads)
+    check_predictions_path(args)
     if ckpt.exists() and not (args.resume or args.overwrite):
         raise FileExistsError(f"{ckpt.path} holds an interrupted fit: add --resume to continue it or "
                               "--overwrite to start afresh")

@@ -1,6 +1,8 @@
 """``daskgp gpc``: sparse GP classification by EP, stochastic EP or ADF (Hernández-Lobato et al. 2015) on the
-command line: a named data set or a CSV with a label column, a fixed stratified split, progress, and a
-netCDF results file with the model and the held-out predictions."""
+command line: a named data set or a CSV with a label column (a fixed stratified split; the results file
+holds the held-out predictions), or a table read on the workers (``--data PATH``: the row-index hash split
+of :func:`daskgp.datasets.split_table`, the test metrics reduced on the workers), progress, and a netCDF
+results file with the model."""
 
 from __future__ import annotations
 
@@ -10,10 +12,40 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .cli_common import check_fit_outputs, cluster_from_args, positive_int
+from .cli_common import (
+    check_fit_outputs,
+    cluster_from_args,
+    positive_int,
+    save_predictions,
+    split_before_cluster,
+    split_from_args,
+    table_in_args,
+    write_table_results,
+)
 from .progress import gpc_progress
 
 KIND = "daskgp.SparseGPClassifier"  # the marker of the results file: a model SparseGPClassifier reads
+
+
+def _split_table(args):
+    """(table, X_train, X_test, y_train, y_test) as dask arrays: the row-index hash split (not stratified:
+    the labels are on the workers); the two classes are checked there by the fit."""
+    ds, Xtr, ytr, Xte, yte = split_from_args(args, tables=True)
+    return ds, Xtr, Xte, ytr, yte
+
+
+def _table_metrics(est, ytr, p1, yte) -> dict:
+    """Test error, test NLL and the class prior's NLL of a fit on a table from the test rows' p(classes_[1])
+    ``p1``, reduced on the workers in one computation (no test row comes to this process)."""
+    import dask
+    import dask.array as da
+
+    pos = yte == est.classes_[1]
+    p_true = da.clip(da.where(pos, p1, 1 - p1), 1e-300, 1)
+    prior = da.mean(ytr == est.classes_[1])
+    err, nll, nll_prior = dask.compute(da.mean((p1 > 0.5) != pos), -da.mean(da.log(p_true)),
+                                       -da.mean(da.where(pos, da.log(prior), da.log(1 - prior))))
+    return {"test_error": float(err), "test_nll": float(nll), "prior_nll": float(nll_prior)}
 
 
 def _data(args):
@@ -44,23 +76,27 @@ def gpc_command(args) -> int:
         ckpt.remove()
     if not 0 < args.test_fraction < 1:
         raise ValueError(f"--test-fraction must be in (0, 1), got {args.test_fraction}")
-    data = _data(args)
-    classes = np.unique(data.y)
-    if len(classes) != 2:
-        raise ValueError(f"{data.name}: the target {data.target_name!r} has {len(classes)} classes; daskgp "
-                         "gpc is a binary classifier")
-    Xtr, Xte, ytr, yte = train_test_split(data.X, data.y, test_size=args.test_fraction,
-                                          random_state=args.seed, stratify=data.y)
-    if args.train_size not in ("all", "full"):
-        k = positive_int(args.train_size, "--train-size")
-        if k < len(ytr):
-            Xtr, _, ytr, _ = train_test_split(Xtr, ytr, train_size=k, random_state=args.seed, stratify=ytr)
-    if args.inducing > len(Xtr):
-        raise ValueError(f"--inducing {args.inducing} is more than the {len(Xtr)} training rows")
-    print(f"daskgp gpc: {data.name}, {len(Xtr)} training / {len(Xte)} test rows, d={Xtr.shape[1]}, "
-          f"m={args.inducing}, {args.method.upper()}, kernel={args.kernel}", flush=True)
-    if args.resume:
-        print(f"resuming from {ckpt.path} after {ckpt.iterations()} iterations", flush=True)
+    table, early = table_in_args(args), split_before_cluster(args)
+    if table:
+        if early:  # from the files' metadata: refused before a cluster starts
+            data, Xtr, Xte, ytr, yte = _split_table(args)
+    else:
+        if args.features:
+            raise ValueError("--features is for a --data table (Parquet, zarr or a CSV glob)")
+        data = _data(args)
+        classes = np.unique(data.y)
+        if len(classes) != 2:
+            raise ValueError(f"{data.name}: the target {data.target_name!r} has {len(classes)} classes; "
+                             "daskgp gpc is a binary classifier")
+        Xtr, Xte, ytr, yte = train_test_split(data.X, data.y, test_size=args.test_fraction,
+                                              random_state=args.seed, stratify=data.y)
+        if args.train_size not in ("all", "full"):
+            k = positive_int(args.train_size, "--train-size")
+            if k < len(ytr):
+                Xtr, _, ytr, _ = train_test_split(Xtr, ytr, train_size=k, random_state=args.seed,
+                                                  stratify=ytr)
+        if args.inducing > len(Xtr):
+            raise ValueError(f"--inducing {args.inducing} is more than the {len(Xtr)} training rows")
     est = SparseGPClassifier(n_inducing=args.inducing, method=args.method, max_iter=args.max_iter,
                              chunk_rows=args.chunk_rows, batch_size=args.batch, damping=args.damping,
                              learning_rate=args.learning_rate, random_state=args.seed,
@@ -74,19 +110,43 @@ def gpc_command(args) -> int:
         p1 = Probit.predict_proba(*Posterior(state.params, state.factor).predict_latent(Xs))
         return float(np.mean(np.where(p1 > 0.5, classes[1], classes[0]) != yte))
 
-    est._check_params(len(Xtr))  # damping, learning rate, chunk rows: refused before a cluster starts
-    printer = gpc_progress(args.max_iter, args.method, test_error)
+    def announce():
+        where = f" ({data.kind}, {len(data.chunk_names)} chunks read on the workers)" if table else ""
+        print(f"daskgp gpc: {data.name}{where}, {Xtr.shape[0]} training / {Xte.shape[0]} test rows, "
+              f"d={Xtr.shape[1]}, m={args.inducing}, {args.method.upper()}, kernel={args.kernel}", flush=True)
+        if args.resume:
+            print(f"resuming from {ckpt.path} after {ckpt.iterations()} iterations", flush=True)
+
+    if not table or early:
+        est._check_params(Xtr.shape[0])  # damping, learning rate, chunk rows: refused before a cluster starts
+        announce()
+    # a table's test rows stay on the workers: its held-out error comes once, at the end
+    printer = gpc_progress(args.max_iter, args.method, None if table else test_error)
     try:
         with cluster_from_args(args, stream=sys.stderr) as client:
+            if table and not early:  # a CSV glob: its rows counted where they are read
+                data, Xtr, Xte, ytr, yte = _split_table(args)
+                est._check_params(Xtr.shape[0])
+                announce()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
                 est.fit(Xtr, ytr, client=client, callback=printer, checkpoint=ckpt, resume=args.resume,
                         keep_checkpoint=True)
             printer.done()
+            if table:
+                p1 = est.predict_proba(Xte)[:, 1]
+                metrics = _table_metrics(est, ytr, p1, yte)
+                save_predictions(args, data, yte, **{f"p_{est.classes_[1]:g}": p1})
     except KeyboardInterrupt:
         print(f"\ndaskgp: interrupted; the fit after its last finished iteration is in {ckpt.path}; continue "
               "with the same command plus --resume", file=sys.stderr)
         return 130
+    if table:
+        write_table_results(est.to_dataset(list(data.feature_names)), args.out, data, args, int(yte.shape[0]),
+                            **metrics)
+        ckpt.remove()
+        _report(est, caught, metrics, args.out)
+        return 0
     proba = est.predict_proba(Xte)
     err = float(np.mean(est.predict(Xte) != yte))
     idx = np.searchsorted(est.classes_, yte)
@@ -103,9 +163,14 @@ def gpc_command(args) -> int:
     with replaced_atomically(args.out) as tmp:
         res.to_netcdf(tmp)
     ckpt.remove()  # only once the results are safe
+    _report(est, caught, {"test_error": err, "test_nll": nll, "prior_nll": nll_prior}, args.out)
+    return 0
+
+
+def _report(est, caught, m: dict, out: str) -> None:
     for w in caught:  # the fit's own warnings, one line each, after the progress line
         print(f"daskgp: warning: {w.message}", file=sys.stderr)
     kept = f" (the model is iteration {est.best_iteration_}'s)" if est.best_iteration_ != est.n_iter_ else ""
-    print(f"log Z {est.evidence_:.2f} nats after {est.n_iter_} iterations{kept}; test error {err:.4f}, "
-          f"test NLL {nll:.4f} (class prior {nll_prior:.4f}); results in {args.out}")
-    return 0
+    print(f"log Z {est.evidence_:.2f} nats after {est.n_iter_} iterations{kept}; test error "
+          f"{m['test_error']:.4f}, test NLL {m['test_nll']:.4f} (class prior {m['prior_nll']:.4f}); results "
+          f"in {out}")

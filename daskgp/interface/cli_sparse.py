@@ -8,6 +8,7 @@ from .cli_common import (
     announce_split,
     check_fit_outputs,
     cluster_from_args,
+    save_predictions,
     split_before_cluster,
     split_from_args,
     table_in_args,
@@ -54,6 +55,8 @@ def sgpr_command(args) -> int:
             mean, sd = est.predict(Xte, return_std=True)
             # a table's test metrics reduced on the workers; no row comes here
             reduced = table_rmse(ytr, yte, mean) if table else None
+            if table:
+                save_predictions(args, ds, yte, mean=mean, sd=sd)
     except KeyboardInterrupt:
         print(f"\ndaskgp: interrupted; the parameters after the last finished iteration are in {ckpt.path}; "
               f"continue with the same command plus --resume", file=sys.stderr)

@@ -164,9 +164,10 @@ def test_advgp_fits_a_parquet_folder_file_by_file_as_it_fits_the_same_partitions
 
 def test_cli_sgpr_fits_a_parquet_folder_and_reduces_the_test_metrics_on_the_workers(parquet_folder, plant,
                                                                                      tmp_path):
-    """`daskgp sgpr --data FOLDER --target T`: the split by row-index hash (the rows split_table holds out),
-    the metrics reduced on the workers, the results file a fitted model whose predictions on those test rows
-    give the stored RMSE."""
+    """`daskgp sgpr --data FOLDER --target T --predictions P`: the split by row-index hash (the rows
+    split_table holds out), the metrics reduced on the workers, the results file a fitted model whose
+    predictions on those test rows give the stored RMSE; the workers wrote those rows' target, mean and sd
+    as a Parquet folder, one file per input file, equal to the loaded model's predictions."""
     import os
     import subprocess
     import sys
@@ -175,9 +176,9 @@ def test_cli_sgpr_fits_a_parquet_folder_and_reduces_the_test_metrics_on_the_work
 
     from daskgp.datasets.tables import _is_test
 
-    out = tmp_path / "table.nc"
+    out, preds = tmp_path / "table.nc", tmp_path / "preds.parquet"
     argv = ["sgpr", "--data", str(parquet_folder), "--target", T, "--features", ",".join(F[:3]),
-            "--inducing", "20", "--max-iter", "10", "--out", str(out)]
+            "--inducing", "20", "--max-iter", "10", "--out", str(out), "--predictions", str(preds)]
     r = subprocess.run([sys.executable, "-m", "daskgp", *argv], capture_output=True, text=True, timeout=300,
                        env=os.environ.copy())
     assert r.returncode == 0, r.stderr
@@ -188,8 +189,14 @@ def test_cli_sgpr_fits_a_parquet_folder_and_reduces_the_test_metrics_on_the_work
         assert res.attrs["test_rmse"] < 0.5 * res.attrs["mean_predictor_rmse"]
         rmse = res.attrs["test_rmse"]
     est = daskgp.SparseGPRegressor.load(out)
-    pred = est.predict(plant[F[:3]].to_numpy()[test])
+    pred, sd = est.predict(plant[F[:3]].to_numpy()[test], return_std=True)
     assert np.sqrt(np.mean((pred - plant[T].to_numpy()[test]) ** 2)) == pytest.approx(rmse, rel=1e-9)
+    assert len(list(preds.glob("*.parquet"))) == N_FILES
+    written = pd.read_parquet(preds)
+    assert list(written.columns) == [T, "mean", "sd"] and len(written) == test.sum()
+    np.testing.assert_array_equal(written[T].to_numpy(), plant[T].to_numpy()[test])
+    np.testing.assert_allclose(written["mean"].to_numpy(), pred, rtol=1e-10)
+    np.testing.assert_allclose(written["sd"].to_numpy(), sd, rtol=1e-10)
 
 
 def test_cli_advgp_fits_a_parquet_folder_one_partition_per_file(parquet_folder, plant, tmp_path):
@@ -237,10 +244,15 @@ def test_the_table_split_holds_out_the_same_rows_however_the_files_cut_them(tmp_
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["sample", "--data", "{folder}", "--out", "{folder}.run.zarr"], "'daskgp advgp' read tables so far"),
+    (["sample", "--data", "{folder}", "--out", "{folder}.run.zarr"], "'advgp' and 'gpc' read tables"),
     (["sgpr", "--data", "{folder}", "--train-size", "100"], "--train-size is for data in memory"),
     (["sgpr", "--features", "a,b"], "--features is for a --data table"),
     (["sgpr", "--data", "{folder}", "--target", "price"], "no target column 'price'"),
+    (["gpc", "--data", "{folder}", "--train-size", "100"], "--train-size is for data in memory"),
+    (["gpc", "--features", "a,b"], "--features is for a --data table"),
+    (["gpc", "--data", "{folder}", "--inducing", "9000"], "--inducing 9000 is more than the"),
+    (["sgpr", "--data", "concrete", "--predictions", "{folder}.p"], "--predictions is for a --data table"),
+    (["advgp", "--data", "{folder}", "--predictions", "{folder}"], "exists: give a new folder"),
 ])
 def test_cli_table_arguments_refused_in_one_line(argv, msg, capsys, parquet_folder):
     from daskgp.interface.cli import main
@@ -266,3 +278,46 @@ def test_a_tables_token_is_its_files_columns_and_their_state(parquet_folder):
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     c = read_table(parquet_folder)
     assert data_token(c.X, c.y) != data_token(a.X, a.y)
+
+
+@pytest.mark.cluster
+def test_cli_gpc_fits_a_parquet_folder_as_the_estimator_fits_the_same_training_rows(tmp_path, client):
+    """`daskgp gpc --data FOLDER`: breast cancer in three Parquet files, the row-index hash split, SEP; the
+    test error and NLL reduced on the workers equal those of the estimator fitted in this process on the
+    same training rows as one numpy array (SEP is deterministic; the CLI's chunks are the files' training
+    rows, the numpy fit's one chunk, so the per-chunk sums are added in another order: 1e-8)."""
+    import os
+    import subprocess
+    import sys
+
+    import xarray as xr
+    from sklearn.datasets import load_breast_cancer
+
+    from daskgp.datasets.tables import _is_test
+
+    frame = load_breast_cancer(as_frame=True).frame
+    folder = tmp_path / "cancer.parquet"
+    folder.mkdir()
+    for i, (a, b) in enumerate([(0, 190), (190, 380), (380, len(frame))]):
+        frame.iloc[a:b].to_parquet(folder / f"p{i}.parquet", index=False)
+    out = tmp_path / "gpc.nc"
+    r = subprocess.run([sys.executable, "-m", "daskgp", "gpc", "--data", str(folder), "--target", "target",
+                        "--inducing", "10", "--max-iter", "15", "--out", str(out), "--predictions",
+                        str(tmp_path / "p.parquet")], capture_output=True,
+                       text=True, timeout=300, env=os.environ.copy())
+    assert r.returncode == 0, r.stderr
+    assert "parquet, 3 chunks read on the workers" in r.stdout and "test error" in r.stdout
+    X, y = frame.drop(columns="target").to_numpy(float), frame["target"].to_numpy(float)
+    test = _is_test(0, len(y), 0, 0.1)
+    est = daskgp.SparseGPClassifier(n_inducing=10, method="sep", max_iter=15, random_state=0)
+    est.fit(X[~test], y[~test], client=client)
+    p1 = est.predict_proba(X[test])[:, 1]
+    err = np.mean((p1 > 0.5) != (y[test] == 1))
+    nll = -np.mean(np.log(np.where(y[test] == 1, p1, 1 - p1)))
+    with xr.open_dataset(out) as res:
+        assert res.attrs["n_test"] == test.sum() and res.attrs["test_error"] == pytest.approx(err, abs=1e-12)
+        assert res.attrs["test_nll"] == pytest.approx(nll, rel=1e-8)
+        assert res.attrs["test_nll"] < 0.5 * res.attrs["prior_nll"]
+    written = pd.read_parquet(tmp_path / "p.parquet")  # the workers' Parquet files, one per input file
+    assert list(written.columns) == ["target", "p_1"] and len(written) == test.sum()
+    np.testing.assert_allclose(written["p_1"].to_numpy(), p1, rtol=1e-8)

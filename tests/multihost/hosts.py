@@ -1,0 +1,192 @@
+"""Hosts as Linux network namespaces on one machine: the multi-host topology of issue 34.
+
+Each host is a network namespace with one interface, ``eth0``, whose peer sits in a switch namespace on a
+bridge; every address is private (``10.213.7.0/24``) and lives only inside namespaces this module creates, so
+nothing outside this machine (nor its own root namespace) is addressed. The file system is shared, as the
+shared storage of a real cluster is. A process started with :meth:`Hosts.popen` runs inside its host's
+namespace (``ip netns exec``), so a ``dask scheduler`` on one host, ``dask worker`` processes on others and
+the client on a fourth talk over the bridge only, and every fault is a real one:
+
+- :meth:`Hosts.kill_host` SIGKILLs every process in a namespace (a host lost: worker, nanny and all);
+- :meth:`Hosts.link` takes a host's link down and up (a partition);
+- :meth:`Hosts.slow` puts a token-bucket filter (``tc qdisc … tbf``) on both directions of a host's link
+  (``netem`` is not available on these machines).
+
+Creating namespaces needs root (CI runs as root). :func:`check_namespaces` raises with the reason when they
+cannot be made; the tests do not skip.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+SUBNET = "10.213.7"
+PORT = 8786
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+def check_namespaces() -> None:
+    """Raise RuntimeError saying why network namespaces cannot be made here (not root, no ``ip``)."""
+    if os.geteuid() != 0:
+        raise RuntimeError("the multi-host tests make network namespaces, which needs root (CI runs as root)")
+    name = f"dgcheck{os.getpid()}"
+    try:
+        r = _ip("netns", "add", name, check=False)
+    except FileNotFoundError as e:
+        raise RuntimeError("the multi-host tests need iproute2's 'ip' (Debian package iproute2)") from e
+    if r.returncode:
+        raise RuntimeError(f"cannot make a network namespace: {r.stderr.strip()}")
+    _ip("netns", "del", name, check=False)
+
+
+def _remove_stale() -> None:
+    """Namespaces left by a test process that died before its teardown (their prefix carries its pid)."""
+    r = _ip("netns", "list", check=False)
+    for line in r.stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if name.startswith("dgt") and "-" in name:
+            pid = name[3:name.index("-")]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                _kill_all(name)
+                _ip("netns", "del", name, check=False)
+
+
+def _kill_all(ns: str) -> list[int]:
+    r = _ip("netns", "pids", ns, check=False)
+    pids = [int(p) for p in r.stdout.split()]
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+class Hosts:
+    """``names`` hosts on one bridge; host i has address ``10.213.7.(i+1)``."""
+
+    def __init__(self, names: list[str]):
+        check_namespaces()
+        _remove_stale()
+        self.prefix = f"dgt{os.getpid()}"
+        self.switch = f"{self.prefix}-sw"
+        self.names = list(names)
+        self.addr = {h: f"{SUBNET}.{i + 1}" for i, h in enumerate(self.names)}
+        self.procs: dict[str, list[subprocess.Popen]] = {h: [] for h in self.names}
+        made = []
+        try:
+            _ip("netns", "add", self.switch)
+            made.append(self.switch)
+            _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
+            _ip("-n", self.switch, "link", "set", "br0", "up")
+            for h in self.names:
+                ns = self.ns(h)
+                _ip("netns", "add", ns)
+                made.append(ns)
+                # the veth pair is made inside the switch namespace and one end moved into the host's: the
+                # root namespace never holds either end
+                _ip("-n", self.switch, "link", "add", self.port(h), "type", "veth", "peer", "name", "eth0",
+                    "netns", ns)
+                _ip("-n", self.switch, "link", "set", self.port(h), "master", "br0")
+                _ip("-n", self.switch, "link", "set", self.port(h), "up")
+                _ip("-n", ns, "addr", "add", f"{self.addr[h]}/24", "dev", "eth0")
+                _ip("-n", ns, "link", "set", "eth0", "up")
+                _ip("-n", ns, "link", "set", "lo", "up")
+        except BaseException:
+            for ns in made:
+                _ip("netns", "del", ns, check=False)
+            raise
+
+    def ns(self, host: str) -> str:
+        return f"{self.prefix}-{host}"
+
+    def port(self, host: str) -> str:
+        return f"v{self.names.index(host)}"
+
+    @property
+    def scheduler_address(self) -> str:
+        return f"tcp://{self.addr[self.names[0]]}:{PORT}"
+
+    def popen(self, host: str, args: list[str], env: dict | None = None, **kw) -> subprocess.Popen:
+        """Start ``args`` inside ``host``'s namespace; the process is SIGKILLed with its host."""
+        p = subprocess.Popen(["ip", "netns", "exec", self.ns(host), *args], env=env, **kw)
+        self.procs[host].append(p)
+        return p
+
+    def run(self, host: str, args: list[str], env: dict | None = None, timeout: float = 600,
+            **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(["ip", "netns", "exec", self.ns(host), *args], env=env, timeout=timeout,
+                              capture_output=True, text=True, **kw)
+
+    def python(self, host: str, args: list[str], env: dict | None = None, timeout: float = 600):
+        """``python args`` on ``host`` (this interpreter), waited for; returns the CompletedProcess."""
+        return self.run(host, [sys.executable, *args], env=env, timeout=timeout)
+
+    def start_scheduler(self, env: dict) -> None:
+        h = self.names[0]
+        self.popen(h, [sys.executable, "-m", "dask", "scheduler", "--host", self.addr[h], "--port", str(PORT),
+                       "--no-dashboard"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def start_worker(self, host: str, env: dict, nworkers: int = 1, memory: str = "3GiB") -> None:
+        self.popen(host, [sys.executable, "-m", "dask", "worker", self.scheduler_address, "--host",
+                          self.addr[host], "--nworkers", str(nworkers), "--nthreads", "1", "--memory-limit",
+                          memory, "--no-dashboard", "--name", host],
+                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def kill_host(self, host: str) -> list[int]:
+        """SIGKILL every process in ``host``'s namespace (no clean-up, as a host losing power); returns the
+        pids killed."""
+        pids = _kill_all(self.ns(host))
+        for p in self.procs[host]:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.procs[host] = []
+        return pids
+
+    def link(self, host: str, up: bool) -> None:
+        """Take ``host``'s link down (a partition: packets stop, nothing is reset) or up again."""
+        _ip("-n", self.switch, "link", "set", self.port(host), "up" if up else "down")
+
+    def slow(self, host: str, rate: str | None) -> None:
+        """Rate-limit both directions of ``host``'s link to ``rate`` (tc's units, e.g. '2mbit') with a token
+        bucket; None removes it."""
+        for ns, dev in ((self.ns(host), "eth0"), (self.switch, self.port(host))):
+            if rate is None:
+                subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], capture_output=True)
+            else:
+                subprocess.run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate,
+                                "burst", "16kb", "latency", "2s"], check=True, capture_output=True, text=True)
+
+    def close(self) -> None:
+        for h in self.names:
+            self.kill_host(h)
+        for h in self.names:
+            _ip("netns", "del", self.ns(h), check=False)
+        _ip("netns", "del", self.switch, check=False)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def wait_for_workers(hosts: Hosts, client_host: str, n: int, env: dict, timeout: float = 120) -> None:
+    """Block until the scheduler lists ``n`` workers, asked from ``client_host`` over the bridge."""
+    code = ("import sys; from distributed import Client\n"
+            f"c = Client({hosts.scheduler_address!r}, timeout=60)\n"
+            f"c.wait_for_workers({n}, timeout={timeout})\n"
+            "c.close()\n")
+    t0 = time.time()
+    r = hosts.python(client_host, ["-c", code], env=env, timeout=timeout + 90)
+    if r.returncode:
+        raise RuntimeError(f"{n} workers did not join in {time.time() - t0:.0f} s: {r.stderr[-2000:]}")
