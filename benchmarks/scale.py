@@ -1,0 +1,160 @@
+"""ADVGP and SGPR on 10⁶ / 10⁷ / 10⁸ rows of a Parquet table read on the workers (issue 34, item 4), on this
+machine's 2 cores: the synthetic taxi-like table of ``benchmarks/synthetic_taxi.py`` (**synthetic**, said
+wherever it is reported), at least 8 files of at most 10⁶ rows, 1 % of the rows held out by the row-index hash
+(``daskgp.datasets.split_table``).
+
+Per size and method, in a process of its own (its peak resident memory is the client's), against one local
+cluster of 2 single-threaded worker processes restarted before each case (their peak memory, VmHWM, is then
+that case's):
+- ``advgp``: ``ADVGPRegressor(n_inducing=100, tau=4)``, one partition per file, a wall budget
+  (``--budget``); seconds per update and per epoch (a gradient from every partition);
+- ``sgpr``: ``SparseGPRegressor(n_inducing=100)``, L-BFGS-B to ``--sgpr-iter`` iterations; seconds per
+  evaluation of the bound (one pass over the rows: an epoch);
+- ``linear``: the peer — ordinary least squares on the same training rows, exactly, by dask's tall-skinny
+  QR on the workers (``da.linalg.lstsq``: the best any linear model, Vowpal Wabbit's included, can do on
+  squared error), and the training mean.
+Each reports its test RMSE, reduced on the workers. Peng et al. report ADVGP 17 % better than the linear
+model at 10⁹ taxi rows; the issue's target is 10 % at 10⁸.
+
+    python benchmarks/scale.py [--rows 1e6,1e7,1e8] [--methods linear,advgp,sgpr] [--budget 600]
+
+Resumable: results go to benchmarks/results/scale.json after every case, done cases are skipped, and
+every invocation's wall time is appended to 'segments'. The tables are generated once under
+benchmarks/runs/taxi_<rows>/ (git-ignored; ≈ 0.8 GB per 10⁷ rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import load_results, write_results  # noqa: E402
+
+OUT = HERE / "results" / "scale.json"
+TEST_FRACTION, M = 0.01, 100
+
+
+def _hwm_mb() -> float:
+    with open("/proc/self/status") as f:
+        return int(f.read().split("VmHWM:")[1].split()[0]) / 1024
+
+
+def run_case(address: str, folder: str, method: str, budget: float, sgpr_iter: int) -> dict:
+    """One case as a client of ``address``; returns its measurements."""
+    import dask
+    import dask.array as da
+    from distributed import Client
+
+    import daskgp as dg
+    from daskgp.datasets import read_table, split_table
+
+    client = Client(address, timeout=60)
+    t0 = time.perf_counter()
+    t = read_table(folder, target="duration_min")
+    Xtr, ytr, Xte, yte = split_table(t, TEST_FRACTION, seed=0)
+    out = {"rows": t.n, "n_train": int(Xtr.shape[0]), "n_test": int(Xte.shape[0]),
+           "files": len(t.chunk_names), "method": method}
+    if method == "linear":
+        A = da.concatenate([Xtr, da.ones((Xtr.shape[0], 1), chunks=(Xtr.chunks[0], 1))], axis=1)
+        coef = da.linalg.lstsq(A.rechunk({1: -1}), ytr)[0]
+        coef = coef.compute()
+        pred = Xte @ coef[:-1] + coef[-1]
+        rmse, rmse_mean = dask.compute(da.sqrt(da.mean((pred - yte) ** 2)),
+                                       da.sqrt(da.mean((ytr.mean() - yte) ** 2)))
+        out.update(test_rmse=float(rmse), mean_predictor_rmse=float(rmse_mean))
+    elif method == "advgp":
+        est = dg.ADVGPRegressor(n_inducing=M, tau=4, max_iter=10**9, tol=None, random_state=0)
+        est.fit(Xtr, ytr, client=client, time_budget=budget)
+        rec = est.records_
+        grads = sum(est.gradients_per_partition_)
+        out.update(updates=est.n_iter_, server_seconds=rec[-1].seconds,
+                   seconds_per_update=rec[-1].seconds / est.n_iter_,
+                   epochs=grads / len(est.gradients_per_partition_),
+                   seconds_per_epoch=rec[-1].seconds / (grads / len(est.gradients_per_partition_)),
+                   staleness_max=int(max(max(r.staleness) for r in rec)))
+        out["test_rmse"] = float(da.sqrt(da.mean((est.predict(Xte) - yte) ** 2)).compute())
+    elif method == "sgpr":
+        est = dg.SparseGPRegressor(n_inducing=M, max_iter=sgpr_iter, random_state=0)
+        est.fit(Xtr, ytr, client=client)
+        info = est.fit_info_
+        out.update(iterations=info["n_iterations"], evaluations=info["n_evaluations"],
+                   fit_seconds=info["seconds"], seconds_per_epoch=info["seconds"] / info["n_evaluations"])
+        out["test_rmse"] = float(da.sqrt(da.mean((est.predict(Xte) - yte) ** 2)).compute())
+    else:
+        raise SystemExit(f"unknown method {method!r}")
+    out["wall_seconds"] = time.perf_counter() - t0
+    out["client_peak_mb"] = _hwm_mb()
+    out["worker_peak_mb"] = sorted(client.run(_hwm_mb).values())
+    client.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", default="1e6,1e7,1e8")
+    ap.add_argument("--methods", default="linear,advgp,sgpr")
+    ap.add_argument("--budget", type=float, default=600.0, help="ADVGP's wall seconds per case")
+    ap.add_argument("--sgpr-iter", type=int, default=50)
+    ap.add_argument("--worker-memory", default="8GiB")
+    ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--case", nargs=3, metavar=("ADDRESS", "FOLDER", "METHOD"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.case:  # the child: one case, its JSON on stdout
+        print("RESULT", json.dumps(run_case(*a.case, a.budget, a.sgpr_iter)))
+        return 0
+
+    from distributed import Client, LocalCluster
+    from synthetic_taxi import write
+
+    from daskgp.compute.cluster import worker_environ
+
+    res = load_results(OUT, "scale", a.fresh)
+    res.update(data="synthetic taxi-like table (benchmarks/synthetic_taxi.py), NOT real trips", m=M,
+               test_fraction=TEST_FRACTION, advgp_tau=4, advgp_budget=a.budget, sgpr_iter=a.sgpr_iter,
+               workers=2, threads_per_worker=1, worker_memory=a.worker_memory)
+    t_start = time.time()
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                           memory_limit=a.worker_memory, env=worker_environ())
+    client = Client(cluster)
+    try:
+        for rows in (int(float(r)) for r in a.rows.split(",")):
+            folder = HERE / "runs" / f"taxi_{rows:.0e}".replace("+", "")
+            t_gen = time.time()
+            # at least 8 files (ADVGP's partitions: 4 per worker), at most 10⁶ rows each
+            write(folder, rows, rows_per_file=min(1_000_000, -(-rows // 8)))
+            res.setdefault("generation_seconds", {})[str(rows)] = res.get("generation_seconds", {}).get(
+                str(rows), time.time() - t_gen)
+            for method in a.methods.split(","):
+                key = f"{rows}/{method}"
+                if key in res["cases"]:
+                    continue
+                client.restart()  # fresh worker processes: their VmHWM is this case's
+                argv = [sys.executable, __file__, "--case", cluster.scheduler_address, str(folder), method,
+                        "--budget", str(a.budget), "--sgpr-iter", str(a.sgpr_iter)]
+                r = subprocess.run(argv, capture_output=True, text=True, env=os.environ.copy())
+                lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
+                if r.returncode or not lines:
+                    raise SystemExit(f"{key} failed: {r.stderr[-3000:]}")
+                res["cases"][key] = json.loads(lines[-1][7:])
+                write_results(OUT, res)
+                c = res["cases"][key]
+                print(key, f"test RMSE {c['test_rmse']:.3f}, client {c['client_peak_mb']:.0f} MB, workers "
+                      f"{c['worker_peak_mb']} MB, {c['wall_seconds']:.0f} s", flush=True)
+    finally:
+        client.close()
+        cluster.close()
+        res.setdefault("segments", []).append({"seconds": time.time() - t_start, "rows": a.rows,
+                                               "methods": a.methods})
+        write_results(OUT, res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
