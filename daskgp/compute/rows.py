@@ -123,9 +123,17 @@ class RowChunks:
                 # whichever worker frees first, and a worker behind a slow link may hold none while another
                 # holds most: every evaluation then waits on one worker's serial share. Loose restrictions:
                 # a lost or missing worker's chunks go to another one
+                # (one submission per worker, not per chunk: a chunk's graph may hold the whole source array,
+                # as da.from_array's does, and would be sent once per chunk)
+                idx = list(idx)
                 workers = sorted(client.scheduler_info(n_workers=-1)["workers"]) or [None]
-                return [client.compute(tasks[i], workers=workers[i % len(workers)], allow_other_workers=True)
-                        for i in idx]
+                futures = {}
+                for j, w in enumerate(workers):
+                    mine = [i for i in idx if i % len(workers) == j]
+                    if mine:
+                        futures.update(zip(mine, client.compute([tasks[i] for i in mine], workers=w,
+                                                                allow_other_workers=True), strict=True))
+                return [futures[i] for i in idx]
             return cls(client, compute(range(len(sizes))), sizes, rebuild=compute)
         parts = split_rows(arrays, chunk_rows)
         # hash=False: equal chunks of two row sets must not share a key, or releasing one loses the other's
