@@ -47,6 +47,16 @@ def write_results(path: Path, results: dict) -> None:
     os.replace(tmp, path)
 
 
+def close_segment(path: Path, results: dict, started: float, **what) -> None:
+    """Record one invocation of a resumable benchmark — its wall seconds since ``started`` (``time.time()``)
+    and ``what`` it was asked to do — under 'segments', and write the results; called in a ``finally``, so
+    an interrupted segment's time is kept too."""
+    import time
+
+    results.setdefault("segments", []).append({"wall_seconds": time.time() - started, **what})
+    write_results(path, results)
+
+
 def write_summary(name: str, result: dict) -> Path:
     """Write a one-shot benchmark's ``result`` (with 'ratio' and 'target_met' at the top) to
     benchmarks/results/NAME.json with this machine's description, whole or not at all; print the two

@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from _common import load_results, write_results  # noqa: E402
+from _common import close_segment, load_results, write_results  # noqa: E402
 
 OUT = HERE / "results" / "multihost_slow_link.json"
 TARGETS = (4.20, 4.15, 4.13)  # MW; the mean predictor's RMSE on these rows is ≈ 17
@@ -54,50 +54,51 @@ def main() -> int:
     env = os.environ.copy()
     env.update({k: str(v) for k, v in worker_environ().items()})
     t_start = time.time()
-    with tempfile.TemporaryDirectory() as tmp, Hosts(["sched", "w1", "w2", "client"]) as h:
-        ds = dg.load("power_plant")
-        df = pd.DataFrame(np.column_stack([ds.X, ds.y]), columns=[*ds.feature_names, ds.target_name])
-        folder = Path(tmp) / "plant.parquet"
-        folder.mkdir()
-        cuts = np.linspace(0, len(df), 7).astype(int)
-        for i, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
-            df.iloc[lo:hi].to_parquet(folder / f"part.{i}.parquet", index=False)
-        h.start_scheduler(env)
-        h.start_worker("w1", env)
-        h.start_worker("w2", env)
-        wait_for_workers(h, "client", 2, env)
-        for rate in a.rates.split(","):
-            for seed in (int(s) for s in a.seeds.split(",")):
-                key = f"{rate}/seed{seed}"
-                if key in res["cases"]:
-                    continue
-                h.slow("w2", None if rate == "none" else rate)
-                out = Path(tmp) / "case.json"
-                try:
-                    script = str(HERE.parent / "tests" / "multihost" / "slow_link.py")
-                    argv = [script, str(out), "--parquet", str(folder), "--scheduler", h.scheduler_address,
-                            "--budget", str(a.budget), "--seed", str(seed)]
-                    r = h.python("client", argv, env=env)
-                finally:
-                    h.slow("w2", None)
-                if r.returncode:
-                    raise SystemExit(f"{key}: {r.stderr[-2000:]}")
-                case = json.loads(out.read_text())
-                for tau in ("0", "8"):
-                    c = case[tau]
-                    c["seconds_to_rmse"] = {str(t): _time_to(c["curve"], t) for t in TARGETS}
-                    c["final_rmse"] = c["curve"][-1][2]
-                spu = [case[tau]["seconds_per_update"] for tau in ("0", "8")]
-                case["ratio_seconds_per_update"] = spu[0] / spu[1]
-                res["cases"][key] = case
-                write_results(OUT, res)
-                print(key, f"s/update τ=0 {case['0']['seconds_per_update']:.3f}, τ=8 "
-                      f"{case['8']['seconds_per_update']:.3f}; final RMSE {case['0']['final_rmse']:.3f} / "
-                      f"{case['8']['final_rmse']:.3f}; to 4.15: {case['0']['seconds_to_rmse']['4.15']} / "
-                      f"{case['8']['seconds_to_rmse']['4.15']}", flush=True)
-    res.setdefault("segments", []).append({"seconds": time.time() - t_start, "rates": a.rates,
-                                           "seeds": a.seeds})
-    write_results(OUT, res)
+    try:
+        with tempfile.TemporaryDirectory() as tmp, Hosts(["sched", "w1", "w2", "client"]) as h:
+            ds = dg.load("power_plant")
+            df = pd.DataFrame(np.column_stack([ds.X, ds.y]), columns=[*ds.feature_names, ds.target_name])
+            folder = Path(tmp) / "plant.parquet"
+            folder.mkdir()
+            cuts = np.linspace(0, len(df), 7).astype(int)
+            for i, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+                df.iloc[lo:hi].to_parquet(folder / f"part.{i}.parquet", index=False)
+            h.start_scheduler(env)
+            h.start_worker("w1", env)
+            h.start_worker("w2", env)
+            wait_for_workers(h, "client", 2, env)
+            for rate in a.rates.split(","):
+                for seed in (int(s) for s in a.seeds.split(",")):
+                    key = f"{rate}/seed{seed}"
+                    if key in res["cases"]:
+                        continue
+                    h.slow("w2", None if rate == "none" else rate)
+                    out = Path(tmp) / "case.json"
+                    try:
+                        script = str(HERE.parent / "tests" / "multihost" / "slow_link.py")
+                        argv = [script, str(out), "--parquet", str(folder), "--scheduler",
+                                h.scheduler_address, "--budget", str(a.budget), "--seed", str(seed)]
+                        r = h.python("client", argv, env=env)
+                    finally:
+                        h.slow("w2", None)
+                    if r.returncode:
+                        raise SystemExit(f"{key}: {r.stderr[-2000:]}")
+                    case = json.loads(out.read_text())
+                    for tau in ("0", "8"):
+                        c = case[tau]
+                        c["seconds_to_rmse"] = {str(t): _time_to(c["curve"], t) for t in TARGETS}
+                        c["final_rmse"] = c["curve"][-1][2]
+                    spu = [case[tau]["seconds_per_update"] for tau in ("0", "8")]
+                    case["ratio_seconds_per_update"] = spu[0] / spu[1]
+                    res["cases"][key] = case
+                    write_results(OUT, res)
+                    c0, c8 = case["0"], case["8"]
+                    print(key, f"s/update τ=0 {c0['seconds_per_update']:.3f}, "
+                          f"τ=8 {c8['seconds_per_update']:.3f}; "
+                          f"final RMSE {c0['final_rmse']:.3f} / {c8['final_rmse']:.3f}; to 4.15: "
+                          f"{c0['seconds_to_rmse']['4.15']} / {c8['seconds_to_rmse']['4.15']}", flush=True)
+    finally:
+        close_segment(OUT, res, t_start, rates=a.rates, seeds=a.seeds)
     return 0
 
 

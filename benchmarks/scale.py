@@ -35,7 +35,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import load_results, write_results  # noqa: E402
+from _common import close_segment, load_results, write_results  # noqa: E402
 
 OUT = HERE / "results" / "scale.json"
 TEST_FRACTION, M = 0.01, 100
@@ -150,9 +150,7 @@ def main() -> int:
     finally:
         client.close()
         cluster.close()
-        res.setdefault("segments", []).append({"seconds": time.time() - t_start, "rows": a.rows,
-                                               "methods": a.methods})
-        write_results(OUT, res)
+        close_segment(OUT, res, t_start, rows=a.rows, methods=a.methods)
     return 0
 
 

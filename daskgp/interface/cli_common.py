@@ -85,6 +85,12 @@ def announce_split(command: str, ds, Xtr, Xte, settings: str) -> None:
           f"d={Xtr.shape[1]}, {settings}", flush=True)
 
 
+def refuse_features_without_table(args) -> None:
+    """``--features`` names a table's columns: refused with data in memory (a built-in name, ``--csv``)."""
+    if getattr(args, "features", None):
+        raise ValueError("--features is for a --data table (Parquet, zarr or a CSV glob)")
+
+
 def dataset_from_args(args, tables: bool = False):
     """The data arguments' data set and its spec: a built-in name, ``--csv FILE``, or — where the command
     reads one (``tables``) — a table on shared storage (``--data PATH`` of Parquet, zarr or a CSV glob, with
@@ -101,8 +107,7 @@ def dataset_from_args(args, tables: bool = False):
         t = read_table(args.data, target=args.target, features=getattr(args, "features", None))
         return t, {"table": os.path.abspath(args.data), "target": t.target_name,
                    "features": list(t.feature_names)}
-    if getattr(args, "features", None):
-        raise ValueError("--features is for a --data table (Parquet, zarr or a CSV glob)")
+    refuse_features_without_table(args)
     ds = load(args.data, data_dir=args.data_dir)
     spec = {"dataset": args.data}
     if args.data_dir:

@@ -10,12 +10,12 @@ import sys
 import warnings
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 from .cli_common import (
     check_fit_outputs,
     cluster_from_args,
     positive_int,
+    refuse_features_without_table,
     save_predictions,
     split_before_cluster,
     split_from_args,
@@ -81,8 +81,7 @@ def gpc_command(args) -> int:
         if early:  # from the files' metadata: refused before a cluster starts
             data, Xtr, Xte, ytr, yte = _split_table(args)
     else:
-        if args.features:
-            raise ValueError("--features is for a --data table (Parquet, zarr or a CSV glob)")
+        refuse_features_without_table(args)
         data = _data(args)
         classes = np.unique(data.y)
         if len(classes) != 2:
@@ -128,6 +127,8 @@ def gpc_command(args) -> int:
                 data, Xtr, Xte, ytr, yte = _split_table(args)
                 est._check_params(Xtr.shape[0])
                 announce()
+            from sklearn.exceptions import ConvergenceWarning  # here: scikit-learn costs seconds to import
+
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
                 est.fit(Xtr, ytr, client=client, callback=printer, checkpoint=ckpt, resume=args.resume,
