@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import daskgp
-from daskgp.core import datasets
+from daskgp.datasets import loaders as datasets
 
 
 @pytest.mark.parametrize("name,shape", [("concrete", (1030, 8)), ("house_8L", (22784, 8)),
@@ -115,3 +115,14 @@ def test_sample_warns_when_handed_the_datas_own_units(concrete):
         X = concrete.X_std[:150].copy()
         X[:, 2] = 0.0
         _warn_unless_standardised(X, concrete.y_std[:150])
+
+
+def test_the_deprecated_core_alias_still_names_the_loaders_and_warns():
+    """``daskgp.core.datasets`` stays one release (CHANGELOG, 0.4) as the loaders' module, with a warning."""
+    import importlib
+    import sys
+
+    sys.modules.pop("daskgp.core.datasets", None)
+    with pytest.warns(DeprecationWarning, match="moved to daskgp.datasets"):
+        alias = importlib.import_module("daskgp.core.datasets")
+    assert alias is datasets
