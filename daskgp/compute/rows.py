@@ -41,6 +41,40 @@ def split_rows(arrays: dict, chunk_rows: int) -> list[dict]:
             for a, b in _row_edges(arrays["Y"].shape[0], chunk_rows)]
 
 
+def aligned(a) -> np.ndarray:
+    """``a`` as a C-ordered numpy array whose data start at a 64-byte boundary (a copy unless it already is).
+    OpenBLAS takes alignment-dependent paths for small products (A.T @ A of a chunk is one), so the same
+    numbers at two addresses — a chunk scattered from numpy, the same rows read from a file on a worker —
+    can give products that differ in their last bits; aligned inputs give the same bits."""
+    a = np.asarray(a)
+    if a.flags.c_contiguous and a.ctypes.data % 64 == 0:
+        return a
+    buf = np.empty(a.nbytes + 64, dtype=np.uint8)
+    start = -buf.ctypes.data % 64
+    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def _aligned_chunk(**arrays) -> dict:
+    """A chunk dict of C-ordered, 64-byte aligned arrays (:func:`aligned`): a dask chunk may come as a view
+    in another layout (a concatenation's, a transpose's) and a scattered one at whatever offset its message
+    put it, and BLAS may take another path for either, so the same rows would give sums that differ in
+    their last bits (which an optimiser then amplifies)."""
+    return {k: aligned(v) for k, v in arrays.items()}
+
+
+def _scatter_aligned(client, parts: list[dict]) -> list:
+    """Scatter numpy chunk dicts, then align them where they landed (:func:`_aligned_chunk`)."""
+    # hash=False: equal chunks of two row sets must not share a key, or releasing one loses the other's
+    scattered = client.scatter(parts, hash=False)
+    return client.map(_realign, scattered, pure=False)
+
+
+def _realign(chunk: dict) -> dict:
+    return _aligned_chunk(**chunk)
+
+
 def chunk_size(chunk) -> int:
     """The rows of one chunk (a task: waits for the chunk and surfaces its error)."""
     return chunk["Y"].shape[0]
@@ -115,7 +149,8 @@ class RowChunks:
             delayed_cols = {k: a.to_delayed().ravel() for k, a in darr.items()}
             from dask import delayed
 
-            tasks = [delayed(dict)(**{k: v[i] for k, v in delayed_cols.items()}) for i in range(len(sizes))]
+            tasks = [delayed(_aligned_chunk)(**{k: v[i] for k, v in delayed_cols.items()})
+                     for i in range(len(sizes))]
 
             def compute(idx):
                 # chunk i (with the reads it needs) preferably on worker i mod W: spread evenly, as scatter
@@ -134,10 +169,10 @@ class RowChunks:
                         futures.update(zip(mine, client.compute([tasks[i] for i in mine], workers=w,
                                                                 allow_other_workers=True), strict=True))
                 return [futures[i] for i in idx]
-            return cls(client, compute(range(len(sizes))), sizes, rebuild=compute)
+            # latent inputs change on the workers: no source to place them from again
+            return cls(client, compute(range(len(sizes))), sizes, rebuild=None if "mu" in arrays else compute)
         parts = split_rows(arrays, chunk_rows)
-        # hash=False: equal chunks of two row sets must not share a key, or releasing one loses the other's
-        futures = client.scatter(parts, hash=False)
+        futures = _scatter_aligned(client, parts)
         sizes = [p["Y"].shape[0] for p in parts]
         if "mu" in arrays:  # latent inputs change on the workers: no source to place them from again
             return cls(client, futures, sizes)
@@ -145,8 +180,8 @@ class RowChunks:
         rows, edges = _rows_2d(arrays), _row_edges(len(Y), chunk_rows)
 
         def rebuild(idx):
-            return client.scatter([{k: np.ascontiguousarray(v[a:b]) for k, v in rows.items()}
-                                   for a, b in (edges[i] for i in idx)], hash=False)
+            return _scatter_aligned(client, [{k: np.ascontiguousarray(v[a:b]) for k, v in rows.items()}
+                                             for a, b in (edges[i] for i in idx)])
         return cls(client, futures, sizes, rebuild=rebuild)
 
     def with_replacement(self, evaluate):

@@ -116,6 +116,55 @@ def fit_data_or_dask(est, X, y, *, min_rows: int = 2):
     return X.astype(float), y.astype(float)
 
 
+def rows_or_dask(est, Y, *, min_rows: int = 2):
+    """Training rows without a target (an unsupervised fit): numpy or DataFrames through :func:`fit_data`; a
+    dask Y (n, p) checked here on its shape and chunk sizes and for finiteness in one pass on the workers
+    (:func:`check_finite_chunks`), never gathered. Returns numpy float64 or a float64 dask array."""
+    import dask.array as da
+
+    if not isinstance(Y, da.Array):
+        return fit_data(est, Y, min_rows=min_rows)
+    if hasattr(est, "feature_names_in_"):
+        del est.feature_names_in_
+    check_known_chunks(Y, "Y")
+    if Y.ndim != 2:
+        raise ValueError(f"Y must be (n, p), got shape {Y.shape}")
+    if Y.shape[0] < min_rows:
+        raise ValueError(f"Y needs at least {min_rows} rows, got {Y.shape[0]}")
+    check_finite_chunks(Y)  # on the workers; the error names the row chunk
+    est.n_features_in_ = Y.shape[1]
+    return Y.astype(float)
+
+
+def column_moments(Y) -> tuple[np.ndarray, np.ndarray, float]:
+    """(column means (p,), column sds (p,), the sd of all n·p entries about their common mean) of Y (n, p),
+    numpy or dask (one pass over its chunks where they are), from the same shifted long-double sums as
+    :func:`standardising_moments`, so that they do not depend on how the rows are chunked."""
+    import dask.array as da
+
+    if isinstance(Y, da.Array):
+        import dask
+
+        Yd = Y.rechunk({1: -1})
+        shift = np.asarray(dask.compute(Yd[0])[0], dtype=np.float64)
+        parts = dask.compute(*[dask.delayed(_chunk_sums)(yb, None, shift, 0.0)
+                               for yb in Yd.to_delayed().ravel()])
+    else:
+        shift = np.asarray(Y[0], dtype=np.float64)
+        parts = [_chunk_sums(Y, None, shift, 0.0)]
+    n = sum(p[0] for p in parts)
+    s1, s2 = sum(p[1] for p in parts), sum(p[2] for p in parts)
+    mean, sd = _mean_sd(n, s1, s2, shift)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # all entries about their common mean M: Σ_j [s2_j + 2 (shift_j − M) s1_j + n (shift_j − M)²] / (n p)
+        d = shift.astype(np.longdouble) - (shift.astype(np.longdouble) * n + s1).sum() / (n * len(shift))
+        var = (s2 + 2 * d * s1 + n * d * d).sum() / (n * len(shift))
+        overall = float(np.sqrt(np.maximum(var, 0)))
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(sd)) and np.isfinite(overall)):
+        raise ValueError("Y's values are too large to standardise (squares overflow float64): rescale Y")
+    return np.asarray(mean), sd, overall
+
+
 def new_data(est, X, *, allow_nan: bool = False) -> np.ndarray:
     """Validate data for a fitted estimator (predict, transform): the features it was fitted with (number and,
     for DataFrames, names), float64, C order, finite (or NaN where ``allow_nan``), at least one row."""
@@ -200,8 +249,10 @@ _MOMENT_ROWS = 1 << 16  # rows converted to long double at a time: bounded memor
 
 
 def _chunk_sums(xb, yb, shift_x, shift_y) -> tuple:
-    """(rows, Σ(x − shift), Σ(x − shift)², the same two for y) over one chunk, in long double."""
-    xb, yb = np.asarray(xb), np.asarray(yb)
+    """(rows, Σ(x − shift), Σ(x − shift)², the same two for y) over one chunk, in long double; y's sums are
+    zero when ``yb`` is None."""
+    xb = np.asarray(xb)
+    yb = np.zeros(xb.shape[0]) if yb is None else np.asarray(yb)
     acc = [np.zeros(xb.shape[1:], np.longdouble), np.zeros(xb.shape[1:], np.longdouble),
            np.longdouble(0), np.longdouble(0)]
     with np.errstate(over="ignore", invalid="ignore"):

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..compute.backend import to_host
 from ..compute.reductions import local_sum, tree_sum
-from ..compute.rows import RowChunks, WorkerLostError, chunk_size, split_rows
+from ..compute.rows import RowChunks, WorkerLostError, aligned, chunk_size, split_rows
 from ..core.optim import lbfgsb
 from .bound import (
     BoundGrads,
@@ -78,7 +78,8 @@ def _local_task(chunk, total: SuffStats, theta: GlobalParams, n_iter: int):
     res = lbfgsb(fun, x0, bounds=[(None, None)] * (b * q) + [(-12.0, 3.0)] * (b * q), max_iter=n_iter)
     x = res.x if np.isfinite(res.fun) and res.fun <= fun(x0, grad=False) else x0  # never step downhill
     out = dict(chunk)
-    out["mu"], out["S"] = x[:b * q].reshape(b, q), np.exp(x[b * q:]).reshape(b, q)
+    # aligned, as placed chunks are (daskgp.compute.rows.aligned): the same numbers, the same products
+    out["mu"], out["S"] = aligned(x[:b * q].reshape(b, q)), aligned(np.exp(x[b * q:]).reshape(b, q))
     return out
 
 

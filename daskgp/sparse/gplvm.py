@@ -33,7 +33,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError
+from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError, aligned
 from ..core.kernels import kernel_name
 from ..core.optim import lbfgsb
 from ..core.validation import (
@@ -89,6 +89,51 @@ class GPLVMCheckpoint(FitStore):
         except (KeyError, TypeError, ValueError) as e:
             raise RunDamaged(f"{self.path}/{CHECKPOINT} holds {e}: start afresh without resuming") from None
         return rounds, GlobalParams.from_vector(v, m, q), mu, S, trace, info
+
+
+def _gram_task(chunk) -> np.ndarray:
+    """(p, p) Σ_i y_i y_iᵀ over one chunk's standardised rows."""
+    Yb = aligned(chunk["Y"])
+    return Yb.T @ Yb
+
+
+def _with_latents(chunk, V: np.ndarray, scale: np.ndarray, S0: float) -> dict:
+    """The chunk with its initial q(x_i): μ = Y V / scale (b, q), S = S0."""
+    out = dict(chunk)
+    out["mu"] = aligned((aligned(chunk["Y"]) @ aligned(V)) / scale)
+    out["S"] = aligned(np.full(out["mu"].shape, S0))
+    return out
+
+
+def _principal_latents(rows: list, q: int, S0: float = 0.1) -> np.ndarray:
+    """Give the chunks of ``rows[0]`` (ChunkedRows or LocalRows of standardised rows without latent state)
+    their initial q(x_i): μ the leading q principal components, each scaled to unit variance, S = S0.
+    ``rows[0]`` is replaced by the chunks with latent state (no longer placeable from the data). Returns μ
+    (n, q), gathered: the fit's restart copy.
+
+    The Gram matrix is summed chunk by chunk in chunk order, on the workers that hold the chunks, and every
+    chunk's projection is computed there: rows split the same way give the same numbers whether they came
+    from numpy or from a table read on the workers."""
+    r = rows[0]
+    if isinstance(r, LocalRows):
+        grams = [_gram_task(c) for c in r.chunks]
+    else:
+        grams = r.with_replacement(lambda: r.client.gather(r.client.map(_gram_task, r.futures, pure=False)))
+    G = grams[0].copy()
+    for g in grams[1:]:  # a fixed order, whatever finished first
+        G += g
+    lam, V = np.linalg.eigh(G / r.n)
+    lam, V = lam[::-1][:q], np.ascontiguousarray(V[:, ::-1][:, :q])
+    V *= np.where(V[np.argmax(np.abs(V), axis=0), np.arange(q)] < 0, -1.0, 1.0)  # a deterministic sign
+    # the sd of each projection (the columns are centred): √λ; a direction without variance is left as is
+    scale = np.sqrt(np.where(lam > 1e-12 * max(lam[0], 0.0), lam, 1.0))
+    if isinstance(r, LocalRows):
+        r.chunks = [_with_latents(c, V, scale, S0) for c in r.chunks]
+        return r.field("mu")
+    futures = r.client.map(_with_latents, r.futures, V=V, scale=scale, S0=S0, pure=False)
+    rows[0] = ChunkedRows(r.client, futures, r.sizes)  # latent state: no source to place it from again
+    r.release()
+    return rows[0].field("mu")
 
 
 def _new_points_task(Y, base: SuffStats, A_cols, post: SparsePosterior, n_iter: int,
@@ -178,40 +223,48 @@ class BayesianGPLVM(ValidatedParams, TransformerMixin, BaseEstimator):
 
     def fit(self, Y, y=None, callback=None, client=None, checkpoint=None, resume: bool = False,
             keep_checkpoint: bool = False):
-        """Fit on Y (n, p) (numpy, no missing values). ``callback(step, bound)`` after every global
-        iteration and local step; ``client``: a distributed Client, or "in-process" to compute every chunk
-        in this process (used inside a Dask task).
+        """Fit on Y (n, p): numpy (no missing values), or a dask array with known chunk sizes (e.g. a Parquet
+        table read on the workers, :func:`daskgp.datasets.read_table`), whose rows are then checked,
+        standardised, projected and fitted where its chunks are, never gathered here; the two give the same
+        fit for the same rows. ``callback(step, bound)`` after every global iteration and local step;
+        ``client``: a distributed Client, or "in-process" to compute every chunk in this process (used
+        inside a Dask task; numpy only).
 
-        A worker lost mid-round takes its chunks' q(x_i) with it: they are placed again from the copy
-        gathered after the last round and the round is redone (at most ``MAX_REPLACEMENTS`` times).
-        ``checkpoint``: a folder path (or :class:`GPLVMCheckpoint`) committed after every round, tied to
-        these data and settings; an existing one is refused unless ``resume``, which continues from it to
-        ``n_outer`` rounds in all. Removed when the fit finishes unless ``keep_checkpoint``. Returns self."""
-        Y = fit_data(self, Y, min_rows=2)
+        The latent means start at the leading principal components of the standardised rows, scaled to
+        unit variance: the p × p Gram matrix summed over row chunks in a fixed order, then its
+        eigenvectors (each signed so that its largest entry is positive). A worker lost mid-round takes its
+        chunks' q(x_i) with it: they are placed again from the copy gathered after the last round and the
+        round is redone (at most ``MAX_REPLACEMENTS`` times). ``checkpoint``: a folder path (or
+        :class:`GPLVMCheckpoint`) committed after every round, tied to these data and settings; an existing
+        one is refused unless ``resume``, which continues from it to ``n_outer`` rounds in all. Removed when
+        the fit finishes unless ``keep_checkpoint``. Returns self.
+
+        Shapes: the latent state (n, q) of every round is gathered here (the restart copy): 16·n·q bytes,
+        not the data's n·p."""
+        import dask.array as da
+
+        from ..core.validation import column_moments, rows_or_dask
+
+        lazy = isinstance(Y, da.Array)
+        if lazy and isinstance(client, str) and client == "in-process":
+            raise ValueError('client="in-process" fits numpy rows; a dask Y needs a cluster')
+        Y = rows_or_dask(self, Y, min_rows=2)
         n, p = Y.shape
         self._check(n, p)
         seed = seed_from(self.random_state)
         q = int(self.n_components)
-        if is_constant(Y.std(axis=0), Y.mean(axis=0)).all():  # every row the same point: no latent structure
+        mean, sd, overall = column_moments(Y)
+        if is_constant(sd, mean).all():  # every row the same point: no latent structure
             raise ValueError("every row of Y is the same point: a GPLVM has no latent structure to find "
                              "(check the data)")
-        self.y_mean_ = Y.mean(axis=0)
-        self.y_scale_ = float(Y.std()) or 1.0
-        Ys = (Y - self.y_mean_) / self.y_scale_
-        from sklearn.decomposition import PCA
-
-        mu0 = PCA(n_components=q, random_state=seed).fit_transform(Ys)
-        mu0 = mu0 / np.where(mu0.std(0) > 0, mu0.std(0), 1.0)
-        S0 = np.full((n, q), 0.1)
+        self.y_mean_, self.y_scale_ = mean, overall or 1.0
+        Ys = (Y - self.y_mean_) / self.y_scale_  # lazy for a dask Y: standardised where its chunks are read
         m = int(self.n_inducing)
-        theta = GlobalParams(kmeans_inducing(mu0, m, seed) + 1e-3, 1.0, np.ones(q), noise=self.noise_init)
         trace: list[float] = []
         info = {"n_evaluations": 0, "seconds_evaluating": 0.0, "local_steps_undone": 0,
                 "seconds_local": 0.0, "workers_lost": 0}
         ckpt, key, start = self._open_checkpoint(checkpoint, resume, Y, seed)
-        if resume:
-            start, theta, mu0, S0, trace, done = ckpt.read(key, n, q, m)
-            info.update(done)
+        resumed = ckpt.read(key, n, q, m) if resume else None
 
         def record(F):
             trace.append(float(F))
@@ -222,28 +275,48 @@ class BayesianGPLVM(ValidatedParams, TransformerMixin, BaseEstimator):
             if ckpt is not None:  # an interruption loses at most the round in progress
                 ckpt.write(key, rounds, theta, mu, S, trace, info)
 
+        def begin(rows):
+            """(θ, μ, S) to start from: the checkpoint's, or the principal components of the rows placed
+            without latent state, which then get theirs (``rows[0]`` replaced)."""
+            if resumed is not None:
+                start, theta, mu, S, done_trace, done = resumed
+                trace.extend(done_trace)
+                info.update(done)
+                return start, theta, mu, S
+            mu = _principal_latents(rows, q)
+            S = np.full((n, q), 0.1)
+            theta = GlobalParams(kmeans_inducing(mu, m, seed) + 1e-3, 1.0, np.ones(q), noise=self.noise_init)
+            return 0, theta, mu, S
+
         from ..compute.cluster import borrowed_client
 
         t_start = time.perf_counter()
         with ckpt.writing() if ckpt is not None else contextlib.nullcontext():
             if client == "in-process":  # inside one task (GPLVMClassifier): no scheduler round trips
-                rows = [LocalRows.from_arrays(Ys, self.chunk_rows, mu=mu0, S=S0)]
+                rows = [LocalRows.from_arrays(Ys, self.chunk_rows)]
+                start, theta, mu0, S0 = begin(rows)
+                if resumed is not None:
+                    rows = [LocalRows.from_arrays(Ys, self.chunk_rows, mu=mu0, S=S0)]
                 theta, stats = self._optimise(rows, mu0, S0, theta, info, record, trace, start, commit, None)
             else:
                 with borrowed_client(client, self.scheduler) as c:
                     def place(mu, S):
                         return ChunkedRows.from_arrays(c, Ys, self.chunk_rows, mu=mu, S=S)
-                    rows = [place(mu0, S0)]
+                    rows = [ChunkedRows.from_arrays(c, Ys, self.chunk_rows) if resumed is None else None]
                     try:
+                        start, theta, mu0, S0 = begin(rows)
+                        if resumed is not None:
+                            rows[0] = place(mu0, S0)
                         theta, stats = self._optimise(rows, mu0, S0, theta, info, record, trace, start,
                                                       commit, place)
                     finally:
-                        rows[0].release()
+                        if rows[0] is not None:
+                            rows[0].release()
         info["seconds"] = time.perf_counter() - t_start
         self.params_, self.bound_trace_, self.fit_info_ = theta, trace, info
         self.bound_ = bound_and_grads(stats, theta, grads=False)
         self.stats_ = stats
-        self.A_cols_ = np.sum(Ys**2, axis=0)
+        self.A_cols_ = n * (sd / self.y_scale_) ** 2  # Σ_i Ys_ij², from the moments
         self.posterior_ = SparsePosterior.from_stats(theta, stats)
         self.lengthscales_ = theta.lengthscales
         self.noise_variance_ = self.y_scale_**2 * theta.noise
