@@ -22,7 +22,8 @@ model at 10⁹ taxi rows; the issue's target is 10 % at 10⁸.
 
 Resumable: results go to benchmarks/results/scale.json after every case, done cases are skipped, and
 every invocation's wall time is appended to 'segments'; an SGPR case stopped mid-fit resumes from its
-checkpoint (``taxi_<rows>.sgpr-checkpoint``, after every iteration) to the same parameters. The tables
+checkpoint (``taxi_<rows>.sgpr-checkpoint``, after every iteration; carried in git under
+benchmarks/carried/ for the next session's fresh clone) to the same parameters. The tables
 are generated once under benchmarks/runs/taxi_<rows>/ (git-ignored; ≈ 0.8 GB per 10⁷ rows).
 """
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -38,7 +40,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import close_segment, load_results, write_results  # noqa: E402
+from _common import CARRIED, carry_run, close_segment, load_results, restore_run, write_results  # noqa: E402
 
 OUT = HERE / "results" / "scale.json"
 TEST_FRACTION, M, BATCH = 0.01, 100, 10_000
@@ -89,8 +91,12 @@ def run_case(address: str, folder: str, method: str, budget: float, sgpr_iter: i
     elif method == "sgpr":
         # checkpointed after every L-BFGS-B iteration (at 10⁷ rows one evaluation is a minute or more): a
         # segment stopped mid-fit resumes bit for bit; the fit seconds of earlier segments are kept beside it
+        # ... and carried across sessions in git (benchmarks/carried/, _common.carry_run) with its seconds
         ckpt = Path(folder).with_name(Path(folder).name + ".sgpr-checkpoint")
         spent_file = ckpt.with_name(ckpt.name + ".seconds.json")
+        carried_spent = CARRIED / spent_file.name
+        if restore_run(ckpt) and carried_spent.exists():
+            shutil.copyfile(carried_spent, spent_file)
         resume = ckpt.exists()
         earlier = json.loads(spent_file.read_text())["seconds"] if resume and spent_file.exists() else 0.0
         t_fit = time.perf_counter()
@@ -98,11 +104,23 @@ def run_case(address: str, folder: str, method: str, budget: float, sgpr_iter: i
         def record(iteration, bound):
             spent_file.write_text(json.dumps({"seconds": earlier + time.perf_counter() - t_fit,
                                               "iterations": iteration}))
+            if carry_run(ckpt) is not None:
+                shutil.copyfile(spent_file, carried_spent)
 
         est = dg.SparseGPRegressor(n_inducing=M, max_iter=sgpr_iter, random_state=0)
-        est.fit(Xtr, ytr, client=client, checkpoint=str(ckpt), resume=resume, callback=record)
+        try:
+            est.fit(Xtr, ytr, client=client, checkpoint=str(ckpt), resume=resume, callback=record)
+        except ValueError as e:  # a checkpoint of another table (regenerated with other file times)
+            if not resume or str(ckpt) not in str(e):
+                raise
+            print(f"starting the SGPR fit afresh: {e}", file=sys.stderr)
+            shutil.rmtree(ckpt)
+            earlier = 0.0
+            t_fit = time.perf_counter()
+            est.fit(Xtr, ytr, client=client, checkpoint=str(ckpt), callback=record)
         info = est.fit_info_
-        spent_file.unlink(missing_ok=True)
+        for done in (spent_file, carried_spent, CARRIED / f"{ckpt.name}.tar.gz"):
+            done.unlink(missing_ok=True)
         # a resumed fit replays its earlier evaluations from the checkpoint (no pass over the rows): the
         # counts and the rate are this segment's passes, the fit seconds all segments'
         out.update(iterations=info["n_iterations"], evaluations_this_segment=info["n_evaluations"],
