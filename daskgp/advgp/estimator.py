@@ -2,8 +2,9 @@
 scikit-learn regressor on a Dask cluster.
 
 ``fit(X, y)`` standardises X and y, places the rows as partitions on the workers, starts Z at k-means
-centres and q(w) at its closed-form optimum for the initial kernel (one synchronous map-reduce of the
-statistics), then runs the parameter server (:class:`daskgp.advgp.server.ParameterServer`) with staleness
+centres of a sample of the rows and the kernel at the sample's collapsed-bound optimum
+(:mod:`daskgp.advgp.start`), q(w) at its closed-form optimum for that kernel (one synchronous map-reduce of
+the statistics), then runs the parameter server (:class:`daskgp.advgp.server.ParameterServer`) with staleness
 bound ``tau`` until its stopping rule on the objective (``tol``) or ``max_iter`` updates. ``predict`` gives
 the mean φ(x*)ᵀμ and the variance φᵀΣφ + k** − φᵀφ (+ 1/β for y), chunk-wise for dask arrays.
 """
@@ -32,11 +33,12 @@ from ..core.validation import (
     standardising_moments,
 )
 from ..inducing.features import kmn
-from ..inducing.placement import InducingEstimator, kmeans_inducing
+from ..inducing.placement import InducingEstimator, kmeans_centres, sample_rows
 from ..inducing.stats import summed_stats
 from ..runs.commit import RunDamaged
 from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
 from .server import OPTIMIZERS, ParameterServer, ServerCheckpoint
+from .start import INITS, subset_start
 
 __all__ = ["ADVGPRegressor"]
 
@@ -58,26 +60,29 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     at every version and scaled to an unbiased estimate of the partition's sum (None: the whole partition,
     exact gradients); random_state: the k-means and minibatch seed; kernel: 'rbf', 'matern32', 'matern52'
     (:data:`daskgp.core.kernels.KERNELS`) or a kernel object of those classes, with one lengthscale per
-    feature.
+    feature; init: where the kernel starts — 'subset' (its collapsed bound on a sample of 2·10⁴ rows
+    maximised by L-BFGS-B first, :mod:`daskgp.advgp.start`) or 'kmeans' (the paper's: Z at k-means centres,
+    σ² = 1, lengthscales √d, the noise at ``noise_init``, in standardised units).
 
     Fitted: ``params_`` (ADVGPParams, standardised units), ``n_iter_`` (updates), ``converged_`` (stopped by
     ``tol``), ``records_`` (per update: version, staleness, objective, seconds), ``objective_`` (nats,
     standardised y; with minibatches an estimate), ``gradients_per_partition_``, ``lost_partitions_``,
-    ``n_features_in_``.
+    ``start_info_`` (the subset start's bound per row before and after, its iterations), ``n_features_in_``.
     """
 
     def __init__(self, n_inducing: int = 100, max_iter: int = 5000, tol: float | None = 1e-4, tau: int = 0,
                  n_partitions: int | None = None, feature_map: str = "cholesky", groups: int = 1,
                  optimizer: str = "adam", learning_rate: float = 0.02, inducing_rate: float = 0.02,
                  q_step: float = 0.5, scheduler: str | None = None, noise_init: float = 0.5,
-                 adadelta_eps: float = 1e-6, batch_size: int | None = None, random_state=0, kernel="rbf"):
+                 adadelta_eps: float = 1e-6, batch_size: int | None = None, random_state=0, kernel="rbf",
+                 init: str = "subset"):
         self.n_inducing, self.max_iter, self.tau, self.n_partitions = n_inducing, max_iter, tau, n_partitions
         self.tol = tol
         self.feature_map, self.groups, self.scheduler = feature_map, groups, scheduler
         self.optimizer, self.learning_rate, self.inducing_rate = optimizer, learning_rate, inducing_rate
         self.q_step = q_step
         self.noise_init, self.adadelta_eps, self.random_state = noise_init, adadelta_eps, random_state
-        self.batch_size, self.kernel = batch_size, kernel
+        self.batch_size, self.kernel, self.init = batch_size, kernel, init
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -95,6 +100,7 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         "adadelta_eps": [real_in(0, None)], "batch_size": [at_least(1), None],
         "random_state": ["random_state"],
         "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
+        "init": [StrOptions(set(INITS))],
     }
 
     def fit(self, X, y, client=None, callback=None, delays=None, checkpoint=None, resume: bool = False,
@@ -141,10 +147,16 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             chunks = RowChunks.from_arrays(c, ys, rows, X=Xs)
             try:
                 m, k = int(self.n_inducing), int(self.n_inducing) // int(self.groups)
-                Z = kmeans_inducing(Xs, m, seed)
-                p0 = ADVGPParams(Z, 1.0, np.full(d, math.sqrt(d)), self.noise_init, np.zeros(k),
-                                 np.eye(k), self.feature_map, int(self.groups), kernel_name(self.kernel))
+                # one sample of the rows (drawn where they are) for k-means and the subset start
+                Xsub, ysub = sample_rows(seed, Xs, ys)
+                p0 = ADVGPParams(kmeans_centres(Xsub, m, seed), 1.0, np.full(d, math.sqrt(d)),
+                                 self.noise_init, np.zeros(k), np.eye(k), self.feature_map, int(self.groups),
+                                 kernel_name(self.kernel))
+                self.start_info_ = {"init": self.init}
                 if state is None:
+                    if self.init == "subset":
+                        p0, info = subset_start(Xsub, ysub, p0)
+                        self.start_info_.update(info)
                     p0.mu, p0.U = optimal_q(summed_stats(chunks, p0.inducing), p0)
                 server = ParameterServer(chunks, p0, int(self.tau), delays, eps=float(self.adadelta_eps),
                                          batch_size=self.batch_size, seed=seed, optimizer=self.optimizer,
@@ -176,7 +188,8 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
                 f"|seed={seed}|tau={int(self.tau)}|noise_init={float(self.noise_init)!r}"
                 f"|eps={float(self.adadelta_eps)!r}|batch={self.batch_size}|opt={self.optimizer}"
                 f"|lr={self.learning_rate!r}|zlr={self.inducing_rate!r}|q_step={self.q_step!r}"
-                + ("" if kernel_name(self.kernel) == "rbf" else f"|kernel={kernel_name(self.kernel)}"))
+                + ("" if kernel_name(self.kernel) == "rbf" else f"|kernel={kernel_name(self.kernel)}")
+                + ("" if self.init == "kmeans" else f"|init={self.init}"))
 
     def to_dataset(self) -> xr.Dataset:
         """The fitted model as labelled arrays: inducing points and lengthscales (X units), variances (y units

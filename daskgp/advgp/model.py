@@ -41,7 +41,8 @@ import scipy.linalg
 from ..inducing.features import GlobalParams, kmm, kmm_backprop
 from ..inducing.stats import SuffStats, observed_grad, observed_stats
 
-__all__ = ["FEATURE_MAPS", "ADVGPParams", "weight_map", "partition_objective", "regulariser", "prox_h",
+__all__ = ["FEATURE_MAPS", "ADVGPParams", "weight_map", "partition_objective", "collapsed_objective",
+           "regulariser", "prox_h",
            "appended_statistics", "natural_step", "optimal_q", "negative_elbo"]
 
 FEATURE_MAPS = ("cholesky", "nystrom", "ensemble")
@@ -202,8 +203,30 @@ def partition_objective(X, y, p: ADVGPParams, grad: bool = True, natural: bool =
     natural-gradient step of q(w) sums (:func:`natural_step`). They do not depend on W, β or q, so
     partitions computed at different versions add up to a likelihood the server maps into w-space with its
     own current W and β."""
+    X = np.asarray(X, dtype=float)
     y2 = np.asarray(y, dtype=float).reshape(-1, 1)
-    stats, psi1 = observed_stats(y2, p.inducing, np.asarray(X, dtype=float))
+    stats, psi1 = observed_stats(y2, p.inducing, X)
+    return _objective(X, y2, stats, psi1, p, grad, natural)
+
+
+def collapsed_objective(X, y, p: ADVGPParams) -> tuple[float, np.ndarray]:
+    """(−F, ∂(−F)/∂ kernel part): the negative ELBO of rows X (b, q), y (b,) at the q(w) that minimises it
+    for the kernel of ``p`` (:func:`optimal_q`), which is Titsias' (2009) collapsed bound F (the objective
+    of :mod:`daskgp.sparse.bound`, eq. 4.3 of Gal et al.). Its gradient w.r.t. the kernel part (Z, log σ²,
+    log l, log σ²_n; the first :attr:`ADVGPParams.n_kernel` entries of the vector) is the partial gradient
+    of −L at that q: ∂(−L)/∂q vanishes there (the envelope theorem), so no derivative of q* is needed.
+    What :func:`daskgp.advgp.start.subset_start` minimises on a sample of the rows."""
+    X = np.asarray(X, dtype=float)
+    y2 = np.asarray(y, dtype=float).reshape(-1, 1)
+    stats, psi1 = observed_stats(y2, p.inducing, X)
+    mu, U = optimal_q(stats, p)
+    q = ADVGPParams(p.Z, p.variance, p.lengthscales, p.noise, mu, U, p.feature_map, p.groups, p.kernel)
+    G, g = _objective(X, y2, stats, psi1, q, True, False)
+    return G + regulariser(mu, U), g[:p.n_kernel]
+
+
+def _objective(X, y2, stats: SuffStats, psi1, p: ADVGPParams, grad: bool, natural: bool):
+    """:func:`partition_objective` from the rows' statistics (and their K_nm, ``psi1``)."""
     W, K0, Kmm, back = weight_map(p)
     G, M, WC, WDW, quad = _data_terms(stats, p, W)
     if not grad:
@@ -212,7 +235,7 @@ def partition_objective(X, y, p: ADVGPParams, grad: bool = True, natural: bool =
     # through the statistics C, D (and B = n σ² for every stationary kernel)
     GC = (-beta * (W @ p.mu))[:, None]
     GD = 0.5 * beta * (W @ M @ W.T)
-    rows = observed_grad(y2, p.inducing, GC, GD, np.asarray(X, dtype=float), psi1)
+    rows = observed_grad(y2, p.inducing, GC, GD, X, psi1)
     m, q = p.Z.shape
     dZ, dvar, dls = rows[:m * q].reshape(m, q), rows[m * q], rows[m * q + 1:]
     dvar += 0.5 * beta * stats.n  # ∂G/∂B · ∂B/∂σ²

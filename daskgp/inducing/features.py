@@ -29,7 +29,7 @@ from ..compute.backend import like, to_host
 from ..core.kernels import KERNELS, Kernel, kernel_name
 
 __all__ = ["JITTER", "CLASSIFIER_JITTER", "GlobalParams", "kernel_name", "kernel_of", "kmm", "kmn",
-           "kmm_backprop", "kmn_backprop", "cross_backprop"]
+           "kmm_backprop", "kmn_backprop", "cross_backprop", "vector_bounds"]
 
 # K_mm's jitter, relative to the kernel variance σ², for the regression bound (SGPR, the GPLVM) and ADVGP:
 # keeps K_mm's Cholesky stable when inducing inputs cluster, and is small enough to match libraries that add
@@ -116,6 +116,19 @@ class GlobalParams:
         ∂/∂β, the precision the bounds are written in: ∂/∂log σ²_n = −β ∂/∂β)."""
         return np.concatenate([np.asarray(dZ).ravel(), [dvar * self.variance],
                                np.asarray(dls) * self.lengthscales, [-dbeta * self.beta]])
+
+
+# Box bounds of the unconstrained vector (standardised units): σ² in [1e-6, 1e6], lengthscales in
+# [1e-4, 1e13], noise variance σ²_n in [1e-8, 150]. Far outside any sensible fit, they keep a line search on
+# degenerate data from overflowing exp() inside a worker. The lengthscales' ceiling is far out because ARD
+# switches a GPLVM's unneeded latent dimensions off by sending theirs towards infinity. Z is free.
+_LOG_VARIANCE, _LOG_LENGTHSCALE, _LOG_NOISE = (-13.8, 13.8), (-9.2, 30.0), (-18.4, 5.0)
+
+
+def vector_bounds(m: int, q: int) -> np.ndarray:
+    """(m·q + q + 2, 2) L-BFGS-B bounds in the order of :meth:`GlobalParams.to_vector` (every family that
+    optimises the global parameters by L-BFGS-B: SGPR's and the GPLVM's fits, ADVGP's subset start)."""
+    return np.array([(-np.inf, np.inf)] * (m * q) + [_LOG_VARIANCE] + [_LOG_LENGTHSCALE] * q + [_LOG_NOISE])
 
 
 def kernel_of(name: str, variance: float, lengthscales) -> Kernel:

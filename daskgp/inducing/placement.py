@@ -8,7 +8,7 @@ import numpy as np
 from ..core.kernels import kernel_name
 from ..core.validation import ValidatedParams
 
-__all__ = ["kmeans_inducing", "InducingEstimator"]
+__all__ = ["SAMPLE_ROWS", "kmeans_centres", "kmeans_inducing", "sample_rows", "InducingEstimator"]
 
 
 class InducingEstimator(ValidatedParams):
@@ -23,11 +23,33 @@ class InducingEstimator(ValidatedParams):
             raise ValueError(f"n_inducing={self.n_inducing} is more than the {n} training rows")
 
 
-def kmeans_inducing(X, m: int, seed: int = 0, max_rows: int = 20_000) -> np.ndarray:
-    """Z (m, q): k-means centres (scikit-learn) of at most ``max_rows`` rows drawn at random."""
+SAMPLE_ROWS = 20_000  # rows drawn for k-means (and ADVGP's subset start): a sample, wherever the rows are
+
+
+def sample_rows(seed: int, *arrays, max_rows: int = SAMPLE_ROWS) -> tuple[np.ndarray, ...]:
+    """The same at most ``max_rows`` rows, drawn at random without replacement (in row order), of each of
+    ``arrays`` (n, …): numpy, or dask arrays, sliced where their chunks are and computed together (each
+    chunk read once), so only the sample reaches this process."""
+    import dask
+    import dask.array as da
+
+    n = len(arrays[0])
+    idx = np.sort(np.random.default_rng(seed).choice(n, size=min(n, max_rows), replace=False))
+    picked = [a[idx] for a in arrays]
+    lazy = [i for i, a in enumerate(picked) if isinstance(a, da.Array)]
+    for i, v in zip(lazy, dask.compute(*[picked[i] for i in lazy]), strict=True):
+        picked[i] = v
+    return tuple(np.asarray(a) for a in picked)
+
+
+def kmeans_centres(sample, m: int, seed: int = 0) -> np.ndarray:
+    """Z (m, q): k-means centres (scikit-learn, one start) of the rows ``sample`` (b, q)."""
     from sklearn.cluster import KMeans
 
-    rng = np.random.default_rng(seed)
-    idx = rng.choice(len(X), size=min(len(X), max_rows), replace=False)
-    sub = np.asarray(X[np.sort(idx)])
-    return KMeans(n_clusters=m, n_init=1, random_state=seed).fit(sub).cluster_centers_
+    return KMeans(n_clusters=m, n_init=1, random_state=seed).fit(sample).cluster_centers_
+
+
+def kmeans_inducing(X, m: int, seed: int = 0, max_rows: int = SAMPLE_ROWS) -> np.ndarray:
+    """Z (m, q): k-means centres (scikit-learn) of at most ``max_rows`` rows of X (n, q) drawn at random
+    (:func:`sample_rows`)."""
+    return kmeans_centres(sample_rows(seed, X, max_rows=max_rows)[0], m, seed)

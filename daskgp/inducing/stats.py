@@ -21,7 +21,7 @@ from array_api_compat import array_namespace
 from ..compute.backend import into, like
 from .features import GlobalParams, kmn, kmn_backprop
 
-__all__ = ["SuffStats", "observed_stats", "observed_grad", "summed_stats"]
+__all__ = ["ROW_BLOCK", "SuffStats", "observed_stats", "observed_grad", "summed_stats"]
 
 
 @dataclass
@@ -45,13 +45,26 @@ class SuffStats:
                          self.D - other.D, self.KL - other.KL)
 
 
+# Rows per block of a chunk's statistics and gradient. Up to this many rows the chunk's K_mn (m × b) is made
+# at once and kept for the gradient; a larger chunk (a 10⁶-row Parquet file) is taken block by block and
+# K_mn recomputed in the gradient pass: its K_mn alone would be 8·m·b bytes (0.8 GB at m = 100, b = 10⁶), and
+# with the kernel's temporaries a worker measured 3.1 GB at its peak for 0.4 GB of rows. A kernel block
+# costs m·b·q flops against D's m²·b, so recomputing it costs little.
+ROW_BLOCK = 1 << 15
+
+
+def _blocks(b: int) -> list[tuple[int, int]]:
+    # in-bounds slice ends: the array API standard (cupy's namespace, array_api_strict) requires them
+    return [(a, min(a + ROW_BLOCK, b)) for a in range(0, b, ROW_BLOCK)]
+
+
 def _as_2d(Y):
     return Y[:, None] if Y.ndim == 1 else Y
 
 
 def observed_stats(Y, theta: GlobalParams, X):
-    """(SuffStats, K_mn (m, b) or None for an empty chunk) of rows X (b, q), Y (b, p) or (b,) at θ; K_mn is
-    what :func:`observed_grad` reuses, kept on the worker."""
+    """(SuffStats, K_mn (m, b), or None for an empty chunk or one of more than :data:`ROW_BLOCK` rows) of
+    rows X (b, q), Y (b, p) or (b,) at θ; K_mn is what :func:`observed_grad` reuses, kept on the worker."""
     Y = _as_2d(Y)
     b, m, p = X.shape[0], theta.m, Y.shape[1]
     if b == 0:  # an empty chunk adds nothing
@@ -59,6 +72,12 @@ def observed_stats(Y, theta: GlobalParams, X):
         if type(X) is not np.ndarray:
             zeros = tuple(like(z, X) for z in zeros)
         return SuffStats(0, 0.0, 0.0, *zeros), None
+    if b > ROW_BLOCK:  # block by block, nothing kept: memory bounded whatever the chunk's size
+        total = None
+        for a, e in _blocks(b):
+            part, _ = observed_stats(Y[a:e, ...], theta, X[a:e, ...])
+            total = part if total is None else total + part
+        return total, None
     Kmn = kmn(theta, X)
     xp = array_namespace(Y, X)
     return SuffStats(b, float(xp.sum(Y * Y)), float(b * theta.variance), Kmn @ Y, Kmn @ Kmn.T), Kmn
@@ -72,6 +91,12 @@ def observed_grad(Y, theta: GlobalParams, GC, GD, X, Kmn=None) -> np.ndarray:
     m, q = theta.Z.shape
     if X.shape[0] == 0:
         return np.zeros(m * q + 1 + q)
+    if Kmn is None and X.shape[0] > ROW_BLOCK:  # as observed_stats: block by block
+        parts = [observed_grad(Y[a:e, ...], theta, GC, GD, X[a:e, ...]) for a, e in _blocks(X.shape[0])]
+        total = parts[0]
+        for v in parts[1:]:
+            total = total + v
+        return total
     xp = array_namespace(Y, X)
     Knm = (kmn(theta, X) if Kmn is None else Kmn).T
     Gbar = Y @ into(GC, X).T + 2 * (Knm @ into(GD, X))  # ∂F/∂K_nm (b, m)

@@ -15,7 +15,7 @@ import scipy.linalg
 import scipy.optimize
 
 from ..core.optim import lbfgsb
-from ..inducing.features import GlobalParams, kmm, kmn
+from ..inducing.features import GlobalParams, kmm, kmn, vector_bounds
 from ..inducing.stats import SuffStats
 from ..runs.commit import CHECKPOINT, RunDamaged
 from ..runs.fits import FitStore
@@ -140,25 +140,13 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
         if callback is not None:
             callback(len(trace), F)
 
-    res = lbfgsb(fun, v0[free], bounds=_bounds(m, q)[free], max_iter=max_iter, callback=cb, ftol=tol,
+    res = lbfgsb(fun, v0[free], bounds=vector_bounds(m, q)[free], max_iter=max_iter, callback=cb, ftol=tol,
                  gtol=1e-7)
     v = v0.copy()
     v[free] = res.x
     info.update(message=str(res.message), n_iterations=int(res.nit), converged=bool(res.success),
                 evaluations=log, replayed_evaluations=min(len(old.f), len(log.f)))
     return theta0.with_vector(v), trace, info
-
-
-# Box bounds of the unconstrained vector (standardised units): σ² in [1e-6, 1e6], lengthscales in
-# [1e-4, 1e13], noise variance σ²_n in [1e-8, 150]. Far outside any sensible fit, they keep a line search on
-# degenerate data from overflowing exp() inside a worker. The lengthscales' ceiling is far out because ARD
-# switches a GPLVM's unneeded latent dimensions off by sending theirs towards infinity. Z is free.
-_LOG_VARIANCE, _LOG_LENGTHSCALE, _LOG_NOISE = (-13.8, 13.8), (-9.2, 30.0), (-18.4, 5.0)
-
-
-def _bounds(m: int, q: int) -> np.ndarray:
-    """(m·q + q + 2, 2) L-BFGS-B bounds in the order of :meth:`GlobalParams.to_vector`."""
-    return np.array([(-np.inf, np.inf)] * (m * q) + [_LOG_VARIANCE] + [_LOG_LENGTHSCALE] * q + [_LOG_NOISE])
 
 
 @dataclass

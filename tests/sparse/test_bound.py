@@ -219,3 +219,27 @@ def test_bound_rejects_bad_parameters(small):
         GlobalParams(Z[0], s2, ls, noise=1.0)
     scalar = GlobalParams(Z, s2, 2.0, noise=1.0)  # one lengthscale for every input dimension
     np.testing.assert_array_equal(scalar.lengthscales, np.full(Z.shape[1], 2.0))
+
+
+@pytest.mark.parametrize("namespace", ["numpy", "array_api_strict"])
+def test_a_large_chunk_is_taken_block_by_block_with_the_same_sums(small, monkeypatch, namespace):
+    """A chunk of more than ROW_BLOCK rows (here 300 rows, blocks of 64: a partial last block) gives the
+    statistics and the gradient of the whole chunk at once (1e-12 relative: only the summation order
+    differs) and keeps no K_mn; the gradient recomputes it. Power: a variant that skips the partial last
+    block changes A, C and D."""
+    import daskgp.inducing.stats as st
+
+    X, y, Z, s2, ls, beta = small
+    theta = GlobalParams(Z, s2, ls, noise=1 / beta)
+    whole, Kmn = chunk_stats_cached(y[:, None], theta, X)
+    g = bound_and_grads(whole, theta)
+    ref = chunk_global_grad(y[:, None], theta, g, X, psi1=Kmn)
+    Xa, ya = (X, y[:, None]) if namespace == "numpy" else (xps.asarray(X), xps.asarray(y[:, None]))
+    monkeypatch.setattr(st, "ROW_BLOCK", 64)
+    blocked, cached = chunk_stats_cached(ya, theta, Xa)
+    assert cached is None and blocked.n == 300
+    for a, b in ((blocked.A, whole.A), (blocked.B, whole.B), (blocked.C, whole.C), (blocked.D, whole.D)):
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(chunk_global_grad(ya, theta, g, Xa)), ref, rtol=1e-10, atol=1e-12)
+    skipped, _ = chunk_stats_cached(y[:256, None], theta, X[:256])
+    assert not np.allclose(skipped.D, whole.D, rtol=1e-6)
