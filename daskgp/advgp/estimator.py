@@ -144,11 +144,12 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             key = f"{data_token(X, y)}|{self._settings_key(seed, r)}"
             state = ckpt.read(key) if resume else None
             rows = Xs.chunks[0] if lazy and not self.n_partitions else max(1, -(-n // r))
+            # one sample of the rows (drawn where they are) for k-means and the subset start; before the
+            # rows are placed: the two graphs share keys that the scheduler would otherwise see twice
+            Xsub, ysub = sample_rows(seed, Xs, ys)
             chunks = RowChunks.from_arrays(c, ys, rows, X=Xs)
             try:
                 m, k = int(self.n_inducing), int(self.n_inducing) // int(self.groups)
-                # one sample of the rows (drawn where they are) for k-means and the subset start
-                Xsub, ysub = sample_rows(seed, Xs, ys)
                 p0 = ADVGPParams(kmeans_centres(Xsub, m, seed), 1.0, np.full(d, math.sqrt(d)),
                                  self.noise_init, np.zeros(k), np.eye(k), self.feature_map, int(self.groups),
                                  kernel_name(self.kernel))
@@ -213,7 +214,7 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             coords={"feature": names, "update": np.array([r.version for r in rec], dtype=int)},
             attrs={"model": "daskgp.ADVGPRegressor", "tau": int(self.tau), "n_inducing": int(self.n_inducing),
                    "optimizer": self.optimizer, "converged": int(bool(getattr(self, "converged_", False))),
-                   "feature_map": self.feature_map, "n_train": int(self.n_train_),
+                   "feature_map": self.feature_map, "n_train": int(self.n_train_), "init": self.init,
                    "lost_partitions": int(self.lost_partitions_),
                    "gradients_per_partition": np.asarray(self.gradients_per_partition_, dtype=int),
                    **({} if self.batch_size is None else {"batch_size": int(self.batch_size)})})

@@ -259,6 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--optimizer", choices=("adam", "adadelta"), default="adam",
                     help="adam: Adam per parameter group and natural steps on q(w); adadelta: the paper's "
                          "algorithm")
+    ad.add_argument("--init", choices=("subset", "kmeans"), default="subset",
+                    help="where the kernel starts: subset (the collapsed bound of a 20,000-row sample, "
+                         "maximised first) or kmeans (the paper's start)")
     ad.add_argument("--partitions", type=int, default=None, help="row partitions (default: 2 per worker)")
     ad.add_argument("--batch", type=int, default=None,
                     help="rows per gradient task, a minibatch of its partition (default: all of it)")

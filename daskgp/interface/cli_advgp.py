@@ -40,7 +40,7 @@ def advgp_command(args) -> int:
     table, early = table_in_args(args), split_before_cluster(args)
     est = ADVGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, tau=args.tau,
                          n_partitions=args.partitions, batch_size=args.batch, random_state=args.seed,
-                         optimizer=args.optimizer, tol=args.tol or None, kernel=args.kernel)
+                         optimizer=args.optimizer, tol=args.tol or None, kernel=args.kernel, init=args.init)
     if early:
         ds, Xtr, ytr, Xte, yte = split_from_args(args, tables=True)
         est._check_params(Xtr.shape[0])  # --partitions and the rest: refused before a cluster starts

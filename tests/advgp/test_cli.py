@@ -25,7 +25,7 @@ def _cli(*args, timeout=300):
 @pytest.mark.cluster
 def test_results_file_and_progress(tmp_path):
     out = tmp_path / "a.nc"
-    r = _cli(*BASE, "--max-iter", "60", "--tau", "2", "--batch", "300", "--out", str(out))
+    r = _cli(*BASE, "--max-iter", "60", "--tau", "2", "--batch", "300", "--init", "kmeans", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "ADVGP |" in r.stderr and "test RMSE" in r.stderr and "test RMSE" in r.stdout
     with xr.open_dataset(out) as res:
@@ -33,6 +33,7 @@ def test_results_file_and_progress(tmp_path):
         assert res.sizes["update"] == 60 and int(res["max_staleness"].max()) <= 2
         assert list(res["feature"].values)[:2] == ["month", "day"]
         assert res.attrs["batch_size"] == 300 and int(res.attrs["gradients_per_partition"].sum()) >= 60
+        assert res.attrs["init"] == "kmeans"
     assert not os.path.exists(f"{out}.checkpoint")
 
 
