@@ -42,8 +42,7 @@ from ..inducing.features import GlobalParams, kmm, kmm_backprop
 from ..inducing.stats import SuffStats, observed_grad, observed_stats
 
 __all__ = ["FEATURE_MAPS", "ADVGPParams", "weight_map", "partition_objective", "collapsed_objective",
-           "regulariser", "prox_h",
-           "appended_statistics", "natural_step", "optimal_q", "negative_elbo"]
+           "regulariser", "prox_h", "appended_statistics", "natural_step", "optimal_q", "negative_elbo"]
 
 FEATURE_MAPS = ("cholesky", "nystrom", "ensemble")
 
