@@ -261,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "algorithm")
     ad.add_argument("--init", choices=("subset", "kmeans"), default="subset",
                     help="where the kernel starts: subset (the collapsed bound of a 20,000-row sample, "
-                         "maximised first) or kmeans (the paper's start)")
+                         "maximised first) or kmeans (the paper's start); a --resume continues from its "
+                         "checkpoint, which was made with the same --init")
     ad.add_argument("--partitions", type=int, default=None, help="row partitions (default: 2 per worker)")
     ad.add_argument("--batch", type=int, default=None,
                     help="rows per gradient task, a minibatch of its partition (default: all of it)")
