@@ -236,6 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
     sg.add_argument("--max-iter", type=int, default=200, help="L-BFGS-B iterations")
     sg.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (one task each)")
     sg.add_argument("--seed", type=int, default=0, help="split and k-means seed")
+    sg.add_argument("--init", choices=("kmeans", "subset"), default="kmeans",
+                    help="where the fit starts: kmeans (Z at k-means centres of a 20,000-row sample) or "
+                         "subset (then moved to the optimum of that sample's bound, in this process: a good "
+                         "fit in a few passes over the rows, which can end below the kmeans start's after "
+                         "many); a --resume needs the same --init")
     sg.add_argument("--out", default="sgpr.nc", help="netCDF file for parameters, bound trace, predictions")
     sg.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     _predictions_argument(sg)

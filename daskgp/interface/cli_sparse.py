@@ -39,7 +39,7 @@ def sgpr_command(args) -> int:
     if args.overwrite and not args.resume:
         ckpt.remove()
     est = SparseGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, chunk_rows=args.chunk_rows,
-                            random_state=args.seed, kernel=args.kernel)
+                            random_state=args.seed, kernel=args.kernel, init=args.init)
     printer = bound_progress(args.max_iter)
     try:
         with cluster_from_args(args, stream=sys.stderr) as client:
@@ -63,6 +63,10 @@ def sgpr_command(args) -> int:
         return 130
     rmse, rmse_mean = write_results(est.to_dataset(), args.out, ds, args, ytr, yte, mean, sd, reduced)
     ckpt.remove()
+    start = getattr(est, "start_info_", {})
+    if start.get("init") == "subset":
+        print(f"subset start: bound {start['bound_per_row_start']:.4f} -> {start['bound_per_row']:.4f} nats "
+              f"per row on {start['rows']} rows ({start['iterations']} iterations)")
     print(f"bound {est.bound_:.1f} nats after {est.fit_info_['n_iterations']} iterations "
           f"({est.fit_info_['n_evaluations']} evaluations, {est.fit_info_['seconds']:.1f} s)")
     print(f"test RMSE {rmse:.3f} {ds.target_name} (mean predictor {rmse_mean:.3f}); results in {args.out}")

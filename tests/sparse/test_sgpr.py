@@ -381,6 +381,25 @@ def test_cli_sgpr_writes_netcdf_with_bound_trace_and_test_rmse(tmp_path):
     assert again.returncode == 1 and "--overwrite" in again.stderr.strip().splitlines()[-1]
 
 
+def test_cli_sgpr_subset_start_is_recorded(tmp_path):
+    """--init subset: the start is fitted first (reported, the bound per row rising), the results file names
+    the start and holds its record, and the saved model reloads with it."""
+    import json
+
+    import xarray as xr
+
+    out = tmp_path / "sgpr.nc"
+    r = _cli("sgpr", "--data", "flights", "--inducing", "20", "--train-size", "2000", "--max-iter", "3",
+             "--init", "subset", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "subset start: bound" in r.stdout
+    with xr.open_dataset(out) as res:
+        assert json.loads(res.attrs["params"])["init"] == "subset"
+        start = json.loads(res.attrs["start_info"])
+    assert start["rows"] == 2000 and start["bound_per_row"] > start["bound_per_row_start"]
+    assert SparseGPRegressor.load(out).init == "subset"
+
+
 @pytest.mark.parametrize("argv,msg", [
     (["sgpr", "--data", "nope"], "unknown dataset"),
     (["sgpr", "--inducing", "0"], "--inducing must be >= 1"),
