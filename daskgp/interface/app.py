@@ -73,11 +73,14 @@ def _capped_dropper(pn, max_bytes: int, rejected):
     return CappedDropper
 
 
-def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, schedulers=()):
+def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, schedulers=(), runs=()):
     """One browser session's page; ``max_runs`` concurrent runs across the server's sessions, CSV uploads of
     at most ``max_upload_mb`` (and ``MAX_UPLOAD_ROWS`` rows, ``MAX_UPLOAD_COLUMNS`` columns); ``schedulers``:
     the dask-scheduler addresses a page may choose instead of the server's local cluster (none by default:
-    the choice is hidden and the page cannot point the server anywhere)."""
+    the choice is hidden and the page cannot point the server anywhere); ``runs``: the folders whose runs
+    the page lists and opens read-only (:mod:`daskgp.runs.catalog`; nothing outside them is read), the
+    first of which receives the runs started from the page (kept after the page closes); none: the page's
+    runs live in a temporary folder, deleted with the page."""
     import panel as pn
 
     pn.extension()
@@ -160,6 +163,65 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
 
     upload.param.watch(on_upload, "value")
 
+    # ---------------------------------------------------------------------------------------- runs on disk
+    runs = tuple(runs)
+    run_list = pn.widgets.Select(name="Runs in " + ", ".join(map(str, runs)), options={}, size=6,
+                                 visible=bool(runs), css_classes=["run-list"])
+    run_path = pn.widgets.TextInput(name="…or a run's path", placeholder="a folder under the runs folders",
+                                    visible=bool(runs), css_classes=["run-path"])
+    open_b = pn.widgets.Button(name="Open read-only", visible=bool(runs), css_classes=["open-run"])
+    list_b = pn.widgets.Button(name="Refresh list", visible=bool(runs))
+    writer_md = pn.pane.Markdown("", css_classes=["run-writer"])
+
+    def list_runs(event=None):
+        from ..runs.catalog import find_runs
+
+        try:
+            found = find_runs(runs)
+        except ValueError as e:
+            show_error(str(e))
+            return
+        run_list.options = {_run_label(r): r.path for r in found}
+
+    def on_open(event):
+        from ..runs.catalog import allowed_path
+        from .stored import StoredRun
+
+        show_error("")
+        old = session["run"]
+        if old is not None and old.status in ("running", "paused"):
+            show_error("Stop the run this page started before opening another")
+            return
+        chosen = run_path.value.strip() or run_list.value
+        if not chosen:
+            show_error("Choose a run from the list, or give its path")
+            return
+        try:
+            path, root = allowed_path(runs, chosen)
+            run = StoredRun(path, root)
+        except (ValueError, OSError) as e:
+            show_error(f"Cannot open: {e}")
+            return
+        if run.entry is None or run.entry.kind != "chains":
+            what = "not a daskgp run" if run.entry is None else f"a {run.entry.kind} fit checkpoint"
+            run.close()
+            show_error(f"Cannot open {chosen}: it is {what}; only chains runs open here")
+            return
+        if old is not None:
+            old.close()
+        session.update(run=run, figs=None, tick=0, last_pred=-1)
+        slice_dim.options = list(run.feature_names)
+        slice_dim.value = run.feature_names[0] if run.feature_names else None
+        views.objects = [pn.pane.Markdown("Waiting for the run's first draws…")]
+        if not cb.running:
+            cb.start()
+        refresh()
+
+    list_b.on_click(list_runs)
+    open_b.on_click(on_open)
+    if runs:
+        list_runs()
+
     # ---------------------------------------------------------------------------------------- views
     views = pn.Column(pn.pane.Markdown("Start a run to see its chains."), sizing_mode="stretch_width",
                       min_width=400)
@@ -190,6 +252,11 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         if run is None:
             return
         session["tick"] += 1
+        if hasattr(run, "refresh"):  # a run opened from disk: reread it when its writer committed
+            run.refresh()
+            writer_md.object = (f"**run:** {run.out} ({run.describe_settings()}; the settings above are for "
+                                f"a new run)" + (f" — written by {run.entry.who}"
+                                                 if run.entry is not None and run.entry.who else ""))
         stage = f" — {run.stage}…" if run.stage and run.status == "running" else ""
         status.object = (f"**status:** {run.status}{stage}" + (f" — {run.message}" if run.message else ""))
         if run.dask_link:
@@ -271,7 +338,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
                 seed=int(seed.value), scheduler=None if scheduler.value == local else scheduler.value,
                 allowed_schedulers=tuple(schedulers)).validate()
             # the shared cluster starts in the run's thread: the page answers at once ("starting …")
-            run = LiveRun(settings, client=None if settings.scheduler else shared_client)
+            run = LiveRun(settings, client=None if settings.scheduler else shared_client,
+                          workdir=_new_run_folder(runs[0]) if runs else None)
             run.start(max_runs)
         except (ValueError, RunCapReached, FileNotFoundError, OSError) as e:
             show_error(f"Cannot start: {e}")
@@ -325,5 +393,23 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     setup = pn.Column("## daskgp — GP hyperparameter posterior", dataset, upload, target, kernel, ard,
                       method, chains, target_ess, iterations, probes, step_start, step_end, seed, scheduler,
                       pn.Row(start_b, pause_b, stop_b), error, status, counter, dask_md, dl_nc, dl_csv,
-                      width=340)
+                      run_list, run_path, pn.Row(open_b, list_b), writer_md, width=340)
     return pn.Row(setup, views, sizing_mode="stretch_width")
+
+
+def _run_label(r) -> str:
+    """One line of the runs list: where, what, how far, who writes it."""
+    steps = f"{r.steps} of {r.total} draws" if r.total else f"{r.steps} steps"
+    who = f", {r.who}" if r.who else ""
+    return f"{r.name} — {r.kind}, {r.phase}, {r.state}, {steps}{who}"
+
+
+def _new_run_folder(root) -> str:
+    """A new folder under the first runs folder for a run the page starts (kept: it can be reopened)."""
+    import os
+    import secrets
+    import time
+
+    path = os.path.join(os.fspath(root), f"dashboard-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}")
+    os.makedirs(path)
+    return path

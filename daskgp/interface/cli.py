@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -64,6 +65,9 @@ def _dashboard(args) -> int:
         raise ValueError(f"--port must be in 1..65535, got {args.port}")
     if args.max_runs < 1 or args.max_upload_mb <= 0:
         raise ValueError("--max-runs must be >= 1 and --max-upload-mb > 0")
+    for folder in args.runs:
+        if not os.path.isdir(folder):
+            raise ValueError(f"--runs {folder}: no such folder")
     import panel as pn
 
     from .app import create_app
@@ -81,7 +85,7 @@ def _dashboard(args) -> int:
 
     def app():  # a plain function: pn.serve renders a functools.partial as text instead of calling it
         return create_app(max_runs=args.max_runs, max_upload_mb=args.max_upload_mb,
-                          schedulers=tuple(args.allow_scheduler))
+                          schedulers=tuple(args.allow_scheduler), runs=tuple(args.runs))
 
     pn.serve({"sgld": app}, address=args.address, port=args.port, show=False,
              websocket_origin=origins + list(args.allow_origin), title="daskgp — SGLD dashboard",
@@ -336,6 +340,10 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("--allow-scheduler", action="append", default=[], metavar="tcp://HOST:PORT",
                     help="a dask-scheduler the page may choose instead of the local cluster (repeatable; "
                          "without it the page cannot point the server at any scheduler)")
+    db.add_argument("--runs", action="append", default=[], metavar="DIR",
+                    help="a folder whose runs the page lists and opens read-only, including runs other "
+                         "processes are writing (repeatable; nothing outside these folders is read); runs "
+                         "started from the page are written to the first and kept")
     db.set_defaults(func=_dashboard)
     return p
 

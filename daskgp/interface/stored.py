@@ -1,0 +1,128 @@
+"""A run on disk opened by the dashboard: read-only, refreshed as its writer commits blocks — a run started
+by ``daskgp sample`` as a batch job, on this host or another that shares the storage, finished, crashed or
+still being written.
+
+:class:`StoredRun` gives the page what a run it started itself gives (:class:`daskgp.interface.dashboard.
+RunViews`): the committed draws (:func:`daskgp.mcmc.diagnostics.open_run`: only the committed prefix, every
+block checked against its digest), R-hat and ESS, the PSRF evolution, and the predictive along one input from
+the training rows the run holds. A run keeps no held-out rows, so its held-out predictive is not shown.
+Reading never writes: downloads are written to a temporary folder of the page's own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..datasets.loaders import fitted_scaler
+from ..mcmc.diagnostics import open_run, whole_chains
+from ..runs.catalog import describe
+from .dashboard import RunViews
+
+__all__ = ["StoredRun"]
+
+
+class StoredRun(RunViews):
+    """The run at ``path`` (already checked to lie in an allowed folder, :func:`daskgp.runs.catalog.
+    allowed_path`) found under ``root``. ``refresh()`` rereads it when its last commit changed; ``status``
+    says who writes it and where it stands; ``message`` holds the one line of a damaged run."""
+
+    def __init__(self, path: str, root: str):
+        self.out, self.root = path, root
+        self.stage, self.dask_link, self.progress, self.message = "", None, None, ""
+        self.status = "opening"
+        self.names: list[str] = []
+        self.feature_names: list[str] = []
+        self.warmup_draws = 0
+        self._dt = None
+        self._seen = None
+        self._tmp = tempfile.mkdtemp(prefix="daskgp-dashboard-open-")
+        self.workdir = self._tmp
+        self.entry = None
+        self.refresh()
+
+    def _stamp(self):
+        from ..runs.commit import CHECKPOINT
+
+        try:
+            st = os.stat(os.path.join(self.out, CHECKPOINT))
+            return st.st_mtime_ns, st.st_size
+        except OSError:
+            return None
+
+    def refresh(self) -> bool:
+        """Reread the run when its checkpoint changed since the last read; True when it did."""
+        self.entry = describe(self.out, self.root)
+        if self.entry is None:
+            self.status, self.message = "failed", f"{self.out} is no longer a daskgp run"
+            return False
+        stamp = self._stamp()
+        if stamp == self._seen and self._dt is not None:
+            self.status = self._status()
+            return False
+        try:
+            dt = open_run(self.out)
+        except (OSError, ValueError) as e:  # damaged, or replaced under us: one line on the page
+            self.status, self.message = "failed", str(e).splitlines()[0]
+            return False
+        self._dt, self._seen, self.message = dt, stamp, ""
+        cfg = dt.attrs.get("config", {})
+        self.settings = SimpleNamespace(method=cfg.get("method", "sghmc"), n_iter=int(cfg.get("n_iter", 0)),
+                                        kernel=cfg.get("kernel", "rbf"), ard=bool(cfg.get("ard", False)))
+        self.warmup_draws = int(dt.attrs.get("warmup_draws", 0))
+        whole = whole_chains(dt)
+        self.names = list(whole["posterior"].data_vars) if "posterior" in whole.children else []
+        if "constant_data" in dt.children and not self.feature_names:
+            cd = dt["constant_data"].to_dataset()
+            self.X_train = np.asarray(cd["X"].values, float)
+            n, d = self.X_train.shape
+            # a run sampled from the library without scalers holds standardised data: identity scalers
+            self.x_scaler = fitted_scaler(cd["x_center"].values if "x_center" in cd else np.zeros(d),
+                                          cd["x_scale"].values if "x_scale" in cd else np.ones(d), n)
+            self.y_train = np.asarray(dt["observed_data"].to_dataset()["y"].values, float)
+            meta = dt.attrs.get("data_meta", {}) or {}
+            self.y_scaler = fitted_scaler([meta.get("y_center", 0.0)], [meta.get("y_scale", 1.0)], n)
+            self.feature_names = [str(f) for f in meta.get("feature_names",
+                                                           [f"x{j}" for j in range(self.X_train.shape[1])])]
+        self.status = self._status()
+        return True
+
+    def _status(self) -> str:
+        e = self.entry
+        if e.state == "writing":
+            return f"being written by {e.who} — {e.phase}"
+        return f"{e.state} — {e.steps} of {e.total} draws per chain" if e.total else e.state
+
+    def as_run(self):
+        return self._dt
+
+    def describe_settings(self) -> str:
+        """The run's sampler, chains, kernel and data in a few words, for the page."""
+        if self._dt is None:
+            return "not read yet"
+        cfg = self._dt.attrs.get("config", {})
+        data = (self._dt.attrs.get("data_meta") or {}).get("name") or "its own data"
+        ard = " (ARD)" if cfg.get("ard") else ""
+        return (f"{cfg.get('method', '?')}, {cfg.get('n_chains', '?')} chains, kernel "
+                f"{cfg.get('kernel', '?')}{ard}, {self._dt.attrs.get('n', '?')} rows of {data}")
+
+    def snapshot(self) -> tuple[dict, dict]:
+        """({param: (chains, draws)}, {stat: (chains, draws)}): the whole committed chains, warmup first."""
+        if self._dt is None:
+            return {}, {}
+        whole = whole_chains(self._dt)
+        get = {g: whole[g].to_dataset() if g in whole.children else {} for g in ("posterior", "sample_stats")}
+        return ({k: np.asarray(v.values) for k, v in get["posterior"].items()},
+                {k: np.asarray(v.values) for k, v in get["sample_stats"].items()})
+
+    @property
+    def n_draws(self) -> int:
+        return int(self._dt.attrs.get("n_draws", 0)) if self._dt is not None else 0
+
+    def close(self) -> None:
+        """Forget the page's downloads; the run itself is never touched."""
+        shutil.rmtree(self._tmp, ignore_errors=True)

@@ -1,0 +1,180 @@
+"""Every run under the folders a reader may see (``daskgp dashboard --runs DIR``): what each is, who writes it
+and where it stands, read from the runs' small JSON files only — nothing is written, locked, executed or
+followed through a symbolic link, and nothing outside the allowed folders is read.
+
+A folder is listed when it is
+
+* a chains run (:mod:`daskgp.runs.layout`: ``zarr.json`` with the ``daskgp_run`` marker), finished, being
+  written (here or by a process on another host that shares the storage), interrupted, or damaged;
+* a fit checkpoint (:mod:`daskgp.runs.fits`: SGPR, ADVGP, GPC, the GPLVM, or a chains run's warmup before
+  its first draws), while a fit is in progress or after it was interrupted.
+
+Each is one :class:`RunEntry`. A damaged run is listed with its one-line message, never skipped: the reader
+can see it exists and what ``daskgp repair`` would say.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from .commit import CHECKPOINT
+from .layout import KIND, MARKER, RunError, read_checkpoint
+from .lock import LockInfo, lock_info
+
+__all__ = ["RunEntry", "allowed_path", "describe", "find_runs", "MAX_DEPTH", "MAX_ENTRIES"]
+
+MAX_DEPTH = 4  # folders below a root searched for runs (a run's own folders are never searched)
+MAX_ENTRIES = 20_000  # directory entries looked at per listing: a huge tree is cut, not walked for minutes
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """One run: ``path`` (real, absolute), ``name`` (relative to ``root``, for display), ``kind`` ('chains',
+    or a fit checkpoint's family: 'sgpr', 'advgp', 'gpc', 'gplvm', 'warmup', …), ``phase`` (chains: 'warmup'
+    while the committed draws are the warmup's, then 'sampling'; 'damaged'; fits: 'fitting'), ``state``
+    ('writing' while a live writer, or one on another host, holds its lock; 'finished' when a chains run has
+    its iterations; 'stopped' otherwise: interrupted, stopped from a page, or stopped at its ESS target —
+    resumable), ``steps`` (committed draws per chain, or a fit's finished steps), ``total`` (the iterations
+    a chains run asks for, None for fits), ``writer`` (its lock, when there is one), ``modified`` (the last
+    commit's time, seconds since the epoch) and ``message`` (why it is damaged)."""
+
+    path: str
+    name: str
+    root: str
+    kind: str
+    phase: str
+    state: str
+    steps: int
+    total: int | None
+    writer: LockInfo | None
+    modified: float
+    message: str = ""
+
+    @property
+    def who(self) -> str:
+        """Who writes it, in words ('' when nobody holds its lock)."""
+        if self.writer is None:
+            return ""
+        if self.writer.state == "unreadable":
+            return "an unreadable lock"
+        return f"PID {self.writer.pid} on {self.writer.host} ({self.writer.state})"
+
+
+def _real_roots(roots) -> list[str]:
+    out = []
+    for r in roots:
+        real = os.path.realpath(os.fspath(r))
+        if not os.path.isdir(real):
+            raise ValueError(f"runs folder {r} does not exist or is not a folder")
+        out.append(real)
+    if not out:
+        raise ValueError("no runs folder given")
+    return out
+
+
+def allowed_path(roots, path) -> tuple[str, str]:
+    """(real path, its root): ``path`` resolved (symbolic links, ``..``) must lie inside one of ``roots``
+    (relative paths are taken from the first root); ValueError in one line otherwise."""
+    real_roots = _real_roots(roots)
+    p = os.fspath(path)
+    real = os.path.realpath(p if os.path.isabs(p) else os.path.join(real_roots[0], p))
+    for root in real_roots:
+        if real == root or real.startswith(root.rstrip("/") + "/"):
+            return real, root
+    raise ValueError(f"{path} is outside the runs folders this dashboard may read "
+                     f"({', '.join(real_roots)})")
+
+
+def _json(path: str, limit: int = 1 << 22):
+    """A small JSON file, or None (missing, too big, not JSON)."""
+    try:
+        if os.path.getsize(path) > limit:
+            return None
+        with open(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _chains_kind(path: str) -> bool:
+    doc = _json(os.path.join(path, "zarr.json"))
+    attrs = doc.get("attributes") if isinstance(doc, dict) else None
+    if not isinstance(attrs, dict) or MARKER not in attrs:
+        return False
+    try:
+        return json.loads(attrs[MARKER]).get("kind") == KIND
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def _fit_kind(path: str) -> str | None:
+    """The family of a fit checkpoint folder ('sgpr' from 'daskgp.sgpr-checkpoint'), or None."""
+    from ..core.files import MARK
+    from .fits import MARKER as FIT_MARKER
+    from .fits import is_fit_store
+
+    if not is_fit_store(path):
+        return None
+    doc = _json(os.path.join(path, CHECKPOINT), limit=1 << 28)
+    kind = doc.get(MARK) if isinstance(doc, dict) and FIT_MARKER in doc else None
+    if not isinstance(kind, str):
+        return "fit" if os.path.exists(os.path.join(path, CHECKPOINT)) else "fit (starting)"
+    return kind.removeprefix("daskgp.").removesuffix("-checkpoint")
+
+
+def describe(path, root: str) -> RunEntry | None:
+    """The entry of the run at ``path`` (real) found under ``root``, or None when it is not a run."""
+    path = os.fspath(path)
+    name = os.path.relpath(path, root)
+    writer = lock_info(path)
+    state = "writing" if writer is not None and writer.state in ("live", "foreign") else "stopped"
+    ckpt_file = os.path.join(path, CHECKPOINT)
+    modified = os.path.getmtime(ckpt_file) if os.path.exists(ckpt_file) else os.path.getmtime(path)
+    if _chains_kind(path):
+        try:
+            ck = read_checkpoint(path)
+        except (RunError, FileNotFoundError, ValueError) as e:
+            return RunEntry(path, name, root, "chains", "damaged", state, 0, None, writer, modified,
+                            str(e).splitlines()[0])
+        cfg = ck.get("config") if isinstance(ck.get("config"), dict) else {}
+        total = int(cfg["n_iter"]) if isinstance(cfg.get("n_iter"), int) else None
+        n, warm = int(ck["n_draws"]), int(ck["warmup_draws"])
+        if state == "stopped" and total is not None and n >= total:
+            state = "finished"
+        return RunEntry(path, name, root, "chains", "warmup" if n <= warm else "sampling", state, n, total,
+                        writer, modified)
+    kind = _fit_kind(path)
+    if kind is None:
+        return None
+    doc = _json(ckpt_file, limit=1 << 28)
+    steps = int(doc.get("step", 0)) if isinstance(doc, dict) and type(doc.get("step")) is int else 0
+    return RunEntry(path, name, root, kind, "fitting", state, steps, None, writer, modified)
+
+
+def find_runs(roots, max_depth: int = MAX_DEPTH) -> list[RunEntry]:
+    """Every run under the folders ``roots``, newest commit first. Symbolic links are not followed (a link
+    could lead outside the roots); a run's own folders are not searched; at most :data:`MAX_ENTRIES`
+    directory entries are looked at."""
+    found, seen = [], 0
+    for root in _real_roots(roots):
+        stack = [(root, 0)]
+        while stack and seen < MAX_ENTRIES:
+            folder, depth = stack.pop()
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError:
+                continue
+            for e in entries:
+                seen += 1
+                if seen > MAX_ENTRIES:
+                    break
+                if not e.is_dir(follow_symlinks=False) or e.name.startswith("."):
+                    continue
+                entry = describe(e.path, root)
+                if entry is not None:
+                    found.append(entry)
+                elif depth + 1 < max_depth:
+                    stack.append((e.path, depth + 1))
+    return sorted(found, key=lambda r: -r.modified)

@@ -1,0 +1,127 @@
+"""The dashboard opens runs it did not start (issue 35, item 1), in a real headless Chromium: ``daskgp
+sample`` writes a run in another process into the folder given to ``daskgp dashboard --runs``; the page
+opens it read-only, names its writer (PID and host) and its draw count rises on screen while it is written;
+a path outside the folder is refused in one line; the run's files are byte-identical before and after the
+page read them. Screenshots at 1,280 and 1,920 px go to tests/artifacts/ (the README's)."""
+
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .test_dashboard_browser import ARTIFACTS, CHROMIUM, IN_CI, _assert_fits, _count, _wait
+
+pytestmark = [pytest.mark.cluster,
+              pytest.mark.skipif(CHROMIUM is None and not IN_CI,
+                                 reason="no Chromium here: apt-get install -y chromium")]
+
+ITERATIONS = 100_000  # far more than the test waits for: the writer is interrupted once the page has seen it
+
+
+def _digest(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): hashlib.blake2b(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture
+def served_runs(tmp_path):
+    if CHROMIUM is None:  # only under CI: elsewhere the module is skipped
+        pytest.fail("CI is set and no Chromium was found: `make browser` could not install it")
+    root = tmp_path / "runs"
+    root.mkdir()
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "daskgp", "dashboard", "--port", str(port), "--runs",
+                             str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=os.environ.copy())
+    url = f"http://127.0.0.1:{port}/sgld"
+    for _ in range(150):
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            break
+        except OSError:
+            time.sleep(0.2)
+    yield url, root
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_a_batch_run_is_opened_and_watched_while_it_is_written(served_runs, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    url, root = served_runs
+    run = root / "batch.zarr"
+    writer = subprocess.Popen([sys.executable, "-m", "daskgp", "sample", "--data", "concrete", "--method",
+                               "mh", "--chains", "2", "--iterations", str(ITERATIONS), "--checkpoint-every",
+                               "20", "--workers", "1", "--out", str(run)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy(),
+                              start_new_session=True)
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        # the run folder appears with its first committed block (a new run is staged under another name)
+        assert _wait(lambda: (run / "daskgp-checkpoint.json").exists(), timeout=300), writer.stderr
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                        args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(url)
+            expect(page.get_by_role("button", name="Open read-only")).to_be_visible(timeout=60_000)
+            # outside the runs folder: one line, nothing opened
+            page.locator(".run-path input").fill("/etc")
+            page.locator(".run-path input").press("Enter")
+            page.get_by_role("button", name="Open read-only").click()
+            expect(page.locator(".run-error")).to_contain_text("outside the runs folders", timeout=30_000)
+            assert "\n" not in page.locator(".run-error").inner_text().strip()
+            # the batch run: listed, opened, its writer named, its draw count rising on screen
+            page.get_by_role("button", name="Refresh list").click()
+            expect(page.locator(".run-list")).to_contain_text("batch.zarr", timeout=30_000)
+            page.locator(".run-path input").fill("batch.zarr")
+            page.locator(".run-path input").press("Enter")
+            page.get_by_role("button", name="Open read-only").click()
+            expect(page.locator(".run-writer")).to_contain_text(f"PID {writer.pid} on {socket.gethostname()}",
+                                                                timeout=30_000)
+            expect(page.locator(".run-status")).to_contain_text("being written", timeout=30_000)
+            assert _wait(lambda: _count(page) >= 20, timeout=120)
+            first = _count(page)
+            assert _wait(lambda: _count(page) >= first + 40, timeout=180), (first, _count(page))
+            time.sleep(2.5)
+            _assert_fits(page)
+            page.screenshot(path=str(ARTIFACTS / "dashboard_open_run_1280.png"), full_page=True)
+            page.set_viewport_size({"width": 1920, "height": 1080})
+            time.sleep(1.5)
+            _assert_fits(page)
+            page.screenshot(path=str(ARTIFACTS / "dashboard_open_run_1920.png"), full_page=True)
+            # the writer interrupted (Ctrl-C): the run stops, and the page says so
+            os.killpg(writer.pid, signal.SIGINT)
+            assert writer.wait(timeout=120) == 130
+            expect(page.locator(".run-status")).to_contain_text("stopped", timeout=30_000)
+            # a run nobody writes: the page's reading changes no byte of it
+            before = _digest(run)
+            page.get_by_role("button", name="Open read-only").click()
+            expect(page.locator(".run-status")).to_contain_text("stopped", timeout=30_000)
+            n = _count(page)
+            time.sleep(3)  # three refreshes
+            assert _count(page) == n
+            assert _digest(run) == before
+            browser.close()
+    finally:
+        if writer.poll() is None:
+            os.killpg(writer.pid, signal.SIGKILL)
+            writer.wait()

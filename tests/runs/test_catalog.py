@@ -1,0 +1,131 @@
+"""The runs catalogue (daskgp.runs.catalog) and a run opened read-only (daskgp.interface.stored.StoredRun):
+every run under the allowed folders is listed with its kind, phase, state and writer; nothing outside them is
+read; reading changes no byte; a run opened from disk shows exactly what it stores."""
+
+import hashlib
+import json
+import os
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from daskgp.runs.catalog import allowed_path, find_runs
+
+N_ITER = 40
+
+
+def _tree_digest(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): hashlib.blake2b(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def runs_root(tmp_path_factory, concrete, client):
+    """A runs folder: a finished MH run two folders down, an SGPR fit checkpoint, a damaged run, an empty
+    folder, and a symbolic link to a run outside the folder."""
+    from daskgp.inducing.features import GlobalParams
+    from daskgp.mcmc.chains import sample
+    from daskgp.sparse.fit import FitCheckpoint
+
+    root = tmp_path_factory.mktemp("runs")
+    outside = tmp_path_factory.mktemp("outside")
+    X, y = concrete.X_std[:300], concrete.y_std[:300]
+    kw = dict(method="mh", n_chains=2, n_iter=N_ITER, checkpoint_every=10, seed=1)
+    (root / "study" / "a").mkdir(parents=True)
+    sample(X, y, out=str(root / "study" / "a" / "mh.zarr"), client=client, **kw)
+    sample(X, y, out=str(root / "broken.zarr"), client=client, **kw)
+    chunk = next(p for p in (root / "broken.zarr" / "posterior").rglob("c/*") if p.is_file())
+    chunk.write_bytes(chunk.read_bytes()[:-3] + b"xyz")
+    (root / "broken.zarr" / "daskgp-checkpoint.json").write_text("{not json")
+    sample(X, y, out=str(outside / "secret.zarr"), client=client, **kw)
+    os.symlink(outside / "secret.zarr", root / "link.zarr")
+    (root / "empty").mkdir()
+    theta = GlobalParams(X[:5].copy(), 1.0, np.ones(X.shape[1]), noise=0.5)
+    ckpt = FitCheckpoint(root / "fit.checkpoint")
+    with ckpt.writing():
+        ckpt.write(theta, [1.0, 2.0], "key")
+    return root, outside
+
+
+def test_every_run_under_the_folders_is_listed_and_reading_changes_nothing(runs_root):
+    root, _ = runs_root
+    before = _tree_digest(root)
+    found = {r.name: r for r in find_runs([root])}
+    assert set(found) == {"study/a/mh.zarr", "broken.zarr", "fit.checkpoint"}  # not the link, not 'empty'
+    mh = found["study/a/mh.zarr"]
+    assert (mh.kind, mh.phase, mh.state, mh.steps, mh.total, mh.who) == ("chains", "sampling", "finished",
+                                                                         N_ITER, N_ITER, "")
+    broken = found["broken.zarr"]
+    assert broken.phase == "damaged" and "daskgp-checkpoint.json" in broken.message
+    fit = found["fit.checkpoint"]
+    assert (fit.kind, fit.phase, fit.state, fit.steps) == ("sgpr", "fitting", "stopped", 2)
+    assert _tree_digest(root) == before
+
+
+def test_a_live_writer_is_named_with_its_host_and_pid(runs_root):
+    """A lock held by a live process (this one) makes the run 'writing', with who writes it; the lock file
+    is the writer's own format (daskgp.runs.lock.acquire)."""
+    from daskgp.runs.lock import acquire, release
+
+    root, _ = runs_root
+    run = root / "study" / "a" / "mh.zarr"
+    acquire(str(run))
+    try:
+        entry = next(r for r in find_runs([root]) if r.name == "study/a/mh.zarr")
+        assert entry.state == "writing"
+        assert entry.who == f"PID {os.getpid()} on {socket.gethostname()} (live)"
+    finally:
+        release(str(run))
+    assert next(r for r in find_runs([root]) if r.name == "study/a/mh.zarr").state == "finished"
+
+
+@pytest.mark.parametrize("given", ["../outside/secret.zarr", "link.zarr", "{outside}/secret.zarr", "/etc"])
+def test_a_path_outside_the_folders_is_refused_in_one_line(runs_root, given):
+    root, outside = runs_root
+    # the outside folder is a sibling of root in pytest's tmp tree only by name: make '..' reach it
+    given = given.format(outside=outside).replace("../outside", os.path.relpath(outside, root))
+    with pytest.raises(ValueError, match="outside the runs folders") as e:
+        allowed_path([root], given)
+    assert "\n" not in str(e.value)
+
+
+def test_a_path_inside_is_resolved_against_the_first_folder(runs_root):
+    root, _ = runs_root
+    assert allowed_path([root], "study/a/mh.zarr") == (str(root / "study" / "a" / "mh.zarr"), str(root))
+    with pytest.raises(ValueError, match="does not exist"):
+        allowed_path([root / "nope"], "x")
+
+
+def test_a_stored_run_shows_what_the_run_stores(runs_root):
+    """StoredRun's draws, diagnostics and predictive are the stored run's (open_run, ArviZ) to the bit; its
+    downloads go to its own temporary folder, never into the runs folder."""
+    import arviz as az
+
+    from daskgp.interface.stored import StoredRun
+    from daskgp.mcmc.diagnostics import open_run
+
+    root, _ = runs_root
+    path = str(root / "study" / "a" / "mh.zarr")
+    before = _tree_digest(root)
+    run = StoredRun(path, str(root))
+    dt = open_run(path)
+    post, stats = run.snapshot()
+    W = dt.attrs["warmup_draws"]
+    for name in dt.posterior.data_vars:
+        np.testing.assert_array_equal(post[name][:, W:], dt.posterior[name].values)
+        np.testing.assert_array_equal(post[name][:, :W], dt.warmup_posterior[name].values)
+    diag = run.diagnostics()
+    for name in dt.posterior.data_vars:
+        assert diag["rhat"][name] == pytest.approx(float(az.rhat(dt.posterior.to_dataset())[name]), rel=1e-12)
+    assert run.status == f"finished — {N_ITER} of {N_ITER} draws per chain"
+    assert run.heldout_predictive() is None  # a run keeps no held-out rows
+    x, mix, _ = run.slice_predictive(0, n_draws=5)  # the library's run holds standardised data, no scalers
+    assert np.all(np.isfinite(mix["mean"].values)) and -3 < x.min() < x.max() < 4
+    assert not run.refresh()  # nothing committed since
+    nc = run.export_netcdf()
+    assert not nc.startswith(str(root)) and os.path.exists(nc)
+    run.close()
+    assert _tree_digest(root) == before
+    assert json.loads((root / "study" / "a" / "mh.zarr" / "zarr.json").read_text())["zarr_format"] == 3
