@@ -32,13 +32,14 @@ def raise_pending_interrupt() -> None:
         raise KeyboardInterrupt
 
 
-def _meter(n: float, total: float, elapsed: float, tty: bool, remaining: bool = True) -> str:
+def _meter(n: float, total: float, elapsed: float, tty: bool, remaining: bool = True,
+           rate: float | None = None) -> str:
     """tqdm's bar, count and [elapsed<remaining] (``remaining`` False: elapsed only), Unicode blocks on a
-    terminal, ASCII in a log."""
+    terminal, ASCII in a log; ``rate`` (per second) overrides tqdm's n / elapsed for the time remaining."""
     from tqdm import tqdm
 
     tail = "[{elapsed}<{remaining}]" if remaining else "[{elapsed}]"
-    return tqdm.format_meter(min(n, total), total, elapsed, ascii=not tty,
+    return tqdm.format_meter(min(n, total), total, elapsed, ascii=not tty, rate=rate,
                              bar_format="|{bar:30}| {n_fmt}/{total_fmt} " + tail)
 
 
@@ -67,28 +68,56 @@ def _duration(seconds: float) -> str:
 
 def chain_progress(method: str, stream=None):
     """``show(status)`` — the ``progress`` callback of :func:`daskgp.mcmc.chains.sample`, given a
-    :class:`daskgp.mcmc.diagnostics.RunStatus`: iterations per chain, R-hat, the smallest bulk/tail ESS,
-    seconds per effective sample, elapsed time, the estimated time to the ESS target and the chains that
-    stopped. The bar shows the iterations, or with a target the ESS reached."""
+    :class:`daskgp.mcmc.diagnostics.RunStatus`: one line per phase of the chains — adaptation (the warmup's
+    iterations, ``status.warmup_draws``), then sampling — each with its own bar, rate (iterations per second
+    in that phase, from the chains' live position between commits) and time left at that rate; a terminal
+    keeps the finished phase's line. Beside the bar: R-hat, the smallest bulk/tail ESS, seconds per
+    effective sample, the chains that stopped. With an ESS target the sampling bar counts effective
+    samples; between commits it is the committed ESS grown in proportion to the draws sampled since
+    (marked ≈), ESS growing linearly with the kept draws, and the time left is the run's own estimate."""
     stream = stream or sys.stderr
     tty = stream.isatty()
+    seen = {"phase": None, "start": None, "last": None}  # the phase shown, its first and last (at, elapsed)
+
+    def rate_in_phase(at: int, elapsed: float) -> float | None:
+        a0, e0 = seen["start"]
+        if at > a0 and elapsed > e0:
+            return (at - a0) / (elapsed - e0)
+        # the phase's first report: the whole run's rate so far (its set-up included) until a second one
+        return at / elapsed if at and elapsed > 0 else None
 
     def show(st):
         raise_pending_interrupt()
         r = "R-hat  n/a" if st.rhat is None else f"R-hat {st.rhat:5.3f}"
-        done = max(st.done, st.running or 0)
-        if st.target_ess is not None:  # the bar follows the ESS; the time to go is the run's own estimate
-            ess = 0 if st.ess is None else st.ess
-            meter = _meter(int(ess), st.target_ess, st.elapsed, tty, remaining=False)
-            meter = f"{meter} ESS, {done} iterations per chain"
-            eta = f"  ETA {_duration(st.eta)}" if st.eta and not st.converged else ""
-        else:
-            meter, eta = f"{_meter(done, st.n_iter, st.elapsed, tty)} per chain", ""
-            ess = f"  ESS {st.ess:.0f}" if st.ess is not None else ""
-            meter += ess
-        rate = f"  {st.sec_per_ess:.2f} s/ESS" if st.sec_per_ess else ""
+        at = max(st.done, st.running or 0)
+        W = min(st.warmup_draws, st.n_iter)
+        phase = "adaptation" if W and at <= W and st.done < W else "sampling"
+        if phase != seen["phase"]:
+            if seen["phase"] is not None and tty:
+                stream.write("\n")  # the finished phase keeps its line
+            # the phase's clock starts where the last one ended (the first phase's at its first report)
+            seen.update(phase=phase, start=seen["last"] or (at, st.elapsed))
+        seen["last"] = (at, st.elapsed)
+        rate = rate_in_phase(at, st.elapsed)
         stopped = f"  stopped: {','.join(sorted(st.messages))}" if st.messages else ""
-        line = f"{method} {meter}  {r}{rate}{eta}{stopped}"
+        ps = f"  {rate:.1f} it/s" if rate else ""
+        if phase == "adaptation":
+            meter = f"{_meter(at, W, st.elapsed, tty, rate=rate)} per chain"
+            line = f"{method} adaptation {meter}{ps}{stopped}"
+        elif st.target_ess is not None:  # the bar follows the ESS; the time to go is the run's own estimate
+            ess, approx = (0.0 if st.ess is None else st.ess), ""
+            if st.ess and st.running and st.running > st.done > W:
+                ess, approx = st.ess * (st.running - W) / (st.done - W), "≈"
+            meter = _meter(int(ess), st.target_ess, st.elapsed, tty, remaining=False)
+            eta = f"  ETA {_duration(st.eta)}" if st.eta and not st.converged else ""
+            spe = f"  {st.sec_per_ess:.2f} s/ESS" if st.sec_per_ess else ""
+            line = (f"{method} sampling {approx}{meter} ESS, {at} iterations per chain{ps}  {r}{spe}{eta}"
+                    f"{stopped}")
+        else:
+            meter = f"{_meter(at - W, st.n_iter - W, st.elapsed, tty, rate=rate)} per chain"
+            ess = f"  ESS {st.ess:.0f}" if st.ess is not None else ""
+            spe = f"  {st.sec_per_ess:.2f} s/ESS" if st.sec_per_ess else ""
+            line = f"{method} sampling {meter}{ps}{ess}  {r}{spe}{stopped}"
         final = st.running is None and (st.done >= st.n_iter or (st.target_ess is not None and st.converged))
         _show_line(stream, tty, line, final=final)
 

@@ -590,7 +590,7 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
         data = client.scatter([X, y], broadcast=True, hash=False)  # [X, y] futures, placed again if lost
         Mf = np.asarray(M)
         ac = as_completed()
-        live = _LiveProgress(progress, C, N, done0, elapsed0, t_start, control, paused0)
+        live = _LiveProgress(progress, C, N, done0, elapsed0, t_start, control, paused0, cfg.adapt)
         if progress is not None:
             client.subscribe_topic(progress_topic(run_key), live.on_event)
 
@@ -704,10 +704,11 @@ class _LiveProgress:
     arrive on the client's event loop; a lock keeps the two callers' lines whole."""
 
     def __init__(self, progress, n_chains: int, n_iter: int, done0: int, elapsed0: float, t_start: float,
-                 control: RunControl, paused0: float):
+                 control: RunControl, paused0: float, warmup_draws: int = 0):
         self.progress, self.n_iter = progress, n_iter
         self.latest = [done0] * n_chains
-        self.status = RunStatus(done=done0, n_iter=n_iter, elapsed=elapsed0)
+        self.status = RunStatus(done=done0, n_iter=n_iter, elapsed=elapsed0,
+                                warmup_draws=min(int(warmup_draws), n_iter))
         self.clock = (elapsed0, t_start, control, paused0)
         self.shown = done0
         self.lock = threading.Lock()

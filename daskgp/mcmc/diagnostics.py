@@ -191,8 +191,8 @@ class RunStatus:
     until the ESS target is reached (None while it cannot be estimated); messages: {chain: why it stopped};
     running: the least iteration count the chains' running segments have reported, when it is beyond
     ``done`` (else None); fidelity: the :class:`daskgp.mcmc.fidelity.Fidelity` checks of the kept draws
-    (None for a method that records no gradients: MH, SGLD); the diagnostics are those of the committed
-    draws.
+    (None for a method that records no gradients: MH, SGLD); warmup_draws: the iterations of the chains'
+    adaptation (the kept draws begin after them); the diagnostics are those of the committed draws.
     """
 
     done: int
@@ -208,6 +208,7 @@ class RunStatus:
     messages: dict = field(default_factory=dict)
     running: int | None = None
     fidelity: object | None = None
+    warmup_draws: int = 0
 
     @property
     def ess(self) -> float | None:
@@ -251,7 +252,7 @@ def run_status(posterior_blocks: dict[str, list], warmup_blocks: list, *, warmup
     [(chains, draws)]}: the records the fidelity checks read ('grad_<name>', 'kinetic', 'stability'), when
     the method keeps them."""
     st = RunStatus(done=done, n_iter=n_iter, elapsed=elapsed, target_ess=target_ess, target_rhat=target_rhat,
-                   messages=dict(messages or {}))
+                   messages=dict(messages or {}), warmup_draws=min(int(warmup_draws), n_iter))
     if not warmup_blocks:
         return st
     stats = {"warmup": np.concatenate(warmup_blocks, axis=1)}

@@ -44,6 +44,48 @@ def test_target_ess_bar_follows_the_ess():
     assert "| 100/400 [00:30] ESS, 300 iterations per chain" in line and "ETA 01:30" in line
 
 
+def test_each_phase_has_its_own_line_rate_and_time_left():
+    """Adaptation (the first 100 iterations) and sampling each get a line with their own bar and rate; the
+    rate is the phase's (between the chains' live reports), not the run's since its set-up; a terminal
+    keeps the adaptation line when sampling begins. Power: a rate from the run's start (20 iterations in
+    10 s of set-up and chains) would say 2.0 it/s and 00:40 left at iteration 60."""
+    log = io.StringIO()
+    show = chain_progress("mh", stream=log)
+    show(RunStatus(done=20, n_iter=400, elapsed=10.0, warmup_draws=100))
+    show(RunStatus(done=20, n_iter=400, elapsed=14.0, warmup_draws=100, running=60))  # 10 it/s
+    show(RunStatus(done=100, n_iter=400, elapsed=18.0, warmup_draws=100, running=140))
+    show(RunStatus(done=300, n_iter=400, elapsed=30.0, warmup_draws=100))
+    a1, a2, s1, s2 = log.getvalue().splitlines()
+    assert a1.startswith("mh adaptation |") and "| 20/100 [" in a1
+    assert "| 60/100 [00:14<00:04] per chain  10.0 it/s" in a2
+    assert s1.startswith("mh sampling |") and "| 40/300 [" in s1 and "20.0 it/s" in s1  # (140-60)/(18-14)
+    assert "| 200/300 [00:30<00:06] per chain  15.0 it/s" in s2  # (300-60)/(30-14): 100 left at 15 it/s
+
+    tty = _Terminal()
+    show = chain_progress("mh", stream=tty)
+    show(RunStatus(done=50, n_iter=200, elapsed=5.0, warmup_draws=100))
+    show(RunStatus(done=150, n_iter=200, elapsed=10.0, warmup_draws=100))
+    show(RunStatus(done=200, n_iter=200, elapsed=12.0, warmup_draws=100))
+    lines = tty.getvalue().split("\n")
+    assert len(lines) == 3 and "adaptation" in lines[0] and "sampling" in lines[1] and lines[2] == ""
+
+
+def test_the_ess_bar_grows_between_commits_from_the_live_position():
+    """With a target, between commits the ESS shown is the committed one grown with the kept draws sampled
+    since (ESS ∝ kept draws): 100 at 200 kept draws, the chains now at 400 kept ⇒ ≈ 200; at a commit it is
+    the committed ESS again, unmarked."""
+    log = io.StringIO()
+    show = chain_progress("sghmc", stream=log)
+    kw = dict(n_iter=50_000, warmup_draws=100, ess_bulk=100.0, ess_tail=120.0, target_ess=400)
+    show(RunStatus(done=300, elapsed=30.0, **kw))
+    show(RunStatus(done=300, elapsed=40.0, running=500, **kw))
+    show(RunStatus(done=500, elapsed=50.0, **{**kw, "ess_bulk": 190.0, "ess_tail": 220.0}))
+    c1, live, c2 = log.getvalue().splitlines()
+    assert "sampling |" in c1 and "| 100/400 [00:30] ESS, 300 iterations" in c1
+    assert "sampling ≈|" in live and "| 200/400 [00:40] ESS, 500 iterations" in live
+    assert "≈" not in c2 and "| 190/400 [00:50] ESS" in c2
+
+
 def test_gpc_progress_every_tenth_iteration_in_a_log():
     from types import SimpleNamespace
 
