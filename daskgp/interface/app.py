@@ -10,6 +10,7 @@ default) or ``panel serve apps/sgld_dashboard.py``.
 from __future__ import annotations
 
 import threading
+import time
 
 from ..core.kernels import KERNELS
 from ..mcmc.samplers import get_sampler, sampler_names
@@ -25,7 +26,16 @@ from .dashboard import (
     RunCapReached,
     parse_upload,
 )
-from .figures import RunFigures, convergence_html, diagnostics_table, progress_text, rhat_text
+from .figures import (
+    ARVIZ_EVERY,
+    ARVIZ_PLOTS,
+    RunFigures,
+    arviz_figures,
+    convergence_html,
+    diagnostics_table,
+    progress_text,
+    rhat_text,
+)
 
 __all__ = ["create_app", "shared_client"]
 
@@ -132,7 +142,9 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     dl_csv = pn.widgets.FileDownload(label="Download summary (CSV)", filename="summary.csv", disabled=True)
     slice_dim = pn.widgets.Select(name="Slice along input", options=[])
     session = {"run": None, "tick": 0, "last_pred": -1, "figs": None, "uploaded": None, "pred_busy": False,
-               "pred_result": None}
+               "pred_result": None, "az_busy": False, "az_result": None, "az_drawn": (-1, 0.0)}
+    az_panes = {name: pn.pane.Bokeh(None, css_classes=[f"arviz-{name}"]) for name in ARVIZ_PLOTS}
+    az_note = pn.pane.Markdown("", css_classes=["arviz-note"])
 
     def show_error(msg: str) -> None:
         error.object, error.visible = msg, bool(msg)
@@ -209,7 +221,9 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             return
         if old is not None:
             old.close()
-        session.update(run=run, figs=None, tick=0, last_pred=-1)
+        session.update(run=run, figs=None, tick=0, last_pred=-1, az_drawn=(-1, 0.0), az_result=None)
+        for pane in az_panes.values():  # the last run's plots go with it
+            pane.object = None
         slice_dim.options = list(run.feature_names)
         slice_dim.value = run.feature_names[0] if run.feature_names else None
         views.objects = [pn.pane.Markdown("Waiting for the run's first draws…")]
@@ -221,6 +235,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     open_b.on_click(on_open)
     if runs:
         list_runs()
+        pn.state.add_periodic_callback(list_runs, period=5000)  # new runs and their progress, every 5 s
 
     # ---------------------------------------------------------------------------------------- views
     views = pn.Column(pn.pane.Markdown("Start a run to see its chains."), sizing_mode="stretch_width",
@@ -244,6 +259,11 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             wrap(*[B(f) for f, _ in figs.health.values()]),
             pn.pane.Markdown("### Posterior predictive (held-out 10 %)"),
             wrap(B(figs.pred[0]), pn.Column(slice_dim, B(figs.slice[0]))),
+            pn.pane.Markdown("### ArviZ's plots of the kept draws (arviz-plots, Bokeh backend; redrawn as "
+                             "blocks commit, at most every 5 s)"),
+            az_note,
+            *[item for name, title in ARVIZ_PLOTS.items()
+              for item in (pn.pane.Markdown(f"**{title}**"), az_panes[name])],
         ]
 
     # ---------------------------------------------------------------------------------------- refresh
@@ -286,6 +306,11 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             if diag["evolution"] is not None:
                 figs.update_psrf(diag["evolution"])
         apply_predictive(figs)
+        apply_arviz()
+        drawn_at, drawn_t = session["az_drawn"]
+        if D != drawn_at and not session["az_busy"] and time.monotonic() - drawn_t >= ARVIZ_EVERY:
+            session["az_busy"], session["az_drawn"] = True, (D, time.monotonic())
+            threading.Thread(target=compute_arviz, args=(run,), daemon=True).start()
         if D != session["last_pred"] and not session["pred_busy"]:
             start_predictive(run)
             session["last_pred"] = D
@@ -300,6 +325,27 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             session["pred_result"] = (None, None, f"{type(e).__name__}: {e}")
         finally:
             session["pred_busy"] = False
+
+    def compute_arviz(run):
+        """Background thread: ArviZ draws whole new layouts (about a second for three parameters)."""
+        try:
+            dt = run.as_run()
+            session["az_result"] = (arviz_figures(dt), None) if dt is not None else None
+        except ValueError as e:  # too few kept draws yet: said in the page, tried again at the next block
+            session["az_result"] = (None, str(e))
+        except Exception as e:  # shown in the page; the live views go on
+            session["az_result"] = (None, f"{type(e).__name__}: {e}")
+        finally:
+            session["az_busy"] = False
+
+    def apply_arviz():
+        result, session["az_result"] = session["az_result"], None
+        if result is None:
+            return
+        figures, why = result
+        az_note.object = f"ArviZ's plots: {why}" if why else ""
+        for name, fig in (figures or {}).items():
+            az_panes[name].object = fig
 
     def start_predictive(run):
         session["pred_busy"] = True
@@ -346,7 +392,9 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             return
         if old is not None:
             old.close()
-        session.update(run=run, figs=None, tick=0, last_pred=-1)
+        session.update(run=run, figs=None, tick=0, last_pred=-1, az_drawn=(-1, 0.0), az_result=None)
+        for pane in az_panes.values():  # the last run's plots go with it
+            pane.object = None
         slice_dim.options = list(run.feature_names)
         slice_dim.value = run.feature_names[0]
         dask_md.object = "Dask dashboard: link shown once the cluster is up"

@@ -242,3 +242,37 @@ class RunFigures:
                                   "map_mean": plug["mean"].values.tolist(),
                                   "map_lower": plug["lower"].values.tolist(),
                                   "map_upper": plug["upper"].values.tolist()}
+
+
+# arviz-plots draws a new Bokeh layout per call (no data sources to stream into), so these views are redrawn
+# whole when blocks have committed, at most every ARVIZ_EVERY seconds, in a background thread; the live
+# per-second traces above stay hand-built, streaming into their sources.
+ARVIZ_PLOTS = {"trace_dist": "Trace and marginal per chain (kept draws)",
+               "rank": "Rank plots (uniform when the chains agree)",
+               "ess_evolution": "Bulk and tail ESS as the draws grow",
+               "pair": "Posterior pairs"}
+ARVIZ_EVERY = 5.0
+
+
+def arviz_figures(dt, width: int = 840) -> dict:
+    """{name: Bokeh layout} of :data:`ARVIZ_PLOTS`, drawn by ArviZ (arviz-plots' Bokeh backend) from the kept
+    draws of the run ``dt`` (:func:`daskgp.mcmc.diagnostics.post_warmup`: the warmup's draws and diverged
+    chains left out, as in the run summaries), each grid's columns narrowed to fit ``width`` pixels in all
+    (arviz-plots draws 400 px a panel). ValueError while there are too few kept draws."""
+    import arviz as az
+
+    from ..mcmc.diagnostics import post_warmup
+
+    sampled, _ = post_warmup(dt)
+    draw = {"trace_dist": az.plot_trace_dist, "rank": az.plot_rank, "ess_evolution": az.plot_ess_evolution,
+            "pair": az.plot_pair}
+    out = {}
+    for name, plot in draw.items():
+        if name == "pair" and len(sampled["posterior"].data_vars) < 2:
+            continue
+        grid = plot(sampled, backend="bokeh").viz["figure"].item()
+        cols = 1 + max(c for _, _, c in grid.children)
+        for fig, _, _ in grid.children:
+            fig.width = min(fig.width or 400, width // cols - 10)
+        out[name] = grid
+    return out

@@ -126,7 +126,10 @@ def split_at_warmup(posterior: dict, sample_stats: dict, warmup_draws: int) -> x
     W = int(warmup_draws)
 
     def group(arrays: dict, part: slice):
-        return xr.Dataset({k: (("chain", "draw"), np.asarray(v)[:, part]) for k, v in arrays.items()})
+        # chain and draw coordinates (draw from 0 in each group), as a run on disk has them: ArviZ's rank
+        # plot needs them
+        ds = xr.Dataset({k: (("chain", "draw"), np.asarray(v)[:, part]) for k, v in arrays.items()})
+        return ds.assign_coords({dim: np.arange(n) for dim, n in ds.sizes.items()})
 
     dt = xr.DataTree.from_dict({"warmup_posterior": group(posterior, slice(0, W)),
                                 "warmup_sample_stats": group(sample_stats, slice(0, W)),

@@ -120,6 +120,24 @@ def test_a_batch_run_is_opened_and_watched_while_it_is_written(served_runs, tmp_
             time.sleep(3)  # three refreshes
             assert _count(page) == n
             assert _digest(run) == before
+            # a finished run with kept draws: ArviZ's own plots of them (arviz-plots' Bokeh backend) appear
+            done = root / "done.zarr"
+            r = subprocess.run([sys.executable, "-m", "daskgp", "sample", "--data", "concrete", "--method",
+                                "mh", "--chains", "2", "--iterations", "200", "--checkpoint-every", "20",
+                                "--workers", "1", "--out", str(done)], capture_output=True, text=True,
+                               env=os.environ.copy(), timeout=600)
+            assert r.returncode == 0, r.stderr[-2000:]
+            before = _digest(done)
+            page.locator(".run-path input").fill("done.zarr")
+            page.locator(".run-path input").press("Enter")
+            page.get_by_role("button", name="Open read-only").click()
+            expect(page.locator(".run-status")).to_contain_text("finished", timeout=30_000)
+            for name in ("trace_dist", "rank", "ess_evolution", "pair"):
+                expect(page.locator(f".arviz-{name} canvas").first).to_be_attached(timeout=60_000)
+            time.sleep(1.5)
+            _assert_fits(page)
+            page.screenshot(path=str(ARTIFACTS / "dashboard_arviz_1920.png"), full_page=True)
+            assert _digest(done) == before
             browser.close()
     finally:
         if writer.poll() is None:

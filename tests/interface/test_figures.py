@@ -86,3 +86,29 @@ def test_chain_histograms_share_their_bins():
     x = np.vstack([np.linspace(0, 1, 50), np.linspace(0.5, 2, 50)])
     h = chain_histograms(x, bins=10)
     assert h["xs"][0] == h["xs"][1] and h["xs"][0][0] == 0.0 and h["xs"][0][-1] == 2.0
+
+
+def test_arviz_plots_draw_the_kept_draws_of_the_run(rng):
+    """arviz_figures: every chain's kept draws (after the warmup) are a trace line of ArviZ's trace plot,
+    exactly; the warmup's draws are in none of its lines (power: a plot of the whole chains would hold them);
+    each grid fits the width asked for; too few kept draws is a ValueError (said in the page)."""
+    from bokeh.models import ColumnDataSource
+
+    from daskgp.interface.figures import ARVIZ_PLOTS, arviz_figures
+    from daskgp.mcmc.diagnostics import split_at_warmup
+
+    post, stats = _snapshot(rng)
+    dt = split_at_warmup(post, stats, 60)
+    figs = arviz_figures(dt, width=840)
+    assert set(figs) == set(ARVIZ_PLOTS)
+    ys = [np.asarray(m.data["y"]) for m in figs["trace_dist"].references()
+          if isinstance(m, ColumnDataSource) and "y" in m.data]
+    for name, v in post.items():
+        for c in range(v.shape[0]):
+            assert any(y.shape == (240,) and np.array_equal(y, v[c, 60:]) for y in ys), (name, c)
+            assert not any(y.shape == (300,) and np.array_equal(y, v[c]) for y in ys)
+    for grid in figs.values():
+        cols = 1 + max(c for _, _, c in grid.children)
+        assert sum(f.width for f, r, _ in grid.children if r == 0) <= 840 and cols >= 1
+    with pytest.raises(ValueError, match="no draws after the warmup"):
+        arviz_figures(split_at_warmup(post, stats, 300))
