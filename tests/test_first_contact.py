@@ -49,3 +49,26 @@ def test_an_unguarded_script_is_refused_in_one_line(tmp_path):
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("RuntimeError:") and "outside 'if __name__ == \"__main__\":'" in last, r.stderr
     assert "Nanny" not in r.stderr and len(r.stderr) < 3000
+
+
+@pytest.mark.cluster
+def test_estimators_without_a_client_start_and_stop_their_cluster_quietly(tmp_path):
+    """Issue 35, item 5: a script that fits SGPR, ADVGP and the classifier without a client gets a local
+    cluster per fit from daskgp, and its shutdown prints no traceback — no "Failed to communicate with
+    scheduler during heartbeat" (a script once printed 30 such lines as its cluster closed). Measured here:
+    stderr empty."""
+    script = tmp_path / "fits.py"
+    script.write_text(
+        "import numpy as np\nimport daskgp as dg\n\n"
+        "if __name__ == '__main__':\n"
+        "    d = dg.load('concrete')\n"
+        "    dg.SparseGPRegressor(n_inducing=10, max_iter=3).fit(d.X, d.y)\n"
+        "    dg.ADVGPRegressor(n_inducing=10, max_iter=20).fit(d.X, d.y)\n"
+        "    dg.SparseGPClassifier(n_inducing=10, max_iter=3).fit(d.X, (d.y > np.median(d.y)).astype(int))\n"
+        "    print('fitted')\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                       cwd=tmp_path, env=os.environ.copy())
+    assert r.returncode == 0 and r.stdout.strip() == "fitted", r.stderr[-3000:]
+    # distributed may warn of a slow event loop on a loaded machine; what must not appear is a traceback
+    for bad in ("Traceback", "Failed to communicate", "Exception", "Error"):
+        assert bad not in r.stderr, r.stderr[-3000:]
