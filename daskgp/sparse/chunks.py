@@ -39,13 +39,28 @@ from .bound import (
 
 __all__ = ["ChunkedRows", "LocalRows", "local_objective", "WorkerLostError"]
 
-def _stats_task(chunk, theta: GlobalParams):
-    return chunk_stats_cached(chunk["Y"], theta, chunk.get("X", chunk.get("mu")), chunk.get("S"))
+# K_mn of every chunk kept on the workers between a bound's statistics and its gradient, while all of them
+# together take at most this many bytes (summed over the workers). K_mn is m·8 bytes a row — 800 at m = 100,
+# ten times a row of nine inputs — so at 10⁷ rows the kept blocks were 8 GB (worker peaks of 4.6-4.8 GB for
+# 0.4 GB of rows each) and at 10⁸ rows 80 GB, which distributed spilled to disk (70 GB of the disk, and a
+# pass of 6.5 minutes). Beyond the budget the gradient recomputes K_mn: m·b·q flops and m·b exponentials
+# against the m²·b of D, about a fifth more work for memory that stays at the rows' own.
+KMN_CACHE_BYTES = 512 * 2**20
+
+
+def _stats_task(chunk, theta: GlobalParams, keep: bool = True):
+    stats, cached = chunk_stats_cached(chunk["Y"], theta, chunk.get("X", chunk.get("mu")), chunk.get("S"))
+    return stats, (cached if keep else None)
 
 
 def _grad_task(chunk, cached, theta: GlobalParams, g: BoundGrads):
     return chunk_global_grad(chunk["Y"], theta, g, chunk.get("X", chunk.get("mu")), chunk.get("S"),
-                             psi1=cached[1])
+                             psi1=cached[1] if cached is not None else None)
+
+
+def keeps_kmn(n: int, m: int) -> bool:
+    """Whether the K_mn blocks of n rows and m inducing points fit :data:`KMN_CACHE_BYTES`."""
+    return n * m * 8 <= KMN_CACHE_BYTES
 
 
 def local_objective(chunk_Y, others: SuffStats, theta: GlobalParams, b: int, q: int):
@@ -98,14 +113,16 @@ class ChunkedRows(RowChunks):
     def stats(self, theta: GlobalParams) -> SuffStats:
         """The summed statistics at ``theta``."""
         def evaluate():
-            f1 = self.client.map(_stats_task, self.futures, theta=theta, pure=False)
+            f1 = self.client.map(_stats_task, self.futures, theta=theta, keep=False, pure=False)
             return tree_sum(self.client, f1).result()
         return self.with_replacement(evaluate)
 
     def bound_and_grad(self, theta: GlobalParams) -> tuple[float, np.ndarray, SuffStats]:
         """F (nats), ∂F/∂(unconstrained global parameters) and the summed statistics."""
+        keep = keeps_kmn(self.n, theta.m)
+
         def evaluate():
-            f1 = self.client.map(_stats_task, self.futures, theta=theta, pure=False)
+            f1 = self.client.map(_stats_task, self.futures, theta=theta, keep=keep, pure=False)
             total = tree_sum(self.client, f1).result()
             g = bound_and_grads(total, theta)
             f2 = self.client.map(_grad_task, self.futures, f1, theta=theta, g=g, pure=False)

@@ -62,6 +62,24 @@ def test_distributed_bound_and_gradient_equal_single_process(problem, client):
     assert len({w for ws in where.values() for w in ws}) == 2
 
 
+def test_the_gradient_without_the_kept_kmn_is_the_same(problem, client, monkeypatch):
+    """Past KMN_CACHE_BYTES the workers keep no K_mn between the statistics and the gradient and recompute
+    it: the same bound and gradient, bit for bit (the same kernel call on the same rows). The budget is
+    what decides: at 0 keeps_kmn says no for any n, with the default it says yes for these 300 rows. (The
+    memory it saves is measured by benchmarks/scale.py: worker peaks at 10⁷ rows.)"""
+    import daskgp.sparse.chunks as chunks
+
+    X, y, theta = problem
+    rows = ChunkedRows.from_arrays(client, y, 64, X=X)
+    assert chunks.keeps_kmn(rows.n, theta.m)
+    F1, g1, _ = rows.bound_and_grad(theta)
+    monkeypatch.setattr(chunks, "KMN_CACHE_BYTES", 0)
+    assert not chunks.keeps_kmn(rows.n, theta.m)
+    F2, g2, _ = rows.bound_and_grad(theta)
+    assert F1 == F2
+    np.testing.assert_array_equal(g1, g2)
+
+
 def test_one_worker_gives_the_same_bound(problem, client):
     from distributed import Client, LocalCluster
 
