@@ -142,7 +142,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     dl_csv = pn.widgets.FileDownload(label="Download summary (CSV)", filename="summary.csv", disabled=True)
     slice_dim = pn.widgets.Select(name="Slice along input", options=[])
     session = {"run": None, "tick": 0, "last_pred": -1, "figs": None, "uploaded": None, "pred_busy": False,
-               "pred_result": None, "az_busy": False, "az_result": None, "az_drawn": (-1, 0.0)}
+               "pred_result": None, "az_busy": False, "az_result": None, "az_drawn": (-1, 0.0),
+               "az_cost": 0.0}
     az_panes = {name: pn.pane.Bokeh(None, css_classes=[f"arviz-{name}"]) for name in ARVIZ_PLOTS}
     az_note = pn.pane.Markdown("", css_classes=["arviz-note"])
 
@@ -195,6 +196,16 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             return
         run_list.options = {_run_label(r): r.path for r in found}
 
+    def take_over(old, run):
+        """The page shows ``run`` from now on: the run it showed is closed and its views and plots go."""
+        if old is not None:
+            old.close()
+        session.update(run=run, figs=None, tick=0, last_pred=-1, az_drawn=(-1, 0.0), az_result=None)
+        for pane in az_panes.values():
+            pane.object = None
+        slice_dim.options = list(run.feature_names)
+        slice_dim.value = run.feature_names[0] if run.feature_names else None
+
     def on_open(event):
         from ..runs.catalog import allowed_path
         from .stored import StoredRun
@@ -219,13 +230,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             run.close()
             show_error(f"Cannot open {chosen}: it is {what}; only chains runs open here")
             return
-        if old is not None:
-            old.close()
-        session.update(run=run, figs=None, tick=0, last_pred=-1, az_drawn=(-1, 0.0), az_result=None)
-        for pane in az_panes.values():  # the last run's plots go with it
-            pane.object = None
-        slice_dim.options = list(run.feature_names)
-        slice_dim.value = run.feature_names[0] if run.feature_names else None
+        take_over(old, run)
         views.objects = [pn.pane.Markdown("Waiting for the run's first draws…")]
         if not cb.running:
             cb.start()
@@ -308,7 +313,10 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         apply_predictive(figs)
         apply_arviz()
         drawn_at, drawn_t = session["az_drawn"]
-        if D != drawn_at and not session["az_busy"] and time.monotonic() - drawn_t >= ARVIZ_EVERY:
+        # at most every ARVIZ_EVERY s, and never more than a sixth of the time: drawing holds the GIL, and
+        # the page's event loop (its buttons) must stay responsive on a loaded server
+        wait = max(ARVIZ_EVERY, 5 * session["az_cost"])
+        if D != drawn_at and not session["az_busy"] and time.monotonic() - drawn_t >= wait:
             session["az_busy"], session["az_drawn"] = True, (D, time.monotonic())
             threading.Thread(target=compute_arviz, args=(run,), daemon=True).start()
         if D != session["last_pred"] and not session["pred_busy"]:
@@ -328,6 +336,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
 
     def compute_arviz(run):
         """Background thread: ArviZ draws whole new layouts (about a second for three parameters)."""
+        t0 = time.monotonic()
         try:
             dt = run.as_run()
             session["az_result"] = (arviz_figures(dt), None) if dt is not None else None
@@ -336,7 +345,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         except Exception as e:  # shown in the page; the live views go on
             session["az_result"] = (None, f"{type(e).__name__}: {e}")
         finally:
-            session["az_busy"] = False
+            session["az_busy"], session["az_cost"] = False, time.monotonic() - t0
+            session["az_drawn"] = (session["az_drawn"][0], time.monotonic())
 
     def apply_arviz():
         result, session["az_result"] = session["az_result"], None
@@ -390,13 +400,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         except (ValueError, RunCapReached, FileNotFoundError, OSError) as e:
             show_error(f"Cannot start: {e}")
             return
-        if old is not None:
-            old.close()
-        session.update(run=run, figs=None, tick=0, last_pred=-1, az_drawn=(-1, 0.0), az_result=None)
-        for pane in az_panes.values():  # the last run's plots go with it
-            pane.object = None
-        slice_dim.options = list(run.feature_names)
-        slice_dim.value = run.feature_names[0]
+        take_over(old, run)
         dask_md.object = "Dask dashboard: link shown once the cluster is up"
         status.object = f"**status:** running — {run.stage or 'starting'}…"
         counter.object = f"0 of {settings.n_iter} draws per chain"

@@ -3,6 +3,7 @@
 and a malformed upload. Skipped only when no Chromium can be found outside CI (``make test`` installs it);
 under CI (the environment variable CI set, as ``.ci/run`` sets it) a missing Chromium fails."""
 
+import contextlib
 import os
 import re
 import shutil
@@ -26,14 +27,21 @@ pytestmark = [pytest.mark.cluster,
 
 @pytest.fixture(scope="module")
 def served():
+    with serve_dashboard("--max-upload-mb", "1") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_dashboard(*args):
+    """``daskgp dashboard`` with ``args`` on a free port of 127.0.0.1, in a process of its own; yields the
+    page's URL once it answers."""
     if CHROMIUM is None:  # only under CI: elsewhere the module is skipped
         pytest.fail("CI is set and no Chromium was found: `make browser` could not install it")
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    proc = subprocess.Popen([sys.executable, "-m", "daskgp", "dashboard", "--port", str(port),
-                             "--max-upload-mb", "1"],
+    proc = subprocess.Popen([sys.executable, "-m", "daskgp", "dashboard", "--port", str(port), *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
     url = f"http://127.0.0.1:{port}/sgld"
     for _ in range(150):
@@ -42,12 +50,14 @@ def served():
             break
         except OSError:
             time.sleep(0.2)
-    yield url
-    proc.terminate()
     try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def _count(page) -> int:

@@ -11,12 +11,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from .test_dashboard_browser import ARTIFACTS, CHROMIUM, IN_CI, _assert_fits, _count, _wait
+from .test_dashboard_browser import ARTIFACTS, CHROMIUM, IN_CI, _assert_fits, _count, _wait, serve_dashboard
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(CHROMIUM is None and not IN_CI,
@@ -30,37 +29,12 @@ def _digest(folder: Path) -> dict:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 @pytest.fixture
 def served_runs(tmp_path):
-    if CHROMIUM is None:  # only under CI: elsewhere the module is skipped
-        pytest.fail("CI is set and no Chromium was found: `make browser` could not install it")
     root = tmp_path / "runs"
     root.mkdir()
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "daskgp", "dashboard", "--port", str(port), "--runs",
-                             str(root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=os.environ.copy())
-    url = f"http://127.0.0.1:{port}/sgld"
-    for _ in range(150):
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            break
-        except OSError:
-            time.sleep(0.2)
-    yield url, root
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with serve_dashboard("--runs", str(root)) as url:
+        yield url, root
 
 
 def test_a_batch_run_is_opened_and_watched_while_it_is_written(served_runs, tmp_path):
