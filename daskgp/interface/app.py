@@ -9,6 +9,7 @@ default) or ``panel serve apps/sgld_dashboard.py``.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -29,6 +30,7 @@ from .dashboard import (
 from .figures import (
     ARVIZ_EVERY,
     ARVIZ_PLOTS,
+    FitFigures,
     RunFigures,
     arviz_figures,
     convergence_html,
@@ -207,7 +209,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         slice_dim.value = run.feature_names[0] if run.feature_names else None
 
     def on_open(event):
-        from ..runs.catalog import allowed_path
+        from ..runs.catalog import allowed_path, describe
+        from .fitview import FIT_KINDS, StoredFit
         from .stored import StoredRun
 
         show_error("")
@@ -221,17 +224,25 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             return
         try:
             path, root = allowed_path(runs, chosen)
-            run = StoredRun(path, root)
+            entry = describe(path, root) if os.path.isdir(path) else None
+            if entry is None or entry.kind not in ("chains", *FIT_KINDS):
+                what = "not a daskgp run" if entry is None else f"a {entry.kind} checkpoint"
+                raise ValueError(f"{chosen} is {what}; chains runs and SGPR, ADVGP, GPC and GPLVM fits open "
+                                 "here")
+            run = StoredRun(path, root) if entry.kind == "chains" else StoredFit(path, root, entry.kind)
         except (ValueError, OSError) as e:
             show_error(f"Cannot open: {e}")
             return
-        if run.entry is None or run.entry.kind != "chains":
-            what = "not a daskgp run" if run.entry is None else f"a {run.entry.kind} fit checkpoint"
-            run.close()
-            show_error(f"Cannot open {chosen}: it is {what}; only chains runs open here")
-            return
         take_over(old, run)
-        views.objects = [pn.pane.Markdown("Waiting for the run's first draws…")]
+        if isinstance(run, StoredFit):
+            session["fit_figs"] = FitFigures(run.kind, run.what)
+            B = pn.pane.Bokeh
+            views.objects = [pn.pane.Markdown(f"### {run.kind.upper()} fit in progress: {run.what}"),
+                             pn.FlexBox(B(session["fit_figs"].objective),
+                                        *[B(f) for f in session["fit_figs"].extra.values()],
+                                        sizing_mode="stretch_width")]
+        else:
+            views.objects = [pn.pane.Markdown("Waiting for the run's first draws…")]
         if not cb.running:
             cb.start()
         refresh()
@@ -277,6 +288,14 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         if run is None:
             return
         session["tick"] += 1
+        if hasattr(run, "trace"):  # a fit checkpoint opened from disk: its trace, reread on a new commit
+            run.refresh()
+            status.object = f"**status:** {run.status}" + (f" — {run.message}" if run.message else "")
+            writer_md.object = f"**fit:** {run.out}"
+            if run.trace is not None:
+                session["fit_figs"].update(run.trace)
+                counter.object = f"{len(run.trace)} steps"
+            return
         if hasattr(run, "refresh"):  # a run opened from disk: reread it when its writer committed
             run.refresh()
             writer_md.object = (f"**run:** {run.out} ({run.describe_settings()}; the settings above are for "

@@ -276,3 +276,49 @@ def arviz_figures(dt, width: int = 840) -> dict:
             fig.width = min(fig.width or 400, width // cols - 10)
         out[name] = grid
     return out
+
+
+class FitFigures:
+    """The Bokeh figures of a sparse fit in progress (:class:`daskgp.interface.fitview.StoredFit`): its
+    objective against time (ADVGP, which records seconds) or steps; ADVGP's staleness histogram and updates
+    per partition; GPC's training error. ``update(trace)`` puts a trace's numbers into their sources."""
+
+    def __init__(self, kind: str, what: str):
+        from bokeh.models import ColumnDataSource
+        from bokeh.plotting import figure
+
+        self.kind = kind
+        timed = kind == "advgp"
+        self.src = ColumnDataSource({"x": [], "y": []})
+        self.objective = figure(height=260, width=420, title=what,
+                                x_axis_label="seconds" if timed else "step")
+        self.objective.line("x", "y", source=self.src)
+        self.extra = {}
+        if kind == "advgp":
+            self.stale_src = ColumnDataSource({"staleness": [], "count": []})
+            f = figure(height=260, width=420, title="staleness of the contributions (all updates)",
+                       x_axis_label="updates behind")
+            f.vbar(x="staleness", top="count", width=0.8, source=self.stale_src)
+            self.part_src = ColumnDataSource({"partition": [], "count": []})
+            g = figure(height=260, width=420, title="updates triggered per partition",
+                       x_axis_label="partition")
+            g.vbar(x="partition", top="count", width=0.8, source=self.part_src)
+            self.extra = {"staleness": f, "partitions": g}
+        elif kind == "gpc":
+            self.err_src = ColumnDataSource({"x": [], "y": []})
+            f = figure(height=260, width=420, title="training error under q", x_axis_label="step")
+            f.line("x", "y", source=self.err_src)
+            self.extra = {"train_error": f}
+
+    def update(self, trace) -> None:
+        x = trace["seconds"] if "seconds" in trace else trace["step"]
+        self.src.data = {"x": list(map(float, x)), "y": list(map(float, trace["objective"]))}
+        if self.kind == "advgp" and len(trace):
+            stale = np.concatenate([np.asarray(s, int) for s in trace["staleness"]])
+            values, counts = np.unique(stale, return_counts=True)
+            self.stale_src.data = {"staleness": values.tolist(), "count": counts.tolist()}
+            parts, pc = np.unique(np.asarray(trace["partition"], int), return_counts=True)
+            self.part_src.data = {"partition": parts.tolist(), "count": pc.tolist()}
+        elif self.kind == "gpc":
+            self.err_src.data = {"x": list(map(float, trace["step"])),
+                                 "y": list(map(float, trace["train_error"]))}

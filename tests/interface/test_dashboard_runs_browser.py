@@ -117,3 +117,41 @@ def test_a_batch_run_is_opened_and_watched_while_it_is_written(served_runs, tmp_
         if writer.poll() is None:
             os.killpg(writer.pid, signal.SIGKILL)
             writer.wait()
+
+
+def test_a_sparse_fit_in_progress_is_opened_and_its_bound_grows_on_screen(served_runs):
+    """Issue 35, item 3 (first part): ``daskgp sgpr`` in another process checkpoints its fit into the runs
+    folder after every L-BFGS-B iteration; the page opens the checkpoint, names its writer, and the steps
+    it shows rise while the bound's line holds as many points as steps."""
+    from playwright.sync_api import expect, sync_playwright
+
+    url, root = served_runs
+    out = root / "fit.nc"
+    writer = subprocess.Popen([sys.executable, "-m", "daskgp", "sgpr", "--data", "flights", "--train-size",
+                               "30000", "--max-iter", "500", "--workers", "1", "--out", str(out)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy(),
+                              start_new_session=True)
+    ckpt = root / "fit.nc.checkpoint"
+    try:
+        assert _wait(lambda: (ckpt / "daskgp-checkpoint.json").exists(), timeout=300), writer.stderr
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                        args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(url)
+            expect(page.get_by_role("button", name="Open read-only")).to_be_visible(timeout=60_000)
+            page.locator(".run-path input").fill("fit.nc.checkpoint")
+            page.locator(".run-path input").press("Enter")
+            page.get_by_role("button", name="Open read-only").click()
+            expect(page.locator(".run-status")).to_contain_text(f"being written by PID {writer.pid}",
+                                                                timeout=30_000)
+            assert _wait(lambda: _count(page) >= 2, timeout=120)
+            first = _count(page)
+            assert _wait(lambda: _count(page) >= first + 3, timeout=180), (first, _count(page))
+            _assert_fits(page)
+            page.screenshot(path=str(ARTIFACTS / "dashboard_open_fit_1280.png"), full_page=True)
+            browser.close()
+    finally:
+        if writer.poll() is None:
+            os.killpg(writer.pid, signal.SIGKILL)
+            writer.wait()
