@@ -293,7 +293,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             status.object = f"**status:** {run.status}" + (f" — {run.message}" if run.message else "")
             writer_md.object = f"**fit:** {run.out}"
             if run.trace is not None:
-                session["fit_figs"].update(run.trace)
+                session["fit_figs"].update(run.trace, run.latent)
                 counter.object = f"{len(run.trace)} steps"
             return
         if hasattr(run, "refresh"):  # a run opened from disk: reread it when its writer committed

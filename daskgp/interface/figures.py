@@ -280,18 +280,17 @@ def arviz_figures(dt, width: int = 840) -> dict:
 
 class FitFigures:
     """The Bokeh figures of a sparse fit in progress (:class:`daskgp.interface.fitview.StoredFit`): its
-    objective against time (ADVGP, which records seconds) or steps; ADVGP's staleness histogram and updates
-    per partition; GPC's training error. ``update(trace)`` puts a trace's numbers into their sources."""
+    objective against wall seconds (SGPR, ADVGP) or steps; ADVGP's staleness histogram and updates per
+    partition; GPC's training error; the GPLVM's latent means. ``update(trace, latent)`` puts their numbers
+    into the sources."""
 
     def __init__(self, kind: str, what: str):
         from bokeh.models import ColumnDataSource
         from bokeh.plotting import figure
 
         self.kind = kind
-        timed = kind == "advgp"
         self.src = ColumnDataSource({"x": [], "y": []})
-        self.objective = figure(height=260, width=420, title=what,
-                                x_axis_label="seconds" if timed else "step")
+        self.objective = figure(height=260, width=420, title=what, x_axis_label="step")
         self.objective.line("x", "y", source=self.src)
         self.extra = {}
         if kind == "advgp":
@@ -304,14 +303,22 @@ class FitFigures:
                        x_axis_label="partition")
             g.vbar(x="partition", top="count", width=0.8, source=self.part_src)
             self.extra = {"staleness": f, "partitions": g}
+        elif kind == "gplvm":
+            self.latent_src = ColumnDataSource({"x": [], "y": []})
+            f = figure(height=320, width=420, title="latent means (first two dimensions)",
+                       x_axis_label="x₁", y_axis_label="x₂")
+            f.scatter("x", "y", source=self.latent_src, size=3, alpha=0.5)
+            self.extra = {"latent": f}
         elif kind == "gpc":
             self.err_src = ColumnDataSource({"x": [], "y": []})
             f = figure(height=260, width=420, title="training error under q", x_axis_label="step")
             f.line("x", "y", source=self.err_src)
             self.extra = {"train_error": f}
 
-    def update(self, trace) -> None:
-        x = trace["seconds"] if "seconds" in trace else trace["step"]
+    def update(self, trace, latent=None) -> None:
+        timed = "seconds" in trace  # an SGPR checkpoint of daskgp <= 0.5 has steps only
+        x = trace["seconds"] if timed else trace["step"]
+        self.objective.xaxis.axis_label = "seconds" if timed else "step"
         self.src.data = {"x": list(map(float, x)), "y": list(map(float, trace["objective"]))}
         if self.kind == "advgp" and len(trace):
             stale = np.concatenate([np.asarray(s, int) for s in trace["staleness"]])
@@ -319,6 +326,8 @@ class FitFigures:
             self.stale_src.data = {"staleness": values.tolist(), "count": counts.tolist()}
             parts, pc = np.unique(np.asarray(trace["partition"], int), return_counts=True)
             self.part_src.data = {"partition": parts.tolist(), "count": pc.tolist()}
+        elif self.kind == "gplvm" and latent is not None and latent.shape[1] >= 2:
+            self.latent_src.data = {"x": latent[:, 0].tolist(), "y": latent[:, 1].tolist()}
         elif self.kind == "gpc":
             self.err_src.data = {"x": list(map(float, trace["step"])),
                                  "y": list(map(float, trace["train_error"]))}

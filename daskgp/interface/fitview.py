@@ -5,16 +5,17 @@ family's checkpoint folder holds after every finished step, read-only through th
 What each checkpoint holds, and so what is drawn against the fit's steps:
 
 * SGPR (``daskgp sgpr``, :class:`daskgp.sparse.fit.FitCheckpoint`): the collapsed bound after every L-BFGS-B
-  iteration (nats, standardised y);
+  iteration (nats, standardised y) and the fit's wall seconds at each;
 * ADVGP (:class:`daskgp.advgp.server.ServerCheckpoint`): every server update's objective estimate (−ELBO,
   nats), its wall seconds, the staleness of every partition's contribution, and the partition whose gradient
   triggered it — hence the objective against time, the staleness histogram and the updates per partition;
 * GPC (:class:`daskgp.gpc.fit.GPCCheckpoint`): EP's evidence approximation and the training error per
   iteration;
-* the Bayesian GPLVM (:class:`daskgp.sparse.gplvm.GPLVMCheckpoint`): the bound after every round.
+* the Bayesian GPLVM (:class:`daskgp.sparse.gplvm.GPLVMCheckpoint`): the bound after every round, and the
+  latent means — the embedding, drawn in its first two dimensions.
 
-Not yet: held-out metrics (a checkpoint holds no test rows), times for SGPR and the GPLVM (not recorded), and
-a finished fit (its checkpoint is removed; its results file holds the trace).
+Not yet: held-out metrics (a checkpoint holds no test rows), times for the GPLVM (not recorded), and a
+finished fit (its checkpoint is removed; its results file holds the trace).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pandas as pd
 
 from ..runs.catalog import describe
 
-__all__ = ["FIT_KINDS", "StoredFit", "fit_trace"]
+__all__ = ["FIT_KINDS", "StoredFit", "fit_latent", "fit_trace"]
 
 # the catalogue's kind → (the family's checkpoint class, what its objective is)
 FIT_KINDS = {"sgpr": ("daskgp.sparse.fit:FitCheckpoint", "collapsed bound (nats)"),
@@ -54,7 +55,11 @@ def fit_trace(path: str, kind: str) -> pd.DataFrame:
     _, state = _store(kind, path).read_state(None)
     if kind in ("sgpr", "gplvm"):
         trace = np.asarray(state["trace"], float)
-        return pd.DataFrame({"step": np.arange(1, len(trace) + 1), "objective": trace})
+        out = pd.DataFrame({"step": np.arange(1, len(trace) + 1), "objective": trace})
+        secs = np.asarray(state.get("seconds", []), float)
+        if secs.shape == trace.shape and np.isfinite(secs).all():  # SGPR records them since daskgp 0.6
+            out["seconds"] = secs
+        return out
     if kind == "advgp":
         recs = state["records"]
         return pd.DataFrame({"step": [int(r["version"]) for r in recs],
@@ -68,6 +73,15 @@ def fit_trace(path: str, kind: str) -> pd.DataFrame:
                          "train_error": np.asarray(state["train_error"], float)})
 
 
+def fit_latent(path: str, max_points: int = 5000) -> np.ndarray:
+    """The Bayesian GPLVM's latent means μ (k, q) committed in its checkpoint at ``path``, at most
+    ``max_points`` rows spread evenly over the n (the embedding the page draws)."""
+    _, state = _store("gplvm", path).read_state(None)
+    mu = np.asarray(state["mu"], float)
+    idx = np.unique(np.linspace(0, len(mu) - 1, min(len(mu), max_points)).astype(int)) if len(mu) else []
+    return mu[idx]
+
+
 class StoredFit:
     """A fit checkpoint the page opened: ``refresh()`` rereads its trace when its commit changed; ``status``
     says who writes it; ``message`` holds the one line of a damaged checkpoint."""
@@ -77,6 +91,7 @@ class StoredFit:
         self.what = FIT_KINDS[kind][1]
         self.stage, self.dask_link, self.progress, self.message = "", None, None, ""
         self.status, self.trace, self.entry, self._seen = "opening", None, None, None
+        self.latent = None
         self.feature_names: list[str] = []
         self._tmp = tempfile.mkdtemp(prefix="daskgp-dashboard-fit-")
         self.refresh()
@@ -100,6 +115,7 @@ class StoredFit:
             return False
         try:
             self.trace = fit_trace(self.out, self.kind)
+            self.latent = fit_latent(self.out) if self.kind == "gplvm" else None
         except (OSError, ValueError) as e:
             self.status, self.message = "failed", str(e).splitlines()[0]
             return False

@@ -166,6 +166,7 @@ class Resumed:
     trace: list
     theta0: GlobalParams | None = None
     evaluations: Evaluations | None = None
+    seconds: list | None = None  # the fit's wall seconds at each iteration (None before daskgp 0.6)
 
 
 class FitCheckpoint(FitStore):
@@ -181,8 +182,10 @@ class FitCheckpoint(FitStore):
     legacy_suffix = ".npz"  # daskgp <= 0.3 wrote OUT.checkpoint.npz
 
     def write(self, theta: GlobalParams, trace, key: str, theta0: GlobalParams | None = None,
-              evaluations: Evaluations | None = None) -> None:
+              evaluations: Evaluations | None = None, seconds=None) -> None:
         state = {"theta": theta.to_vector(), "trace": np.asarray(trace, float)}
+        if seconds is not None:  # wall seconds of the fit at each iteration: for a reader, not the fit
+            state["seconds"] = np.asarray(seconds, float)
         if theta0 is not None and evaluations is not None:
             state.update(theta0=theta0.to_vector(), eval_x=[str(x) for x in evaluations.x],
                          eval_f=np.asarray(evaluations.f, float),
@@ -200,6 +203,8 @@ class FitCheckpoint(FitStore):
             if v.shape != (size,) or not np.all(np.isfinite(v)) or trace.ndim != 1:
                 raise ValueError("parameters of the wrong shape or non-finite values")
             out = Resumed(GlobalParams.from_vector(v, m, q, kernel), [float(t) for t in trace])
+            if "seconds" in st and np.shape(st["seconds"]) == trace.shape:
+                out.seconds = [float(t) for t in np.asarray(st["seconds"], float)]
             if "eval_f" in st:
                 v0, g = np.asarray(st["theta0"], float), np.asarray(st["eval_g"], float)
                 log = Evaluations([str(x) for x in st["eval_x"]], [float(x) for x in st["eval_f"]], list(g))

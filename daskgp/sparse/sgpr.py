@@ -180,9 +180,17 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         elif resumed is not None:
             start, previous = resumed.theta, list(resumed.trace)
 
+        # the fit's wall seconds at each iteration, across resumes (NaN for iterations of a checkpoint that
+        # did not record them), for readers of the checkpoint such as the dashboard
+        secs = list(resumed.seconds or []) if resumed is not None else []
+        t_start = time.perf_counter() - (secs[-1] if secs else 0.0)
+
         def after_iteration(theta, trace, log):
+            done = len(previous) + len(trace)
+            secs.extend([math.nan] * (done - 1 - len(secs)) + [time.perf_counter() - t_start])
             if ckpt is not None:  # an interruption loses at most the iteration in progress
-                ckpt.write(theta, previous + list(trace), key, *((start, log) if not previous else ()))
+                exact_state = (start, log) if not previous else (None, None)
+                ckpt.write(theta, previous + list(trace), key, *exact_state, seconds=secs[:done])
             if on_params is not None:
                 on_params(theta, previous + list(trace))
 

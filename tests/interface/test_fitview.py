@@ -24,6 +24,7 @@ def test_sgpr_and_advgp_checkpoints_show_what_their_fits_recorded(concrete, clie
     t = fit_trace(str(tmp_path / "s.ckpt"), "sgpr")
     np.testing.assert_array_equal(t["objective"], sg.bound_trace_)
     assert list(t["step"]) == list(range(1, len(sg.bound_trace_) + 1))
+    assert np.all(np.diff(t["seconds"]) > 0) and 0 < t["seconds"].iloc[0] <= sg.fit_info_["seconds"]
 
     a = fit_trace(str(tmp_path / "a.ckpt"), "advgp")
     recs = ad.records_
@@ -45,3 +46,52 @@ def test_sgpr_and_advgp_checkpoints_show_what_their_fits_recorded(concrete, clie
     view.close()
     with pytest.raises(ValueError, match="no trace view"):
         fit_trace(str(tmp_path / "s.ckpt"), "warmup")
+
+
+@pytest.mark.cluster
+def test_an_interrupted_sgpr_fit_keeps_its_clock_across_the_resume(concrete, client, tmp_path):
+    """Interrupted after 3 iterations and resumed to 6: the checkpoint's seconds continue from where they
+    stopped (increasing, one per iteration), and the fit still ends bit for bit as an undisturbed one."""
+    import daskgp as dg
+
+    X, y = concrete.X, concrete.y
+    kw = dict(n_inducing=10, max_iter=6)
+    whole = dg.SparseGPRegressor(**kw).fit(X, y, client=client)
+
+    def stop_at_3(theta, trace):
+        if len(trace) == 3:
+            raise KeyboardInterrupt
+
+    path = tmp_path / "s.ckpt"
+    est = dg.SparseGPRegressor(**kw)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X, y, client=client, checkpoint=path, on_params=stop_at_3)
+    first = fit_trace(str(path), "sgpr")["seconds"].tolist()
+    assert len(first) == 3
+    est.fit(X, y, client=client, checkpoint=path, resume=True, keep_checkpoint=True)
+    t = fit_trace(str(path), "sgpr")
+    assert t["seconds"].tolist()[:3] == first and np.all(np.diff(t["seconds"]) > 0) and len(t) == 6
+    assert est.bound_trace_ == whole.bound_trace_
+
+
+@pytest.mark.cluster
+def test_a_gplvm_checkpoint_shows_its_bound_and_its_embedding(client, tmp_path):
+    """The GPLVM's checkpoint after its last round: the trace is the fit's bound trace and the drawn latent
+    means are its embedding's rows (all of them here: fewer than the 5,000 drawn), first two dimensions."""
+    from sklearn.datasets import load_iris
+
+    import daskgp as dg
+    from daskgp.interface.fitview import fit_latent
+
+    Y = load_iris().data
+    gp = dg.BayesianGPLVM(n_components=2, n_inducing=8, n_outer=2, global_iter=5, local_iter=5,
+                          chunk_rows=50)
+    gp.fit(Y, client=client, checkpoint=tmp_path / "g.ckpt", keep_checkpoint=True)
+    t = fit_trace(str(tmp_path / "g.ckpt"), "gplvm")
+    np.testing.assert_array_equal(t["objective"], gp.bound_trace_)
+    mu = fit_latent(str(tmp_path / "g.ckpt"))
+    np.testing.assert_array_equal(mu, gp.embedding_)
+    figs = FitFigures("gplvm", FIT_KINDS["gplvm"][1])
+    figs.update(t, mu)
+    assert figs.latent_src.data["x"] == gp.embedding_[:, 0].tolist()
+    assert len(fit_latent(str(tmp_path / "g.ckpt"), max_points=10)) == 10
