@@ -239,6 +239,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             B = pn.pane.Bokeh
             views.objects = [pn.pane.Markdown(f"### {run.kind.upper()} fit in progress: {run.what}"),
                              pn.FlexBox(B(session["fit_figs"].objective),
+                                        *([B(session["fit_figs"].heldout)] if run.kind in ("advgp", "gpc")
+                                          else []),
                                         *[B(f) for f in session["fit_figs"].extra.values()],
                                         sizing_mode="stretch_width")]
         else:
@@ -294,6 +296,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             writer_md.object = f"**fit:** {run.out}"
             if run.trace is not None:
                 session["fit_figs"].update(run.trace, run.latent)
+                session["fit_figs"].update_heldout(run.heldout)
                 counter.object = f"{len(run.trace)} steps"
             return
         if hasattr(run, "refresh"):  # a run opened from disk: reread it when its writer committed

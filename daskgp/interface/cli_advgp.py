@@ -56,7 +56,10 @@ def advgp_command(args) -> int:
         test_rmse = None
     if args.overwrite and not args.resume:
         ckpt.remove()
-    printer = advgp_progress(args.max_iter, test_rmse)
+    def log_rmse(rec, rmse):  # beside the checkpoint, for the dashboard
+        ckpt.log_heldout({"step": int(rec.version), "seconds": float(rec.seconds), "test_rmse": float(rmse)})
+
+    printer = advgp_progress(args.max_iter, test_rmse, on_metric=log_rmse)
     try:
         with cluster_from_args(args, stream=sys.stderr) as client:
             if not early:

@@ -7,6 +7,7 @@ results file with the model."""
 from __future__ import annotations
 
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -101,13 +102,22 @@ def gpc_command(args) -> int:
                              learning_rate=args.learning_rate, random_state=args.seed,
                              kernel=args.kernel)
 
+    last_p1 = {}
+    t_fit = time.perf_counter()
+
     def test_error(state):
         from ..core.likelihoods import Probit
         from ..gpc.ep import Posterior
 
         Xs = (Xte - est.x_mean_) / est.x_scale_
         p1 = Probit.predict_proba(*Posterior(state.params, state.factor).predict_latent(Xs))
+        last_p1["p1"] = p1
         return float(np.mean(np.where(p1 > 0.5, classes[1], classes[0]) != yte))
+
+    def log_error(rec, err):  # beside the checkpoint, for the dashboard: the error and the calibration
+        ckpt.log_heldout({"step": int(rec.iteration), "seconds": time.perf_counter() - t_fit,
+                          "test_error": float(err),
+                          "calibration": calibration_bins(last_p1["p1"], yte == classes[1])})
 
     def announce():
         where = f" ({data.kind}, {len(data.chunk_names)} chunks read on the workers)" if table else ""
@@ -120,7 +130,7 @@ def gpc_command(args) -> int:
         est._check_params(Xtr.shape[0])  # damping, learning rate, chunk rows: refused before a cluster starts
         announce()
     # a table's test rows stay on the workers: its held-out error comes once, at the end
-    printer = gpc_progress(args.max_iter, args.method, None if table else test_error)
+    printer = gpc_progress(args.max_iter, args.method, None if table else test_error, on_metric=log_error)
     try:
         with cluster_from_args(args, stream=sys.stderr) as client:
             if table and not early:  # a CSV glob: its rows counted where they are read
@@ -175,3 +185,12 @@ def _report(est, caught, m: dict, out: str) -> None:
     print(f"log Z {est.evidence_:.2f} nats after {est.n_iter_} iterations{kept}; test error "
           f"{m['test_error']:.4f}, test NLL {m['test_nll']:.4f} (class prior {m['prior_nll']:.4f}); results "
           f"in {out}")
+
+
+def calibration_bins(p1, positive, bins: int = 10) -> list:
+    """[[mean predicted probability, observed frequency, rows], …] of the held-out rows in ``bins`` equal
+    bins of the predicted probability of the second class (empty bins left out): a reliability diagram."""
+    p1, positive = np.asarray(p1, float), np.asarray(positive, bool)
+    which = np.minimum((p1 * bins).astype(int), bins - 1)
+    return [[float(p1[which == b].mean()), float(positive[which == b].mean()), int((which == b).sum())]
+            for b in range(bins) if (which == b).any()]

@@ -293,6 +293,13 @@ class FitFigures:
         self.objective = figure(height=260, width=420, title=what, x_axis_label="step")
         self.objective.line("x", "y", source=self.src)
         self.extra = {}
+        # the held-out measurement the command line logs (ADVGP: test RMSE, GPC: test error) against seconds
+        self.held_src = ColumnDataSource({"x": [], "y": []})
+        self.heldout = figure(height=260, width=420, title="held-out " + ("RMSE" if kind == "advgp" else
+                                                                          "error rate"),
+                              x_axis_label="seconds")
+        self.heldout.line("x", "y", source=self.held_src)
+        self.heldout.scatter("x", "y", source=self.held_src, size=4)
         if kind == "advgp":
             self.stale_src = ColumnDataSource({"staleness": [], "count": []})
             f = figure(height=260, width=420, title="staleness of the contributions (all updates)",
@@ -313,7 +320,26 @@ class FitFigures:
             self.err_src = ColumnDataSource({"x": [], "y": []})
             f = figure(height=260, width=420, title="training error under q", x_axis_label="step")
             f.line("x", "y", source=self.err_src)
-            self.extra = {"train_error": f}
+            self.cal_src = ColumnDataSource({"p": [], "freq": [], "n": []})
+            c = figure(height=300, width=320, title="calibration (held-out, latest)",
+                       x_axis_label="predicted probability", y_axis_label="observed frequency",
+                       x_range=(0, 1), y_range=(0, 1))
+            c.line([0, 1], [0, 1], line_dash="dashed", color="gray")
+            c.line("p", "freq", source=self.cal_src)
+            c.scatter("p", "freq", source=self.cal_src, size=6)
+            self.extra = {"train_error": f, "calibration": c}
+
+    def update_heldout(self, heldout) -> None:
+        """The command line's held-out log (:func:`daskgp.interface.fitview.fit_heldout`) into the sources."""
+        metric = "test_rmse" if self.kind == "advgp" else "test_error"
+        if len(heldout) == 0 or metric not in heldout:
+            return
+        self.held_src.data = {"x": list(map(float, heldout["seconds"])),
+                              "y": list(map(float, heldout[metric]))}
+        if self.kind == "gpc" and "calibration" in heldout:
+            bins = np.asarray(heldout["calibration"].iloc[-1], float).reshape(-1, 3)
+            self.cal_src.data = {"p": bins[:, 0].tolist(), "freq": bins[:, 1].tolist(),
+                                 "n": bins[:, 2].tolist()}
 
     def update(self, trace, latent=None) -> None:
         timed = "seconds" in trace  # an SGPR checkpoint of daskgp <= 0.5 has steps only

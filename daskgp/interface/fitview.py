@@ -14,8 +14,12 @@ What each checkpoint holds, and so what is drawn against the fit's steps:
 * the Bayesian GPLVM (:class:`daskgp.sparse.gplvm.GPLVMCheckpoint`): the bound after every round, and the
   latent means — the embedding, drawn in its first two dimensions.
 
-Not yet: held-out metrics (a checkpoint holds no test rows), times for the GPLVM (not recorded), and a
-finished fit (its checkpoint is removed; its results file holds the trace).
+Held-out measurements come from the command line, which holds the test rows: ``daskgp advgp`` and ``daskgp
+gpc`` append theirs (test RMSE; test error and a reliability diagram's bins) beside the checkpoint every 10
+steps (:meth:`daskgp.runs.fits.FitStore.log_heldout`), when the test rows are in memory (not for a table read
+on the workers, whose test metrics are reduced there once, at the end). Not yet: a held-out metric for SGPR
+(each would cost a pass over the rows), times for the GPLVM, and a finished fit (its checkpoint is removed;
+its results file holds the trace).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import pandas as pd
 
 from ..runs.catalog import describe
 
-__all__ = ["FIT_KINDS", "StoredFit", "fit_latent", "fit_trace"]
+__all__ = ["FIT_KINDS", "StoredFit", "fit_heldout", "fit_latent", "fit_trace"]
 
 # the catalogue's kind → (the family's checkpoint class, what its objective is)
 FIT_KINDS = {"sgpr": ("daskgp.sparse.fit:FitCheckpoint", "collapsed bound (nats)"),
@@ -82,6 +86,15 @@ def fit_latent(path: str, max_points: int = 5000) -> np.ndarray:
     return mu[idx]
 
 
+def fit_heldout(path: str) -> pd.DataFrame:
+    """The held-out measurements ``daskgp advgp`` / ``daskgp gpc`` logged beside the checkpoint at ``path``
+    (:meth:`daskgp.runs.fits.FitStore.log_heldout`): one row each, with ``step``, ``seconds`` and
+    ``test_rmse`` (ADVGP) or ``test_error`` and ``calibration`` (GPC); empty without a log."""
+    from ..runs.fits import FitStore
+
+    return pd.DataFrame(FitStore(path).read_heldout())
+
+
 class StoredFit:
     """A fit checkpoint the page opened: ``refresh()`` rereads its trace when its commit changed; ``status``
     says who writes it; ``message`` holds the one line of a damaged checkpoint."""
@@ -91,7 +104,7 @@ class StoredFit:
         self.what = FIT_KINDS[kind][1]
         self.stage, self.dask_link, self.progress, self.message = "", None, None, ""
         self.status, self.trace, self.entry, self._seen = "opening", None, None, None
-        self.latent = None
+        self.latent, self.heldout = None, pd.DataFrame()
         self.feature_names: list[str] = []
         self._tmp = tempfile.mkdtemp(prefix="daskgp-dashboard-fit-")
         self.refresh()
@@ -116,6 +129,7 @@ class StoredFit:
         try:
             self.trace = fit_trace(self.out, self.kind)
             self.latent = fit_latent(self.out) if self.kind == "gplvm" else None
+            self.heldout = fit_heldout(self.out)
         except (OSError, ValueError) as e:
             self.status, self.message = "failed", str(e).splitlines()[0]
             return False

@@ -177,10 +177,11 @@ def bound_progress(max_iter: int, stream=None):
     return show
 
 
-def advgp_progress(max_updates: int, test_rmse=None, every: int = 10, stream=None):
+def advgp_progress(max_updates: int, test_rmse=None, every: int = 10, stream=None, on_metric=None):
     """``show(record, params)`` — the ``callback`` of :meth:`daskgp.ADVGPRegressor.fit`: server version,
     the largest staleness of the update's contributions, the objective (nats) and, every ``every`` updates,
-    ``test_rmse(params)`` (y units); ``show.done()`` ends the line."""
+    ``test_rmse(params)`` (y units), handed to ``on_metric(record, rmse)`` too; ``show.done()`` ends the
+    line."""
     stream = stream or sys.stderr
     tty = stream.isatty()
     last = {"rmse": None}
@@ -189,6 +190,8 @@ def advgp_progress(max_updates: int, test_rmse=None, every: int = 10, stream=Non
         raise_pending_interrupt()
         if test_rmse is not None and (rec.version % every == 0 or rec.version == max_updates):
             last["rmse"] = test_rmse(params)
+            if on_metric is not None:
+                on_metric(rec, last["rmse"])
         r = "" if last["rmse"] is None else f"  test RMSE {last['rmse']:.3f}"
         line = (f"ADVGP {_meter(rec.version, max_updates, rec.seconds, tty)}  staleness "
                 f"{max(rec.staleness)}  -ELBO {rec.objective:12.2f}{r}")
@@ -199,10 +202,11 @@ def advgp_progress(max_updates: int, test_rmse=None, every: int = 10, stream=Non
     return show
 
 
-def gpc_progress(max_iter: int, method: str, test_error=None, every: int = 10, stream=None):
+def gpc_progress(max_iter: int, method: str, test_error=None, every: int = 10, stream=None, on_metric=None):
     """``show(record, state)`` — the ``callback`` of :meth:`daskgp.SparseGPClassifier.fit`: iteration, the
     evidence approximation (nats), the training error under q and, every ``every`` iterations,
-    ``test_error(state)`` (held-out error rate); ``show.done()`` ends the line."""
+    ``test_error(state)`` (held-out error rate), handed to ``on_metric(record, error)`` too; ``show.done()``
+    ends the line."""
     stream = stream or sys.stderr
     tty = stream.isatty()
     last = {"err": None}
@@ -213,6 +217,8 @@ def gpc_progress(max_iter: int, method: str, test_error=None, every: int = 10, s
         raise_pending_interrupt()
         if test_error is not None and (rec.iteration % every == 0 or rec.iteration == max_iter):
             last["err"] = test_error(state)
+            if on_metric is not None:
+                on_metric(rec, last["err"])
         e = "" if last["err"] is None else f"  held-out error {last['err']:.4f}"
         line = (f"{method.upper()} {_meter(rec.iteration, max_iter, time.perf_counter() - t0, tty)}  log Z "
                 f"{rec.evidence:12.2f}  train error {rec.train_error:.4f}{e}")

@@ -39,7 +39,8 @@ MARKER = "daskgp_fit_checkpoint"
 # format 2 (issue 32) carries the noise of SGPR, ADVGP and the GPLVM as log σ²_n where format 1 had log β:
 # a format-1 state of theirs would resume with the noise inverted, so only the kinds without a noise read it
 _FORMAT_1_KINDS = {"daskgp.gpc-checkpoint"}
-_OWN = {CHECKPOINT, PREVIOUS, LOCK_NAME}
+HELDOUT = "daskgp-heldout.jsonl"  # held-out measurements the command line appends while the fit runs
+_OWN = {CHECKPOINT, PREVIOUS, LOCK_NAME, HELDOUT}
 
 
 def _state_digest(encoded) -> str:
@@ -202,6 +203,35 @@ class FitStore:
         raw = json.dumps(doc, allow_nan=False).encode("utf-8")
         commit(self.path, raw, self._last)
         self._last = raw
+
+    def log_heldout(self, record: dict) -> bool:
+        """Append one held-out measurement of the fit writing this checkpoint — plain numbers and lists: its
+        step, wall seconds, metrics — as a JSON line of ``daskgp-heldout.jsonl``, for readers such as the
+        dashboard; not part of the fit's state (a resume neither reads nor needs it). Only into a checkpoint
+        folder that exists (False otherwise)."""
+        if not is_fit_store(self.path):
+            return False
+        with open(os.path.join(self.path, HELDOUT), "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, allow_nan=False) + "\n")
+        return True
+
+    def read_heldout(self) -> list[dict]:
+        """The held-out log's records in order (none without one); a line that is not a JSON object — a
+        writer killed mid-append leaves its last line torn — is left out."""
+        try:
+            with open(os.path.join(self.path, HELDOUT), encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            return []
+        out = []
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+        return out
 
     def remove(self) -> None:
         """Delete the checkpoint (a finished fit's): only a folder of a fit checkpoint's own files."""

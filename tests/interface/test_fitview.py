@@ -95,3 +95,39 @@ def test_a_gplvm_checkpoint_shows_its_bound_and_its_embedding(client, tmp_path):
     figs.update(t, mu)
     assert figs.latent_src.data["x"] == gp.embedding_[:, 0].tolist()
     assert len(fit_latent(str(tmp_path / "g.ckpt"), max_points=10)) == 10
+
+
+def test_calibration_bins_of_calibrated_and_overconfident_predictions():
+    """The reliability bins: every held-out row in one bin; for outcomes drawn with the predicted
+    probabilities, each bin's observed frequency is within 4 binomial standard errors of its mean
+    prediction; predictions pushed to 0/1 (overconfident) leave the extreme bins far from it."""
+    from daskgp.interface.cli_gpc import calibration_bins
+
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0, 1, 20_000)
+    y = rng.uniform(0, 1, p.size) < p
+    bins = np.array(calibration_bins(p, y))
+    assert bins[:, 2].sum() == p.size and len(bins) == 10
+    se = np.sqrt(bins[:, 0] * (1 - bins[:, 0]) / bins[:, 2])
+    assert np.all(np.abs(bins[:, 1] - bins[:, 0]) < 4 * se + 1e-12)
+    over = np.array(calibration_bins(np.clip(2 * p - 0.5, 0, 1), y))
+    assert np.abs(over[0, 1] - over[0, 0]) > 0.1 and np.abs(over[-1, 1] - over[-1, 0]) > 0.1
+
+
+def test_the_held_out_log_is_drawn(tmp_path):
+    """fit_heldout reads the command line's log; the figure's sources hold its seconds and metric, and the
+    calibration figure the latest bins."""
+    from daskgp.interface.fitview import fit_heldout
+    from daskgp.sparse.fit import FitCheckpoint
+
+    store = FitCheckpoint(tmp_path / "c")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "daskgp-writer.lock").write_text("{}")  # a fit store: its own files only
+    store.log_heldout({"step": 10, "seconds": 1.5, "test_error": 0.2, "calibration": [[0.1, 0.2, 5]]})
+    store.log_heldout({"step": 20, "seconds": 3.0, "test_error": 0.1,
+                       "calibration": [[0.1, 0.1, 5], [0.9, 0.8, 7]]})
+    h = fit_heldout(str(tmp_path / "c"))
+    figs = FitFigures("gpc", FIT_KINDS["gpc"][1])
+    figs.update_heldout(h)
+    assert figs.held_src.data == {"x": [1.5, 3.0], "y": [0.2, 0.1]}
+    assert figs.cal_src.data["p"] == [0.1, 0.9] and figs.cal_src.data["n"] == [5.0, 7.0]

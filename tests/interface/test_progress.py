@@ -179,3 +179,24 @@ def test_the_warmup_lines_of_the_exact_map_and_of_the_ascent():
     assert "0.50 s/gradient  ≤ " in got[1] and got[1].endswith("left"), got
     assert "1.00 s/gradient" in got[2] and "≤" not in got[2], got
     assert got[3].endswith("(180 ascent gradients)"), got
+
+
+def test_the_held_out_metric_is_handed_on_when_it_is_computed():
+    """advgp_progress / gpc_progress call on_metric(record, value) exactly when they compute the held-out
+    metric (every 10th step and the last), which the command line logs beside the checkpoint."""
+    from types import SimpleNamespace
+
+    from daskgp.interface.progress import advgp_progress
+
+    seen = []
+    show = advgp_progress(25, test_rmse=lambda params: 3.0, stream=io.StringIO(),
+                          on_metric=lambda rec, v: seen.append((rec.version, v)))
+    for v in range(1, 26):
+        show(SimpleNamespace(version=v, seconds=0.1 * v, staleness=[0, 1], objective=1.0), None)
+    assert seen == [(10, 3.0), (20, 3.0), (25, 3.0)]
+    seen.clear()
+    show = gpc_progress(12, "ep", test_error=lambda state: 0.25, stream=io.StringIO(),
+                        on_metric=lambda rec, v: seen.append((rec.iteration, v)))
+    for it in range(1, 13):
+        show(SimpleNamespace(iteration=it, evidence=-1.0, train_error=0.3), None)
+    assert seen == [(10, 0.25), (12, 0.25)]

@@ -202,3 +202,24 @@ def test_a_format_1_checkpoint_resumes_only_where_the_noise_did_not_change(cls, 
         with pytest.raises(RunDamaged, match="format 1 .*noise as a precision.*cannot be resumed") as e:
             store.read_state("key")
         assert "\n" not in str(e.value) and CHECKPOINT in str(e.value)
+
+
+def test_the_held_out_log_is_appended_beside_the_checkpoint_and_read_back(tmp_path):
+    """log_heldout appends JSON lines into an existing fit checkpoint folder only (the folder stays a fit
+    store, so repair and remove still recognise it); read_heldout gives them back in order and leaves out a
+    torn last line (a writer killed mid-append)."""
+    from daskgp.runs.fits import HELDOUT
+
+    store = _committed(FitCheckpoint, tmp_path / "fit")
+    assert store.read_heldout() == []
+    assert not FitCheckpoint(tmp_path / "absent").log_heldout({"step": 1})
+    assert not (tmp_path / "absent").exists()
+    for k in (10, 20):
+        assert store.log_heldout({"step": k, "seconds": k / 10, "test_rmse": 1.0 / k})
+    assert is_fit_store(store.path)
+    with open(tmp_path / "fit" / HELDOUT, "a") as f:
+        f.write('{"step": 30, "seco')  # torn
+    assert store.read_heldout() == [{"step": 10, "seconds": 1.0, "test_rmse": 0.1},
+                                    {"step": 20, "seconds": 2.0, "test_rmse": 0.05}]
+    store.remove()
+    assert not (tmp_path / "fit").exists()
