@@ -361,11 +361,14 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         t0 = time.monotonic()
         try:
             dt = run.as_run()
-            session["az_result"] = (arviz_figures(dt), None) if dt is not None else None
+            result = (arviz_figures(dt), None) if dt is not None else None
         except ValueError as e:  # too few kept draws yet: said in the page, tried again at the next block
-            session["az_result"] = (None, str(e))
+            result = (None, str(e))
         except Exception as e:  # shown in the page; the live views go on
-            session["az_result"] = (None, f"{type(e).__name__}: {e}")
+            result = (None, f"{type(e).__name__}: {e}")
+        try:
+            if session["run"] is run:  # the page may have moved on to another run meanwhile
+                session["az_result"] = result
         finally:
             session["az_busy"], session["az_cost"] = False, time.monotonic() - t0
             session["az_drawn"] = (session["az_drawn"][0], time.monotonic())
@@ -407,6 +410,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         old = session["run"]
         if old is not None and old.status in ("running", "paused"):
             return
+        folder = None
         try:
             settings = DashboardSettings(
                 dataset=dataset.value, upload=session["uploaded"], target=target.value or None,
@@ -416,10 +420,12 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
                 seed=int(seed.value), scheduler=None if scheduler.value == local else scheduler.value,
                 allowed_schedulers=tuple(schedulers)).validate()
             # the shared cluster starts in the run's thread: the page answers at once ("starting …")
-            run = LiveRun(settings, client=None if settings.scheduler else shared_client,
-                          workdir=_new_run_folder(runs[0]) if runs else None)
+            folder = _new_run_folder(runs[0]) if runs else None
+            run = LiveRun(settings, client=None if settings.scheduler else shared_client, workdir=folder)
             run.start(max_runs)
         except (ValueError, RunCapReached, FileNotFoundError, OSError) as e:
+            if folder is not None and not os.listdir(folder):
+                os.rmdir(folder)  # a run that never started leaves no folder behind
             show_error(f"Cannot start: {e}")
             return
         take_over(old, run)
