@@ -107,7 +107,9 @@ def _zarr_kind(path: str) -> str | None:
     return v
 
 
-_FIT_FILES = ("daskgp-checkpoint.json", "daskgp-checkpoint.prev.json", "daskgp-writer.lock")
+# a fit checkpoint folder's own files (daskgp.runs.fits): its commits first, the lock, the held-out log
+_FIT_FILES = ("daskgp-checkpoint.json", "daskgp-checkpoint.prev.json", "daskgp-writer.lock",
+              "daskgp-heldout.jsonl")
 
 
 def _fit_folder_kind(path: str) -> str | None:
