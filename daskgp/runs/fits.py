@@ -11,7 +11,9 @@ it, and the writer's lock while a fit writes it.
 * ``daskgp-checkpoint.prev.json``: the commit before it (``daskgp repair PATH`` falls back to it when the
   last one is damaged);
 * ``daskgp-writer.lock``: while a fit writes it (:mod:`daskgp.runs.lock`): a second fit on the same
-  checkpoint is refused while the first lives.
+  checkpoint is refused while the first lives;
+* ``daskgp-heldout.jsonl`` (optional): held-out measurements the command line appends while the fit runs, one
+  JSON object a line (:meth:`FitStore.log_heldout`), for readers such as the dashboard; not the fit's state.
 
 Reading never writes and never executes anything. A missing, truncated, torn, altered or foreign file is one
 line naming it (:class:`daskgp.runs.commit.RunDamaged`, a ValueError), with what ``daskgp repair`` can do.
