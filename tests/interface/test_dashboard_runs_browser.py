@@ -29,6 +29,25 @@ def _digest(folder: Path) -> dict:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def _page(p, url):
+    """(browser, page): headless Chromium at the dashboard, once its runs controls are up."""
+    from playwright.sync_api import expect
+
+    browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(url)
+    expect(page.get_by_role("button", name="Open read-only")).to_be_visible(timeout=60_000)
+    return browser, page
+
+
+def _open(page, path: str) -> None:
+    """Type ``path`` into the page's run path and press "Open read-only"."""
+    page.locator(".run-path input").fill(path)
+    page.locator(".run-path input").press("Enter")
+    page.get_by_role("button", name="Open read-only").click()
+
+
 @pytest.fixture
 def served_runs(tmp_path):
     root = tmp_path / "runs"
@@ -52,23 +71,15 @@ def test_a_batch_run_is_opened_and_watched_while_it_is_written(served_runs, tmp_
         # the run folder appears with its first committed block (a new run is staged under another name)
         assert _wait(lambda: (run / "daskgp-checkpoint.json").exists(), timeout=300), writer.stderr
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                        args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(url)
-            expect(page.get_by_role("button", name="Open read-only")).to_be_visible(timeout=60_000)
+            browser, page = _page(p, url)
             # outside the runs folder: one line, nothing opened
-            page.locator(".run-path input").fill("/etc")
-            page.locator(".run-path input").press("Enter")
-            page.get_by_role("button", name="Open read-only").click()
+            _open(page, "/etc")
             expect(page.locator(".run-error")).to_contain_text("outside the runs folders", timeout=30_000)
             assert "\n" not in page.locator(".run-error").inner_text().strip()
             # the batch run: listed, opened, its writer named, its draw count rising on screen
             page.get_by_role("button", name="Refresh list").click()
             expect(page.locator(".run-list")).to_contain_text("batch.zarr", timeout=30_000)
-            page.locator(".run-path input").fill("batch.zarr")
-            page.locator(".run-path input").press("Enter")
-            page.get_by_role("button", name="Open read-only").click()
+            _open(page, "batch.zarr")
             expect(page.locator(".run-writer")).to_contain_text(f"PID {writer.pid} on {socket.gethostname()}",
                                                                 timeout=30_000)
             expect(page.locator(".run-status")).to_contain_text("being written", timeout=30_000)
@@ -102,9 +113,7 @@ def test_a_batch_run_is_opened_and_watched_while_it_is_written(served_runs, tmp_
                                env=os.environ.copy(), timeout=600)
             assert r.returncode == 0, r.stderr[-2000:]
             before = _digest(done)
-            page.locator(".run-path input").fill("done.zarr")
-            page.locator(".run-path input").press("Enter")
-            page.get_by_role("button", name="Open read-only").click()
+            _open(page, "done.zarr")
             expect(page.locator(".run-status")).to_contain_text("finished", timeout=30_000)
             for name in ("trace_dist", "rank", "ess_evolution", "pair"):
                 expect(page.locator(f".arviz-{name} canvas").first).to_be_attached(timeout=60_000)
@@ -135,14 +144,8 @@ def test_a_sparse_fit_in_progress_is_opened_and_its_bound_grows_on_screen(served
     try:
         assert _wait(lambda: (ckpt / "daskgp-checkpoint.json").exists(), timeout=300), writer.stderr
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                        args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(url)
-            expect(page.get_by_role("button", name="Open read-only")).to_be_visible(timeout=60_000)
-            page.locator(".run-path input").fill("fit.nc.checkpoint")
-            page.locator(".run-path input").press("Enter")
-            page.get_by_role("button", name="Open read-only").click()
+            browser, page = _page(p, url)
+            _open(page, "fit.nc.checkpoint")
             expect(page.locator(".run-status")).to_contain_text(f"being written by PID {writer.pid}",
                                                                 timeout=30_000)
             assert _wait(lambda: _count(page) >= 2, timeout=120)
