@@ -141,6 +141,7 @@ def test_a_sparse_fit_in_progress_is_opened_and_its_bound_grows_on_screen(served
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy(),
                               start_new_session=True)
     ckpt = root / "fit.nc.checkpoint"
+    ARTIFACTS.mkdir(exist_ok=True)
     try:
         assert _wait(lambda: (ckpt / "daskgp-checkpoint.json").exists(), timeout=300), writer.stderr
         with sync_playwright() as p:
