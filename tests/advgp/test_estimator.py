@@ -27,9 +27,14 @@ def test_fit_predicts_and_async_is_close_to_sync(split, client):
         assert np.all(sd > 0) and est.n_iter_ == updates
         assert max(max(r.staleness) for r in est.records_) <= tau
     baseline = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
-    # MPa; measured 7.6 (τ = 0) against 16.9 for the mean: thresholds well clear of both
+    # MPa. Since the subset start (init='subset') the synchronous fit is deterministic at 5.93 against 16.9
+    # for the mean. The asynchronous one applies its 800 updates in the order the scheduler delivers the
+    # gradients, so its result varies from run to run: 4 of 7 runs here were above the old 1.15 × 5.93 =
+    # 6.81 bound (set at 7.6 synchronous, from the paper's start), the largest 7.06. 1.3 × 5.93 = 7.7
+    # clears that spread; an asynchronous fit that ignored the stale gradients or applied them at the
+    # wrong version would stay near the mean's 16.9.
     assert rmse[0] < 0.6 * baseline
-    assert rmse[4] < 1.15 * rmse[0]
+    assert rmse[4] < 1.3 * rmse[0]
 
 
 def test_dask_arrays_predict_chunk_by_chunk(split, client):
