@@ -24,14 +24,13 @@ its results file holds the trace).
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 
 import numpy as np
 import pandas as pd
 
-from ..runs.catalog import describe
+from ..runs.catalog import commit_stamp, describe
 
 __all__ = ["FIT_KINDS", "StoredFit", "fit_heldout", "fit_latent", "fit_trace"]
 
@@ -111,17 +110,11 @@ class StoredFit:
 
     def refresh(self) -> bool:
         """Reread the trace when the checkpoint changed since the last read; True when it did."""
-        from ..runs.commit import CHECKPOINT
-
         self.entry = describe(self.out, self.root)
         if self.entry is None:
             self.status, self.message = "failed", f"{self.out} is no longer a fit checkpoint"
             return False
-        try:
-            st = os.stat(os.path.join(self.out, CHECKPOINT))
-            stamp = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamp = None
+        stamp = commit_stamp(self.out)
         who = f"being written by {self.entry.who}" if self.entry.state == "writing" else "stopped"
         self.status = f"{self.kind} fit, {who} — {self.entry.steps} steps committed"
         if stamp == self._seen and self.trace is not None:

@@ -11,7 +11,6 @@ Reading never writes: downloads are written to a temporary folder of the page's 
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from types import SimpleNamespace
@@ -20,7 +19,7 @@ import numpy as np
 
 from ..datasets.loaders import fitted_scaler
 from ..mcmc.diagnostics import open_run, whole_chains
-from ..runs.catalog import describe
+from ..runs.catalog import commit_stamp, describe
 from .dashboard import RunViews
 
 __all__ = ["StoredRun"]
@@ -45,22 +44,13 @@ class StoredRun(RunViews):
         self.entry = None
         self.refresh()
 
-    def _stamp(self):
-        from ..runs.commit import CHECKPOINT
-
-        try:
-            st = os.stat(os.path.join(self.out, CHECKPOINT))
-            return st.st_mtime_ns, st.st_size
-        except OSError:
-            return None
-
     def refresh(self) -> bool:
         """Reread the run when its checkpoint changed since the last read; True when it did."""
         self.entry = describe(self.out, self.root)
         if self.entry is None:
             self.status, self.message = "failed", f"{self.out} is no longer a daskgp run"
             return False
-        stamp = self._stamp()
+        stamp = commit_stamp(self.out)
         if stamp == self._seen and self._dt is not None:
             self.status = self._status()
             return False

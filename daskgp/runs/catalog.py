@@ -20,10 +20,10 @@ import os
 from dataclasses import dataclass
 
 from .commit import CHECKPOINT
-from .layout import KIND, MARKER, RunError, read_checkpoint
+from .layout import RunError, is_run, read_checkpoint
 from .lock import LockInfo, lock_info
 
-__all__ = ["RunEntry", "allowed_path", "describe", "find_runs", "MAX_DEPTH", "MAX_ENTRIES"]
+__all__ = ["RunEntry", "allowed_path", "commit_stamp", "describe", "find_runs", "MAX_DEPTH", "MAX_ENTRIES"]
 
 MAX_DEPTH = 4  # folders below a root searched for runs (a run's own folders are never searched)
 MAX_ENTRIES = 20_000  # directory entries looked at per listing: a huge tree is cut, not walked for minutes
@@ -98,19 +98,9 @@ def _json(path: str, limit: int = 1 << 22):
         return None
 
 
-def _chains_kind(path: str) -> bool:
-    doc = _json(os.path.join(path, "zarr.json"))
-    attrs = doc.get("attributes") if isinstance(doc, dict) else None
-    if not isinstance(attrs, dict) or MARKER not in attrs:
-        return False
-    try:
-        return json.loads(attrs[MARKER]).get("kind") == KIND
-    except (TypeError, ValueError, AttributeError):
-        return False
-
-
-def _fit_kind(path: str) -> str | None:
-    """The family of a fit checkpoint folder ('sgpr' from 'daskgp.sgpr-checkpoint'), or None."""
+def _fit_kind(path: str) -> tuple[str, int] | None:
+    """(the family of a fit checkpoint folder — 'sgpr' from 'daskgp.sgpr-checkpoint' —, its finished steps)
+    from one read of its commit, or None when ``path`` is not a fit checkpoint folder."""
     from ..core.files import MARK
     from .fits import MARKER as FIT_MARKER
     from .fits import is_fit_store
@@ -119,9 +109,20 @@ def _fit_kind(path: str) -> str | None:
         return None
     doc = _json(os.path.join(path, CHECKPOINT), limit=1 << 28)
     kind = doc.get(MARK) if isinstance(doc, dict) and FIT_MARKER in doc else None
+    steps = doc["step"] if isinstance(doc, dict) and type(doc.get("step")) is int else 0
     if not isinstance(kind, str):
-        return "fit" if os.path.exists(os.path.join(path, CHECKPOINT)) else "fit (starting)"
-    return kind.removeprefix("daskgp.").removesuffix("-checkpoint")
+        return ("fit" if os.path.exists(os.path.join(path, CHECKPOINT)) else "fit (starting)"), steps
+    return kind.removeprefix("daskgp.").removesuffix("-checkpoint"), steps
+
+
+def commit_stamp(path) -> tuple[int, int] | None:
+    """(mtime in ns, size) of the run's or fit's last commit, None without one: a reader rereads a run
+    only when this changed."""
+    try:
+        st = os.stat(os.path.join(os.fspath(path), CHECKPOINT))
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def describe(path, root: str) -> RunEntry | None:
@@ -132,7 +133,7 @@ def describe(path, root: str) -> RunEntry | None:
     state = "writing" if writer is not None and writer.state in ("live", "foreign") else "stopped"
     ckpt_file = os.path.join(path, CHECKPOINT)
     modified = os.path.getmtime(ckpt_file) if os.path.exists(ckpt_file) else os.path.getmtime(path)
-    if _chains_kind(path):
+    if is_run(path):
         try:
             ck = read_checkpoint(path)
         except (RunError, FileNotFoundError, ValueError) as e:
@@ -145,11 +146,10 @@ def describe(path, root: str) -> RunEntry | None:
             state = "finished"
         return RunEntry(path, name, root, "chains", "warmup" if n <= warm else "sampling", state, n, total,
                         writer, modified)
-    kind = _fit_kind(path)
-    if kind is None:
+    fit = _fit_kind(path)
+    if fit is None:
         return None
-    doc = _json(ckpt_file, limit=1 << 28)
-    steps = int(doc.get("step", 0)) if isinstance(doc, dict) and type(doc.get("step")) is int else 0
+    kind, steps = fit
     return RunEntry(path, name, root, kind, "fitting", state, steps, None, writer, modified)
 
 

@@ -51,7 +51,7 @@ import zarr
 from .commit import CHECKPOINT, PREVIOUS, RunDamaged, RunError, digest, read_document
 from .lock import LOCK_NAME, LockInfo, RunLocked, lock_info
 
-__all__ = ["Committed", "RunError", "RunDamaged", "read_committed", "read_run", "stored_dataset",
+__all__ = ["Committed", "RunError", "RunDamaged", "is_run", "read_committed", "read_run", "stored_dataset",
            "read_checkpoint", "check_new_run_path", "check_appendable", "CHECKPOINT", "PREVIOUS", "FORMAT",
            "KIND"]
 
@@ -116,6 +116,12 @@ def _kind(path: str) -> str:
             return "other"
         return "run" if isinstance(marker, dict) and marker.get("kind") == KIND else "other"
     return "legacy" if {"config", "param_names", "daskgp_version"} <= set(attrs) else "other"
+
+
+def is_run(path) -> bool:
+    """Whether ``path`` is a folder marked as a daskgp chains run (of any format); reads its root metadata
+    only."""
+    return _kind(_norm(path)) == "run"
 
 
 def _foreign_entries(path: str) -> list[str]:

@@ -37,7 +37,7 @@ from ..core.validation import (
     standardising_moments,
 )
 from ..inducing.features import GlobalParams
-from ..inducing.placement import InducingEstimator, kmeans_centres, kmeans_inducing, sample_rows
+from ..inducing.placement import InducingEstimator, kmeans_centres, sample_rows
 from .bound import bound_and_grads
 from .chunks import ChunkedRows
 from .fit import INITS, FitCheckpoint, ReplayDiverged, SparsePosterior, fit_global, subset_start
@@ -127,18 +127,19 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         with ckpt.writing() if ckpt is not None else contextlib.nullcontext(), \
                 borrowed_client(client, self.scheduler) as c:
             self.start_info_ = {"init": self.init if init is None and resumed is None else None}
-            if resumed is None and init is None and self.init == "subset":
-                # the rows k-means draws (sample_rows with this seed) and their y. Every start is drawn
-                # before the rows are placed: the graphs share keys, and distributed warns of overlaps
-                Xb, yb = sample_rows(seed, Xs, ys)
-                init, info = subset_start(Xb, yb, GlobalParams(
-                    kmeans_centres(Xb, m, seed), 1.0, np.full(q, math.sqrt(q)), noise=self.noise_init,
-                    kernel=kern), self.chunk_rows, fixed_inducing=not self.learn_inducing)
-                self.start_info_.update(info)
+            if resumed is None and init is None:
+                # Z at k-means centres of the sample (sample_rows with this seed; the subset start takes its
+                # y too). Every start is drawn before the rows are placed: the graphs share keys, and
+                # distributed warns of overlaps
+                subset = self.init == "subset"
+                Xb, *yb = sample_rows(seed, Xs, *((ys,) if subset else ()))
+                init = GlobalParams(kmeans_centres(Xb, m, seed), 1.0, np.full(q, math.sqrt(q)),
+                                    noise=self.noise_init, kernel=kern)
+                if subset:
+                    init, info = subset_start(Xb, yb[0], init, self.chunk_rows,
+                                              fixed_inducing=not self.learn_inducing)
+                    self.start_info_.update(info)
             if resumed is None:
-                init = init if init is not None else GlobalParams(
-                    kmeans_inducing(Xs, m, seed), 1.0, np.full(q, math.sqrt(q)),
-                    noise=self.noise_init, kernel=kern)
                 if init.Z.shape != (m, q):
                     raise ValueError(f"init has Z of shape {init.Z.shape}, expected ({m}, {q})")
                 if init.kernel != kern:
