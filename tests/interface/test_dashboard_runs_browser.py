@@ -41,6 +41,12 @@ def _page(p, url):
     return browser, page
 
 
+def _writer(*args) -> subprocess.Popen:
+    """``daskgp ARGS`` in a process group of its own (a batch job writing into the runs folder)."""
+    return subprocess.Popen([sys.executable, "-m", "daskgp", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=os.environ.copy(), start_new_session=True)
+
+
 def _open(page, path: str) -> None:
     """Type ``path`` into the page's run path and press "Open read-only"."""
     page.locator(".run-path input").fill(path)
@@ -61,11 +67,8 @@ def test_a_batch_run_is_opened_and_watched_while_it_is_written(served_runs, tmp_
 
     url, root = served_runs
     run = root / "batch.zarr"
-    writer = subprocess.Popen([sys.executable, "-m", "daskgp", "sample", "--data", "concrete", "--method",
-                               "mh", "--chains", "2", "--iterations", str(ITERATIONS), "--checkpoint-every",
-                               "20", "--workers", "1", "--out", str(run)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy(),
-                              start_new_session=True)
+    writer = _writer("sample", "--data", "concrete", "--method", "mh", "--chains", "2", "--iterations",
+                     str(ITERATIONS), "--checkpoint-every", "20", "--workers", "1", "--out", str(run))
     ARTIFACTS.mkdir(exist_ok=True)
     try:
         # the run folder appears with its first committed block (a new run is staged under another name)
@@ -136,10 +139,8 @@ def test_a_sparse_fit_in_progress_is_opened_and_its_bound_grows_on_screen(served
 
     url, root = served_runs
     out = root / "fit.nc"
-    writer = subprocess.Popen([sys.executable, "-m", "daskgp", "sgpr", "--data", "flights", "--train-size",
-                               "30000", "--max-iter", "500", "--workers", "1", "--out", str(out)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy(),
-                              start_new_session=True)
+    writer = _writer("sgpr", "--data", "flights", "--train-size", "30000", "--max-iter", "500", "--workers",
+                     "1", "--out", str(out))
     ckpt = root / "fit.nc.checkpoint"
     ARTIFACTS.mkdir(exist_ok=True)
     try:
