@@ -195,11 +195,14 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     def to_dataset(self) -> xr.Dataset:
         """The fitted model as labelled arrays: inducing points and lengthscales (X units), variances (y units
         squared), q(w) (μ, U; standardised), and the server's record per update (objective, largest
-        staleness, wall seconds, the partition whose gradient triggered it)."""
+        staleness, wall seconds, the partition whose gradient triggered it) and how many contributions
+        arrived at each staleness, all updates together."""
         check_is_fitted(self, "params_")
         p, d = self.params_, self.n_features_in_
         names = [str(c) for c in getattr(self, "feature_names_in_", [f"x{j}" for j in range(d)])]
         rec, x_units = self.records_, {"units": "X units"}
+        stale = np.bincount(np.concatenate([np.asarray(r.staleness, int) for r in rec] or [np.zeros(0, int)]),
+                            minlength=1)
         return xr.Dataset(
             {"inducing_points": (("inducing", "feature"), p.Z * self.x_scale_ + self.x_mean_, x_units),
              "lengthscales": (("feature",), p.lengthscales * self.x_scale_, x_units),
@@ -210,8 +213,11 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
                            {"units": "nats (standardised y)"}),
              "max_staleness": (("update",), np.array([max(r.staleness) for r in rec], dtype=int)),
              "seconds": (("update",), np.array([r.seconds for r in rec]), {"units": "s"}),
-             "partition": (("update",), np.array([r.partition for r in rec], dtype=int))},
-            coords={"feature": names, "update": np.array([r.version for r in rec], dtype=int)},
+             "partition": (("update",), np.array([r.partition for r in rec], dtype=int)),
+             "contributions": (("staleness",), stale,
+                               {"description": "gradients applied this many updates after their θ"})},
+            coords={"feature": names, "update": np.array([r.version for r in rec], dtype=int),
+                    "staleness": np.arange(len(stale))},
             attrs={"model": "daskgp.ADVGPRegressor", "tau": int(self.tau), "n_inducing": int(self.n_inducing),
                    "optimizer": self.optimizer, "converged": int(bool(getattr(self, "converged_", False))),
                    "feature_map": self.feature_map, "n_train": int(self.n_train_), "init": self.init,

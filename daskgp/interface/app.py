@@ -224,11 +224,11 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             return
         try:
             path, root = allowed_path(runs, chosen)
-            entry = describe(path, root) if os.path.isdir(path) else None
+            entry = describe(path, root) if os.path.exists(path) else None
             if entry is None or entry.kind not in ("chains", *FIT_KINDS):
                 what = "not a daskgp run" if entry is None else f"a {entry.kind} checkpoint"
-                raise ValueError(f"{chosen} is {what}; chains runs and SGPR, ADVGP, GPC and GPLVM fits open "
-                                 "here")
+                raise ValueError(f"{chosen} is {what}; chains runs, SGPR, ADVGP, GPC and GPLVM fits and "
+                                 "their results files open here")
             run = StoredRun(path, root) if entry.kind == "chains" else StoredFit(path, root, entry.kind)
         except (ValueError, OSError) as e:
             show_error(f"Cannot open: {e}")
@@ -237,10 +237,10 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         if isinstance(run, StoredFit):
             session["fit_figs"] = FitFigures(run.kind, run.what)
             B = pn.pane.Bokeh
-            views.objects = [pn.pane.Markdown(f"### {run.kind.upper()} fit in progress: {run.what}"),
+            state = "finished" if run.finished else "in progress"
+            views.objects = [pn.pane.Markdown(f"### {run.kind.upper()} fit {state}: {run.what}"),
                              pn.FlexBox(B(session["fit_figs"].objective),
-                                        *([B(session["fit_figs"].heldout)] if run.kind in ("advgp", "gpc")
-                                          else []),
+                                        *([B(session["fit_figs"].heldout)] if run.kind != "gplvm" else []),
                                         *[B(f) for f in session["fit_figs"].extra.values()],
                                         sizing_mode="stretch_width")]
         else:
@@ -290,13 +290,15 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         if run is None:
             return
         session["tick"] += 1
-        if hasattr(run, "trace"):  # a fit checkpoint opened from disk: its trace, reread on a new commit
-            run.refresh()
+        if hasattr(run, "trace"):  # a fit opened from disk: its trace, reread on a new commit
+            changed = run.refresh()
             status.object = f"**status:** {run.status}" + (f" — {run.message}" if run.message else "")
             writer_md.object = f"**fit:** {run.out}"
-            if run.trace is not None:
-                session["fit_figs"].update(run.trace, run.latent)
-                session["fit_figs"].update_heldout(run.heldout)
+            figs = session["fit_figs"]
+            if run.trace is not None and (changed or not figs.drawn):  # the sources only when new numbers
+                figs.update(run.trace, run.latent, run.staleness)
+                figs.update_heldout(run.heldout, run.calibration)
+                figs.drawn = True
                 counter.object = f"{len(run.trace)} steps"
             return
         if hasattr(run, "refresh"):  # a run opened from disk: reread it when its writer committed
@@ -481,7 +483,8 @@ def _run_label(r) -> str:
     """One line of the runs list: where, what, how far, who writes it."""
     steps = f"{r.steps} of {r.total} draws" if r.total else f"{r.steps} steps"
     who = f", {r.who}" if r.who else ""
-    return f"{r.name} — {r.kind}, {r.phase}, {r.state}, {steps}{who}"
+    phase = "" if r.phase == r.state else f"{r.phase}, "  # a results file is 'finished' in both
+    return f"{r.name} — {r.kind}, {phase}{r.state}, {steps}{who}"
 
 
 def _new_run_folder(root) -> str:

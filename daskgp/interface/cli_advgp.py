@@ -9,6 +9,7 @@ import numpy as np
 
 from .cli_common import (
     announce_split,
+    attach_heldout,
     check_fit_outputs,
     cluster_from_args,
     save_predictions,
@@ -77,7 +78,8 @@ def advgp_command(args) -> int:
         print(f"\ndaskgp: interrupted; the server's state is in {ckpt.path} (every 10 updates); continue "
               "with the same command plus --resume", file=sys.stderr)
         return 130
-    rmse, rmse_mean = write_results(est.to_dataset(), args.out, ds, args, ytr, yte, mean, sd, reduced)
+    res = attach_heldout(est.to_dataset(), ckpt)  # the held-out curve outlives the checkpoint
+    rmse, rmse_mean = write_results(res, args.out, ds, args, ytr, yte, mean, sd, reduced)
     ckpt.remove()
     lost = (f"; {est.lost_partitions_} partition(s) placed again after lost workers" if est.lost_partitions_
             else "")

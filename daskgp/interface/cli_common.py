@@ -231,6 +231,26 @@ def quiet_teardown(client=None) -> None:
             client.run(quiet_logs)
 
 
+HELDOUT_EVERY = 10  # steps between the held-out measurements a fit command logs beside its checkpoint
+
+
+def attach_heldout(res, ckpt):
+    """The fitted model's Dataset ``res`` with the held-out log the command wrote beside its checkpoint
+    ``ckpt`` (:meth:`daskgp.runs.fits.FitStore.log_heldout`): each record's step, wall seconds and numeric
+    metrics as variables ``heldout_<name>`` along ``heldout``, so the results file keeps the curve once the
+    checkpoint is removed (lists, such as calibration bins, stay in the log)."""
+    recs = [r for r in ckpt.read_heldout() if isinstance(r.get("step"), int)]
+    if not recs:
+        return res
+    names = [k for k, v in recs[0].items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    for k in names:
+        vals = [r.get(k) for r in recs]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
+            res[f"heldout_{k}"] = ("heldout", np.asarray(vals, float if k != "step" else int),
+                                   {"units": "s"} if k == "seconds" else {})
+    return res
+
+
 def write_test_results(res, out: str, ds, args, ytr, yte, mean, sd) -> tuple[float, float]:
     """Add the test predictions and their RMSE (and the mean predictor's) to a fitted model's Dataset ``res``
     and write it to the netCDF ``out`` atomically (a finished file or none): the results file of ``daskgp

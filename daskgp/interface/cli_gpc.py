@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from .cli_common import (
+    attach_heldout,
     check_fit_outputs,
     cluster_from_args,
     positive_int,
@@ -153,8 +154,8 @@ def gpc_command(args) -> int:
               "with the same command plus --resume", file=sys.stderr)
         return 130
     if table:
-        write_table_results(est.to_dataset(list(data.feature_names)), args.out, data, args, int(yte.shape[0]),
-                            **metrics)
+        write_table_results(attach_heldout(est.to_dataset(list(data.feature_names)), ckpt), args.out, data,
+                            args, int(yte.shape[0]), **metrics)
         ckpt.remove()
         _report(est, caught, metrics, args.out)
         return 0
@@ -164,7 +165,7 @@ def gpc_command(args) -> int:
     nll = float(-np.mean(np.log(np.clip(proba[np.arange(len(yte)), idx], 1e-300, 1))))
     prior = np.mean(ytr == est.classes_[1])
     nll_prior = float(-np.mean(np.where(idx == 1, np.log(prior), np.log(1 - prior))))
-    res = est.to_dataset(list(data.feature_names))
+    res = attach_heldout(est.to_dataset(list(data.feature_names)), ckpt)
     res["test_proba"] = ("test", proba[:, 1], {"long_name": f"p({data.target_name} = {est.classes_[1]})"})
     res["test_label"] = ("test", np.asarray(yte).astype(str))
     res.attrs.update(dataset=data.name, target=data.target_name, test_error=err, test_nll=nll,

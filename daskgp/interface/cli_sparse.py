@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from .cli_common import (
+    HELDOUT_EVERY,
     announce_split,
+    attach_heldout,
     check_fit_outputs,
     cluster_from_args,
     save_predictions,
@@ -50,7 +54,7 @@ def sgpr_command(args) -> int:
                 print(f"resuming from {ckpt.path} after {ckpt.iterations()} iterations", flush=True)
             # the checkpoint stays until the results file is written
             est.fit(Xtr, ytr, callback=printer, client=client, checkpoint=ckpt, resume=args.resume,
-                    keep_checkpoint=True)
+                    keep_checkpoint=True, on_posterior=None if table else _heldout_logger(ckpt, Xte, yte))
             printer.done()
             mean, sd = est.predict(Xte, return_std=True)
             # a table's test metrics reduced on the workers; no row comes here
@@ -61,7 +65,8 @@ def sgpr_command(args) -> int:
         print(f"\ndaskgp: interrupted; the parameters after the last finished iteration are in {ckpt.path}; "
               f"continue with the same command plus --resume", file=sys.stderr)
         return 130
-    rmse, rmse_mean = write_results(est.to_dataset(), args.out, ds, args, ytr, yte, mean, sd, reduced)
+    res = attach_heldout(est.to_dataset(), ckpt)  # the held-out curve outlives the checkpoint
+    rmse, rmse_mean = write_results(res, args.out, ds, args, ytr, yte, mean, sd, reduced)
     ckpt.remove()
     start = getattr(est, "start_info_", {})
     if start.get("init") == "subset":
@@ -71,3 +76,20 @@ def sgpr_command(args) -> int:
           f"({est.fit_info_['n_evaluations']} evaluations, {est.fit_info_['seconds']:.1f} s)")
     print(f"test RMSE {rmse:.3f} {ds.target_name} (mean predictor {rmse_mean:.3f}); results in {args.out}")
     return 0
+
+
+def _heldout_logger(ckpt, Xte, yte):
+    """``on_posterior`` for a fit with its test rows in memory: every :data:`HELDOUT_EVERY` iterations (and
+    the first) the iterate's test RMSE and mean negative log predictive density (nats, y units) go into the
+    checkpoint's held-out log, for the dashboard. It costs predictions on the test rows here, no pass over
+    the training rows."""
+    X, y = np.asarray(Xte, np.float64), np.asarray(yte, np.float64)
+
+    def log(iteration, seconds, predict):
+        if iteration % HELDOUT_EVERY and iteration != 1:
+            return
+        mean, sd = predict(X)
+        nlpd = float(np.mean(0.5 * np.log(2 * np.pi * sd**2) + 0.5 * ((y - mean) / sd) ** 2))
+        ckpt.log_heldout({"step": int(iteration), "seconds": float(seconds),
+                          "test_rmse": float(np.sqrt(np.mean((mean - y) ** 2))), "test_nlpd": nlpd})
+    return log

@@ -279,24 +279,25 @@ def arviz_figures(dt, width: int = 840) -> dict:
 
 
 class FitFigures:
-    """The Bokeh figures of a sparse fit in progress (:class:`daskgp.interface.fitview.StoredFit`): its
-    objective against wall seconds (SGPR, ADVGP) or steps; ADVGP's staleness histogram and updates per
-    partition; GPC's training error; the GPLVM's latent means. ``update(trace, latent)`` puts their numbers
-    into the sources."""
+    """The Bokeh figures of a sparse fit, running or finished (:class:`daskgp.interface.fitview.StoredFit`):
+    its objective against wall seconds (SGPR, ADVGP) or steps; the held-out metric against seconds (SGPR,
+    ADVGP: test RMSE; GPC: test error); ADVGP's staleness histogram and updates per partition; GPC's
+    training error and calibration; the GPLVM's latent means. ``update(trace, latent, staleness)`` and
+    ``update_heldout(heldout, calibration)`` put their numbers into the sources."""
 
     def __init__(self, kind: str, what: str):
         from bokeh.models import ColumnDataSource
         from bokeh.plotting import figure
 
-        self.kind = kind
+        self.kind, self.drawn = kind, False
         self.src = ColumnDataSource({"x": [], "y": []})
         self.objective = figure(height=260, width=420, title=what, x_axis_label="step")
         self.objective.line("x", "y", source=self.src)
         self.extra = {}
         # the held-out measurement the command line logs (ADVGP: test RMSE, GPC: test error) against seconds
         self.held_src = ColumnDataSource({"x": [], "y": []})
-        self.heldout = figure(height=260, width=420, title="held-out " + ("RMSE" if kind == "advgp" else
-                                                                          "error rate"),
+        self.heldout = figure(height=260, width=420, title="held-out " + ("RMSE" if kind in ("sgpr", "advgp")
+                                                                          else "error rate"),
                               x_axis_label="seconds")
         self.heldout.line("x", "y", source=self.held_src)
         self.heldout.scatter("x", "y", source=self.held_src, size=4)
@@ -329,27 +330,37 @@ class FitFigures:
             c.scatter("p", "freq", source=self.cal_src, size=6)
             self.extra = {"train_error": f, "calibration": c}
 
-    def update_heldout(self, heldout) -> None:
-        """The command line's held-out log (:func:`daskgp.interface.fitview.fit_heldout`) into the sources."""
-        metric = "test_rmse" if self.kind == "advgp" else "test_error"
-        if len(heldout) == 0 or metric not in heldout:
+    def update_heldout(self, heldout, calibration=None) -> None:
+        """The command line's held-out log (:func:`daskgp.interface.fitview.fit_heldout`) into the sources,
+        against seconds where it has them (else steps); GPC's reliability bins: ``calibration`` (a finished
+        fit's, from its stored test predictions) or the log's latest."""
+        metric = "test_rmse" if self.kind in ("sgpr", "advgp") else "test_error"
+        if len(heldout) and metric in heldout:
+            timed = "seconds" in heldout and bool(np.isfinite(heldout["seconds"].astype(float)).all())
+            self.heldout.xaxis.axis_label = "seconds" if timed else "step"
+            self.held_src.data = {"x": list(map(float, heldout["seconds" if timed else "step"])),
+                                  "y": list(map(float, heldout[metric]))}
+        if self.kind != "gpc":
             return
-        self.held_src.data = {"x": list(map(float, heldout["seconds"])),
-                              "y": list(map(float, heldout[metric]))}
-        if self.kind == "gpc" and "calibration" in heldout:
-            bins = np.asarray(heldout["calibration"].iloc[-1], float).reshape(-1, 3)
+        if calibration is None and "calibration" in heldout and len(heldout):
+            calibration = heldout["calibration"].iloc[-1]
+        if calibration is not None:
+            bins = np.asarray(calibration, float).reshape(-1, 3)
             self.cal_src.data = {"p": bins[:, 0].tolist(), "freq": bins[:, 1].tolist(),
                                  "n": bins[:, 2].tolist()}
 
-    def update(self, trace, latent=None) -> None:
+    def update(self, trace, latent=None, staleness=None) -> None:
         timed = "seconds" in trace  # an SGPR checkpoint of daskgp <= 0.5 has steps only
         x = trace["seconds"] if timed else trace["step"]
         self.objective.xaxis.axis_label = "seconds" if timed else "step"
         self.src.data = {"x": list(map(float, x)), "y": list(map(float, trace["objective"]))}
         if self.kind == "advgp" and len(trace):
-            stale = np.concatenate([np.asarray(s, int) for s in trace["staleness"]])
-            values, counts = np.unique(stale, return_counts=True)
-            self.stale_src.data = {"staleness": values.tolist(), "count": counts.tolist()}
+            if staleness is not None:  # a finished fit's counts (its results file keeps no per-update lists)
+                values, counts = staleness
+            else:
+                values, counts = np.unique(np.concatenate([np.asarray(s, int) for s in trace["staleness"]]),
+                                           return_counts=True)
+            self.stale_src.data = {"staleness": list(map(int, values)), "count": list(map(int, counts))}
             parts, pc = np.unique(np.asarray(trace["partition"], int), return_counts=True)
             self.part_src.data = {"partition": parts.tolist(), "count": pc.tolist()}
         elif self.kind == "gplvm" and latent is not None and latent.shape[1] >= 2:

@@ -17,22 +17,28 @@ What each checkpoint holds, and so what is drawn against the fit's steps:
 Held-out measurements come from the command line, which holds the test rows: ``daskgp advgp`` and ``daskgp
 gpc`` append theirs (test RMSE; test error and a reliability diagram's bins) beside the checkpoint every 10
 steps (:meth:`daskgp.runs.fits.FitStore.log_heldout`), when the test rows are in memory (not for a table read
-on the workers, whose test metrics are reduced there once, at the end). Not yet: a held-out metric for SGPR
-(each would cost a pass over the rows), times for the GPLVM, and a finished fit (its checkpoint is removed;
-its results file holds the trace).
+on the workers, whose test metrics are reduced there once, at the end); ``daskgp sgpr`` logs its iterates'
+test RMSE and NLPD every 10 iterations from the statistics its last evaluation computed anyway (no extra
+pass over the rows: :meth:`daskgp.SparseGPRegressor.fit`'s ``on_posterior``).
+
+A finished fit's checkpoint is removed; its results file (``--out``) keeps the same trace and the held-out
+log (``heldout_*`` variables), and :func:`fit_results` reads it, with the final test metric as the held-out
+curve's last point, ADVGP's staleness counts, and GPC's reliability bins from the stored test predictions.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..runs.catalog import commit_stamp, describe
+from ..runs.catalog import RESULT_KINDS, commit_stamp, describe
 
-__all__ = ["FIT_KINDS", "StoredFit", "fit_heldout", "fit_latent", "fit_trace"]
+__all__ = ["FIT_KINDS", "FitResults", "StoredFit", "fit_heldout", "fit_latent", "fit_results", "fit_trace"]
 
 # the catalogue's kind → (the family's checkpoint class, what its objective is)
 FIT_KINDS = {"sgpr": ("daskgp.sparse.fit:FitCheckpoint", "collapsed bound (nats)"),
@@ -94,9 +100,89 @@ def fit_heldout(path: str) -> pd.DataFrame:
     return pd.DataFrame(FitStore(path).read_heldout())
 
 
+@dataclass
+class FitResults:
+    """A finished fit as :func:`fit_results` reads it from its results file: ``kind``, ``trace`` and
+    ``heldout`` as :func:`fit_trace` and :func:`fit_heldout` give them, ``staleness`` (ADVGP: (staleness,
+    contributions) over all updates) and ``calibration`` (GPC with its test predictions: the reliability
+    bins)."""
+
+    kind: str
+    trace: pd.DataFrame
+    heldout: pd.DataFrame
+    staleness: tuple | None = None
+    calibration: list | None = None
+
+
+def fit_results(path: str) -> FitResults:
+    """The finished fit in the results file at ``path`` (netCDF: ``daskgp sgpr|advgp|gpc --out`` or a
+    model's ``save``). ValueError (one line) for a file daskgp did not write as one of those."""
+    import xarray as xr
+
+    from ..core.files import MARK, written_kind
+
+    if written_kind(path) not in RESULT_KINDS:
+        raise ValueError(f"{path} is not a daskgp SGPR, ADVGP or GPC results file")
+    try:
+        with xr.open_dataset(path) as f:
+            ds = f.load()
+    except Exception as e:  # noqa: BLE001 — a truncated file: the netCDF readers raise many kinds
+        raise ValueError(f"{path} is not a readable netCDF file ({type(e).__name__})") from None
+    kind = RESULT_KINDS[ds.attrs[MARK]][0]
+    out = FitResults(kind, pd.DataFrame(), pd.DataFrame())
+    try:
+        if kind == "sgpr":
+            out.trace = pd.DataFrame({"step": ds["iteration"].values.astype(int),
+                                      "objective": ds["bound_trace"].values.astype(float)})
+            secs = ds["iteration_seconds"].values if "iteration_seconds" in ds else None
+            if secs is not None and np.isfinite(secs).all():
+                out.trace["seconds"] = secs.astype(float)
+        elif kind == "advgp":
+            out.trace = pd.DataFrame({k: ds[v].values for k, v in (
+                ("step", "update"), ("objective", "objective"), ("seconds", "seconds"),
+                ("staleness_max", "max_staleness"), ("partition", "partition"))})
+            if "contributions" in ds:
+                out.staleness = (ds["staleness"].values.astype(int), ds["contributions"].values.astype(int))
+        else:
+            out.trace = pd.DataFrame({"step": np.arange(1, ds.sizes.get("iteration", 0) + 1),
+                                      "objective": ds["evidence"].values.astype(float),
+                                      "train_error": ds["train_error"].values.astype(float)})
+            if "test_proba" in ds and "test_label" in ds:
+                from .cli_gpc import calibration_bins
+
+                positive = ds["test_label"].values.astype(str) == _positive_label(ds)
+                out.calibration = calibration_bins(ds["test_proba"].values, positive)
+    except KeyError as e:
+        raise ValueError(f"{path} is an incomplete daskgp results file (no {e})") from None
+    out.heldout = _heldout_of(ds, kind, out.trace)
+    return out
+
+
+def _positive_label(ds) -> str:
+    """The class whose probability ``test_proba`` is (its long name: "p(<target> = <class>)")."""
+    name = str(ds["test_proba"].attrs.get("long_name", ""))
+    return name.rsplit("= ", 1)[-1].rstrip(")") if "= " in name else "1"
+
+
+def _heldout_of(ds, kind: str, trace: pd.DataFrame) -> pd.DataFrame:
+    """The results file's held-out log, its final test metric appended at the fit's last step."""
+    cols = {k.removeprefix("heldout_"): ds[k].values for k in ds.data_vars if k.startswith("heldout_")}
+    held = pd.DataFrame(cols)
+    metric = "test_rmse" if kind in ("sgpr", "advgp") else "test_error"
+    final = ds.attrs.get(metric)
+    if final is not None and len(trace):
+        last = {"step": int(trace["step"].iloc[-1]), metric: float(final)}
+        if "seconds" in trace:
+            last["seconds"] = float(trace["seconds"].iloc[-1])
+        if len(held) == 0 or int(held["step"].iloc[-1]) < last["step"]:
+            held = pd.concat([held, pd.DataFrame([last])], ignore_index=True)
+    return held
+
+
 class StoredFit:
-    """A fit checkpoint the page opened: ``refresh()`` rereads its trace when its commit changed; ``status``
-    says who writes it; ``message`` holds the one line of a damaged checkpoint."""
+    """A fit checkpoint, or a finished fit's results file, the page opened: ``refresh()`` rereads its trace
+    when its commit (the file) changed; ``status`` says who writes it; ``message`` holds the one line of a
+    damaged checkpoint; ``staleness`` and ``calibration`` are a results file's (:class:`FitResults`)."""
 
     def __init__(self, path: str, root: str, kind: str):
         self.out, self.root, self.kind = path, root, kind
@@ -104,6 +190,8 @@ class StoredFit:
         self.stage, self.dask_link, self.progress, self.message = "", None, None, ""
         self.status, self.trace, self.entry, self._seen = "opening", None, None, None
         self.latent, self.heldout = None, pd.DataFrame()
+        self.staleness, self.calibration = None, None
+        self.finished = os.path.isfile(path)
         self.feature_names: list[str] = []
         self._tmp = tempfile.mkdtemp(prefix="daskgp-dashboard-fit-")
         self.refresh()
@@ -112,17 +200,27 @@ class StoredFit:
         """Reread the trace when the checkpoint changed since the last read; True when it did."""
         self.entry = describe(self.out, self.root)
         if self.entry is None:
-            self.status, self.message = "failed", f"{self.out} is no longer a fit checkpoint"
+            self.status, self.message = "failed", f"{self.out} is no longer a fit checkpoint or results file"
             return False
-        stamp = commit_stamp(self.out)
-        who = f"being written by {self.entry.who}" if self.entry.state == "writing" else "stopped"
-        self.status = f"{self.kind} fit, {who} — {self.entry.steps} steps committed"
+        if self.finished:
+            st = os.stat(self.out)
+            stamp = (st.st_mtime_ns, st.st_size)
+            self.status = f"{self.kind} fit, finished — {self.entry.steps} steps"
+        else:
+            stamp = commit_stamp(self.out)
+            who = f"being written by {self.entry.who}" if self.entry.state == "writing" else "stopped"
+            self.status = f"{self.kind} fit, {who} — {self.entry.steps} steps committed"
         if stamp == self._seen and self.trace is not None:
             return False
         try:
-            self.trace = fit_trace(self.out, self.kind)
-            self.latent = fit_latent(self.out) if self.kind == "gplvm" else None
-            self.heldout = fit_heldout(self.out)
+            if self.finished:
+                res = fit_results(self.out)
+                self.trace, self.heldout = res.trace, res.heldout
+                self.staleness, self.calibration = res.staleness, res.calibration
+            else:
+                self.trace = fit_trace(self.out, self.kind)
+                self.latent = fit_latent(self.out) if self.kind == "gplvm" else None
+                self.heldout = fit_heldout(self.out)
         except (OSError, ValueError) as e:
             self.status, self.message = "failed", str(e).splitlines()[0]
             return False

@@ -1,13 +1,16 @@
 """Every run under the folders a reader may see (``daskgp dashboard --runs DIR``): what each is, who writes it
-and where it stands, read from the runs' small JSON files only — nothing is written, locked, executed or
-followed through a symbolic link, and nothing outside the allowed folders is read.
+and where it stands, read from the runs' small JSON files and the results files' attributes only — nothing
+is written, locked, executed or followed through a symbolic link, and nothing outside the allowed folders is
+read.
 
 A folder is listed when it is
 
 * a chains run (:mod:`daskgp.runs.layout`: ``zarr.json`` with the ``daskgp_run`` marker), finished, being
   written (here or by a process on another host that shares the storage), interrupted, or damaged;
 * a fit checkpoint (:mod:`daskgp.runs.fits`: SGPR, ADVGP, GPC, the GPLVM, or a chains run's warmup before
-  its first draws), while a fit is in progress or after it was interrupted.
+  its first draws), while a fit is in progress or after it was interrupted;
+* a finished fit's results file (the netCDF ``daskgp sgpr|advgp|gpc --out`` writes, or a model's ``save``),
+  which holds the fit's trace once its checkpoint is removed (:data:`RESULT_KINDS`).
 
 Each is one :class:`RunEntry`. A damaged run is listed with its one-line message, never skipped: the reader
 can see it exists and what ``daskgp repair`` would say.
@@ -23,22 +26,29 @@ from .commit import CHECKPOINT
 from .layout import RunError, is_run, read_checkpoint
 from .lock import LockInfo, lock_info
 
-__all__ = ["RunEntry", "allowed_path", "commit_stamp", "describe", "find_runs", "MAX_DEPTH", "MAX_ENTRIES"]
+__all__ = ["RunEntry", "allowed_path", "commit_stamp", "describe", "find_runs", "MAX_DEPTH", "MAX_ENTRIES",
+           "RESULT_KINDS"]
 
 MAX_DEPTH = 4  # folders below a root searched for runs (a run's own folders are never searched)
 MAX_ENTRIES = 20_000  # directory entries looked at per listing: a huge tree is cut, not walked for minutes
+# a results file's marker (daskgp.core.files.MARK) → (the family, the variable that holds one value a step)
+RESULT_KINDS = {"daskgp.SparseGPRegressor": ("sgpr", "bound_trace"),
+                "daskgp.ADVGPRegressor": ("advgp", "objective"),
+                "daskgp.SparseGPClassifier": ("gpc", "evidence")}
+RESULT_SUFFIXES = (".nc", ".nc4", ".netcdf")
 
 
 @dataclass(frozen=True)
 class RunEntry:
     """One run: ``path`` (real, absolute), ``name`` (relative to ``root``, for display), ``kind`` ('chains',
-    or a fit checkpoint's family: 'sgpr', 'advgp', 'gpc', 'gplvm', 'warmup', …), ``phase`` (chains: 'warmup'
-    while the committed draws are the warmup's, then 'sampling'; 'damaged'; fits: 'fitting'), ``state``
-    ('writing' while a live writer, or one on another host, holds its lock; 'finished' when a chains run has
-    its iterations; 'stopped' otherwise: interrupted, stopped from a page, or stopped at its ESS target —
-    resumable), ``steps`` (committed draws per chain, or a fit's finished steps), ``total`` (the iterations
-    a chains run asks for, None for fits), ``writer`` (its lock, when there is one), ``modified`` (the last
-    commit's time, seconds since the epoch) and ``message`` (why it is damaged)."""
+    or a fit's family: 'sgpr', 'advgp', 'gpc', 'gplvm', 'warmup', …), ``phase`` (chains: 'warmup' while the
+    committed draws are the warmup's, then 'sampling'; 'damaged'; fit checkpoints: 'fitting'; results files:
+    'finished'), ``state`` ('writing' while a live writer, or one on another host, holds its lock; 'finished'
+    when a chains run has its iterations, and for a results file; 'stopped' otherwise: interrupted, stopped
+    from a page, or stopped at its ESS target — resumable), ``steps`` (committed draws per chain, or a fit's
+    finished steps), ``total`` (the iterations a chains run asks for, None for fits), ``writer`` (its lock,
+    when there is one), ``modified`` (the last commit's time, seconds since the epoch) and ``message`` (why
+    it is damaged)."""
 
     path: str
     name: str
@@ -125,10 +135,29 @@ def commit_stamp(path) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
+def _results_entry(path: str, name: str, root: str) -> RunEntry | None:
+    """A finished fit's results file, from its attributes and one variable's shape (h5py: no data read)."""
+    from ..core.files import written_kind
+
+    if not path.lower().endswith(RESULT_SUFFIXES) or written_kind(path) not in RESULT_KINDS:
+        return None
+    kind, var = RESULT_KINDS[written_kind(path)]
+    try:
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            steps = int(f[var].shape[0]) if var in f else 0
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+    return RunEntry(path, name, root, kind, "finished", "finished", steps, None, None, os.path.getmtime(path))
+
+
 def describe(path, root: str) -> RunEntry | None:
     """The entry of the run at ``path`` (real) found under ``root``, or None when it is not a run."""
     path = os.fspath(path)
     name = os.path.relpath(path, root)
+    if os.path.isfile(path):
+        return _results_entry(path, name, root)
     writer = lock_info(path)
     state = "writing" if writer is not None and writer.state in ("live", "foreign") else "stopped"
     ckpt_file = os.path.join(path, CHECKPOINT)
@@ -170,7 +199,14 @@ def find_runs(roots, max_depth: int = MAX_DEPTH) -> list[RunEntry]:
                 seen += 1
                 if seen > MAX_ENTRIES:
                     break
-                if not e.is_dir(follow_symlinks=False) or e.name.startswith("."):
+                if e.name.startswith("."):
+                    continue
+                if e.is_file(follow_symlinks=False) and e.name.lower().endswith(RESULT_SUFFIXES):
+                    entry = _results_entry(e.path, os.path.relpath(e.path, root), root)
+                    if entry is not None:
+                        found.append(entry)
+                    continue
+                if not e.is_dir(follow_symlinks=False):
                     continue
                 entry = describe(e.path, root)
                 if entry is not None:

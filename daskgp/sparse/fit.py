@@ -92,7 +92,10 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
                callback=None, fixed_inducing: bool = False, on_params=None,
                replay: tuple[Evaluations, int] | None = None) -> tuple[GlobalParams, list, dict]:
     """Maximise the bound over the global parameters with L-BFGS-B (unconstrained: Z, log σ², log l,
-    log σ²_n); ``callback(iteration, F)`` and ``on_params(θ, trace, evaluations)`` after every iteration.
+    log σ²_n); ``callback(iteration, F)`` and ``on_params(θ, trace, evaluations, posterior)`` after every
+    iteration, ``posterior`` the :class:`SparsePosterior` at θ from the statistics of the evaluation there
+    (L-BFGS-B's accepted point is its last evaluation, so this costs no pass over the rows), or None when
+    θ's statistics are not at hand (a replayed evaluation, or a line search that ended elsewhere).
 
     ``replay``: (the :class:`Evaluations` of an interrupted run of this fit from the same ``theta0``, the
     iterations it finished): its evaluations are fed back instead of computed, so the fit continues exactly
@@ -108,6 +111,7 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
     info = {"n_evaluations": 0, "seconds_evaluating": 0.0}
     log = Evaluations.empty()
     old, quiet = (replay if replay is not None else (Evaluations.empty(), 0))
+    last = {}  # the latest computed evaluation: its point's digest, θ and summed statistics
 
     def fun(x):
         k = len(log.f)
@@ -122,8 +126,10 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
         v[free] = x
         t0 = time.perf_counter()
         try:
-            F, g, _ = chunks.bound_and_grad(theta0.with_vector(v))
+            theta = theta0.with_vector(v)
+            F, g, stats = chunks.bound_and_grad(theta)
             f, gf = -F / n, -g[free] / n
+            last.update(x=log.x[-1], theta=theta, stats=stats)
         except np.linalg.LinAlgError:
             f, gf = math.inf, np.zeros_like(x)  # L-BFGS-B backtracks from a non-PD step
         else:
@@ -143,7 +149,10 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
         if on_params is not None:
             v = v0.copy()
             v[free] = intermediate_result.x
-            on_params(theta0.with_vector(v), trace, log)
+            at = theta0.with_vector(v)
+            post = (SparsePosterior.from_stats(last["theta"], last["stats"])
+                    if last.get("x") == _digest(intermediate_result.x) else None)
+            on_params(at, trace, log, post)
         if callback is not None:
             callback(len(trace), F)
 

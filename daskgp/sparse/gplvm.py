@@ -63,15 +63,25 @@ class GPLVMCheckpoint(FitStore):
     """A GPLVM fit after its last finished round (global step + local step), in a fit checkpoint folder
     (:class:`daskgp.runs.fits.FitStore`: one JSON commit of plain data with a digest, the previous commit,
     the writer's lock): the global parameters' vector, every point's q(x_i) (μ, S: n × q each, gathered from
-    the workers in chunk order), the bound trace and the fit's counters."""
+    the workers in chunk order), the bound trace, the fit's wall seconds at each of its points (for readers
+    such as the dashboard; not read back by a resume's fit except to continue the clock) and its counters."""
 
     kind = "daskgp.gplvm-checkpoint"
     what = "GPLVM"
 
-    def write(self, key: str, rounds: int, theta: GlobalParams, mu, S, trace, info: dict) -> None:
-        self.commit(key, rounds, {"theta": theta.to_vector(), "mu": np.asarray(mu, float),
-                                  "S": np.asarray(S, float), "trace": np.asarray(trace, float),
-                                  "info": {k: info[k] for k in _INFO_KEYS}})
+    def write(self, key: str, rounds: int, theta: GlobalParams, mu, S, trace, info: dict,
+              seconds=None) -> None:
+        state = {"theta": theta.to_vector(), "mu": np.asarray(mu, float), "S": np.asarray(S, float),
+                 "trace": np.asarray(trace, float), "info": {k: info[k] for k in _INFO_KEYS}}
+        if seconds is not None and len(seconds) == len(trace):
+            state["seconds"] = np.asarray(seconds, float)
+        self.commit(key, rounds, state)
+
+    def seconds(self) -> list[float]:
+        """The wall seconds the committed trace recorded (none from a checkpoint of daskgp <= 0.5)."""
+        _, st = self.read_state(None)
+        secs = np.asarray(st.get("seconds", []), float)
+        return [float(t) for t in secs] if secs.shape == np.shape(st.get("trace")) else []
 
     def read(self, key: str, n: int, q: int, m: int):
         """(rounds done, θ, μ (n, q), S (n, q), trace, info) committed for ``key``. Raises
@@ -190,7 +200,9 @@ class BayesianGPLVM(ValidatedParams, TransformerMixin, BaseEstimator):
 
     Fitted: ``embedding_`` (n, q) latent means and ``embedding_var_`` (n, q) variances, ``params_``,
     ``bound_`` and ``bound_trace_`` (nats, standardised Y; one entry per global iteration and per local
-    step), ``lengthscales_`` (q,) (large = a latent dimension switched off), ``fit_info_``.
+    step), ``trace_seconds_`` (the fit's wall seconds at each entry of the trace, s; NaN for entries of a
+    resumed checkpoint that did not record them), ``lengthscales_`` (q,) (large = a latent dimension
+    switched off), ``fit_info_``.
     """
 
     def __init__(self, n_components: int = 2, n_inducing: int = 30, n_outer: int = 10, global_iter: int = 20,
@@ -266,14 +278,18 @@ class BayesianGPLVM(ValidatedParams, TransformerMixin, BaseEstimator):
         ckpt, key, start = self._open_checkpoint(checkpoint, resume, Y, seed)
         resumed = ckpt.read(key, n, q, m) if resume else None
 
+        secs: list[float] = []  # the fit's wall seconds at each point of the trace, across resumes
+
         def record(F):
             trace.append(float(F))
+            del secs[len(trace) - 1:]  # a redone round cut the trace back
+            secs.extend([math.nan] * (len(trace) - 1 - len(secs)) + [clock[0] + time.perf_counter()])
             if callback is not None:
                 callback(len(trace), float(F))
 
         def commit(rounds, theta, mu, S):
             if ckpt is not None:  # an interruption loses at most the round in progress
-                ckpt.write(key, rounds, theta, mu, S, trace, info)
+                ckpt.write(key, rounds, theta, mu, S, trace, info, seconds=secs[:len(trace)])
 
         def begin(rows):
             """(θ, μ, S) to start from: the checkpoint's, or the principal components of the rows placed
@@ -281,6 +297,8 @@ class BayesianGPLVM(ValidatedParams, TransformerMixin, BaseEstimator):
             if resumed is not None:
                 start, theta, mu, S, done_trace, done = resumed
                 trace.extend(done_trace)
+                secs.extend(ckpt.seconds())
+                clock[0] = (secs[-1] if secs else 0.0) - time.perf_counter()
                 info.update(done)
                 return start, theta, mu, S
             mu = _principal_latents(rows, q)
@@ -291,6 +309,7 @@ class BayesianGPLVM(ValidatedParams, TransformerMixin, BaseEstimator):
         from ..compute.cluster import borrowed_client
 
         t_start = time.perf_counter()
+        clock = [-t_start]  # seconds of the fit = clock[0] + perf_counter(); a resume moves it on
         with ckpt.writing() if ckpt is not None else contextlib.nullcontext():
             if client == "in-process":  # inside one task (GPLVMClassifier): no scheduler round trips
                 rows = [LocalRows.from_arrays(Ys, self.chunk_rows)]
@@ -314,6 +333,7 @@ class BayesianGPLVM(ValidatedParams, TransformerMixin, BaseEstimator):
                             rows[0].release()
         info["seconds"] = time.perf_counter() - t_start
         self.params_, self.bound_trace_, self.fit_info_ = theta, trace, info
+        self.trace_seconds_ = secs[:len(trace)]
         self.bound_ = bound_and_grads(stats, theta, grads=False)
         self.stats_ = stats
         self.A_cols_ = n * (sd / self.y_scale_) ** 2  # Σ_i Ys_ij², from the moments

@@ -66,9 +66,10 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
 
     Fitted attributes: ``params_`` (GlobalParams, standardised units), ``inducing_points_`` (m, d) and
     ``lengthscales_`` (d,) in X units, ``kernel_variance_`` and ``noise_variance_`` in y units², ``bound_``
-    (nats, standardised y), ``bound_trace_``, ``n_iter_`` (L-BFGS-B iterations, those before a resume
-    included), ``fit_info_``, ``start_info_`` (the subset start's bound per row before and after, its
-    iterations), ``n_features_in_`` and, for DataFrames, ``feature_names_in_``.
+    (nats, standardised y), ``bound_trace_``, ``iteration_seconds_`` (the fit's wall seconds at each
+    iteration, s; NaN where an older checkpoint did not record them), ``n_iter_`` (L-BFGS-B iterations,
+    those before a resume included), ``fit_info_``, ``start_info_`` (the subset start's bound per row before
+    and after, its iterations), ``n_features_in_`` and, for DataFrames, ``feature_names_in_``.
     """
 
     def __init__(self, n_inducing: int = 100, max_iter: int = 200, chunk_rows: int = 20_000,
@@ -90,11 +91,17 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     }
 
     def fit(self, X, y, callback=None, client=None, init: GlobalParams | None = None, on_params=None,
-            checkpoint=None, resume: bool = False, keep_checkpoint: bool = False):
+            checkpoint=None, resume: bool = False, keep_checkpoint: bool = False, on_posterior=None):
         """Fit on X (n, d), y (n,) (numpy or dask). ``callback(iteration, bound)`` after every L-BFGS-B
         iteration (counting the iterations before a resume); ``client``: a distributed Client to use;
         ``init``: start from these parameters (standardised units) instead of the estimator's ``init``;
         ``on_params(θ, trace)``: after every iteration.
+
+        ``on_posterior(iteration, seconds, predict)``: after every iteration whose q(u) is at hand without a
+        pass over the rows (L-BFGS-B's accepted point is its last evaluation, whose statistics are kept;
+        not for iterations replayed from a checkpoint): ``predict(X)`` gives that iterate's predictive
+        (mean (b,), sd (b,) of y) in y units at X (b, d) (numpy, in this process) — a held-out metric
+        against the fit's wall ``seconds`` at no cost to the fit.
 
         ``checkpoint``: a folder path (or :class:`FitCheckpoint`) that holds the parameters after every
         finished iteration (:mod:`daskgp.runs.fits`: atomic commits, the previous one kept, locked while
@@ -150,13 +157,13 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
                 t0 = time.perf_counter()
                 try:
                     theta, trace, info = self._global(chunks, init, resumed, ckpt, key, callback, on_params,
-                                                      exact=True)
+                                                      exact=True, on_posterior=on_posterior)
                 except ReplayDiverged as e:  # another scipy: continue from the parameters instead
                     warnings.warn(f"{ckpt.path} cannot be replayed exactly ({e}); the fit continues from "
                                   "its last parameters with a fresh L-BFGS-B memory", RuntimeWarning,
                                   stacklevel=2)
                     theta, trace, info = self._global(chunks, init, resumed, ckpt, key, callback, on_params,
-                                                      exact=False)
+                                                      exact=False, on_posterior=on_posterior)
                 stats = chunks.stats(theta)
                 info["seconds"] = time.perf_counter() - t0
             finally:
@@ -170,7 +177,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             ckpt.remove()
         return self
 
-    def _global(self, chunks, init, resumed, ckpt, key, callback, on_params, exact: bool):
+    def _global(self, chunks, init, resumed, ckpt, key, callback, on_params, exact: bool, on_posterior=None):
         """The global L-BFGS-B fit from ``init``, or continuing ``resumed``: ``exact`` replays its
         evaluations from its start (bit for bit the uninterrupted fit), else (a checkpoint of daskgp <= 0.5,
         or one this scipy cannot replay) restarts from its last parameters with a fresh curvature memory.
@@ -185,15 +192,19 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         # did not record them), for readers of the checkpoint such as the dashboard
         secs = list(resumed.seconds or []) if resumed is not None else []
         t_start = time.perf_counter() - (secs[-1] if secs else 0.0)
+        self.iteration_seconds_ = list(secs)
 
-        def after_iteration(theta, trace, log):
+        def after_iteration(theta, trace, log, posterior):
             done = len(previous) + len(trace)
             secs.extend([math.nan] * (done - 1 - len(secs)) + [time.perf_counter() - t_start])
+            self.iteration_seconds_ = secs[:done]
             if ckpt is not None:  # an interruption loses at most the iteration in progress
                 exact_state = (start, log) if not previous else (None, None)
                 ckpt.write(theta, previous + list(trace), key, *exact_state, seconds=secs[:done])
             if on_params is not None:
                 on_params(theta, previous + list(trace))
+            if on_posterior is not None and posterior is not None:
+                on_posterior(done, secs[done - 1], lambda X: self._predict_with(posterior, X))
 
         def progress(it, F):
             if callback is not None:
@@ -243,10 +254,18 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             mean, sd = out[:, 0], out[:, 1]
         return (mean, sd) if return_std else mean
 
-    def _predict_block(self, X, noise: bool = True) -> np.ndarray:
+    def _predict_block(self, X, noise: bool = True, posterior: SparsePosterior | None = None) -> np.ndarray:
         Xs = (np.asarray(X, float) - self.x_mean_) / self.x_scale_
-        mean, var = self.posterior_.predict_block(Xs, noise)
+        mean, var = (posterior or self.posterior_).predict_block(Xs, noise)
         return np.column_stack([mean[:, 0] * self.y_scale_ + self.y_mean_, np.sqrt(var) * self.y_scale_])
+
+    def _predict_with(self, posterior: SparsePosterior, X) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, sd) of y at X (b, d) under ``posterior`` (an iterate's q(u)), chunk by chunk here."""
+        X = np.asarray(X, float)
+        step = max(1, int(self.chunk_rows))
+        out = np.concatenate([self._predict_block(X[a:a + step], True, posterior)
+                              for a in range(0, len(X), step)]) if len(X) else np.zeros((0, 2))
+        return out[:, 0], out[:, 1]
 
     def to_dataset(self) -> xr.Dataset:
         """The fitted model as labelled arrays: inducing points, lengthscales and variances in X and y units,
@@ -264,6 +283,8 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
              "noise_variance": ((), self.noise_variance_, {"units": "y units squared"}),
              "bound_trace": (("iteration",), np.asarray(self.bound_trace_, float),
                              {"units": "nats (standardised y)"}),
+             # the fit's wall seconds at each iteration (NaN where a resumed checkpoint did not record them)
+             "iteration_seconds": (("iteration",), self._iteration_seconds(), {"units": "s"}),
              # the state load() rebuilds the model from, in the standardised units of the fit
              "x_mean": (feat, np.asarray(self.x_mean_, float), {"units": "X units"}),
              "x_scale": (feat, np.asarray(self.x_scale_, float), {"units": "X units"}),
@@ -285,6 +306,11 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         ds.attrs[MARK] = ds.attrs["model"]
         ds.attrs["digests"] = json.dumps({k: array_digest(v.values) for k, v in ds.data_vars.items()})
         return ds
+
+    def _iteration_seconds(self) -> np.ndarray:
+        n = len(self.bound_trace_)
+        secs = np.asarray(getattr(self, "iteration_seconds_", []), float)[:n]
+        return np.concatenate([secs, np.full(n - len(secs), np.nan)])
 
     def save(self, path, overwrite: bool = False) -> None:
         """Write the fitted model to ``path``: netCDF (``.nc``) or zarr (``.zarr``), atomically (a finished
@@ -334,6 +360,8 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             est.x_mean_, est.x_scale_ = ds["x_mean"].values, ds["x_scale"].values
             est.y_mean_, est.y_scale_ = float(ds.attrs["y_mean"]), float(ds.attrs["y_scale"])
             est.bound_trace_, est.fit_info_ = list(ds["bound_trace"].values), json.loads(ds.attrs["fit_info"])
+            if "iteration_seconds" in ds:  # saved by daskgp >= 0.6
+                est.iteration_seconds_ = [float(t) for t in ds["iteration_seconds"].values]
             est.n_train_, est.n_features_in_ = int(ds.attrs["n_train"]), ds.sizes["feature"]
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{path} is an incomplete daskgp model ({type(e).__name__}: {e})") from None

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from .test_dashboard_browser import ARTIFACTS, CHROMIUM, IN_CI, _assert_fits, _count, _wait, serve_dashboard
@@ -160,3 +161,84 @@ def test_a_sparse_fit_in_progress_is_opened_and_its_bound_grows_on_screen(served
         if writer.poll() is None:
             os.killpg(writer.pid, signal.SIGKILL)
             writer.wait()
+
+
+SOURCES_JS = """() => {
+  const out = [];
+  for (const doc of window.Bokeh.documents) {
+    for (const m of doc.all_models) {
+      const d = m.data;
+      if (d && d.x !== undefined && d.y !== undefined) out.push({x: Array.from(d.x), y: Array.from(d.y)});
+      if (d && d.staleness !== undefined)
+        out.push({staleness: Array.from(d.staleness), count: Array.from(d.count)});
+      if (d && d.freq !== undefined) out.push({p: Array.from(d.p), freq: Array.from(d.freq)});
+    }
+  }
+  return out;
+}"""
+
+
+def _has_series(sources, xs, ys) -> bool:
+    """Whether one of the page's (x, y) sources holds exactly these numbers (JSON doubles round-trip)."""
+    return any(s.get("y") == list(map(float, ys)) and s.get("x") == list(map(float, xs)) for s in sources)
+
+
+def test_every_familys_finished_fit_is_drawn_with_its_stored_numbers(served_runs):
+    """Issue 35, item 3: the SGPR, ADVGP and GPC commands finish into the runs folder (their checkpoints
+    removed) and a GPLVM fit keeps its checkpoint; each is listed and opened, and the numbers the browser's
+    figures hold are the stored ones: the bound or objective against seconds, the held-out curve, ADVGP's
+    staleness counts, GPC's calibration and the GPLVM's embedding."""
+    import xarray as xr
+    from playwright.sync_api import expect, sync_playwright
+    from sklearn.datasets import load_iris
+
+    import daskgp as dg
+    from daskgp.interface.fitview import fit_results
+
+    from .test_fitview import write_finished_fits
+
+    url, root = served_runs
+    write_finished_fits(root)
+    gp = dg.BayesianGPLVM(n_components=2, n_inducing=8, n_outer=2, global_iter=5, local_iter=5, chunk_rows=50)
+    gp.fit(load_iris().data, checkpoint=root / "gplvm.ckpt", keep_checkpoint=True)
+    before = _digest(root)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser, page = _page(p, url)
+        page.get_by_role("button", name="Refresh list").click()
+        for name in ("sgpr.nc", "advgp.nc", "gpc.nc", "gplvm.ckpt"):
+            expect(page.locator(".run-list")).to_contain_text(name, timeout=30_000)
+        for name in ("sgpr.nc", "advgp.nc", "gpc.nc"):
+            _open(page, name)
+            with xr.open_dataset(root / name) as f:
+                ds = f.load()
+            res = fit_results(str(root / name))
+            expect(page.locator(".run-status")).to_contain_text(f"{res.kind} fit, finished", timeout=30_000)
+            expect(page.locator(".draw-count")).to_contain_text(f"{len(res.trace)} steps", timeout=30_000)
+            x = res.trace["seconds"] if "seconds" in res.trace else res.trace["step"]
+            y = res.trace["objective"]
+            assert _wait(lambda x=x, y=y: _has_series(page.evaluate(SOURCES_JS), x, y), timeout=30)
+            metric = "test_error" if res.kind == "gpc" else "test_rmse"
+            hx = res.heldout["seconds"] if "seconds" in res.heldout else res.heldout["step"]
+            assert _has_series(page.evaluate(SOURCES_JS), hx, res.heldout[metric])
+            assert res.heldout[metric].iloc[-1] == pytest.approx(ds.attrs[metric], rel=1e-12)
+            if res.kind == "advgp":
+                assert {"staleness": res.staleness[0].tolist(), "count": res.staleness[1].tolist()} in \
+                    page.evaluate(SOURCES_JS)
+            if res.kind == "gpc":
+                bins = np.asarray(res.calibration)
+                assert {"p": bins[:, 0].tolist(), "freq": bins[:, 1].tolist()} in page.evaluate(SOURCES_JS)
+            time.sleep(1.0)
+            _assert_fits(page)
+            if res.kind == "sgpr":
+                page.screenshot(path=str(ARTIFACTS / "dashboard_sgpr_finished_1280.png"), full_page=True)
+        _open(page, "gplvm.ckpt")
+        expect(page.locator(".run-status")).to_contain_text("gplvm fit, stopped", timeout=30_000)
+        assert _wait(lambda: _has_series(page.evaluate(SOURCES_JS), gp.embedding_[:, 0], gp.embedding_[:, 1]),
+                     timeout=30)
+        page.set_viewport_size({"width": 1920, "height": 1080})
+        time.sleep(1.5)
+        _assert_fits(page)
+        page.screenshot(path=str(ARTIFACTS / "dashboard_gplvm_1920.png"), full_page=True)
+        browser.close()
+    assert _digest(root) == before  # the page read them and changed no byte

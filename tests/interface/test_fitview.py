@@ -89,6 +89,8 @@ def test_a_gplvm_checkpoint_shows_its_bound_and_its_embedding(client, tmp_path):
     gp.fit(Y, client=client, checkpoint=tmp_path / "g.ckpt", keep_checkpoint=True)
     t = fit_trace(str(tmp_path / "g.ckpt"), "gplvm")
     np.testing.assert_array_equal(t["objective"], gp.bound_trace_)
+    np.testing.assert_array_equal(t["seconds"], gp.trace_seconds_)  # the bound against the fit's clock
+    assert np.all(np.diff(t["seconds"]) > 0) and t["seconds"].iloc[-1] <= gp.fit_info_["seconds"]
     mu = fit_latent(str(tmp_path / "g.ckpt"))
     np.testing.assert_array_equal(mu, gp.embedding_)
     figs = FitFigures("gplvm", FIT_KINDS["gplvm"][1])
@@ -131,3 +133,91 @@ def test_the_held_out_log_is_drawn(tmp_path):
     figs.update_heldout(h)
     assert figs.held_src.data == {"x": [1.5, 3.0], "y": [0.2, 0.1]}
     assert figs.cal_src.data["p"] == [0.1, 0.9] and figs.cal_src.data["n"] == [5.0, 7.0]
+
+
+FINISHED = {  # one small real fit per family, written by its command as a batch job would
+    "sgpr.nc": ["sgpr", "--data", "flights", "--train-size", "3000", "--inducing", "20", "--max-iter", "25"],
+    "advgp.nc": ["advgp", "--data", "flights", "--train-size", "2000", "--inducing", "20", "--max-iter", "40",
+                 "--tau", "2", "--batch", "300"],
+    "gpc.nc": ["gpc", "--data", "breast_cancer", "--inducing", "10", "--max-iter", "20", "--method", "ep"],
+}
+
+
+def write_finished_fits(folder) -> None:
+    """Run the three fit commands at once (separate processes, one worker each) into ``folder``."""
+    import os
+    import subprocess
+    import sys
+
+    procs = {name: subprocess.Popen([sys.executable, "-m", "daskgp", *argv, "--workers", "1", "--out",
+                                     str(folder / name)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, env=os.environ.copy())
+             for name, argv in FINISHED.items()}
+    for name, p in procs.items():
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, (name, err[-2000:])
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("finished")
+    write_finished_fits(folder)
+    return folder
+
+
+@pytest.mark.cluster
+def test_finished_fits_are_listed_and_drawn_from_their_results_files(finished):
+    """Once a fit finishes its checkpoint is gone: the catalogue lists each results file as finished with its
+    steps; fit_results gives back exactly the stored trace, the held-out curve the command logged (ending
+    with the file's test metric), ADVGP's staleness counts and GPC's reliability bins; the figures' sources
+    hold those numbers."""
+    import xarray as xr
+
+    from daskgp.interface.cli_gpc import calibration_bins
+    from daskgp.interface.fitview import fit_results
+
+    entries = {r.name: r for r in find_runs([finished])}
+    assert {k: (e.kind, e.state, e.steps) for k, e in entries.items()} == {
+        "sgpr.nc": ("sgpr", "finished", 25), "advgp.nc": ("advgp", "finished", 40),
+        "gpc.nc": ("gpc", "finished", 20)}
+    for name in FINISHED:
+        with xr.open_dataset(finished / name) as f:
+            ds = f.load()
+        res = fit_results(str(finished / name))
+        figs = FitFigures(res.kind, FIT_KINDS[res.kind][1])
+        figs.update(res.trace, None, res.staleness)
+        figs.update_heldout(res.heldout, res.calibration)
+        held = res.heldout
+        if res.kind == "sgpr":
+            np.testing.assert_array_equal(res.trace["objective"], ds["bound_trace"].values)
+            np.testing.assert_array_equal(res.trace["seconds"], ds["iteration_seconds"].values)
+            assert figs.src.data["x"] == ds["iteration_seconds"].values.tolist()
+            # logged every 10 iterations and the first, then the results file's own RMSE at the end
+            assert held["step"].tolist() == [1, 10, 20, 25]
+            np.testing.assert_array_equal(held["test_rmse"][:3], ds["heldout_test_rmse"].values)
+            assert held["test_rmse"].iloc[-1] == ds.attrs["test_rmse"]
+            assert np.all(held["test_rmse"] < ds.attrs["mean_predictor_rmse"])
+            assert np.all(np.isfinite(held["test_nlpd"][:3]))
+            assert figs.held_src.data["y"] == held["test_rmse"].tolist()
+        elif res.kind == "advgp":
+            np.testing.assert_array_equal(res.trace["objective"], ds["objective"].values)
+            assert res.trace["step"].tolist() == ds["update"].values.tolist()
+            # every update counts each partition's contribution once
+            assert int(res.staleness[1].sum()) == 40 * len(ds.attrs["gradients_per_partition"])
+            assert len(res.staleness[0]) <= 3  # τ = 2
+            assert figs.stale_src.data["count"] == res.staleness[1].tolist()
+            assert sum(figs.part_src.data["count"]) == 40
+            assert held["step"].tolist() == [10, 20, 30, 40]
+            assert held["test_rmse"].iloc[-1] == pytest.approx(ds.attrs["test_rmse"], rel=1e-12)
+        else:
+            np.testing.assert_array_equal(res.trace["objective"], ds["evidence"].values)
+            np.testing.assert_array_equal(figs.err_src.data["y"], ds["train_error"].values)
+            assert held["step"].tolist() == [10, 20] and held["test_error"].iloc[-1] == ds.attrs["test_error"]
+            positive = ds["test_label"].values.astype(str) == ds.attrs["positive_class"]
+            assert res.calibration == calibration_bins(ds["test_proba"].values, positive)
+            assert sum(figs.cal_src.data["n"]) == ds.sizes["test"]
+    view = StoredFit(str(finished / "sgpr.nc"), str(finished), "sgpr")
+    assert view.status == "sgpr fit, finished — 25 steps" and not view.refresh()
+    view.close()
+    with pytest.raises(ValueError, match="not a daskgp SGPR, ADVGP or GPC results file"):
+        fit_results(str(finished / "missing.nc"))

@@ -146,12 +146,17 @@ def test_an_interrupted_fit_resumes_from_its_checkpoint_to_the_undisturbed_fit(d
     with pytest.raises(KeyboardInterrupt):
         BayesianGPLVM(**kw).fit(Y, client=client, checkpoint=path, callback=stop_in_round_2)
     assert GPLVMCheckpoint(path).iterations() == 1
+    first = GPLVMCheckpoint(path).seconds()  # the clock of round 1, for the dashboard
+    assert len(first) == len(GPLVMCheckpoint(path).read_state(None)[1]["trace"])
+    assert np.all(np.diff(first) > 0)
     with pytest.raises(FileExistsError, match="resume=True"):
         BayesianGPLVM(**kw).fit(Y, client=client, checkpoint=path)
     with pytest.raises(ValueError, match="other data or settings"):
         BayesianGPLVM(**{**kw, "local_iter": 4}).fit(Y, client=client, checkpoint=path, resume=True)
     done = BayesianGPLVM(**kw).fit(Y, client=client, checkpoint=path, resume=True)
     assert done.bound_trace_ == whole.bound_trace_
+    # the clock goes on from where the interrupted fit stopped
+    assert done.trace_seconds_[:len(first)] == first and np.all(np.diff(done.trace_seconds_) > 0)
     np.testing.assert_array_equal(done.embedding_, whole.embedding_)
     np.testing.assert_array_equal(done.params_.to_vector(), whole.params_.to_vector())
     assert not path.exists()
