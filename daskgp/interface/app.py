@@ -3,7 +3,9 @@ live, until they reach their target ESS.
 
 ``create_app()`` builds one session's page around a :class:`daskgp.interface.dashboard.LiveRun`; the chains
 run in a background thread on the cluster and a periodic callback (every second, on the session's event loop)
-redraws the Bokeh views from the draws received so far. Serve it with ``daskgp dashboard`` (127.0.0.1 by
+redraws the Bokeh views from the draws received so far. With runs folders (``--runs``) the page also lists
+and opens any run or fit under them read-only (:mod:`daskgp.runs.catalog`, :mod:`.stored`, :mod:`.fitview`)
+and starts sparse fits as batch jobs there (:mod:`.fitjob`). Serve it with ``daskgp dashboard`` (127.0.0.1 by
 default) or ``panel serve apps/sgld_dashboard.py``.
 """
 
@@ -38,6 +40,7 @@ from .figures import (
     progress_text,
     rhat_text,
 )
+from .fitjob import FIT_DATASETS, FIT_LIMITS, FitJobSettings
 
 __all__ = ["create_app", "shared_client"]
 
@@ -149,6 +152,10 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     az_panes = {name: pn.pane.Bokeh(None, css_classes=[f"arviz-{name}"]) for name in ARVIZ_PLOTS}
     az_note = pn.pane.Markdown("", css_classes=["arviz-note"])
 
+    def busy(run) -> bool:
+        """Whether the page's run (chains) or fit job is still running: nothing else starts or opens."""
+        return run is not None and (run.status in ("running", "paused") or getattr(run, "running", False))
+
     def show_error(msg: str) -> None:
         error.object, error.visible = msg, bool(msg)
 
@@ -185,6 +192,22 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     run_path = pn.widgets.TextInput(name="…or a run's path", placeholder="a folder under the runs folders",
                                     visible=bool(runs), css_classes=["run-path"])
     open_b = pn.widgets.Button(name="Open read-only", visible=bool(runs), css_classes=["open-run"])
+    # a sparse fit started from the page: the family's own command, a batch job in the first runs folder
+    fit_family = pn.widgets.Select(name="Sparse fit", options={"SGPR": "sgpr", "ADVGP": "advgp",
+                                                               "GPC (EP)": "gpc"}, visible=bool(runs))
+    fit_data = pn.widgets.Select(name="Fit dataset", options=list(FIT_DATASETS["sgpr"]), visible=bool(runs))
+    fit_m = pn.widgets.IntInput(name="Inducing points m", value=FitJobSettings.n_inducing,
+                                start=FIT_LIMITS["n_inducing"][0], end=FIT_LIMITS["n_inducing"][1],
+                                visible=bool(runs))
+    fit_iter = pn.widgets.IntInput(name="Fit iterations", value=FitJobSettings.max_iter,
+                                   start=FIT_LIMITS["max_iter"][0], end=FIT_LIMITS["max_iter"][1],
+                                   visible=bool(runs))
+    fit_b = pn.widgets.Button(name="Start fit", visible=bool(runs), css_classes=["start-fit"])
+
+    def on_family(event):
+        fit_data.options = list(FIT_DATASETS[event.new])
+
+    fit_family.param.watch(on_family, "value")
     list_b = pn.widgets.Button(name="Refresh list", visible=bool(runs))
     writer_md = pn.pane.Markdown("", css_classes=["run-writer"])
 
@@ -215,8 +238,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
 
         show_error("")
         old = session["run"]
-        if old is not None and old.status in ("running", "paused"):
-            show_error("Stop the run this page started before opening another")
+        if busy(old):
+            show_error("Stop the run or fit this page started before opening another")
             return
         chosen = run_path.value.strip() or run_list.value
         if not chosen:
@@ -235,19 +258,54 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             return
         take_over(old, run)
         if isinstance(run, StoredFit):
-            session["fit_figs"] = FitFigures(run.kind, run.what)
-            B = pn.pane.Bokeh
-            state = "finished" if run.finished else "in progress"
-            views.objects = [pn.pane.Markdown(f"### {run.kind.upper()} fit {state}: {run.what}"),
-                             pn.FlexBox(B(session["fit_figs"].objective),
-                                        *([B(session["fit_figs"].heldout)] if run.kind != "gplvm" else []),
-                                        *[B(f) for f in session["fit_figs"].extra.values()],
-                                        sizing_mode="stretch_width")]
+            show_fit(run)
         else:
             views.objects = [pn.pane.Markdown("Waiting for the run's first draws…")]
         if not cb.running:
             cb.start()
         refresh()
+
+    def show_fit(run):
+        """The views of a fit: its objective, held-out metric and family figures."""
+        session["fit_figs"], session["fit_state"] = FitFigures(run.kind, run.what), (run.kind, run.finished)
+        B = pn.pane.Bokeh
+        state = "finished" if run.finished else "in progress"
+        views.objects = [pn.pane.Markdown(f"### {run.kind.upper()} fit {state}: {run.what}"),
+                         pn.FlexBox(B(session["fit_figs"].objective),
+                                    *([B(session["fit_figs"].heldout)] if run.kind != "gplvm" else []),
+                                    *[B(f) for f in session["fit_figs"].extra.values()],
+                                    sizing_mode="stretch_width")]
+
+    def on_fit_start(event):
+        from .fitjob import FitCapReached, LiveFit
+
+        show_error("")
+        old = session["run"]
+        if busy(old):
+            show_error("Stop the run or fit this page started before starting another")
+            return
+        folder = None
+        try:
+            settings = FitJobSettings(
+                family=fit_family.value, dataset=fit_data.value, n_inducing=int(fit_m.value),
+                max_iter=int(fit_iter.value), seed=int(seed.value),
+                scheduler=None if scheduler.value == local else scheduler.value,
+                allowed_schedulers=tuple(schedulers)).validate()
+            folder = _new_run_folder(os.path.realpath(runs[0]))
+            run = LiveFit(settings, folder, os.path.realpath(runs[0]), max_runs)
+        except (ValueError, FitCapReached, OSError) as e:
+            if folder is not None and not os.listdir(folder):
+                os.rmdir(folder)
+            show_error(f"Cannot start: {e}")
+            return
+        take_over(old, run)
+        show_fit(run)
+        start_b.disabled, pause_b.disabled, stop_b.disabled = True, True, False
+        if not cb.running:
+            cb.start()
+        refresh()
+
+    fit_b.on_click(on_fit_start)
 
     list_b.on_click(list_runs)
     open_b.on_click(on_open)
@@ -295,11 +353,17 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             status.object = f"**status:** {run.status}" + (f" — {run.message}" if run.message else "")
             writer_md.object = f"**fit:** {run.out}"
             figs = session["fit_figs"]
+            if session.get("fit_state") != (run.kind, run.finished):
+                show_fit(run)  # a page-started fit that just finished: its results file's views
+                figs, changed = session["fit_figs"], True
+            live = getattr(run, "running", False)
+            stop_b.disabled, start_b.disabled = not live, live
             if run.trace is not None and (changed or not figs.drawn):  # the sources only when new numbers
                 figs.update(run.trace, run.latent, run.staleness)
                 figs.update_heldout(run.heldout, run.calibration)
                 figs.drawn = True
-                counter.object = f"{len(run.trace)} steps"
+                counter.object = (f"{len(run.trace)} points of the bound (global iterations and local steps)"
+                                  if run.kind == "gplvm" else f"{len(run.trace)} steps")
             return
         if hasattr(run, "refresh"):  # a run opened from disk: reread it when its writer committed
             run.refresh()
@@ -410,7 +474,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     def on_start(event):
         show_error("")
         old = session["run"]
-        if old is not None and old.status in ("running", "paused"):
+        if busy(old):
             return
         folder = None
         try:
@@ -475,7 +539,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     setup = pn.Column("## daskgp — GP hyperparameter posterior", dataset, upload, target, kernel, ard,
                       method, chains, target_ess, iterations, probes, step_start, step_end, seed, scheduler,
                       pn.Row(start_b, pause_b, stop_b), error, status, counter, dask_md, dl_nc, dl_csv,
-                      run_list, run_path, pn.Row(open_b, list_b), writer_md, width=340)
+                      run_list, run_path, pn.Row(open_b, list_b), writer_md, fit_family, fit_data, fit_m,
+                      fit_iter, fit_b, width=340)
     return pn.Row(setup, views, sizing_mode="stretch_width")
 
 

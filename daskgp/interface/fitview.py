@@ -209,7 +209,8 @@ class StoredFit:
         else:
             stamp = commit_stamp(self.out)
             who = f"being written by {self.entry.who}" if self.entry.state == "writing" else "stopped"
-            self.status = f"{self.kind} fit, {who} — {self.entry.steps} steps committed"
+            unit = "rounds" if self.kind == "gplvm" else "steps"  # a GPLVM commits once a round
+            self.status = f"{self.kind} fit, {who} — {self.entry.steps} {unit} committed"
         if stamp == self._seen and self.trace is not None:
             return False
         try:

@@ -242,3 +242,52 @@ def test_every_familys_finished_fit_is_drawn_with_its_stored_numbers(served_runs
         page.screenshot(path=str(ARTIFACTS / "dashboard_gplvm_1920.png"), full_page=True)
         browser.close()
     assert _digest(root) == before  # the page read them and changed no byte
+
+
+def test_a_sparse_fit_started_from_the_page_is_a_batch_job_in_the_runs_folder(served_runs):
+    """Issue 35, item 3: "Start fit" runs the family's own command in the first runs folder; the page shows it
+    while it runs and, once finished, its results file's numbers; Stop interrupts a second fit as Ctrl-C
+    does, leaving its checkpoint resumable by the same command with --resume."""
+    import glob
+
+    import xarray as xr
+    from playwright.sync_api import expect, sync_playwright
+
+    from daskgp.interface.fitview import fit_results
+
+    url, root = served_runs
+    with sync_playwright() as p:
+        browser, page = _page(p, url)
+        _set_int(page, "Fit iterations", 40)
+        page.get_by_role("button", name="Start fit").click()
+        expect(page.locator(".run-status")).to_contain_text("sgpr fit running (PID", timeout=30_000)
+        expect(page.locator(".run-status")).to_contain_text("sgpr fit, finished", timeout=300_000)
+        [out] = glob.glob(str(root / "dashboard-*" / "fit.nc"))
+        with xr.open_dataset(out) as f:
+            assert f.sizes["iteration"] == 40 and f.attrs["dataset"] == "concrete"
+        res = fit_results(out)
+        assert _wait(lambda: _has_series(page.evaluate(SOURCES_JS), res.trace["seconds"],
+                                         res.trace["objective"]), timeout=30)
+        assert not os.path.exists(out + ".checkpoint")  # the command removed it once its results were safe
+        # a second fit, stopped from the page: interrupted as Ctrl-C, its checkpoint kept
+        page.get_by_label("Sparse fit").select_option(label="ADVGP")
+        _set_int(page, "Fit iterations", 100_000)
+        page.get_by_role("button", name="Start fit").click()
+        expect(page.locator(".run-status")).to_contain_text("advgp fit running (PID", timeout=30_000)
+        assert _wait(lambda: glob.glob(str(root / "dashboard-*" / "fit.nc.checkpoint" /
+                                           "daskgp-checkpoint.json")), timeout=300)
+        expect(page.locator(".draw-count")).to_contain_text("steps", timeout=60_000)
+        page.get_by_role("button", name="Stop").click()
+        expect(page.locator(".run-status")).to_contain_text("continues with daskgp advgp … --resume",
+                                                            timeout=60_000)
+        [ckpt] = glob.glob(str(root / "dashboard-*" / "fit.nc.checkpoint"))
+        assert (Path(ckpt) / "daskgp-checkpoint.json").exists()
+        assert "interrupted" in (Path(ckpt).parent / "fit.log").read_text()
+        browser.close()
+
+
+def _set_int(page, label: str, value: int) -> None:
+    """Type ``value`` into the page's integer input labelled ``label``."""
+    box = page.get_by_label(label)
+    box.fill(str(value))
+    box.press("Enter")
