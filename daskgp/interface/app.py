@@ -32,11 +32,14 @@ from .dashboard import (
 from .figures import (
     ARVIZ_EVERY,
     ARVIZ_PLOTS,
+    PPC_POINTS,
+    PPC_REPLICATES,
     FitFigures,
     RunFigures,
     arviz_figures,
     convergence_html,
     diagnostics_table,
+    heldout_ppc_figure,
     progress_text,
     rhat_text,
 )
@@ -151,6 +154,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
                "az_cost": 0.0}
     az_panes = {name: pn.pane.Bokeh(None, css_classes=[f"arviz-{name}"]) for name in ARVIZ_PLOTS}
     az_note = pn.pane.Markdown("", css_classes=["arviz-note"])
+    ppc_pane = pn.pane.Bokeh(None, css_classes=["arviz-ppc_interval"])
 
     def busy(run) -> bool:
         """Whether the page's run (chains) or fit job is still running: nothing else starts or opens."""
@@ -226,7 +230,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         if old is not None:
             old.close()
         session.update(run=run, figs=None, tick=0, last_pred=-1, az_drawn=(-1, 0.0), az_result=None)
-        for pane in az_panes.values():
+        for pane in (*az_panes.values(), ppc_pane):
             pane.object = None
         slice_dim.options = list(run.feature_names)
         slice_dim.value = run.feature_names[0] if run.feature_names else None
@@ -335,6 +339,10 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             wrap(*[B(f) for f, _ in figs.health.values()]),
             pn.pane.Markdown("### Posterior predictive (held-out 10 %)"),
             wrap(B(figs.pred[0]), pn.Column(slice_dim, B(figs.slice[0]))),
+            pn.pane.Markdown("**ArviZ's predictive intervals at the held-out points** (plot_ppc_interval:"
+                             f" {PPC_REPLICATES} replicated y per draw, {PPC_POINTS} points spread over the "
+                             "predictive means; observed values as points)"),
+            ppc_pane,
             pn.pane.Markdown("### ArviZ's plots of the kept draws (arviz-plots, Bokeh backend; redrawn as "
                              "blocks commit, at most every 5 s)"),
             az_note,
@@ -416,9 +424,10 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         try:
             pred = run.heldout_predictive(n_draws=10)
             dim = run.feature_names.index(dim_name) if dim_name in run.feature_names else 0
-            session["pred_result"] = (pred, run.slice_predictive(dim, n_draws=10), None)
+            ppc = heldout_ppc_figure(pred, pred["observed"].values) if pred is not None else None
+            session["pred_result"] = (pred, run.slice_predictive(dim, n_draws=10), None, ppc)
         except Exception as e:  # shown in the page; the live views go on
-            session["pred_result"] = (None, None, f"{type(e).__name__}: {e}")
+            session["pred_result"] = (None, None, f"{type(e).__name__}: {e}", None)
         finally:
             session["pred_busy"] = False
 
@@ -456,11 +465,13 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         result, session["pred_result"] = session["pred_result"], None
         if result is None:
             return
-        pred, sl, err = result
+        pred, sl, err, ppc = result
         if err:
             show_error(f"Predictive view: {err}")
             return
         figs.update_predictive(pred, sl)
+        if ppc is not None:
+            ppc_pane.object = ppc
 
     def on_slice(event):
         run = session["run"]

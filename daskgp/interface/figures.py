@@ -278,6 +278,46 @@ def arviz_figures(dt, width: int = 840) -> dict:
     return out
 
 
+PPC_POINTS = 60  # held-out points in ArviZ's predictive interval plot: one interval each, readable at 840 px
+PPC_REPLICATES = 50  # replicated y per posterior draw
+
+
+def heldout_ppc_tree(pred, observed, *, max_points: int = PPC_POINTS, replicates: int = PPC_REPLICATES,
+                     seed: int = 0):
+    """ArviZ's layout of the held-out posterior predictive: ``posterior_predictive`` y (chain 1, draw S·K,
+    obs) — for each of the S posterior draws in ``pred`` (:func:`daskgp.exact.predict.predictive`:
+    ``draw_mean``, ``draw_var`` (S, points), y units) K = ``replicates`` draws of y* from that draw's
+    N(m_s, v_s), so the draws are the mixture predictive's — and ``observed_data`` y (``observed``, the
+    held-out targets). At most ``max_points`` held-out points, evenly spread over them ordered by predictive
+    mean (so the plot reads left to right)."""
+    import xarray as xr
+
+    means, var = np.asarray(pred["draw_mean"].values), np.asarray(pred["draw_var"].values)
+    order = np.argsort(means.mean(axis=0), kind="stable")
+    keep = order[np.unique(np.linspace(0, len(order) - 1, min(len(order), max_points)).astype(int))]
+    m, v = means[:, keep], var[:, keep]
+    rng = np.random.default_rng(seed)
+    y = m[:, None, :] + np.sqrt(v)[:, None, :] * rng.standard_normal((m.shape[0], replicates, m.shape[1]))
+    obs = {"obs": np.arange(len(keep))}
+    return xr.DataTree.from_dict({
+        "posterior_predictive": xr.Dataset({"y": (("chain", "draw", "obs"), y.reshape(1, -1, len(keep)))},
+                                           {**obs, "chain": [0], "draw": np.arange(y.shape[0] * y.shape[1])}),
+        "observed_data": xr.Dataset({"y": ("obs", np.asarray(observed, float)[keep])}, obs)})
+
+
+def heldout_ppc_figure(pred, observed, width: int = 840):
+    """ArviZ's predictive interval plot (arviz-plots ``plot_ppc_interval``, Bokeh backend: the mean, the
+    central 50 % and 95 % intervals — as the held-out figure beside it — and the observed value per held-out
+    point) of :func:`heldout_ppc_tree`."""
+    import arviz as az
+
+    grid = az.plot_ppc_interval(heldout_ppc_tree(pred, observed), backend="bokeh", ci_kind="eti",
+                                ci_probs=(0.5, 0.95)).viz["figure"].item()
+    for fig, _, _ in grid.children:
+        fig.width = min(fig.width or width, width)
+    return grid
+
+
 class FitFigures:
     """The Bokeh figures of a sparse fit, running or finished (:class:`daskgp.interface.fitview.StoredFit`):
     its objective against wall seconds (SGPR, ADVGP) or steps; the held-out metric against seconds (SGPR,

@@ -144,6 +144,8 @@ def test_dashboard_end_to_end_in_chromium(served, tmp_path):
         # the browser-side trace sources hold the chains' draws (multi-line: one list per chain)
         assert _wait(lambda: page.evaluate(TRACE_POINTS_JS) >= 20, timeout=30)
         assert _wait(lambda: _count(page) >= 100)
+        # ArviZ's predictive intervals at the held-out points (plot_ppc_interval, Bokeh backend)
+        expect(page.locator(".arviz-ppc_interval canvas").first).to_be_attached(timeout=60_000)
         time.sleep(2.5)  # two refreshes, so the screenshot shows the plots drawn
         # every view fits a 1,280 px window (rows wrap); the same page at 1,920 px
         _assert_fits(page)

@@ -112,3 +112,49 @@ def test_arviz_plots_draw_the_kept_draws_of_the_run(rng):
         assert sum(f.width for f, r, _ in grid.children if r == 0) <= 840 and cols >= 1
     with pytest.raises(ValueError, match="no draws after the warmup"):
         arviz_figures(split_at_warmup(post, stats, 300))
+
+
+def _ppc_agrees(tree, means, var, z: float = 4.5) -> bool:
+    """Whether each point's replicated y have the mixture predictive's mean and variance (components
+    N(m_s, v_s), equal weights) within ``z`` standard errors: the mean's SE √(σ²/N) and the variance's
+    √((μ₄ − σ⁴)/N) from the mixture's own central moments (conservative for the stratified draws). At
+    z = 4.5 a correct sampler fails a point with probability < 7e-6, so < 1e-3 over 120 points."""
+    y = tree["posterior_predictive"]["y"].values[0]  # (N, points)
+    N = y.shape[0]
+    mu = means.mean(axis=0)
+    dev = means - mu
+    s2 = (var + dev**2).mean(axis=0)
+    mu4 = (dev**4 + 6 * dev**2 * var + 3 * var**2).mean(axis=0)
+    ok_mean = np.abs(y.mean(axis=0) - mu) < z * np.sqrt(s2 / N)
+    ok_var = np.abs(y.var(axis=0, ddof=1) - s2) < z * np.sqrt((mu4 - s2**2) / N)
+    return bool(ok_mean.all() and ok_var.all())
+
+
+def test_the_heldout_ppc_draws_are_the_mixture_predictive():
+    """heldout_ppc_tree's replicated y match the mixture of the draws' Gaussian predictives (mean and
+    variance, tolerances from their standard errors); two wrong samplers — the draws' means without their
+    noise, and the variance used as a standard deviation — are rejected by the same check (its power);
+    the points run in the order of their predictive mean, observed values alongside; ArviZ draws it."""
+    from daskgp.interface.figures import heldout_ppc_figure, heldout_ppc_tree
+
+    rng = np.random.default_rng(7)
+    S, P = 10, 120
+    means = rng.normal(0, 2, P)[None, :] + rng.normal(0, 0.5, (S, P))
+    var = rng.uniform(0.2, 0.5, (S, P))
+    observed = rng.normal(0, 2, P)
+    pred = xr.Dataset({"draw_mean": (("draw", "point"), means), "draw_var": (("draw", "point"), var)})
+    tree = heldout_ppc_tree(pred, observed, max_points=P, replicates=400)
+    order = np.argsort(means.mean(axis=0), kind="stable")
+    np.testing.assert_array_equal(tree["observed_data"]["y"].values, observed[order])
+    assert tree["posterior_predictive"]["y"].shape == (1, S * 400, P)
+    assert _ppc_agrees(tree, means[:, order], var[:, order])
+    noise = rng.standard_normal((S, 400, P))
+    for wrong in (np.repeat(means[:, None, :], 400, axis=1),  # no predictive noise
+                  means[:, None, :] + var[:, None, :] * noise):  # v used as the sd
+        bad = tree.copy()
+        bad["posterior_predictive"] = xr.Dataset({"y": (("chain", "draw", "obs"),
+                                                        wrong[:, :, order].reshape(1, -1, P))})
+        assert not _ppc_agrees(bad, means[:, order], var[:, order])
+    assert len(heldout_ppc_tree(pred, observed)["observed_data"]["y"]) == 60  # PPC_POINTS of the 120
+    grid = heldout_ppc_figure(pred, observed)
+    assert grid.children and grid.children[0][0].renderers
