@@ -1,4 +1,4 @@
-"""A sparse fit in progress, as the dashboard shows it (issue 35, item 3, first part): the trace that each
+"""A sparse fit, in progress or finished, as the dashboard shows it (issue 35, item 3): the trace that each
 family's checkpoint folder holds after every finished step, read-only through the family's own
 :class:`daskgp.runs.fits.FitStore` (checked against its digest, never locked, never resumed).
 

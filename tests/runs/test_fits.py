@@ -223,3 +223,13 @@ def test_the_held_out_log_is_appended_beside_the_checkpoint_and_read_back(tmp_pa
                                     {"step": 20, "seconds": 2.0, "test_rmse": 0.05}]
     store.remove()
     assert not (tmp_path / "fit").exists()
+
+
+def test_core_files_knows_a_fit_checkpoints_own_files():
+    """``core.files`` (below ``runs``, so it cannot import it) lists a fit checkpoint's own file names to
+    recognise the folder as daskgp's; a name missing there made a checkpoint with a held-out log unwritable
+    over (stop 52). The two lists must agree."""
+    from daskgp.core.files import _FIT_FILES
+    from daskgp.runs.fits import _OWN
+
+    assert set(_FIT_FILES) == _OWN
