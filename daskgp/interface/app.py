@@ -366,6 +366,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
                 figs, changed = session["fit_figs"], True
             live = getattr(run, "running", False)
             stop_b.disabled, start_b.disabled = not live, live
+            dl_nc.disabled = dl_csv.disabled = True  # a fit's files are its own (checkpoint, results file)
             if run.trace is not None and (changed or not figs.drawn):  # the sources only when new numbers
                 figs.update(run.trace, run.latent, run.staleness)
                 figs.update_heldout(run.heldout, run.calibration)

@@ -150,18 +150,13 @@ def fit_results(path: str) -> FitResults:
             if "test_proba" in ds and "test_label" in ds:
                 from .cli_gpc import calibration_bins
 
-                positive = ds["test_label"].values.astype(str) == _positive_label(ds)
+                # the class whose probability test_proba is, as str(classes_[1]) like the stored labels
+                positive = ds["test_label"].values.astype(str) == str(ds.attrs["positive_class"])
                 out.calibration = calibration_bins(ds["test_proba"].values, positive)
-    except KeyError as e:
+    except KeyError as e:  # a variable, or an attribute such as positive_class
         raise ValueError(f"{path} is an incomplete daskgp results file (no {e})") from None
     out.heldout = _heldout_of(ds, kind, out.trace)
     return out
-
-
-def _positive_label(ds) -> str:
-    """The class whose probability ``test_proba`` is (its long name: "p(<target> = <class>)")."""
-    name = str(ds["test_proba"].attrs.get("long_name", ""))
-    return name.rsplit("= ", 1)[-1].rstrip(")") if "= " in name else "1"
 
 
 def _heldout_of(ds, kind: str, trace: pd.DataFrame) -> pd.DataFrame:

@@ -139,9 +139,10 @@ def _results_entry(path: str, name: str, root: str) -> RunEntry | None:
     """A finished fit's results file, from its attributes and one variable's shape (h5py: no data read)."""
     from ..core.files import written_kind
 
-    if not path.lower().endswith(RESULT_SUFFIXES) or written_kind(path) not in RESULT_KINDS:
+    marker = written_kind(path) if path.lower().endswith(RESULT_SUFFIXES) else None
+    if marker not in RESULT_KINDS:
         return None
-    kind, var = RESULT_KINDS[written_kind(path)]
+    kind, var = RESULT_KINDS[marker]
     try:
         import h5py
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import scipy.linalg
@@ -93,9 +94,10 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
                replay: tuple[Evaluations, int] | None = None) -> tuple[GlobalParams, list, dict]:
     """Maximise the bound over the global parameters with L-BFGS-B (unconstrained: Z, log σ², log l,
     log σ²_n); ``callback(iteration, F)`` and ``on_params(θ, trace, evaluations, posterior)`` after every
-    iteration, ``posterior`` the :class:`SparsePosterior` at θ from the statistics of the evaluation there
-    (L-BFGS-B's accepted point is its last evaluation, so this costs no pass over the rows), or None when
-    θ's statistics are not at hand (a replayed evaluation, or a line search that ended elsewhere).
+    iteration, ``posterior()`` building the :class:`SparsePosterior` at θ from the statistics of the
+    evaluation there (L-BFGS-B's accepted point is its last evaluation, so this costs no pass over the rows,
+    only two m × m Cholesky factors when called), or None when θ's statistics are not at hand (a replayed
+    evaluation, or a line search that ended elsewhere).
 
     ``replay``: (the :class:`Evaluations` of an interrupted run of this fit from the same ``theta0``, the
     iterations it finished): its evaluations are fed back instead of computed, so the fit continues exactly
@@ -150,7 +152,7 @@ def fit_global(chunks: ChunkedRows, theta0: GlobalParams, max_iter: int, tol: fl
             v = v0.copy()
             v[free] = intermediate_result.x
             at = theta0.with_vector(v)
-            post = (SparsePosterior.from_stats(last["theta"], last["stats"])
+            post = (partial(SparsePosterior.from_stats, last["theta"], last["stats"])
                     if last.get("x") == _digest(intermediate_result.x) else None)
             on_params(at, trace, log, post)
         if callback is not None:

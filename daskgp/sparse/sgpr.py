@@ -204,7 +204,8 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             if on_params is not None:
                 on_params(theta, previous + list(trace))
             if on_posterior is not None and posterior is not None:
-                on_posterior(done, secs[done - 1], lambda X: self._predict_with(posterior, X))
+                post = posterior()
+                on_posterior(done, secs[done - 1], lambda X: self._predict_with(post, X))
 
         def progress(it, F):
             if callback is not None:
