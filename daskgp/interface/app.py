@@ -276,7 +276,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         state = "finished" if run.finished else "in progress"
         views.objects = [pn.pane.Markdown(f"### {run.kind.upper()} fit {state}: {run.what}"),
                          pn.FlexBox(B(session["fit_figs"].objective),
-                                    *([B(session["fit_figs"].heldout)] if run.kind != "gplvm" else []),
+                                    *([B(session["fit_figs"].heldout), B(session["fit_figs"].nll)]
+                                      if run.kind != "gplvm" else []),
                                     *[B(f) for f in session["fit_figs"].extra.values()],
                                     sizing_mode="stretch_width")]
 

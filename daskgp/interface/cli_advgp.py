@@ -12,6 +12,7 @@ from .cli_common import (
     attach_heldout,
     check_fit_outputs,
     cluster_from_args,
+    gaussian_nlpd,
     save_predictions,
     split_before_cluster,
     split_from_args,
@@ -49,16 +50,18 @@ def advgp_command(args) -> int:
         names = list(ds.feature_names)
         Xtr, Xte = pd.DataFrame(Xtr, columns=names), pd.DataFrame(Xte, columns=names)
         X_test = Xte.to_numpy(np.float64)
+        last = {}
 
         def test_rmse(params):
-            mean = est._predict_block(X_test, params=params)[:, 0]
-            return float(np.sqrt(np.mean((mean - yte) ** 2)))
+            last["pred"] = est._predict_block(X_test, params=params)  # (mean, sd): the NLPD is logged too
+            return float(np.sqrt(np.mean((last["pred"][:, 0] - yte) ** 2)))
     else:  # a table's test rows stay on the workers: the RMSE once, at the end
         test_rmse = None
     if args.overwrite and not args.resume:
         ckpt.remove()
     def log_rmse(rec, rmse):  # beside the checkpoint, for the dashboard
-        ckpt.log_heldout({"step": int(rec.version), "seconds": float(rec.seconds), "test_rmse": float(rmse)})
+        ckpt.log_heldout({"step": int(rec.version), "seconds": float(rec.seconds), "test_rmse": float(rmse),
+                          "test_nlpd": gaussian_nlpd(yte, last["pred"][:, 0], last["pred"][:, 1])})
 
     printer = advgp_progress(args.max_iter, test_rmse, on_metric=log_rmse)
     try:

@@ -234,6 +234,11 @@ def quiet_teardown(client=None) -> None:
 HELDOUT_EVERY = 10  # steps between the held-out measurements a fit command logs beside its checkpoint
 
 
+def gaussian_nlpd(y, mean, sd) -> float:
+    """Mean negative log predictive density (nats) of ``y`` under N(mean, sd²), all (n,) in y units."""
+    return float(np.mean(0.5 * np.log(2 * np.pi * sd**2) + 0.5 * ((y - mean) / sd) ** 2))
+
+
 def attach_heldout(res, ckpt):
     """The fitted model's Dataset ``res`` with the held-out log the command wrote beside its checkpoint
     ``ckpt`` (:meth:`daskgp.runs.fits.FitStore.log_heldout`): each record's step, wall seconds and numeric

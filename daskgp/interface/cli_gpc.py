@@ -116,8 +116,10 @@ def gpc_command(args) -> int:
         return float(np.mean(np.where(p1 > 0.5, classes[1], classes[0]) != yte))
 
     def log_error(rec, err):  # beside the checkpoint, for the dashboard: the error and the calibration
+        p1, positive = last_p1["p1"], yte == classes[1]
+        nll = float(-np.mean(np.log(np.clip(np.where(positive, p1, 1 - p1), 1e-300, 1))))
         ckpt.log_heldout({"step": int(rec.iteration), "seconds": time.perf_counter() - t_fit,
-                          "test_error": float(err),
+                          "test_error": float(err), "test_nll": nll,
                           "calibration": calibration_bins(last_p1["p1"], yte == classes[1])})
 
     def announce():

@@ -12,6 +12,7 @@ from .cli_common import (
     attach_heldout,
     check_fit_outputs,
     cluster_from_args,
+    gaussian_nlpd,
     save_predictions,
     split_before_cluster,
     split_from_args,
@@ -89,7 +90,7 @@ def _heldout_logger(ckpt, Xte, yte):
         if iteration % HELDOUT_EVERY and iteration != 1:
             return
         mean, sd = predict(X)
-        nlpd = float(np.mean(0.5 * np.log(2 * np.pi * sd**2) + 0.5 * ((y - mean) / sd) ** 2))
         ckpt.log_heldout({"step": int(iteration), "seconds": float(seconds),
-                          "test_rmse": float(np.sqrt(np.mean((mean - y) ** 2))), "test_nlpd": nlpd})
+                          "test_rmse": float(np.sqrt(np.mean((mean - y) ** 2))),
+                          "test_nlpd": gaussian_nlpd(y, mean, sd)})
     return log

@@ -320,10 +320,10 @@ def heldout_ppc_figure(pred, observed, width: int = 840):
 
 class FitFigures:
     """The Bokeh figures of a sparse fit, running or finished (:class:`daskgp.interface.fitview.StoredFit`):
-    its objective against wall seconds (SGPR, ADVGP) or steps; the held-out metric against seconds (SGPR,
-    ADVGP: test RMSE; GPC: test error); ADVGP's staleness histogram and updates per partition; GPC's
-    training error and calibration; the GPLVM's latent means. ``update(trace, latent, staleness)`` and
-    ``update_heldout(heldout, calibration)`` put their numbers into the sources."""
+    its objective against wall seconds (SGPR, ADVGP) or steps; the held-out metrics against seconds (SGPR,
+    ADVGP: test RMSE and NLPD; GPC: test error and NLL); ADVGP's staleness histogram and updates per
+    partition; GPC's training error and calibration; the GPLVM's latent means. ``update(trace, latent,
+    staleness)`` and ``update_heldout(heldout, calibration)`` put their numbers into the sources."""
 
     def __init__(self, kind: str, what: str):
         from bokeh.models import ColumnDataSource
@@ -341,6 +341,12 @@ class FitFigures:
                               x_axis_label="seconds")
         self.heldout.line("x", "y", source=self.held_src)
         self.heldout.scatter("x", "y", source=self.held_src, size=4)
+        # its negative log predictive density (SGPR, ADVGP) or log loss (GPC), nats per held-out row
+        self.nll_src = ColumnDataSource({"x": [], "y": []})
+        self.nll = figure(height=260, width=420, title="held-out " + ("NLL (nats)" if kind == "gpc" else
+                                                                      "NLPD (nats)"), x_axis_label="seconds")
+        self.nll.line("x", "y", source=self.nll_src)
+        self.nll.scatter("x", "y", source=self.nll_src, size=4)
         if kind == "advgp":
             self.stale_src = ColumnDataSource({"staleness": [], "count": []})
             f = figure(height=260, width=420, title="staleness of the contributions (all updates)",
@@ -374,12 +380,16 @@ class FitFigures:
         """The command line's held-out log (:func:`daskgp.interface.fitview.fit_heldout`) into the sources,
         against seconds where it has them (else steps); GPC's reliability bins: ``calibration`` (a finished
         fit's, from its stored test predictions) or the log's latest."""
-        metric = "test_rmse" if self.kind in ("sgpr", "advgp") else "test_error"
+        regression = self.kind in ("sgpr", "advgp")
+        metric, nll = ("test_rmse", "test_nlpd") if regression else ("test_error", "test_nll")
         if len(heldout) and metric in heldout:
             timed = "seconds" in heldout and bool(np.isfinite(heldout["seconds"].astype(float)).all())
-            self.heldout.xaxis.axis_label = "seconds" if timed else "step"
-            self.held_src.data = {"x": list(map(float, heldout["seconds" if timed else "step"])),
-                                  "y": list(map(float, heldout[metric]))}
+            x = np.asarray(heldout["seconds" if timed else "step"], float)
+            for fig, src, col in ((self.heldout, self.held_src, metric), (self.nll, self.nll_src, nll)):
+                fig.xaxis.axis_label = "seconds" if timed else "step"
+                y = np.asarray(heldout[col], float) if col in heldout else np.full(len(x), np.nan)
+                ok = np.isfinite(y)  # a point without this metric (the regressions' final one, old logs)
+                src.data = {"x": x[ok].tolist(), "y": y[ok].tolist()}
         if self.kind != "gpc":
             return
         if calibration is None and "calibration" in heldout and len(heldout):

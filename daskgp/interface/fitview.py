@@ -160,13 +160,16 @@ def fit_results(path: str) -> FitResults:
 
 
 def _heldout_of(ds, kind: str, trace: pd.DataFrame) -> pd.DataFrame:
-    """The results file's held-out log, its final test metric appended at the fit's last step."""
+    """The results file's held-out log, its final test metrics (the file's attributes) appended at the fit's
+    last step."""
     cols = {k.removeprefix("heldout_"): ds[k].values for k in ds.data_vars if k.startswith("heldout_")}
     held = pd.DataFrame(cols)
     metric = "test_rmse" if kind in ("sgpr", "advgp") else "test_error"
     final = ds.attrs.get(metric)
     if final is not None and len(trace):
         last = {"step": int(trace["step"].iloc[-1]), metric: float(final)}
+        if kind == "gpc" and "test_nll" in ds.attrs:  # the regressions' files keep no final NLPD
+            last["test_nll"] = float(ds.attrs["test_nll"])
         if "seconds" in trace:
             last["seconds"] = float(trace["seconds"].iloc[-1])
         if len(held) == 0 or int(held["step"].iloc[-1]) < last["step"]:

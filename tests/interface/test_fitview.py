@@ -132,6 +132,7 @@ def test_the_held_out_log_is_drawn(tmp_path):
     figs = FitFigures("gpc", FIT_KINDS["gpc"][1])
     figs.update_heldout(h)
     assert figs.held_src.data == {"x": [1.5, 3.0], "y": [0.2, 0.1]}
+    assert figs.nll_src.data == {"x": [], "y": []}  # a log without NLL (daskgp <= 0.5): no points
     assert figs.cal_src.data["p"] == [0.1, 0.9] and figs.cal_src.data["n"] == [5.0, 7.0]
 
 
@@ -197,8 +198,9 @@ def test_finished_fits_are_listed_and_drawn_from_their_results_files(finished):
             np.testing.assert_array_equal(held["test_rmse"][:3], ds["heldout_test_rmse"].values)
             assert held["test_rmse"].iloc[-1] == ds.attrs["test_rmse"]
             assert np.all(held["test_rmse"] < ds.attrs["mean_predictor_rmse"])
-            assert np.all(np.isfinite(held["test_nlpd"][:3]))
+            assert np.all(np.isfinite(held["test_nlpd"][:3])) and np.isnan(held["test_nlpd"].iloc[3])
             assert figs.held_src.data["y"] == held["test_rmse"].tolist()
+            assert figs.nll_src.data["y"] == ds["heldout_test_nlpd"].values.tolist()  # the logged points
         elif res.kind == "advgp":
             np.testing.assert_array_equal(res.trace["objective"], ds["objective"].values)
             assert res.trace["step"].tolist() == ds["update"].values.tolist()
@@ -209,10 +211,14 @@ def test_finished_fits_are_listed_and_drawn_from_their_results_files(finished):
             assert sum(figs.part_src.data["count"]) == 40
             assert held["step"].tolist() == [10, 20, 30, 40]
             assert held["test_rmse"].iloc[-1] == pytest.approx(ds.attrs["test_rmse"], rel=1e-12)
+            assert figs.nll_src.data["y"] == ds["heldout_test_nlpd"].values.tolist()
         else:
             np.testing.assert_array_equal(res.trace["objective"], ds["evidence"].values)
             np.testing.assert_array_equal(figs.err_src.data["y"], ds["train_error"].values)
             assert held["step"].tolist() == [10, 20] and held["test_error"].iloc[-1] == ds.attrs["test_error"]
+            # the log's NLL at the last iteration is the results file's (the same model, the same rows)
+            assert ds["heldout_test_nll"].values[-1] == pytest.approx(ds.attrs["test_nll"], rel=1e-9)
+            assert figs.nll_src.data["y"] == held["test_nll"].tolist()
             positive = ds["test_label"].values.astype(str) == ds.attrs["positive_class"]
             assert res.calibration == calibration_bins(ds["test_proba"].values, positive)
             assert sum(figs.cal_src.data["n"]) == ds.sizes["test"]
