@@ -129,3 +129,55 @@ def test_a_stored_run_shows_what_the_run_stores(runs_root):
     run.close()
     assert _tree_digest(root) == before
     assert json.loads((root / "study" / "a" / "mh.zarr" / "zarr.json").read_text())["zarr_format"] == 3
+
+
+WRITER_HOST = "daskgp-writer-host"
+
+
+@pytest.mark.cluster
+def test_a_run_written_from_another_host_is_watched_read_only(tmp_path):
+    """``daskgp sample`` in a UTS namespace of its own (``unshare --uts``: hostname 'daskgp-writer-host',
+    the same file system, as a batch job on another machine sharing the storage) writes a run; the reader
+    cannot check a PID on another host, so the catalogue names the writer as foreign and the run as being
+    written, and a StoredRun rereads it as its blocks commit — its draws rise — without writing a byte."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from daskgp.interface.stored import StoredRun
+
+    run = tmp_path / "remote.zarr"
+    cmd = (f"hostname {WRITER_HOST} && exec {sys.executable} -m daskgp sample --data concrete --method mh "
+           f"--chains 2 --iterations 100000 --checkpoint-every 20 --workers 1 --out {run}")
+    writer = subprocess.Popen(["unshare", "--uts", "sh", "-c", cmd], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, start_new_session=True, env=os.environ.copy())
+    try:
+        deadline = time.time() + 300
+        while not (run / "daskgp-checkpoint.json").exists() and time.time() < deadline:
+            time.sleep(0.5)
+        assert (run / "daskgp-checkpoint.json").exists(), writer.stderr
+        [entry] = find_runs([tmp_path])
+        assert entry.state == "writing" and entry.writer.state == "foreign"
+        assert entry.who == f"PID {writer.pid} on {WRITER_HOST} (foreign)"
+        view = StoredRun(str(run), str(tmp_path))
+        assert view.status.startswith(f"being written by PID {writer.pid} on {WRITER_HOST}")
+        first = view.n_draws
+        deadline = time.time() + 180
+        while view.n_draws < first + 40 and time.time() < deadline:
+            time.sleep(1)
+            view.refresh()
+        assert view.n_draws >= first + 40, (first, view.n_draws)
+        os.killpg(writer.pid, signal.SIGINT)
+        assert writer.wait(timeout=120) == 130
+        before = _tree_digest(run)
+        view.refresh()
+        _ = view.snapshot(), view.diagnostics()
+        view.close()
+        assert _tree_digest(run) == before
+        # its lock went with the writer: stopped, resumable
+        assert find_runs([tmp_path])[0].state == "stopped"
+    finally:
+        if writer.poll() is None:
+            os.killpg(writer.pid, signal.SIGKILL)
+            writer.wait()
