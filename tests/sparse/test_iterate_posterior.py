@@ -47,3 +47,7 @@ def test_every_iterates_predictive_is_the_dense_one_at_its_parameters(concrete, 
             assert np.max(np.abs(mean - (m_prev * sy + my))) > 1e-3 * sy
     # the last iterate's predictive is the fitted model's
     np.testing.assert_allclose(seen[-1][2], est.predict(Xnew), rtol=1e-9)
+    # watching costs the fit nothing: the same evaluations, the same bound trace, bit for bit
+    plain = dg.SparseGPRegressor(n_inducing=8, max_iter=6, chunk_rows=150).fit(X, y, client=client)
+    assert plain.bound_trace_ == est.bound_trace_
+    assert plain.fit_info_["n_evaluations"] == est.fit_info_["n_evaluations"]
