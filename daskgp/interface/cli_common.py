@@ -257,19 +257,20 @@ def attach_heldout(res, ckpt):
 
 
 def write_test_results(res, out: str, ds, args, ytr, yte, mean, sd) -> tuple[float, float]:
-    """Add the test predictions and their RMSE (and the mean predictor's) to a fitted model's Dataset ``res``
-    and write it to the netCDF ``out`` atomically (a finished file or none): the results file of ``daskgp
-    sgpr`` and ``daskgp advgp``. Returns (test RMSE, mean-predictor RMSE) in the target's units."""
+    """Add the test predictions, their RMSE (and the mean predictor's) and NLPD (nats) to a fitted model's
+    Dataset ``res`` and write it to the netCDF ``out`` atomically (a finished file or none): the results file
+    of ``daskgp sgpr`` and ``daskgp advgp``. Returns (test RMSE, mean-predictor RMSE), y units."""
     from .._version import __version__
     from ..core.files import MARK, replaced_atomically
 
     rmse = float(np.sqrt(np.mean((mean - yte) ** 2)))
     rmse_mean = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
+    nlpd = gaussian_nlpd(np.asarray(yte, float), np.asarray(mean, float), np.asarray(sd, float))
     res["test_mean"] = ("test", mean)
     res["test_sd"] = ("test", sd)
     res["test_y"] = ("test", yte)
     res.attrs.update(dataset=ds.name, target=ds.target_name, test_rmse=rmse, mean_predictor_rmse=rmse_mean,
-                     n_test=len(yte), seed=args.seed, test_fraction=args.test_fraction,
+                     test_nlpd=nlpd, n_test=len(yte), seed=args.seed, test_fraction=args.test_fraction,
                      daskgp_version=__version__)
     res.attrs[MARK] = res.attrs["model"]
     with replaced_atomically(out) as tmp:

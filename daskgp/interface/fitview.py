@@ -168,8 +168,9 @@ def _heldout_of(ds, kind: str, trace: pd.DataFrame) -> pd.DataFrame:
     final = ds.attrs.get(metric)
     if final is not None and len(trace):
         last = {"step": int(trace["step"].iloc[-1]), metric: float(final)}
-        if kind == "gpc" and "test_nll" in ds.attrs:  # the regressions' files keep no final NLPD
-            last["test_nll"] = float(ds.attrs["test_nll"])
+        other = "test_nll" if kind == "gpc" else "test_nlpd"  # not in a table's or an older file
+        if other in ds.attrs:
+            last[other] = float(ds.attrs[other])
         if "seconds" in trace:
             last["seconds"] = float(trace["seconds"].iloc[-1])
         if len(held) == 0 or int(held["step"].iloc[-1]) < last["step"]:

@@ -198,9 +198,13 @@ def test_finished_fits_are_listed_and_drawn_from_their_results_files(finished):
             np.testing.assert_array_equal(held["test_rmse"][:3], ds["heldout_test_rmse"].values)
             assert held["test_rmse"].iloc[-1] == ds.attrs["test_rmse"]
             assert np.all(held["test_rmse"] < ds.attrs["mean_predictor_rmse"])
-            assert np.all(np.isfinite(held["test_nlpd"][:3])) and np.isnan(held["test_nlpd"].iloc[3])
+            assert held["test_nlpd"][:3].tolist() == ds["heldout_test_nlpd"].values.tolist()
+            # the file's own NLPD of its test predictions ends the curve
+            m, s, y = ds["test_mean"].values, ds["test_sd"].values, ds["test_y"].values
+            nlpd = np.mean(0.5 * np.log(2 * np.pi * s**2) + 0.5 * ((y - m) / s) ** 2)
+            assert held["test_nlpd"].iloc[3] == ds.attrs["test_nlpd"] == pytest.approx(nlpd, rel=1e-12)
             assert figs.held_src.data["y"] == held["test_rmse"].tolist()
-            assert figs.nll_src.data["y"] == ds["heldout_test_nlpd"].values.tolist()  # the logged points
+            assert figs.nll_src.data["y"] == held["test_nlpd"].tolist()
         elif res.kind == "advgp":
             np.testing.assert_array_equal(res.trace["objective"], ds["objective"].values)
             assert res.trace["step"].tolist() == ds["update"].values.tolist()
@@ -211,7 +215,7 @@ def test_finished_fits_are_listed_and_drawn_from_their_results_files(finished):
             assert sum(figs.part_src.data["count"]) == 40
             assert held["step"].tolist() == [10, 20, 30, 40]
             assert held["test_rmse"].iloc[-1] == pytest.approx(ds.attrs["test_rmse"], rel=1e-12)
-            assert figs.nll_src.data["y"] == ds["heldout_test_nlpd"].values.tolist()
+            assert figs.nll_src.data["y"] == ds["heldout_test_nlpd"].values.tolist()  # its last step logged
         else:
             np.testing.assert_array_equal(res.trace["objective"], ds["evidence"].values)
             np.testing.assert_array_equal(figs.err_src.data["y"], ds["train_error"].values)
