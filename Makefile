@@ -6,6 +6,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # the real data beside the project (CI and developers); elsewhere the loader downloads into the user cache
 export DASKGP_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
+# a relative DASKGP_DATA (e.g. ../shared/data) made absolute from the project root: tests run commands in
+# other folders, where a relative path would name nothing
+override DASKGP_DATA := $(if $(DASKGP_DATA),$(abspath $(DASKGP_DATA)),)
 
 .PHONY: demo test lint bench clean browser hosts docs
 

@@ -9,6 +9,8 @@ import pytest
 _SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 if not os.environ.get("DASKGP_DATA") and _SHARED.is_dir():
     os.environ["DASKGP_DATA"] = str(_SHARED)
+elif os.environ.get("DASKGP_DATA"):  # relative to where pytest started; tests run commands in other folders
+    os.environ["DASKGP_DATA"] = os.path.abspath(os.environ["DASKGP_DATA"])
 
 # A test run started in the background of a non-interactive shell (a CI script's `cmd &`) inherits SIGINT
 # ignored, and Python then installs no KeyboardInterrupt handler in it or in any subprocess it starts: every

@@ -99,7 +99,7 @@ class LiveFit(StoredFit):
             with open(os.path.join(folder, LOG), "wb") as log:
                 self.proc = subprocess.Popen(settings.argv(self.results), stdout=log,
                                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             start_new_session=True, env=os.environ.copy(), cwd=folder)
+                                             start_new_session=True, env=os.environ.copy())
             _live.add(self)
         super().__init__(self.results + ".checkpoint", root, settings.family)
 
