@@ -115,12 +115,11 @@ def gpc_command(args) -> int:
         last_p1["p1"] = p1
         return float(np.mean(np.where(p1 > 0.5, classes[1], classes[0]) != yte))
 
-    def log_error(rec, err):  # beside the checkpoint, for the dashboard: the error and the calibration
+    def log_error(rec, err):  # beside the checkpoint, for the dashboard: the error, NLL and calibration
         p1, positive = last_p1["p1"], yte == classes[1]
-        nll = float(-np.mean(np.log(np.clip(np.where(positive, p1, 1 - p1), 1e-300, 1))))
         ckpt.log_heldout({"step": int(rec.iteration), "seconds": time.perf_counter() - t_fit,
-                          "test_error": float(err), "test_nll": nll,
-                          "calibration": calibration_bins(last_p1["p1"], yte == classes[1])})
+                          "test_error": float(err), "test_nll": log_loss(p1, positive),
+                          "calibration": calibration_bins(p1, positive)})
 
     def announce():
         where = f" ({data.kind}, {len(data.chunk_names)} chunks read on the workers)" if table else ""
@@ -164,7 +163,7 @@ def gpc_command(args) -> int:
     proba = est.predict_proba(Xte)
     err = float(np.mean(est.predict(Xte) != yte))
     idx = np.searchsorted(est.classes_, yte)
-    nll = float(-np.mean(np.log(np.clip(proba[np.arange(len(yte)), idx], 1e-300, 1))))
+    nll = log_loss(proba[:, 1], idx == 1)
     prior = np.mean(ytr == est.classes_[1])
     nll_prior = float(-np.mean(np.where(idx == 1, np.log(prior), np.log(1 - prior))))
     res = attach_heldout(est.to_dataset(list(data.feature_names)), ckpt)
@@ -188,6 +187,12 @@ def _report(est, caught, m: dict, out: str) -> None:
     print(f"log Z {est.evidence_:.2f} nats after {est.n_iter_} iterations{kept}; test error "
           f"{m['test_error']:.4f}, test NLL {m['test_nll']:.4f} (class prior {m['prior_nll']:.4f}); results "
           f"in {out}")
+
+
+def log_loss(p1, positive) -> float:
+    """Mean negative log probability (nats) of the held-out classes, from p(second class) ``p1`` (n,) and
+    whether each row is of that class ``positive`` (n,); probabilities clipped at 1e-300."""
+    return float(-np.mean(np.log(np.clip(np.where(positive, p1, 1 - p1), 1e-300, 1))))
 
 
 def calibration_bins(p1, positive, bins: int = 10) -> list:

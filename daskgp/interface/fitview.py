@@ -29,8 +29,6 @@ curve's last point, ADVGP's staleness counts, and GPC's reliability bins from th
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -186,27 +184,28 @@ class StoredFit:
     def __init__(self, path: str, root: str, kind: str):
         self.out, self.root, self.kind = path, root, kind
         self.what = FIT_KINDS[kind][1]
-        self.stage, self.dask_link, self.progress, self.message = "", None, None, ""
-        self.status, self.trace, self.entry, self._seen = "opening", None, None, None
+        self.status, self.message, self.trace, self.entry, self._seen = "opening", "", None, None, None
         self.latent, self.heldout = None, pd.DataFrame()
         self.staleness, self.calibration = None, None
         self.finished = os.path.isfile(path)
-        self.feature_names: list[str] = []
-        self._tmp = tempfile.mkdtemp(prefix="daskgp-dashboard-fit-")
+        self.feature_names: list[str] = []  # a fit has no input slice on the page
         self.refresh()
 
     def refresh(self) -> bool:
-        """Reread the trace when the checkpoint changed since the last read; True when it did."""
+        """Reread the trace when the checkpoint (the results file) changed since the last read; True when it
+        did."""
+        stamp = self._stamp()
+        if self.finished and stamp is not None and stamp == self._seen and self.trace is not None:
+            return False  # a results file changes only when rewritten: nothing to look at again till then
         self.entry = describe(self.out, self.root)
         if self.entry is None:
-            self.status, self.message = "failed", f"{self.out} is no longer a fit checkpoint or results file"
+            why = "" if self.finished else " (a finished fit removes its checkpoint: open its results file)"
+            self.status = "failed"
+            self.message = f"{self.out} is no longer a fit checkpoint or results file{why}"
             return False
         if self.finished:
-            st = os.stat(self.out)
-            stamp = (st.st_mtime_ns, st.st_size)
             self.status = f"{self.kind} fit, finished — {self.entry.steps} steps"
         else:
-            stamp = commit_stamp(self.out)
             who = f"being written by {self.entry.who}" if self.entry.state == "writing" else "stopped"
             unit = "rounds" if self.kind == "gplvm" else "steps"  # a GPLVM commits once a round
             self.status = f"{self.kind} fit, {who} — {self.entry.steps} {unit} committed"
@@ -227,5 +226,15 @@ class StoredFit:
         self._seen, self.message = stamp, ""
         return True
 
+    def _stamp(self) -> tuple[int, int] | None:
+        """(mtime in ns, size) of the last commit, or of the results file; None when it is gone."""
+        if not self.finished:
+            return commit_stamp(self.out)
+        try:
+            st = os.stat(self.out)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
     def close(self) -> None:
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        """Nothing to release: the page reads a fit and writes nothing for it."""

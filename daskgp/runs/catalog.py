@@ -154,15 +154,19 @@ def _results_entry(path: str, name: str, root: str) -> RunEntry | None:
 
 
 def describe(path, root: str) -> RunEntry | None:
-    """The entry of the run at ``path`` (real) found under ``root``, or None when it is not a run."""
+    """The entry of the run at ``path`` (real) found under ``root``, or None when it is not a run (or no
+    longer exists: a finished fit removes its checkpoint)."""
     path = os.fspath(path)
     name = os.path.relpath(path, root)
     if os.path.isfile(path):
         return _results_entry(path, name, root)
+    ckpt_file = os.path.join(path, CHECKPOINT)
+    try:
+        modified = os.path.getmtime(ckpt_file if os.path.exists(ckpt_file) else path)
+    except OSError:  # removed, perhaps between the two looks
+        return None
     writer = lock_info(path)
     state = "writing" if writer is not None and writer.state in ("live", "foreign") else "stopped"
-    ckpt_file = os.path.join(path, CHECKPOINT)
-    modified = os.path.getmtime(ckpt_file) if os.path.exists(ckpt_file) else os.path.getmtime(path)
     if is_run(path):
         try:
             ck = read_checkpoint(path)
@@ -202,16 +206,13 @@ def find_runs(roots, max_depth: int = MAX_DEPTH) -> list[RunEntry]:
                     break
                 if e.name.startswith("."):
                     continue
-                if e.is_file(follow_symlinks=False) and e.name.lower().endswith(RESULT_SUFFIXES):
-                    entry = _results_entry(e.path, os.path.relpath(e.path, root), root)
-                    if entry is not None:
-                        found.append(entry)
-                    continue
-                if not e.is_dir(follow_symlinks=False):
+                is_folder = e.is_dir(follow_symlinks=False)
+                results = e.is_file(follow_symlinks=False) and e.name.lower().endswith(RESULT_SUFFIXES)
+                if not (is_folder or results):  # links, other files
                     continue
                 entry = describe(e.path, root)
                 if entry is not None:
                     found.append(entry)
-                elif depth + 1 < max_depth:
+                elif is_folder and depth + 1 < max_depth:
                     stack.append((e.path, depth + 1))
     return sorted(found, key=lambda r: -r.modified)

@@ -249,9 +249,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             out = X.map_blocks(self._predict_block, noise, dtype=float, chunks=(X.chunks[0], (2,)))
             mean, sd = out[:, 0], out[:, 1]
         else:
-            X = new_data(self, X)
-            step = max(1, int(self.chunk_rows))
-            out = np.concatenate([self._predict_block(X[a:a + step], noise) for a in range(0, len(X), step)])
+            out = self._predict_rows(new_data(self, X), noise)
             mean, sd = out[:, 0], out[:, 1]
         return (mean, sd) if return_std else mean
 
@@ -260,12 +258,16 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         mean, var = (posterior or self.posterior_).predict_block(Xs, noise)
         return np.column_stack([mean[:, 0] * self.y_scale_ + self.y_mean_, np.sqrt(var) * self.y_scale_])
 
-    def _predict_with(self, posterior: SparsePosterior, X) -> tuple[np.ndarray, np.ndarray]:
-        """(mean, sd) of y at X (b, d) under ``posterior`` (an iterate's q(u)), chunk by chunk here."""
-        X = np.asarray(X, float)
+    def _predict_rows(self, X, noise: bool = True, posterior: SparsePosterior | None = None) -> np.ndarray:
+        """(n, 2) mean and sd at the rows of X (n, d), ``chunk_rows`` at a time in this process, under the
+        fitted q(u) or ``posterior``."""
         step = max(1, int(self.chunk_rows))
-        out = np.concatenate([self._predict_block(X[a:a + step], True, posterior)
-                              for a in range(0, len(X), step)]) if len(X) else np.zeros((0, 2))
+        blocks = [self._predict_block(X[a:a + step], noise, posterior) for a in range(0, len(X), step)]
+        return np.concatenate(blocks) if blocks else np.zeros((0, 2))
+
+    def _predict_with(self, posterior: SparsePosterior, X) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, sd) of y at X (b, d) under ``posterior`` (an iterate's q(u))."""
+        out = self._predict_rows(np.asarray(X, float), True, posterior)
         return out[:, 0], out[:, 1]
 
     def to_dataset(self) -> xr.Dataset:

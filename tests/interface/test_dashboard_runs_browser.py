@@ -4,6 +4,7 @@ opens it read-only, names its writer (PID and host) and its draw count rises on 
 a path outside the folder is refused in one line; the run's files are byte-identical before and after the
 page read them. Screenshots at 1,280 and 1,920 px go to tests/artifacts/ (the README's)."""
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -42,10 +43,19 @@ def _page(p, url):
     return browser, page
 
 
-def _writer(*args) -> subprocess.Popen:
-    """``daskgp ARGS`` in a process group of its own (a batch job writing into the runs folder)."""
-    return subprocess.Popen([sys.executable, "-m", "daskgp", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=os.environ.copy(), start_new_session=True)
+@contextlib.contextmanager
+def _writing(first_commit: Path, *args):
+    """``daskgp ARGS`` in a process group of its own (a batch job writing into the runs folder), handed over
+    once its ``first_commit`` file exists; killed on the way out when it still runs."""
+    writer = subprocess.Popen([sys.executable, "-m", "daskgp", *args], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, env=os.environ.copy(), start_new_session=True)
+    try:
+        assert _wait(lambda: first_commit.exists(), timeout=300), writer.stderr
+        yield writer
+    finally:
+        if writer.poll() is None:
+            os.killpg(writer.pid, signal.SIGKILL)
+            writer.wait()
 
 
 def _open(page, path: str) -> None:
@@ -68,68 +78,62 @@ def test_a_batch_run_is_opened_and_watched_while_it_is_written(served_runs, tmp_
 
     url, root = served_runs
     run = root / "batch.zarr"
-    writer = _writer("sample", "--data", "concrete", "--method", "mh", "--chains", "2", "--iterations",
-                     str(ITERATIONS), "--checkpoint-every", "20", "--workers", "1", "--out", str(run))
     ARTIFACTS.mkdir(exist_ok=True)
-    try:
-        # the run folder appears with its first committed block (a new run is staged under another name)
-        assert _wait(lambda: (run / "daskgp-checkpoint.json").exists(), timeout=300), writer.stderr
-        with sync_playwright() as p:
-            browser, page = _page(p, url)
-            # outside the runs folder: one line, nothing opened
-            _open(page, "/etc")
-            expect(page.locator(".run-error")).to_contain_text("outside the runs folders", timeout=30_000)
-            assert "\n" not in page.locator(".run-error").inner_text().strip()
-            # the batch run: listed, opened, its writer named, its draw count rising on screen
-            page.get_by_role("button", name="Refresh list").click()
-            expect(page.locator(".run-list")).to_contain_text("batch.zarr", timeout=30_000)
-            _open(page, "batch.zarr")
-            expect(page.locator(".run-writer")).to_contain_text(f"PID {writer.pid} on {socket.gethostname()}",
-                                                                timeout=30_000)
-            expect(page.locator(".run-status")).to_contain_text("being written", timeout=30_000)
-            assert _wait(lambda: _count(page) >= 20, timeout=120)
-            first = _count(page)
-            assert _wait(lambda: _count(page) >= first + 40, timeout=180), (first, _count(page))
-            time.sleep(2.5)
-            _assert_fits(page)
-            page.screenshot(path=str(ARTIFACTS / "dashboard_open_run_1280.png"), full_page=True)
-            page.set_viewport_size({"width": 1920, "height": 1080})
-            time.sleep(1.5)
-            _assert_fits(page)
-            page.screenshot(path=str(ARTIFACTS / "dashboard_open_run_1920.png"), full_page=True)
-            # the writer interrupted (Ctrl-C): the run stops, and the page says so
-            os.killpg(writer.pid, signal.SIGINT)
-            assert writer.wait(timeout=120) == 130
-            expect(page.locator(".run-status")).to_contain_text("stopped", timeout=30_000)
-            # a run nobody writes: the page's reading changes no byte of it
-            before = _digest(run)
-            page.get_by_role("button", name="Open read-only").click()
-            expect(page.locator(".run-status")).to_contain_text("stopped", timeout=30_000)
-            n = _count(page)
-            time.sleep(3)  # three refreshes
-            assert _count(page) == n
-            assert _digest(run) == before
-            # a finished run with kept draws: ArviZ's own plots of them (arviz-plots' Bokeh backend) appear
-            done = root / "done.zarr"
-            r = subprocess.run([sys.executable, "-m", "daskgp", "sample", "--data", "concrete", "--method",
-                                "mh", "--chains", "2", "--iterations", "200", "--checkpoint-every", "20",
-                                "--workers", "1", "--out", str(done)], capture_output=True, text=True,
-                               env=os.environ.copy(), timeout=600)
-            assert r.returncode == 0, r.stderr[-2000:]
-            before = _digest(done)
-            _open(page, "done.zarr")
-            expect(page.locator(".run-status")).to_contain_text("finished", timeout=30_000)
-            for name in ("trace_dist", "rank", "ess_evolution", "pair"):
-                expect(page.locator(f".arviz-{name} canvas").first).to_be_attached(timeout=60_000)
-            time.sleep(1.5)
-            _assert_fits(page)
-            page.screenshot(path=str(ARTIFACTS / "dashboard_arviz_1920.png"), full_page=True)
-            assert _digest(done) == before
-            browser.close()
-    finally:
-        if writer.poll() is None:
-            os.killpg(writer.pid, signal.SIGKILL)
-            writer.wait()
+    # the run folder appears with its first committed block (a new run is staged under another name)
+    with _writing(run / "daskgp-checkpoint.json", "sample", "--data", "concrete", "--method", "mh",
+                  "--chains", "2", "--iterations", str(ITERATIONS), "--checkpoint-every", "20", "--workers",
+                  "1", "--out", str(run)) as writer, sync_playwright() as p:
+        browser, page = _page(p, url)
+        # outside the runs folder: one line, nothing opened
+        _open(page, "/etc")
+        expect(page.locator(".run-error")).to_contain_text("outside the runs folders", timeout=30_000)
+        assert "\n" not in page.locator(".run-error").inner_text().strip()
+        # the batch run: listed, opened, its writer named, its draw count rising on screen
+        page.get_by_role("button", name="Refresh list").click()
+        expect(page.locator(".run-list")).to_contain_text("batch.zarr", timeout=30_000)
+        _open(page, "batch.zarr")
+        expect(page.locator(".run-writer")).to_contain_text(f"PID {writer.pid} on {socket.gethostname()}",
+                                                            timeout=30_000)
+        expect(page.locator(".run-status")).to_contain_text("being written", timeout=30_000)
+        assert _wait(lambda: _count(page) >= 20, timeout=120)
+        first = _count(page)
+        assert _wait(lambda: _count(page) >= first + 40, timeout=180), (first, _count(page))
+        time.sleep(2.5)
+        _assert_fits(page)
+        page.screenshot(path=str(ARTIFACTS / "dashboard_open_run_1280.png"), full_page=True)
+        page.set_viewport_size({"width": 1920, "height": 1080})
+        time.sleep(1.5)
+        _assert_fits(page)
+        page.screenshot(path=str(ARTIFACTS / "dashboard_open_run_1920.png"), full_page=True)
+        # the writer interrupted (Ctrl-C): the run stops, and the page says so
+        os.killpg(writer.pid, signal.SIGINT)
+        assert writer.wait(timeout=120) == 130
+        expect(page.locator(".run-status")).to_contain_text("stopped", timeout=30_000)
+        # a run nobody writes: the page's reading changes no byte of it
+        before = _digest(run)
+        page.get_by_role("button", name="Open read-only").click()
+        expect(page.locator(".run-status")).to_contain_text("stopped", timeout=30_000)
+        n = _count(page)
+        time.sleep(3)  # three refreshes
+        assert _count(page) == n
+        assert _digest(run) == before
+        # a finished run with kept draws: ArviZ's own plots of them (arviz-plots' Bokeh backend) appear
+        done = root / "done.zarr"
+        r = subprocess.run([sys.executable, "-m", "daskgp", "sample", "--data", "concrete", "--method",
+                            "mh", "--chains", "2", "--iterations", "200", "--checkpoint-every", "20",
+                            "--workers", "1", "--out", str(done)], capture_output=True, text=True,
+                           env=os.environ.copy(), timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        before = _digest(done)
+        _open(page, "done.zarr")
+        expect(page.locator(".run-status")).to_contain_text("finished", timeout=30_000)
+        for name in ("trace_dist", "rank", "ess_evolution", "pair"):
+            expect(page.locator(f".arviz-{name} canvas").first).to_be_attached(timeout=60_000)
+        time.sleep(1.5)
+        _assert_fits(page)
+        page.screenshot(path=str(ARTIFACTS / "dashboard_arviz_1920.png"), full_page=True)
+        assert _digest(done) == before
+        browser.close()
 
 
 def test_a_sparse_fit_in_progress_is_opened_and_its_bound_grows_on_screen(served_runs):
@@ -140,27 +144,20 @@ def test_a_sparse_fit_in_progress_is_opened_and_its_bound_grows_on_screen(served
 
     url, root = served_runs
     out = root / "fit.nc"
-    writer = _writer("sgpr", "--data", "flights", "--train-size", "30000", "--max-iter", "500", "--workers",
-                     "1", "--out", str(out))
     ckpt = root / "fit.nc.checkpoint"
     ARTIFACTS.mkdir(exist_ok=True)
-    try:
-        assert _wait(lambda: (ckpt / "daskgp-checkpoint.json").exists(), timeout=300), writer.stderr
-        with sync_playwright() as p:
-            browser, page = _page(p, url)
-            _open(page, "fit.nc.checkpoint")
-            expect(page.locator(".run-status")).to_contain_text(f"being written by PID {writer.pid}",
-                                                                timeout=30_000)
-            assert _wait(lambda: _count(page) >= 2, timeout=120)
-            first = _count(page)
-            assert _wait(lambda: _count(page) >= first + 3, timeout=180), (first, _count(page))
-            _assert_fits(page)
-            page.screenshot(path=str(ARTIFACTS / "dashboard_open_fit_1280.png"), full_page=True)
-            browser.close()
-    finally:
-        if writer.poll() is None:
-            os.killpg(writer.pid, signal.SIGKILL)
-            writer.wait()
+    with _writing(ckpt / "daskgp-checkpoint.json", "sgpr", "--data", "flights", "--train-size", "30000",
+                  "--max-iter", "500", "--workers", "1", "--out", str(out)) as writer, sync_playwright() as p:
+        browser, page = _page(p, url)
+        _open(page, "fit.nc.checkpoint")
+        expect(page.locator(".run-status")).to_contain_text(f"being written by PID {writer.pid}",
+                                                            timeout=30_000)
+        assert _wait(lambda: _count(page) >= 2, timeout=120)
+        first = _count(page)
+        assert _wait(lambda: _count(page) >= first + 3, timeout=180), (first, _count(page))
+        _assert_fits(page)
+        page.screenshot(path=str(ARTIFACTS / "dashboard_open_fit_1280.png"), full_page=True)
+        browser.close()
 
 
 SOURCES_JS = """() => {

@@ -46,6 +46,12 @@ def test_sgpr_and_advgp_checkpoints_show_what_their_fits_recorded(concrete, clie
     view.close()
     with pytest.raises(ValueError, match="no trace view"):
         fit_trace(str(tmp_path / "s.ckpt"), "warmup")
+    # a fit that finishes removes its checkpoint: a view of it says so in one line (it raised before)
+    import shutil
+
+    view = StoredFit(str(tmp_path / "a.ckpt"), str(tmp_path), "advgp")
+    shutil.rmtree(tmp_path / "a.ckpt")
+    assert not view.refresh() and view.status == "failed" and "open its results file" in view.message
 
 
 @pytest.mark.cluster
