@@ -318,6 +318,19 @@ def heldout_ppc_figure(pred, observed, width: int = 840):
     return grid
 
 
+def _xy_figure(title: str, x_label: str, points: bool = False, **size):
+    """(a figure with one line — and its points — of a source's x and y, the source)."""
+    from bokeh.models import ColumnDataSource
+    from bokeh.plotting import figure
+
+    src = ColumnDataSource({"x": [], "y": []})
+    f = figure(title=title, x_axis_label=x_label, **({"height": 260, "width": 420} | size))
+    f.line("x", "y", source=src)
+    if points:
+        f.scatter("x", "y", source=src, size=4)
+    return f, src
+
+
 class FitFigures:
     """The Bokeh figures of a sparse fit, running or finished (:class:`daskgp.interface.fitview.StoredFit`):
     its objective against wall seconds (SGPR, ADVGP) or steps; the held-out metrics against seconds (SGPR,
@@ -330,23 +343,15 @@ class FitFigures:
         from bokeh.plotting import figure
 
         self.kind, self.drawn = kind, False
-        self.src = ColumnDataSource({"x": [], "y": []})
-        self.objective = figure(height=260, width=420, title=what, x_axis_label="step")
-        self.objective.line("x", "y", source=self.src)
+        self.objective, self.src = _xy_figure(what, "step")
         self.extra = {}
-        # the held-out measurement the command line logs (ADVGP: test RMSE, GPC: test error) against seconds
-        self.held_src = ColumnDataSource({"x": [], "y": []})
-        self.heldout = figure(height=260, width=420, title="held-out " + ("RMSE" if kind in ("sgpr", "advgp")
-                                                                          else "error rate"),
-                              x_axis_label="seconds")
-        self.heldout.line("x", "y", source=self.held_src)
-        self.heldout.scatter("x", "y", source=self.held_src, size=4)
-        # its negative log predictive density (SGPR, ADVGP) or log loss (GPC), nats per held-out row
-        self.nll_src = ColumnDataSource({"x": [], "y": []})
-        self.nll = figure(height=260, width=420, title="held-out " + ("NLL (nats)" if kind == "gpc" else
-                                                                      "NLPD (nats)"), x_axis_label="seconds")
-        self.nll.line("x", "y", source=self.nll_src)
-        self.nll.scatter("x", "y", source=self.nll_src, size=4)
+        # the held-out measurements the command line logs against seconds: the test RMSE (SGPR, ADVGP) or
+        # error rate (GPC), and the NLPD or log loss (nats per held-out row)
+        regression = kind in ("sgpr", "advgp")
+        self.heldout, self.held_src = _xy_figure("held-out " + ("RMSE" if regression else "error rate"),
+                                                 "seconds", points=True)
+        self.nll, self.nll_src = _xy_figure("held-out " + ("NLPD (nats)" if regression else "NLL (nats)"),
+                                            "seconds", points=True)
         if kind == "advgp":
             self.stale_src = ColumnDataSource({"staleness": [], "count": []})
             f = figure(height=260, width=420, title="staleness of the contributions (all updates)",
@@ -364,9 +369,7 @@ class FitFigures:
             f.scatter("x", "y", source=self.latent_src, size=3, alpha=0.5)
             self.extra = {"latent": f}
         elif kind == "gpc":
-            self.err_src = ColumnDataSource({"x": [], "y": []})
-            f = figure(height=260, width=420, title="training error under q", x_axis_label="step")
-            f.line("x", "y", source=self.err_src)
+            f, self.err_src = _xy_figure("training error under q", "step")
             self.cal_src = ColumnDataSource({"p": [], "freq": [], "n": []})
             c = figure(height=300, width=320, title="calibration (held-out, latest)",
                        x_axis_label="predicted probability", y_axis_label="observed frequency",

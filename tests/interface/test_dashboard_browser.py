@@ -98,6 +98,17 @@ def _assert_fits(page):
     assert fit["n"] == 0 and fit["scroll"] <= fit["width"], fit
 
 
+def _fits_and_screenshots(page, name: str) -> None:
+    """Every view fits a 1,280 px window and a 1,920 px one (rows wrap): a full-page screenshot at each,
+    tests/artifacts/NAME_1280.png and NAME_1920.png (the README's); the window is left at 1,920 px."""
+    _assert_fits(page)
+    page.screenshot(path=str(ARTIFACTS / f"{name}_1280.png"), full_page=True)
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    time.sleep(1.5)
+    _assert_fits(page)
+    page.screenshot(path=str(ARTIFACTS / f"{name}_1920.png"), full_page=True)
+
+
 def _wait(pred, timeout=120.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -147,13 +158,7 @@ def test_dashboard_end_to_end_in_chromium(served, tmp_path):
         # ArviZ's predictive intervals at the held-out points (plot_ppc_interval, Bokeh backend)
         expect(page.locator(".arviz-ppc_interval canvas").first).to_be_attached(timeout=60_000)
         time.sleep(2.5)  # two refreshes, so the screenshot shows the plots drawn
-        # every view fits a 1,280 px window (rows wrap); the same page at 1,920 px
-        _assert_fits(page)
-        page.screenshot(path=str(ARTIFACTS / "dashboard_running_1280.png"), full_page=True)
-        page.set_viewport_size({"width": 1920, "height": 1080})
-        time.sleep(1.5)
-        _assert_fits(page)
-        page.screenshot(path=str(ARTIFACTS / "dashboard_running_1920.png"), full_page=True)
+        _fits_and_screenshots(page, "dashboard_running")
         page.set_viewport_size({"width": 1280, "height": 900})
         # pause: no more draws (a block already in flight may still land)
         page.get_by_role("button", name="Pause").click()

@@ -17,7 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .test_dashboard_browser import ARTIFACTS, CHROMIUM, IN_CI, _assert_fits, _count, _wait, serve_dashboard
+from .test_dashboard_browser import (
+    ARTIFACTS,
+    CHROMIUM,
+    IN_CI,
+    _assert_fits,
+    _count,
+    _fits_and_screenshots,
+    _wait,
+    serve_dashboard,
+)
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(CHROMIUM is None and not IN_CI,
@@ -99,12 +108,7 @@ def test_a_batch_run_is_opened_and_watched_while_it_is_written(served_runs, tmp_
         first = _count(page)
         assert _wait(lambda: _count(page) >= first + 40, timeout=180), (first, _count(page))
         time.sleep(2.5)
-        _assert_fits(page)
-        page.screenshot(path=str(ARTIFACTS / "dashboard_open_run_1280.png"), full_page=True)
-        page.set_viewport_size({"width": 1920, "height": 1080})
-        time.sleep(1.5)
-        _assert_fits(page)
-        page.screenshot(path=str(ARTIFACTS / "dashboard_open_run_1920.png"), full_page=True)
+        _fits_and_screenshots(page, "dashboard_open_run")
         # the writer interrupted (Ctrl-C): the run stops, and the page says so
         os.killpg(writer.pid, signal.SIGINT)
         assert writer.wait(timeout=120) == 130
