@@ -1,5 +1,6 @@
 # Two entry points, each creating or reusing the local virtual environment .venv:
-#   make demo   the main job      make test   the whole test suite, then the documentation build
+#   make demo   the main job      make test   the test suite without its slow tier, then the documentation build
+# and make test-all: every test (the slow tier too), then the documentation build
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ export DASKGP_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),
 # other folders, where a relative path would name nothing
 override DASKGP_DATA := $(if $(DASKGP_DATA),$(abspath $(DASKGP_DATA)),)
 
-.PHONY: demo test lint bench clean browser hosts docs
+.PHONY: demo test test-all durations lint bench clean browser hosts docs
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || "$$(.ci/find-python)" -m venv $(VENV)
@@ -45,10 +46,27 @@ BROWSER_TEST := tests/interface/test_dashboard_browser.py::test_dashboard_end_to
 # every test that waits on a cluster or a child process: a fresh-clone .ci/run took 70 min, now 29
 SERIAL_BLAS := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
+# Two pytest processes (pytest-xdist), whole files to a process (a file's module fixtures, its clusters, are
+# started once); tests/conftest.py hands out the files longest first by their measured seconds
+# (tests/durations.json) and a file only when a process is down to its last test.
+PYTEST := $(SERIAL_BLAS) $(PY) -m pytest -q --durations=15 -n 2 --dist loadfile --deselect $(BROWSER_TEST)
+
+# every module's correctness tests and negative controls, one real-data fit per family, one fault-injection
+# and one multi-host case, the browser smoke test and the docs; the tests marked slow are left to test-all
 test: $(STAMP) browser hosts
-	$(SERIAL_BLAS) $(PY) -m pytest -q --durations=15 -n 2 --dist loadfile --no-loadscope-reorder --deselect $(BROWSER_TEST)
+	$(PYTEST) -m "not slow"
 	$(PY) -m pytest -q $(BROWSER_TEST)
 	$(MAKE) docs
+
+# every test
+test-all: $(STAMP) browser hosts
+	$(PYTEST)
+	$(PY) -m pytest -q $(BROWSER_TEST)
+	$(MAKE) docs
+
+# measure every test again and write tests/durations.json (what the scheduling above reads; commit it)
+durations: $(STAMP) browser hosts
+	$(PYTEST) --write-durations tests/durations.json
 
 # the documentation site (docs/): HTML and the pages' doctests, warnings as errors
 docs: $(STAMP)

@@ -40,7 +40,14 @@ def load_results(path: Path, benchmark: str, redo: bool) -> dict:
 
 
 def write_results(path: Path, results: dict) -> None:
-    """Write the results JSON whole or not at all (a killed run never leaves half a file)."""
+    """Write the results JSON whole or not at all (a killed run never leaves half a file), stamped with its
+    provenance: the revision measured and a content hash of the code measured (``claims.provenance``; the
+    docs flag a result whose code has changed since)."""
+    if str(HERE) not in sys.path:  # scripts run as benchmarks/NAME.py have it; tests loading this file do not
+        sys.path.insert(0, str(HERE))
+    from claims import provenance
+
+    results["provenance"] = provenance(path.stem)
     path.parent.mkdir(exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(results, indent=1))

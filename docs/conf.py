@@ -34,3 +34,17 @@ _nb = HERE / "notebooks"
 shutil.copytree(ROOT / "notebooks", _nb, dirs_exist_ok=True)
 # the changelog lives at the repository root, where packagers look for it
 shutil.copyfile(ROOT / "CHANGELOG.md", HERE / "changelog.md")
+
+# the provenance of the benchmark numbers the README and these pages quote, written at every build from the
+# results JSONs (benchmarks/claims.py): the revision each measured, and a flag where its code changed since
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import claims  # noqa: E402
+
+(HERE / "provenance.md").write_text(
+    "# Provenance of the quoted numbers\n\n"
+    "Each benchmark number the README quotes is rendered from its results JSON by `benchmarks/claims.py`, and "
+    "`tests/test_claims.py` fails when the text and the JSON disagree. Each JSON records the revision it "
+    "measured and a content hash of the code it measured; this table, written when the documentation is "
+    "built, compares that hash with the code as it is now. A flagged result was measured on code that has "
+    "changed since: its number stands for that revision, not for today's code, until it is measured again.\n\n"
+    + claims.provenance_table() + "\n")

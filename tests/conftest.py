@@ -18,32 +18,95 @@ elif os.environ.get("DASKGP_DATA"):  # relative to where pytest started; tests r
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# The files whose tests take minutes on CI's 2 cores, longest first (seconds per file measured on a full CI
-# run with --durations=0, 2026-11-27), so that under `pytest -n 2 --dist loadfile --no-loadscope-reorder`
-# (the Makefile) the two processes start on the longest files and the many short ones fill in beside them at
-# the end, instead of one long file running alone at the end. xdist's default reorder sorts files by their
-# number of tests and ignores this order: the Makefile turns it off. Within a file the order is unchanged.
-LONG_FIRST = ("tests/test_estimator_checks.py",  # 1,779 s
-              "tests/gpc/test_classifier.py",  # 777
-              "tests/test_first_contact.py",  # 701
-              "tests/mcmc/test_chains.py",  # 575
-              "tests/mcmc/test_posterior_at_scale.py",  # 568
-              "tests/test_fault_injection.py",  # 520
-              "tests/gpc/test_binary_sets.py",  # 439
-              "tests/mcmc/test_run_interruptions.py",  # 385
-              "tests/advgp/test_estimator.py",  # 374
-              "tests/sparse/test_sgpr.py",  # 351
-              "tests/exact/test_marginal.py",  # 315
-              "tests/exact/test_mode.py",  # 262
-              "tests/mcmc/test_runstore.py",  # 253
-              "tests/mcmc/test_layout.py",  # 252
-              "tests/mcmc/test_samplers.py",  # 247
-              "tests/test_notebooks.py")  # 229
+# Scheduling by measured time. tests/durations.json holds each test's seconds (setup + call + teardown) from
+# a full run on this 2-core machine (`make durations` writes it). The files are sorted longest first by their
+# summed seconds, tests within a file keep their order, and under `pytest -n 2 --dist loadfile` (the Makefile)
+# a process is handed the next file only when it is down to its last test (xdist's own LoadFileScheduling
+# hands out a second file as soon as two tests are left, and its default reorder sorts files by test count).
+# A test missing from the file (a new one) counts as DEFAULT_SECONDS until the file is measured again.
+DURATIONS = Path(__file__).with_name("durations.json")
+DEFAULT_SECONDS = 5.0
+
+
+def measured_seconds() -> dict[str, float]:
+    """{test node id: seconds} from tests/durations.json, or {} when it is absent or unreadable."""
+    import json
+
+    try:
+        return {str(k): float(v) for k, v in json.loads(DURATIONS.read_text())["seconds"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def file_seconds(nodeids, seconds: dict[str, float]) -> dict[str, float]:
+    """{test file: summed measured seconds of its tests among ``nodeids``}."""
+    total: dict[str, float] = {}
+    for nodeid in nodeids:
+        name = nodeid.split("::", 1)[0]
+        total[name] = total.get(name, 0.0) + seconds.get(nodeid, DEFAULT_SECONDS)
+    return total
+
+
+def pytest_addoption(parser):
+    parser.addoption("--write-durations", metavar="PATH", default=None,
+                     help="write each test's seconds (setup + call + teardown) to PATH as JSON "
+                          "(what tests/durations.json holds)")
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FIRST)))  # stable
+    totals = file_seconds([item.nodeid for item in items], measured_seconds())
+    order = {name: i for i, name in enumerate(sorted(totals, key=lambda name: -totals[name]))}
+    items.sort(key=lambda item: order[item.nodeid.split("::", 1)[0]])  # stable: a file keeps its order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``--dist loadfile``: whole files, in collection order (longest first), each handed out only when
+    a process is down to its last test. Other modes: xdist's own scheduler."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongestFileFirst(LoadFileScheduling):
+        def _reschedule(self, node):
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            # a worker holds back its last test until it knows the next one (for fixture teardown), so
+            # "down to one pending test" is as late as a file can be handed out without stalling it
+            if self._pending_of(self.assigned_work[node]) > 1:
+                return
+            self._assign_work_unit(node)
+
+    config.option.loadscopereorder = False  # keep the measured order, not xdist's count-of-tests order
+    return LongestFileFirst(config, log)
+
+
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    # the controller sees every worker's reports (and a run without xdist its own); a worker's own sums are
+    # never written
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = session.config.getoption("--write-durations")
+    if not path or hasattr(session.config, "workerinput"):
+        return
+    import datetime
+    import json
+    import subprocess
+
+    revision = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+    doc = {"measured": {"revision": revision, "date": datetime.date.today().isoformat(),
+                        "cpus": os.cpu_count(), "exit_status": int(exitstatus),
+                        "total_seconds": round(sum(_durations.values()), 1)},
+           "seconds": {k: round(v, 2) for k, v in sorted(_durations.items(), key=lambda kv: -kv[1])}}
+    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,11 @@ prints the claim's raw numbers as a JSON line; the checks below judge them:
   ≤ 10 % variance inflation SGLD's freeze rule allows (4 se over 6 comparisons: false alarm 4e-4).
 * 02, 04 — the sparse GP beats the mean predictor on the held-out rows: the paired difference of squared
   errors, mean over its standard error, above 3.1 (one-sided 1e-3).
+* 03 — the GPLVM's imputation of the held-out digits' missing bottom halves beats the pixel means: per
+  digit, the mean over its missing pixels of (mean fill's squared error − the GPLVM's), a one-sided t test
+  over the digits (the digits, not their correlated pixels, are the independent units) above the t quantile
+  at 1e-3; and the bound-ratio classifier beats chance (one class of 10) on the MNIST test images, a
+  one-sided exact binomial test at 1e-3.
 * 05 — SEP's test log loss equals EP's within 4 standard errors of the paired per-point difference (SEP is
   the paper's memory-light stand-in for EP: it must not be worse beyond the noise), and every GP classifier
   beats the 0.693-nat coin by more than 3.1 standard errors.
@@ -44,6 +49,11 @@ cols = ["mean", "sd", "ess_bulk", "ess_tail"]
 claims = {"sgld": t_sg[cols].to_dict("list"), "mh": t_mh[cols].to_dict("list")}""",
     "02_distributed_sgpr_flights.ipynb": """
 claims = {"model": (est.predict(Xte) - yte).tolist(), "mean": (ytr.mean() - yte).tolist()}""",
+    "03_gplvm_digits.ipynb": """
+fill = np.broadcast_to(gplvm.y_mean_, held.shape)
+claims = {"gplvm_sq": np.where(missing, (filled - held) ** 2, np.nan).tolist(),
+          "mean_sq": np.where(missing, (fill - held) ** 2, np.nan).tolist(),
+          "predicted": pred.tolist(), "truth": lm[test].tolist(), "classes": 10}""",
     "04_advgp_flights.ipynb": """
 claims = {"mean": (ytr.mean() - yte).tolist(), "sgpr": (sgpr.predict(Xte) - yte).tolist(),
           **{f"advgp tau={t}": (e.predict(Xte) - yte).tolist() for t, (e, _) in runs.items()}}""",
@@ -67,6 +77,15 @@ def check_claims(name: str, c: dict) -> None:
         for model, err in c.items():
             if model != "mean":
                 assert _beats(err, c["mean"]) > Z_BEATS, (model, _beats(err, c["mean"]))
+    elif name.startswith("03"):
+        from scipy.stats import binomtest, t
+
+        d = np.nanmean(np.array(c["mean_sq"]) - np.array(c["gplvm_sq"]), axis=1)  # per held-out digit
+        t_stat = d.mean() / (d.std(ddof=1) / np.sqrt(len(d)))
+        assert t_stat > t.ppf(1 - 1e-3, len(d) - 1), ("imputation", t_stat, len(d))
+        hits = int(np.sum(np.array(c["predicted"]) == np.array(c["truth"])))
+        p = binomtest(hits, len(c["truth"]), 1 / c["classes"], alternative="greater").pvalue
+        assert p < 1e-3, ("classifier", hits, len(c["truth"]), p)
     elif name.startswith("05"):
         ep, sep = np.array(c["ep"]), np.array(c["sep"])
         d = sep - ep
@@ -77,6 +96,7 @@ def check_claims(name: str, c: dict) -> None:
 
 
 @pytest.mark.cluster
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_notebook_executes_with_quick_settings(name, tmp_path, monkeypatch):
     monkeypatch.setenv("DASKGP_NOTEBOOK_QUICK", "1")
@@ -101,7 +121,8 @@ def test_notebook_executes_with_quick_settings(name, tmp_path, monkeypatch):
 
 def test_the_claim_checks_have_power():
     """Each check fails on a known-wrong result: an SGLD posterior shifted by 1 sd (ESS 50 each), a model no
-    better than the mean, and SEP's log loss 0.1 nat worse than EP's on every point."""
+    better than the mean, an imputation no better than the pixel means, a classifier that guesses, and SEP's
+    log loss 0.1 nat worse than EP's on every point."""
     rng = np.random.default_rng(0)
     table = {"mean": [0.0, 1.0, -2.0], "sd": [0.2, 0.1, 0.05], "ess_bulk": [50.0] * 3, "ess_tail": [50.0] * 3}
     shifted = dict(table, mean=list(np.array(table["mean"]) + np.array(table["sd"])))
@@ -111,6 +132,17 @@ def test_the_claim_checks_have_power():
     e = rng.standard_normal(500)
     with pytest.raises(AssertionError):
         check_claims("02", {"model": (e + 0.01 * rng.standard_normal(500)).tolist(), "mean": e.tolist()})
+    r3 = np.random.default_rng(3)
+    held = r3.uniform(0, 16, (60, 64))
+    good = {"gplvm_sq": (0.5 * r3.standard_normal((60, 64))) ** 2, "mean_sq": (held - 8) ** 2,
+            "predicted": list(range(10)) * 5, "truth": list(range(10)) * 5, "classes": 10}
+    check_claims("03", {k: np.asarray(v).tolist() if k.endswith("sq") else v for k, v in good.items()})
+    with pytest.raises(AssertionError, match="imputation"):  # the GPLVM no better than the pixel means
+        check_claims("03", dict(good, gplvm_sq=good["mean_sq"].tolist(), mean_sq=good["mean_sq"].tolist()))
+    chance = r3.integers(0, 10, 50).tolist()  # a classifier guessing
+    with pytest.raises(AssertionError, match="classifier"):
+        check_claims("03", dict(good, gplvm_sq=good["gplvm_sq"].tolist(), mean_sq=good["mean_sq"].tolist(),
+                                predicted=chance))
     nll = rng.exponential(0.2, 200)
     check_claims("05", {"ep": nll.tolist(), "sep": (nll + 0.01 * rng.standard_normal(200)).tolist()})
     with pytest.raises(AssertionError):

@@ -58,8 +58,11 @@ def subset_start(X, y, p0: ADVGPParams, max_iter: int = 200) -> tuple[ADVGPParam
     f0 = fun(v0[:o])[0]
     m, q = p0.Z.shape
     res = lbfgsb(fun, v0[:o], bounds=vector_bounds(m, q), max_iter=max_iter)
-    x = res.x if np.isfinite(res.fun) and res.fun <= f0 else v0[:o]
+    # the bound at the point returned, evaluated again: after an abnormal line search scipy's res.fun can be
+    # a trial point's value rather than res.x's (seen: 4e-8 relative apart), and the info must describe p
+    f_end = fun(res.x)[0] if np.isfinite(res.fun) else np.inf
+    x, f_end = (res.x, f_end) if np.isfinite(f_end) and f_end <= f0 else (v0[:o], f0)
     p = p0.with_vector(np.concatenate([x, v0[o:]]))
-    return p, {"bound_per_row_start": -float(f0), "bound_per_row": -float(min(res.fun, f0)),
+    return p, {"bound_per_row_start": -float(f0), "bound_per_row": -float(f_end),
                "iterations": int(res.nit), "evaluations": evaluations[0], "message": str(res.message),
                "rows": b}

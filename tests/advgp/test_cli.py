@@ -38,6 +38,7 @@ def test_results_file_and_progress(tmp_path):
 
 
 @pytest.mark.cluster
+@pytest.mark.slow
 def test_ctrl_c_then_resume_is_the_uninterrupted_run(tmp_path):
     """τ = 0: interrupted once the first checkpoint is written, resumed, the objective trace equals an
     uninterrupted run's bit for bit (the checkpoint holds θ, the version and ADADELTA's state exactly). The

@@ -72,6 +72,7 @@ def _paired_mse_gap(pred, ref, y):
     return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
 
 
+@pytest.mark.slow
 def test_defaults_converge_within_two_percent_of_sgpr(client):
     """Issue 31: a user calling fit with defaults gets a converged model (stopped by its rule, not by the
     update cap) whose test RMSE is within 2 % of SparseGPRegressor's on data neither has tuned to (3,000

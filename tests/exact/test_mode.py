@@ -168,6 +168,7 @@ def test_the_ascent_state_round_trips_and_a_malformed_one_is_named(concrete):
         StochasticAscent.from_dict(bad, 3)
 
 
+@pytest.mark.slow
 def test_an_ascent_stopped_on_a_plateau_climbs_on_in_the_saddle_free_metric():
     """power_plant, 2,000 random rows: from its subset MAP the warmup's first ascent stopped at φ₁ below,
     6.5 exact sd short of the mode in the lengthscale and 3.5 nats below it, on a plateau between this

@@ -31,7 +31,7 @@ import daskgp as dg
 
 from .binary_sets import load_problem
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 PROBLEMS = ("weather_rain", "house_price_high", "randhie_visit", "mnist_zero")
 METHODS = ("sep", "ep", "adf")

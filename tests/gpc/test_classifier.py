@@ -10,7 +10,6 @@ import pytest
 from distributed import Client, LocalCluster
 from sklearn.datasets import load_breast_cancer
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import log_loss
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -76,26 +75,54 @@ def test_distributed_fit_is_the_one_process_loop_on_one_or_two_workers(cancer, c
     np.testing.assert_allclose(two.params_.to_vector(), ref.to_vector(), rtol=1e-9, atol=1e-12)
 
 
+Z_NONINFERIOR = 1.96  # one-sided 2.5 %: the conventional level of a non-inferiority test
+Z_AGREE = 4.0
+
+
+def _row_log_loss(y, proba) -> np.ndarray:
+    """(n,) per-row negative log predictive probability of the true class (nats)."""
+    return -np.log(np.clip(proba[np.arange(len(y)), y], 1e-300, None))
+
+
+def _paired(a, b) -> tuple[float, float]:
+    """(mean, standard error) of the per-row difference a − b over the same test rows."""
+    d = np.asarray(a) - np.asarray(b)
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+
+
 def test_breast_cancer_against_logistic_regression(cancer, client):
-    """Test log loss on a stratified 30 % split. Logistic regression gets 0.085 here, scikit-learn's exact
-    Laplace GPC 0.100 (isotropic RBF) and 0.200 (ARD): this data is close to linearly separable, so a GP
-    classifier is not expected to beat it. EP and SEP (m = 20, 150 iterations) are within 0.05 nats of it
-    (measured about 0.11) and far better than the class prior; ADF, which counts the data again on every
-    pass, is worse than EP (its variance is too small) yet still better than the prior."""
+    """Test log loss on a stratified 30 % split (171 rows). Logistic regression gets 0.085 here: the data are
+    close to linearly separable, so a GP classifier is not expected to beat it; the claim is that EP and SEP
+    (m = 20, 150 iterations) are not worse than it by 0.05 nats or more. Tested as non-inferiority, paired
+    over the test rows: the one-sided 97.5 % upper bound of the mean per-row difference, mean + 1.96 se, must
+    be below the 0.05 margin (measured: 0.028 + 1.96 × 0.0093 = 0.047 for both). Power: ADF, which counts
+    the data again on every pass, fails the same test (0.047 + 1.96 × 0.010 = 0.066). SEP, the paper's
+    stand-in for EP, agrees with it within Z_AGREE paired standard errors (measured 1.3), and every method
+    beats the class prior by more than Z_AGREE paired standard errors."""
     Xtr, Xte, ytr, yte = cancer
     lr = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)).fit(Xtr, ytr)
-    nll_lr = log_loss(yte, lr.predict_proba(Xte))
-    nll_prior = log_loss(yte, np.tile([1 - ytr.mean(), ytr.mean()], (len(yte), 1)))
-    nll = {}
+    loss_lr = _row_log_loss(yte, lr.predict_proba(Xte))
+    loss_prior = _row_log_loss(yte, np.tile([1 - ytr.mean(), ytr.mean()], (len(yte), 1)))
+    loss = {}
     for method in ("ep", "sep", "adf"):
         est = dg.SparseGPClassifier(n_inducing=20, method=method, max_iter=150, chunk_rows=200)
         est.fit(Xtr, ytr, client=client)
-        nll[method] = log_loss(yte, est.predict_proba(Xte))
+        loss[method] = _row_log_loss(yte, est.predict_proba(Xte))
         assert est.score(Xte, yte) > 0.9
-    assert nll["ep"] < nll_lr + 0.05 and nll["sep"] < nll_lr + 0.05, (nll, nll_lr)
-    assert nll["ep"] < nll["adf"] < nll_prior / 3, nll
+        gain, se = _paired(loss_prior, loss[method])
+        assert gain > Z_AGREE * se, (method, gain, se)
+
+    def upper(method):
+        gap, se = _paired(loss[method], loss_lr)
+        return gap + Z_NONINFERIOR * se
+
+    assert upper("ep") < 0.05 and upper("sep") < 0.05, (upper("ep"), upper("sep"))
+    assert upper("adf") > 0.05, upper("adf")
+    gap, se = _paired(loss["sep"], loss["ep"])
+    assert abs(gap) < Z_AGREE * se, (gap, se)
 
 
+@pytest.mark.slow
 def test_minibatch_sep_and_dask_arrays(cancer, client):
     """SEP on minibatches of 100 rows (of 398) for 150 iterations: accuracy above 0.9; predict_proba on a dask
     array equals numpy's chunk by chunk; classes keep their labels."""
@@ -339,6 +366,7 @@ def _set_jitter(client, value: float) -> float:
     return old
 
 
+@pytest.mark.slow
 def test_crowded_inducing_inputs_in_two_dimensions_fit_no_worse_than_few(client):
     """Breast cancer's two features 'worst radius' and 'worst concave points' (split seed 2, 171 test rows):
     SEP with m = 30 inducing inputs crowded in the plane ends, after 250 iterations, no worse in test NLL

@@ -62,7 +62,7 @@ def test_bad_input_one_line(case, msg, tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+@pytest.mark.parametrize("sig", [pytest.param("SIGINT", marks=pytest.mark.slow), "SIGKILL"])
 def test_an_interrupted_gpc_resumes_and_ends_bit_identical(sig, tmp_path):
     """Issue 29: ``daskgp gpc`` checkpoints every iteration; Ctrl-C (exit 130, a hint) or SIGKILL mid-fit,
     then the same command with --resume, ends with the undisturbed fit's results file: the same evidence

@@ -236,9 +236,13 @@ def test_predict_rejects_bad_new_inputs(small_csv, tmp_path, capsys):
 @pytest.mark.cluster
 def test_a_run_on_8192_rows_shows_a_warmup_line_within_10_seconds(tmp_path):
     """Issue 35: on 8,192 rows (house_8L's first) the warmup once printed nothing for 8.5 minutes. The first
-    warmup line must reach stderr within 10 s of the command's start (imports, the CSV and the cluster
-    included; measured 3.4 s beside a benchmark using both cores), with its stage named; the run is then
-    interrupted."""
+    warmup line must reach stderr, with its stage named, before the command's processes (the CLI, its
+    cluster's nannies and workers) have spent 10 CPU-seconds between them: imports, the CSV and the cluster
+    included (measured 3.7 CPU-seconds here, 3.4 s of wall time beside a benchmark). CPU-seconds, not wall
+    seconds, because wall time under the test suite's load is the machine's, not the command's: the wall
+    check failed at 10.7 s beside the other test process. The run is then interrupted."""
+    import psutil
+
     import daskgp
 
     d = daskgp.load("house_8L")
@@ -258,7 +262,7 @@ def test_a_run_on_8192_rows_shows_a_warmup_line_within_10_seconds(tmp_path):
                 break
             if ch in b"\r\n":
                 if line.startswith(b"warmup:"):
-                    seen = (time.perf_counter() - t0, line.decode())
+                    seen = (_tree_cpu_seconds(p.pid, psutil), line.decode())
                     break
                 line = b""
             else:
@@ -268,3 +272,17 @@ def test_a_run_on_8192_rows_shows_a_warmup_line_within_10_seconds(tmp_path):
         p.wait()
     assert seen is not None, "no warmup line within 60 s"
     assert seen[0] < 10.0 and "MAP" in seen[1], seen
+
+
+def _tree_cpu_seconds(pid: int, psutil) -> float:
+    """User + system CPU seconds of process ``pid`` and all its descendants, living or exited and waited
+    for (psutil's children_* times)."""
+    total = 0.0
+    root = psutil.Process(pid)
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.NoSuchProcess:
+            pass
+    return total

@@ -28,7 +28,7 @@ from .test_dashboard_browser import (
     serve_dashboard,
 )
 
-pytestmark = [pytest.mark.cluster,
+pytestmark = [pytest.mark.cluster, pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None and not IN_CI,
                                  reason="no Chromium here: apt-get install -y chromium")]
 

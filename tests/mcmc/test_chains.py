@@ -128,6 +128,7 @@ def test_config_validation(bad, msg):
         SamplerConfig(**bad).validate()
 
 
+@pytest.mark.slow
 def test_short_mh_and_sgld_agree_on_concrete(concrete, client, tmp_path):
     """Short runs on the first 300 concrete rows: 2 MH chains × 2000 (adaptation 400) against 2 SGLD chains ×
     2000 with a step that mixes within a short run (0.05 → 0.01, frozen at the first batch whose freeze ratio

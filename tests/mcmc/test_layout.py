@@ -222,6 +222,7 @@ def test_a_worker_killed_mid_segment_changes_no_draw(concrete, own_cluster, spre
 
 
 @pytest.mark.cluster
+@pytest.mark.slow
 def test_a_spread_warmup_killed_with_its_driver_runs_again_to_the_same_draws(concrete, own_cluster, tmp_path):
     """The warmup spread over both workers; the worker that runs it (its driver) SIGKILLed during its first
     ascent: the warmup runs again from its arguments (it is a pure function of them), and the run's draws,

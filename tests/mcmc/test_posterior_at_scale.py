@@ -20,7 +20,7 @@ from daskgp.mcmc.config import EXACT_WARMUP_MAX_N
 from daskgp.mcmc.diagnostics import run_fidelity
 from daskgp.mcmc.samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK_LARGE
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 N = 2048
 RANK = round(SGHMC_PRECOND_RANK_LARGE * N / 5120)  # 800: the large-n rank at the rows-to-rank ratio of 5,120

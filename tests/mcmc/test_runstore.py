@@ -243,6 +243,7 @@ def _outcome(call, capsys):
     return "ok"
 
 
+@pytest.mark.slow
 def test_no_file_of_a_run_is_ever_unpickled(tiny_run, data, tmp_path, capsys):
     """A crafted pickle at the old checkpoint path, beside an empty folder or beside a genuine run, and in
     place of every file of a run, one at a time: under every reader and resume, the payload never runs."""

@@ -39,7 +39,9 @@ from ..run_checks import assert_runs_identical
 from ..test_fault_injection import _committed, _wait
 from .hosts import Hosts, wait_for_workers
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# make test keeps one case, SGLD chains that lose a host (test_sgld_chains_across_hosts_...); the rest run in
+# the slow tier (make test-all)
+pytestmark = pytest.mark.cluster
 
 HERE = Path(__file__).resolve().parent
 N_FILES = 6
@@ -132,6 +134,7 @@ def _same_sgpr(a_path, b_path) -> None:
                 np.testing.assert_array_equal(a[name].values, b[name].values)
 
 
+@pytest.mark.slow
 def test_sgpr_reads_a_parquet_folder_on_worker_hosts_and_survives_a_lost_host(hosts, plant_parquet, tmp_path):
     """``daskgp sgpr --data FOLDER`` from the client host: the Parquet files are read by the workers on two
     other hosts, and the fit equals the same command on a local cluster bit for bit. Then the same fit with
@@ -159,6 +162,7 @@ def test_sgpr_reads_a_parquet_folder_on_worker_hosts_and_survives_a_lost_host(ho
     _same_sgpr(ref, out)
 
 
+@pytest.mark.slow
 def test_a_partition_stalls_the_fit_and_never_returns_it_partial(hosts, plant_parquet, tmp_path):
     """w2's link down for 20 s in the middle of an SGPR fit, then up again: packets vanish, no connection is
     reset, so the fit waits (Dask's TCP timeout is 30 s) and then goes on; it never reports a result while
@@ -208,6 +212,7 @@ def test_sgld_chains_across_hosts_lose_a_host_and_keep_every_draw(hosts, tmp_pat
     assert_runs_identical(dg.open_run(run), dg.open_run(local), 120)
 
 
+@pytest.mark.slow
 def test_every_family_fits_across_hosts_as_on_a_local_cluster(hosts, plant_parquet, tmp_path):
     """SGPR and ADVGP (τ = 0) from the Parquet folder, SEP classification and the Bayesian GPLVM from numpy,
     fitted by a script on the client host with the workers on two other hosts, equal to the same script's
@@ -226,7 +231,24 @@ def test_every_family_fits_across_hosts_as_on_a_local_cluster(hosts, plant_parqu
             np.testing.assert_allclose(remote[key], local[key], rtol=1e-10, atol=1e-12, err_msg=key)
 
 
-def test_advgp_with_a_staleness_bound_does_not_wait_on_a_slow_link(hosts, plant_parquet, tmp_path):
+@pytest.fixture(scope="module")
+def slow_link(hosts, plant_parquet, tmp_path_factory) -> dict:
+    """One run of tests/multihost/slow_link.py (τ = 0 and τ = 8, 30 s each) with host w2's link rate-limited
+    to 512 kbit/s both ways (tc tbf); its results, read by the two tests below."""
+    out = tmp_path_factory.mktemp("slow") / "slow.json"
+    hosts.slow("w2", "512kbit")
+    try:
+        r = hosts.python("client", [str(HERE / "slow_link.py"), str(out), "--parquet", str(plant_parquet),
+                                    "--scheduler", hosts.scheduler_address, "--budget", "30"],
+                         env=_env(), timeout=600)
+    finally:
+        hosts.slow("w2", None)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_advgp_with_a_staleness_bound_does_not_wait_on_a_slow_link(slow_link):
     """Peng et al.'s straggler setting on a real network: host w2's link rate-limited to 512 kbit/s both
     ways (tc tbf), ADVGP on the folder's 5 training files (one partition each, read on both hosts) for the
     same 30 s with τ = 0 and τ = 8.
@@ -237,25 +259,36 @@ def test_advgp_with_a_staleness_bound_does_not_wait_on_a_slow_link(hosts, plant_
       whatever τ is fails this.
     - The bound holds both ways: no gradient older than τ is used, so every partition (the slow host's
       too) contributes at least ⌊updates / (τ + 1)⌋ gradients; τ = 0 uses every partition every update.
-    - The τ = 8 fit's test RMSE (1,595 held-out rows) is within 3 standard errors of τ = 0's, the standard
-      error of an RMSE over n rows of roughly normal residuals being RMSE/√(2n).
 
-    Not asserted, because it does not hold on these data: that τ = 8 reaches a given RMSE sooner. τ = 0
-    converges in about ten updates here, and stale gradients add noise to Adam's steps (see the closing
-    note of issue 34 and benchmarks/results/multihost_slow_link.json)."""
-    hosts.slow("w2", "512kbit")
-    try:
-        r = hosts.python("client", [str(HERE / "slow_link.py"), str(tmp_path / "slow.json"), "--parquet",
-                                    str(plant_parquet), "--scheduler", hosts.scheduler_address,
-                                    "--budget", "30"], env=_env(), timeout=600)
-    finally:
-        hosts.slow("w2", None)
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads((tmp_path / "slow.json").read_text())
+    The accuracy of the two fits is the next test's, paired over the same test rows."""
+    res = slow_link
     sync, stale = res["0"], res["8"]
     assert stale["seconds_per_update"] <= sync["seconds_per_update"] / 3, res
     assert sync["staleness_max"] == 0 and set(sync["gradients_per_partition"]) == {sync["updates"]}
     assert 0 < stale["staleness_max"] <= 8
     assert min(stale["gradients_per_partition"]) >= stale["updates"] // 9, stale["gradients_per_partition"]
-    r_sync, r_stale = sync["curve"][-1][2], stale["curve"][-1][2]
-    assert abs(r_stale - r_sync) <= 3 * r_sync / np.sqrt(2 * res["n_test"]), (r_sync, r_stale)
+
+
+def paired_mse_gap(res: dict, tau: str, ref: str = "0") -> tuple[float, float]:
+    """(mean, standard error) of the per-row difference of squared errors, τ's fit minus ``ref``'s, over the
+    same held-out rows: the paired comparison (the two fits err on the same hard rows, so the unpaired
+    se RMSE/√(2n) overstates the noise of their difference many times)."""
+    d = np.asarray(res[tau]["squared_errors"]) - np.asarray(res[ref]["squared_errors"])
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+
+
+Z_PAIRED = 3.29  # two-sided normal quantile at 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="issue 58: on two workers a stale fit (τ = 8) ends worse than τ = 0 "
+                                       "at equal wall time on a slow link; strict: a fix shows as a pass")
+def test_a_stale_fit_on_a_slow_link_is_as_accurate_as_the_synchronous_one(slow_link):
+    """Peng et al.'s claim for stragglers: at equal wall time, delayed updates (τ = 8) fit as well as
+    synchronous ones. Tested paired over the 1,595 held-out rows: the mean difference of squared errors,
+    τ = 8 minus τ = 0, must be within Z_PAIRED of its paired standard error (or below zero). It is not, on
+    these data (τ = 0 converges in about ten updates and stale gradients add noise to Adam's steps; the
+    closing note of issue 34, benchmarks/results/multihost_slow_link.json): the known-wrong state the old
+    unpaired check (RMSE/√(2n)) let pass in 6 of 6 runs."""
+    gap, se = paired_mse_gap(slow_link, "8")
+    assert gap <= Z_PAIRED * se, (gap, se)

@@ -1,0 +1,271 @@
+"""The numbers the README and the documentation quote from benchmarks, each rendered from its results JSON,
+and what each benchmark measured (its provenance).
+
+A claim is a line of text with blanks, the file it appears in, and the JSON its blanks are read from.
+``tests/test_claims.py`` renders every claim from its JSON and asserts the rendered line is in the file, so a
+number changed by hand (or a JSON re-measured without its text) fails the test. ``python
+benchmarks/claims.py`` prints each claim's rendered line and its provenance (run it after a benchmark and
+paste the lines it reports as missing).
+
+Provenance: every results JSON written through ``_common.write_results`` records the revision it measured and
+a content hash of the code it measured (``CODE``: the modules its numbers depend on). The documentation's
+*Provenance* page (written by ``docs/conf.py`` through ``provenance_table``) shows, per JSON the claims cite,
+"measured on revision R" and flags one whose code changed since, or whose code was never recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+
+# The code each benchmark's numbers depend on (paths under the repository root, folders taken whole). A
+# results JSON not named here is taken to depend on the whole package.
+CODE: dict[str, tuple[str, ...]] = {
+    "exact_gradient_sweep": ("daskgp/exact", "daskgp/compute", "daskgp/core"),
+    "exact_gradient": ("daskgp/exact", "daskgp/compute", "daskgp/core"),
+    "nuts_peer": ("daskgp/exact", "daskgp/compute", "daskgp/core", "daskgp/mcmc"),
+    "sgpr_flights": ("daskgp/sparse", "daskgp/compute", "daskgp/core"),
+    "peers_converged": ("daskgp/advgp", "daskgp/gpc", "daskgp/sparse", "daskgp/compute", "daskgp/core"),
+    "gpc": ("daskgp/gpc", "daskgp/compute", "daskgp/core"),
+    "scale": ("daskgp/advgp", "daskgp/sparse", "daskgp/datasets", "daskgp/compute", "daskgp/core"),
+    "gpu_gradient_flights_rows150000": ("daskgp/exact", "daskgp/compute", "daskgp/core"),
+}
+WHOLE_PACKAGE = ("daskgp",)
+
+
+def code_paths(name: str) -> tuple[str, ...]:
+    """The paths whose content the results JSON ``name`` (its stem) depends on."""
+    return CODE.get(name, WHOLE_PACKAGE)
+
+
+def _python_files(paths, root: Path) -> list[str]:
+    files = []
+    for rel in paths:
+        p = root / rel
+        files += [f.relative_to(root).as_posix() for f in p.rglob("*.py")] if p.is_dir() else [rel]
+    return sorted(set(files))
+
+
+def _digest(named_bytes) -> str:
+    h = hashlib.sha256()
+    for name, data in sorted(named_bytes):
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()[:16]
+
+
+def code_hash(paths, root: Path = ROOT) -> str:
+    """A content hash (16 hex digits) of the Python files under ``paths`` (relative to ``root``, this
+    checkout by default): their relative names and bytes, in sorted order."""
+    return _digest((f, (root / f).read_bytes()) for f in _python_files(paths, root))
+
+
+def code_hash_at(revision: str, paths) -> str:
+    """The same hash over the files as they were at git ``revision`` (for results measured before JSONs
+    recorded it: the revision that committed them)."""
+    listing = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", revision, "--", *paths],
+                             capture_output=True, text=True, check=True).stdout.split()
+    files = [f for f in listing if f.endswith(".py")]
+    def blob(f: str) -> bytes:
+        return subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{f}"], capture_output=True,
+                              check=True).stdout
+
+    return _digest((f, blob(f)) for f in files)
+
+
+def head_revision() -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def provenance(name: str) -> dict:
+    """What a results JSON named ``name`` records about its measurement: this checkout's revision (with
+    '+changes' when the measured code has uncommitted edits), the code paths and their content hash."""
+    paths = code_paths(name)
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", *paths],
+                           capture_output=True, text=True).stdout.strip()
+    return {"revision": head_revision() + ("+changes" if dirty else ""), "code": list(paths),
+            "code_sha256": code_hash(paths)}
+
+
+def status(name: str, results: Path = RESULTS, root: Path = ROOT) -> tuple[str, str]:
+    """(revision measured, 'current' | 'code changed since' | 'code not recorded') of the results JSON
+    ``name`` (its stem) in ``results``, its code hashed in ``root``."""
+    prov = json.loads((results / f"{name}.json").read_text()).get("provenance") or {}
+    if "code_sha256" not in prov:
+        return prov.get("revision", "unknown"), "code not recorded"
+    same = prov["code_sha256"] == code_hash(prov.get("code", code_paths(name)), root)
+    return prov["revision"], "current" if same else "code changed since"
+
+
+# ---- the claims ------------------------------------------------------------------------------------------
+
+def _load(name: str) -> dict:
+    return json.loads((RESULTS / f"{name}.json").read_text())
+
+
+def _at(curve, seconds: float, column: int) -> float:
+    """The value in ``column`` of the point of ``curve`` (rows [seconds, ...]) nearest in time to ``seconds``
+    (the curves are logged every few seconds, a little after each mark)."""
+    return min(curve, key=lambda row: abs(row[0] - seconds))[column]
+
+
+def _exact_gradient(d: dict) -> dict:
+    ours = d["daskgp"]["ulisse_4"]
+    peer = d["gpytorch"][ours["matched"]["peer"]]
+    return {"rel": f"{100 * ours['summary']['rel_error_mean']:.0f} %",
+            "ours": f"{ours['summary']['seconds_mean']:.1f} s",
+            "peer": f"{peer['summary']['seconds_mean']:.1f} s",
+            "peer_settings": f"cg_tolerance {peer['cg_tolerance']:g}, {peer['trace_samples']} probes, "
+                             f"rank-{peer['precond_size']} preconditioner",
+            "ratio": f"{ours['matched']['ratio']:.2f}×"}
+
+
+def _sgpr_flights(d: dict) -> dict:
+    ours = d["scaling"]["2_workers_full"]["seconds_median"]
+    peer = d["gpytorch"]["float64"]["seconds_median"]
+    return {"ours": f"{ours:.2f} s", "peer": f"{peer:.2f} s", "ratio": f"{ours / peer:.2f}×",
+            "version": d["daskgp"]}
+
+
+def _peers_sparse(d: dict) -> dict:
+    adv = d["advgp"]["advgp_vs_svgp_rmse"]
+    gpc = _load("gpc")["flights"]
+    sep = gpc["sep"]["curve"]
+    return {"adv_gap": f"{100 * (adv['ratio_of_means'] - 1):.0f} %", "adv": f"{adv['advgp'][0]:.2f}",
+            "svgp": f"{adv['svgp'][0]:.2f}", "budget": f"{d['advgp']['budget']:.0f} s",
+            "sep": f"{_at(sep, 120, 2):.3f}", "svgp_nll": f"{_at(gpc['svgp']['curve'], 120, 2):.3f}"}
+
+
+def _scale(d: dict) -> dict:
+    c = d["cases"]
+    ls = c["100000000/linear-normal"]["test_rmse"]
+    adv, sgpr = c["100000000/advgp-batch"], c["100000000/sgpr-subset"]
+    return {"adv": f"{100 * (1 - adv['test_rmse'] / ls):.0f} %",
+            "adv_budget": f"{adv['server_seconds']:.0f} s",
+            "sgpr": f"{100 * (1 - sgpr['test_rmse'] / ls):.0f} %",
+            "sgpr_iter": str(sgpr["iterations"]), "sgpr_passes": str(sgpr["evaluations_this_segment"]),
+            "sgpr_minutes": f"{sgpr['wall_seconds'] / 60:.0f} minutes",
+            "client": _under(max(adv["client_peak_mb"], sgpr["client_peak_mb"]) / 1024, 0.5, "GB")}
+
+
+def _under(value: float, bound: float, unit: str) -> str:
+    """'under BOUND UNIT' when ``value`` is below ``bound``, else the value itself (the claim then fails)."""
+    return f"under {bound:g} {unit}" if value < bound else f"{value:.2f} {unit}"
+
+
+def _gpu_rows(d: dict) -> dict:
+    return {"rows": f"{d['n']:,}"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``template`` (str.format blanks) rendered from ``values(json)`` must appear verbatim in ``where``."""
+
+    name: str
+    result: str  # the results JSON's stem, under benchmarks/results/
+    where: str  # the file, relative to the repository root
+    template: str
+    values: Callable[[dict], dict]
+
+    def render(self) -> str:
+        """The template filled from the JSON; ``{revision}`` is the revision the JSON measured."""
+        return self.template.format(revision=status(self.result)[0], **self.values(_load(self.result)))
+
+
+CLAIMS = [
+    Claim("exact gradient, house_8L, against GPyTorch", "exact_gradient_sweep", "README.md",
+          "| exact gradient of log p(y\\|θ), house_8L (n = 22,784), at matched accuracy (≈ {rel} rel. error) "
+          "| {ours} (ULISSE, N_r = 4) | GPyTorch {peer} ({peer_settings}) | {ratio} | {revision} |",
+          _exact_gradient),
+    Claim("SGPR bound and gradient, flights, against GPyTorch", "sgpr_flights", "README.md",
+          "| SGPR bound + gradient, flights (246,468 rows, m = 100) "
+          "| {ours} (2 workers) | GPyTorch SGPR {peer} (float64, 2 threads) | {ratio} "
+          "| {revision} (daskgp {version}) |",
+          _sgpr_flights),
+    Claim("ADVGP and SEP against SVGP on flights", "peers_converged", "README.md",
+          "on flights ADVGP at {budget} is {adv_gap} behind\nconverged SVGP's test RMSE "
+          "({adv} against {svgp} minutes), and minibatch SEP trails SVGP's test NLL ({sep}\n"
+          "against {svgp_nll} at 120 s)",
+          _peers_sparse),
+    Claim("ADVGP and SGPR at 10⁸ rows", "scale", "README.md",
+          "ADVGP's test RMSE is {adv} below exact\nleast squares' after {adv_budget} of updates, and SGPR's "
+          "{sgpr} below after {sgpr_iter} L-BFGS-B iterations ({sgpr_passes} passes over the rows, "
+          "{sgpr_minutes}), with\nthe client {client} "
+          "in both", _scale),
+    Claim("the exact gradient on a GPU", "gpu_gradient_flights_rows150000", "README.md",
+          "the exact gradient has run on one NVIDIA H200 up to {rows} rows", _gpu_rows),
+]
+
+
+def cited_results() -> list[str]:
+    """The results JSONs the claims cite, each once, in claim order."""
+    return list(dict.fromkeys(c.result for c in CLAIMS))
+
+
+def provenance_table() -> str:
+    """A Markdown table: each cited results JSON, the revision it measured, and whether its code changed."""
+    flag = {"current": "current", "code changed since": "**code changed since: re-measure**",
+            "code not recorded": "**measured before code hashes were recorded: re-measure**"}
+    rows = ["| results | measured on revision | code | quoted in |", "| --- | --- | --- | --- |"]
+    for name in cited_results():
+        rev, state = status(name)
+        where = ", ".join(sorted({c.where for c in CLAIMS if c.result == name}))
+        rows.append(f"| `benchmarks/results/{name}.json` | {rev} | {flag[state]} | {where} |")
+    return "\n".join(rows)
+
+
+def backfill(name: str) -> dict:
+    """Provenance for a results JSON written before JSONs recorded it: the revision that last committed the
+    file (its measurement ran on that revision's code or its parent's) and the code's hash at that revision,
+    marked as backfilled. Written into the JSON; a JSON that has provenance is left alone."""
+    path = RESULTS / f"{name}.json"
+    doc = json.loads(path.read_text())
+    if "provenance" in doc:
+        return doc["provenance"]
+    rev = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", str(path)],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    paths = code_paths(name)
+    doc["provenance"] = {"revision": rev, "code": list(paths), "code_sha256": code_hash_at(rev, paths),
+                         "backfilled": "from the commit that last wrote this file"}
+    path.write_text(json.dumps(doc, indent=1))
+    return doc["provenance"]
+
+
+def missing(texts: dict[str, str] | None = None) -> list[tuple[Claim, str]]:
+    """(claim, its rendered text) of every claim whose text is not in its file; ``texts`` maps a file
+    (relative to the root) to its content, read from disk when absent."""
+    texts = dict(texts or {})
+    out = []
+    for claim in CLAIMS:
+        if claim.where not in texts:
+            texts[claim.where] = (ROOT / claim.where).read_text()
+        text = claim.render()
+        if text not in texts[claim.where]:
+            out.append((claim, text))
+    return out
+
+
+def main() -> None:
+    import sys
+
+    if sys.argv[1:] == ["--backfill"]:
+        for name in cited_results():
+            print(name, backfill(name))
+        return
+    for claim in CLAIMS:
+        text = claim.render()
+        found = text in (ROOT / claim.where).read_text()
+        print(f"[{'ok' if found else 'MISSING'}] {claim.name} ({claim.where}):\n{text}\n")
+    print(provenance_table())
+
+
+if __name__ == "__main__":
+    main()

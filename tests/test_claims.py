@@ -1,0 +1,77 @@
+"""The numbers the README and the docs quote from benchmarks are their JSON's (``benchmarks/claims.py``), and
+a results JSON measured on code that has changed since is flagged, not shown as current."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def claims():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("claims", ROOT / "benchmarks" / "claims.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["claims"] = mod  # dataclasses look their module up there
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.modules.pop("claims", None)
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def test_every_quoted_number_is_its_json(claims):
+    lost = claims.missing()
+    assert not lost, "\n\n".join(f"{c.where}: '{c.name}' should read, from "
+                                 f"benchmarks/results/{c.result}.json:\n{text}" for c, text in lost)
+
+
+def test_a_number_changed_by_hand_fails(claims):
+    """Power: each claim's line with one digit changed (the first that differs when incremented) is reported
+    missing, and so is its line when the JSON behind it says something else."""
+    for claim in claims.CLAIMS:
+        text = claim.render()
+        i = next(i for i, ch in enumerate(text) if ch.isdigit())
+        forged = text[:i] + str((int(text[i]) + 1) % 10) + text[i + 1:]
+        lost = claims.missing({claim.where: forged})
+        assert claim in [c for c, _ in lost], claim.name
+
+
+def test_each_cited_json_records_what_it_measured(claims):
+    for name in claims.cited_results():
+        prov = json.loads((claims.RESULTS / f"{name}.json").read_text())["provenance"]
+        assert prov["revision"] and len(prov["code_sha256"]) == 16 and prov["code"], name
+
+
+def test_a_result_whose_code_changed_is_flagged(claims, tmp_path):
+    """A JSON stamped with its code's hash is 'current' until a file of that code changes (or is added), and
+    a JSON with no hash is flagged as never recorded; the docs' provenance table shows the flags."""
+    code = tmp_path / "root" / "pkg"
+    code.mkdir(parents=True)
+    (code / "a.py").write_text("x = 1\n")
+    results = tmp_path / "results"
+    results.mkdir()
+    stamp = {"revision": "abc1234", "code": ["pkg"],
+             "code_sha256": claims.code_hash(["pkg"], tmp_path / "root")}
+    (results / "r.json").write_text(json.dumps({"provenance": stamp}))
+    (results / "old.json").write_text(json.dumps({"cases": {}}))
+    assert claims.status("r", results, tmp_path / "root") == ("abc1234", "current")
+    (code / "a.py").write_text("x = 2\n")
+    assert claims.status("r", results, tmp_path / "root") == ("abc1234", "code changed since")
+    (code / "a.py").write_text("x = 1\n")
+    (code / "b.py").write_text("")
+    assert claims.status("r", results, tmp_path / "root") == ("abc1234", "code changed since")
+    assert claims.status("old", results, tmp_path / "root") == ("unknown", "code not recorded")
+
+
+def test_the_provenance_table_lists_every_cited_result(claims):
+    table = claims.provenance_table()
+    for name in claims.cited_results():
+        rev, state = claims.status(name)
+        row = next(line for line in table.splitlines() if f"results/{name}.json" in line)
+        assert rev in row and ("re-measure" in row) == (state != "current"), row
