@@ -50,7 +50,7 @@ def write_results(path: Path, results: dict) -> None:
     results["provenance"] = provenance(path.stem)
     path.parent.mkdir(exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1))
+    tmp.write_text(json.dumps(results, indent=1, default=float))  # numpy scalars as numbers
     os.replace(tmp, path)
 
 

@@ -18,7 +18,6 @@ Writes benchmarks/results/first_contact.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -121,7 +120,8 @@ def main() -> int:
     result["heaviest_imports_after"] = _heaviest_imports()
     result["predict_5_rows_concrete"] = _predict_latency(a.repeats)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(result, indent=1))
+    from _common import write_results  # stamped with its provenance (benchmarks/claims.py)
+    write_results(Path(Path(a.out)), result)
     for k in ("before", "after"):
         if k in result:
             r = result[k]

@@ -125,10 +125,9 @@ class Memo:
 
 
 def save(doc: dict) -> None:
-    OUT.parent.mkdir(exist_ok=True)
-    tmp = OUT.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, OUT)  # atomic: an interruption leaves the previous file whole
+    from _common import write_results  # atomic, and stamped with its provenance (benchmarks/claims.py)
+
+    write_results(OUT, doc)  # an interruption leaves the previous file whole
 
 
 def reference(ds, ard: bool, doc: dict, subset: int, seed: int) -> dict:

@@ -159,7 +159,8 @@ def main():
               "ratio": rows[1]["ratio_write"],
               "note": "synthetic states shaped like a 4-chain SGLD run; sampling not timed; medians; "
                       "2-core shared machine"}
-    Path(a.out).write_text(json.dumps(result, indent=2))
+    from _common import write_results  # stamped with its provenance (benchmarks/claims.py)
+    write_results(Path(Path(a.out)), result)
     print(f"wrote {a.out}")
 
 

@@ -7,9 +7,10 @@ Per size and method, in a process of its own (its peak resident memory is the cl
 cluster of 2 single-threaded worker processes restarted before each case (their peak memory, VmHWM, is then
 that case's):
 - ``advgp``: ``ADVGPRegressor(n_inducing=100, tau=4)``, one partition per file, a wall budget
-  (``--budget``); seconds per update and per epoch (a gradient from every partition);
-- ``advgp-batch``: the same with ``batch_size=10_000`` (each gradient on 10⁴ rows drawn from its partition;
-  "epochs" then counts gradients per partition, not passes over the rows);
+  (``--budget``); seconds per update, gradients per partition, and passes over the training rows (rows
+  the gradients touched ÷ training rows);
+- ``advgp-batch``: the same with ``batch_size=10_000`` (each gradient on 10⁴ rows drawn from its partition,
+  so a gradient per partition is far less than a pass: "passes" counts rows, not gradients);
 - ``advgp-paper-start``, ``advgp-batch-paper-start``: the same two from the paper's start (``init='kmeans'``,
   the default of daskgp <= 0.5) instead of the collapsed bound of a 2·10⁴-row sample;
 - ``sgpr``: ``SparseGPRegressor(n_inducing=100)``, L-BFGS-B to ``--sgpr-iter`` iterations; seconds per
@@ -54,6 +55,13 @@ from _common import CARRIED, carry_run, close_segment, load_results, restore_run
 
 OUT = HERE / "results" / "scale.json"
 TEST_FRACTION, M, BATCH = 0.01, 100, 10_000
+
+
+def _passes(gradients: int, partitions: int, n_train: int, batch: int | None) -> float:
+    """Passes over the training rows that ``gradients`` partition gradients made: each a whole partition
+    (n_train / partitions rows, on average) or, with minibatches, ``batch`` rows."""
+    rows = gradients * (n_train / partitions if batch is None else batch)
+    return rows / n_train
 SUBSET_ITER = 5  # sgpr-subset's L-BFGS-B iterations over all the rows
 
 
@@ -124,8 +132,9 @@ def run_case(address: str, folder: str, method: str, budget: float, sgpr_iter: i
         grads = sum(est.gradients_per_partition_)
         out.update(updates=est.n_iter_, server_seconds=rec[-1].seconds,
                    seconds_per_update=rec[-1].seconds / est.n_iter_,
-                   epochs=grads / len(est.gradients_per_partition_),
-                   seconds_per_epoch=rec[-1].seconds / (grads / len(est.gradients_per_partition_)),
+                   gradients_per_partition=grads / len(est.gradients_per_partition_),
+                   passes=_passes(grads, len(est.gradients_per_partition_), len(ytr),
+                                  BATCH if method.startswith("advgp-batch") else None),
                    staleness_max=int(max(max(r.staleness) for r in rec)))
         out["test_rmse"] = float(da.sqrt(da.mean((est.predict(Xte) - yte) ** 2)).compute())
     elif method in ("sgpr", "sgpr-subset"):

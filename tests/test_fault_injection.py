@@ -90,22 +90,34 @@ def _run(*args, timeout=600):
     return r
 
 
-def _kill_a_worker(client, busy: bool = False) -> int:
+def _kill_a_worker(client) -> int:
     """SIGKILL one worker process (its nanny starts a new one); returns the victim's pid after checking that
-    it is gone. ``busy``: a worker that is running a task at that moment (waited for, up to 60 s), so that
-    the kill certainly loses work in flight."""
+    it is gone."""
     pids = client.run(os.getpid)
-    victim = sorted(pids.values())[0]
+    return _kill_and_wait(client, [sorted(pids.values())[0]])[0]
+
+
+def _kill_a_busy_worker(client) -> tuple[str, set]:
+    """SIGKILL a worker that the scheduler has tasks processing on (waited for, up to 60 s): (its address,
+    the keys it was processing), so that a test can see those tasks run again elsewhere."""
     deadline = time.time() + 60
-    while busy and time.time() < deadline:
-        running = [w for w, keys in sorted(client.processing().items()) if keys and w in pids]
+    while time.time() < deadline:
+        pids = client.run(os.getpid)
+        running = [(w, set(keys)) for w, keys in sorted(client.processing().items()) if keys and w in pids]
         if running:
-            victim = pids[running[0]]
-            break
+            address, keys = running[0]
+            _kill_and_wait(client, [pids[address]])
+            return address, keys
         time.sleep(0.02)
-    else:
-        assert not busy, "no worker was running a task to kill"
-    return _kill_and_wait(client, [victim])[0]
+    raise AssertionError("no worker was running a task to kill")
+
+
+def _kill_a_worker_holding_data(client) -> int:
+    """SIGKILL one worker process that holds data (keys in memory), so that the kill loses some."""
+    pids = client.run(os.getpid)
+    holders = [w for w, keys in sorted(client.has_what().items()) if keys and w in pids]
+    assert holders, "no worker holds data to lose"
+    return _kill_and_wait(client, [pids[holders[0]]])[0]
 
 
 def _drain(proc, lines: list[str]) -> threading.Thread:
@@ -162,9 +174,13 @@ def _wait(pred, proc, timeout=300):
 @pytest.mark.slow
 def test_sgld_survives_a_killed_worker_and_a_killed_cli_with_no_draw_lost_or_duplicated(scheduler, tmp_path):
     """SGLD, 2 chains × 200 iterations, checkpoint every 10, on the real scheduler: a worker SIGKILLed while
-    it runs a chain's segment once 60 draws per chain are committed, then the CLI itself SIGKILLed past 130,
-    then --resume: the run equals the undisturbed one bit for bit. The kill cost work: the lost segment was
-    run again (its one-line warning), and the CLI's kill left the run unfinished."""
+    the scheduler has a task of the run processing on it, once 60 draws per chain are committed, then the
+    CLI itself SIGKILLed past 130, then --resume: the run equals the undisturbed one bit for bit. Both kills
+    cost work: a task that was processing on the killed worker ran again on another (the scheduler's task
+    stream, which outlives the worker) or the run resubmitted its lost segment and said so, and the CLI's
+    kill left the run unfinished."""
+    from distributed import get_task_stream
+
     address, client = scheduler
     ref_path, run = str(tmp_path / "ref.zarr"), str(tmp_path / "run.zarr")
     _run(*SGLD, "--scheduler", address, "--out", ref_path)
@@ -172,14 +188,18 @@ def test_sgld_survives_a_killed_worker_and_a_killed_cli_with_no_draw_lost_or_dup
     lines: list[str] = []
     reader = _drain(proc, lines)
     try:
-        assert _wait(lambda: _committed(run) >= 60, proc), "".join(lines)
-        _kill_a_worker(client, busy=True)
-        assert _wait(lambda: _committed(run) >= 130, proc), "".join(lines)
+        with get_task_stream(client) as stream:
+            assert _wait(lambda: _committed(run) >= 60, proc), "".join(lines)
+            victim, lost = _kill_a_busy_worker(client)
+            assert _wait(lambda: _committed(run) >= 130, proc), "".join(lines)
         proc.kill()  # SIGKILL: no clean-up at all
     finally:
         proc.wait(timeout=60)
     reader.join(timeout=10)
-    assert "was lost with its worker; running it again" in "".join(lines), "".join(lines)
+    # the scheduler ran a lost task again elsewhere, or the run resubmitted its lost segment (a new key) and
+    # said so in one line
+    rerun = {t["key"] for t in stream.data if t["key"] in lost and t["worker"] != victim}
+    assert rerun or "was lost with its worker; running it again" in "".join(lines), (lost, "".join(lines))
     assert _committed(run) < N_ITER
     r = _run("sample", "--resume", run, "--scheduler", address)
     assert "taking over its lock" in r.stderr
@@ -289,8 +309,9 @@ def test_a_terminals_ctrl_c_prints_one_line(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["sep", "ep"])
 def test_gpc_survives_a_killed_worker(method, scheduler):
-    """Sparse GP classification on breast cancer in 4 chunks on the real scheduler, a worker SIGKILLed after
-    iteration 4: the lost chunks are placed again from the data and the fit runs its 20 iterations.
+    """Sparse GP classification on breast cancer in 4 chunks on the real scheduler, workers holding its data
+    SIGKILLed after iteration 4 (one for EP, every one for SEP: see below): the lost chunks are placed again
+    from the data and the fit runs its 20 iterations.
 
     The kill cost work: the disturbed fit ran more tasks than the undisturbed one (chunks placed again or
     recomputed, a pass repeated; the scheduler's task stream, which outlives the worker), where two
@@ -299,8 +320,7 @@ def test_gpc_survives_a_killed_worker(method, scheduler):
     SEP keeps no per-point state, so it ends where the undisturbed fit ends (1e-9: the same sums). EP's
     sites restart at zero for the lost rows; it must then predict the 171 test rows as the undisturbed fit
     does: the mean paired difference of per-row log losses within Z_PAIRED of its standard error (sd/√n
-    over the same rows), or, where the two fits agree to within EP_LOSS_RESOLUTION nats on every row, that
-    resolution (a paired se of ~0 would otherwise call a 1e-6 nats difference significant)."""
+    over the same rows; measured −3.3e-5 ± 7.4e-5 nats, the largest row 6e-3)."""
     from distributed import get_task_stream
     from sklearn.datasets import load_breast_cancer
     from sklearn.model_selection import train_test_split
@@ -314,8 +334,14 @@ def test_gpc_survives_a_killed_worker(method, scheduler):
     killed = []
 
     def kill_once(rec, state):
-        if rec.iteration == 4 and not killed:
-            killed.append(_kill_a_worker(client))
+        if rec.iteration == 4 and not killed:  # between passes: the chunks and EP's sites are what is lost
+            # SEP's tasks run wherever the scheduler likes and leave a replica of every chunk they read, so
+            # after four passes a single worker's death loses nothing (measured: the same task count);
+            # every worker holding data is killed for SEP. EP's sites live where they were computed.
+            if method == "sep":
+                killed.extend(_kill_workers_holding_data(client))
+            else:
+                killed.append(_kill_a_worker_holding_data(client))
 
     with get_task_stream(client) as disturbed:
         est = dg.SparseGPClassifier(**kw).fit(Xtr, ytr, client=client, callback=kill_once)
@@ -326,11 +352,12 @@ def test_gpc_survives_a_killed_worker(method, scheduler):
     else:
         d = _row_log_loss(yte, est.predict_proba(Xte)) - _row_log_loss(yte, ref.predict_proba(Xte))
         se = d.std(ddof=1) / np.sqrt(len(d))
-        assert abs(d.mean()) <= max(Z_PAIRED * se, EP_LOSS_RESOLUTION), (d.mean(), se)
+        print(f"EP after a lost worker - undisturbed: {d.mean():.2e} ± {se:.2e} nats per row, "
+              f"largest row {np.abs(d).max():.2e}")
+        assert abs(d.mean()) <= Z_PAIRED * se, (d.mean(), se)
 
 
 Z_PAIRED = 3.29  # two-sided normal quantile at 1e-3
-EP_LOSS_RESOLUTION = 1e-4  # nats per row: EP's fixed point is reached to about this after 20 iterations
 
 
 def _row_log_loss(y, proba) -> np.ndarray:
@@ -353,7 +380,7 @@ def test_the_paired_ep_check_has_power(scheduler):
     short = dg.SparseGPClassifier(max_iter=5, **kw).fit(Xtr, ytr, client=client)
     d = _row_log_loss(yte, short.predict_proba(Xte)) - _row_log_loss(yte, ref.predict_proba(Xte))
     se = d.std(ddof=1) / np.sqrt(len(d))
-    assert abs(d.mean()) > max(Z_PAIRED * se, EP_LOSS_RESOLUTION), (d.mean(), se)
+    assert abs(d.mean()) > Z_PAIRED * se, (d.mean(), se)
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 N = 2048
 RANK = round(SGHMC_PRECOND_RANK_LARGE * N / 5120)  # 800: the large-n rank at the rows-to-rank ratio of 5,120
+ESS_REQUIRED = 100  # bulk ESS per parameter, asserted before the bands, which are set at this ESS
 
 
 def _power_plant(n):
@@ -39,22 +40,27 @@ def test_the_large_n_configuration_matches_the_exact_posterior_on_2048_power_pla
     """power_plant, 2,048 random rows (d = 4). Exact reference: the MAP of the dense-Cholesky log posterior
     and the Laplace covariance from its Hessian. SGHMC with the large-n solver configuration (above) and
     every other setting at its default (probes, the adaptation length of a target run, 200 iterations),
-    2 chains × 300 kept draws.
+    2 chains × 900 kept draws (300 gave bulk ESS 43–81, short of ESS_REQUIRED).
 
-    Tolerances from the run's own bulk ESS per parameter: the Monte Carlo se of a mean is sd/√ESS and of an
-    sd ratio about 1/√(2·ESS); every mean must lie within 0.1 sd (what the Laplace approximation itself may
-    be off by) plus 3.5 se of the exact mean, and every sd within 0.05 plus 3.5 se of the Laplace sd. Six
-    comparisons at 3.5 se: a false alarm below 0.3 %. ESS ≥ 25 per parameter is required, so the widest
-    tolerances are 0.80 sd and 0.54 — far inside the failure of issue 28 (an sd 20× the exact one), and the
-    fidelity checks must pass too. (The power against that failure, a wrong warmup metric, is shown in
-    tests/mcmc/test_fidelity.py, on a target where the metric is wrong.)"""
+    A required precision first, then fixed bands: every parameter's bulk ESS must reach ESS_REQUIRED (a
+    chain that mixes worse fails here, instead of earning wider bands), and the bands are set at that ESS:
+    the Monte Carlo se of a mean is sd/√ESS and of an sd ratio about 1/√(2·ESS), so every mean must lie
+    within 0.1 sd (what the Laplace approximation itself may be off by) plus 3.5 se of the exact mean —
+    0.1 + 3.5/√100 = 0.45 sd — and every sd within 0.05 + 3.5/√200 = 0.30 of the Laplace sd. Six
+    comparisons at 3.5 se: a false alarm below 0.3 %. Far inside the failure of issue 28 (an sd 20× the
+    exact one), and the fidelity checks must pass too. (The power against that failure, a wrong warmup
+    metric, is shown in tests/mcmc/test_fidelity.py, on a target where the metric is wrong.)
+
+    Still weak (issue 54 asks for ≥ 5,000 rows and a second start around the reference mode): at 5,120 rows
+    the dense reference alone took 5 minutes of CI's 2 cores and the test 13–25; issue 55's cheaper exact
+    gradients are what brings that size into the suite."""
     assert N <= LARGE_N  # so the configuration is the test's choice, not the size's
     assert N > EXACT_WARMUP_MAX_N  # the stochastic warmup of large n, not the exact MAP
     X, y = _power_plant(N)
     kernel = make_kernel("rbf", n_dims=X.shape[1])
     phi_ref, cov_ref = subset_map(X, y, kernel, 0.3, prior=GammaPrior(2.0, 1.0), size=N, rng=0)
     sd_ref = np.sqrt(np.diag(cov_ref))
-    dt = sample(X, y, out=str(tmp_path / "pp.zarr"), client=client, n_chains=2, n_iter=500, n_adapt=200,
+    dt = sample(X, y, out=str(tmp_path / "pp.zarr"), client=client, n_chains=2, n_iter=1100, n_adapt=200,
                 solver="cg", precond_rank=RANK)
     cfg = dt.attrs["config"]
     assert cfg["solver"] == "cg" and cfg["precond_rank"] == RANK, cfg
@@ -67,8 +73,8 @@ def test_the_large_n_configuration_matches_the_exact_posterior_on_2048_power_pla
     gap = (phi.mean(0) - phi_ref) / sd_ref
     ratio = phi.std(0) / sd_ref
     print(f"power_plant {N}: mean gap (sd)", gap.round(3), "sd ratio", ratio.round(3), "ESS", ess.round(0))
-    assert ess.min() >= 25, ess
-    assert np.all(np.abs(gap) < 0.1 + 3.5 / np.sqrt(ess)), (gap, ratio, ess)
-    assert np.all(np.abs(ratio - 1) < 0.05 + 3.5 / np.sqrt(2 * ess)), (gap, ratio, ess)
+    assert ess.min() >= ESS_REQUIRED, ess
+    assert np.all(np.abs(gap) < 0.1 + 3.5 / np.sqrt(ESS_REQUIRED)), (gap, ratio, ess)
+    assert np.all(np.abs(ratio - 1) < 0.05 + 3.5 / np.sqrt(2 * ESS_REQUIRED)), (gap, ratio, ess)
     fid = run_fidelity(dt)
     assert fid is not None and fid.trustworthy, fid.reasons

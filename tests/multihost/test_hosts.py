@@ -281,14 +281,28 @@ Z_PAIRED = 3.29  # two-sided normal quantile at 1e-3
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 58: on two workers a stale fit (τ = 8) ends worse than τ = 0 "
-                                       "at equal wall time on a slow link; strict: a fix shows as a pass")
+def test_the_paired_check_sees_a_less_trained_fit(slow_link):
+    """Power of the paired check below: the τ = 0 fit's own first snapshot (after its first update, half a
+    second in) is called worse than its end: the mean difference of squared errors over the 1,595 held-out
+    rows exceeds Z_PAIRED paired standard errors."""
+    start = dict(slow_link["0"], squared_errors=slow_link["0"]["first_squared_errors"])
+    gap, se = paired_mse_gap({"start": start, "0": slow_link["0"]}, "start")
+    assert gap > Z_PAIRED * se, (gap, se)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="issue 58: on two workers a stale fit (τ = 8) ends worse than τ = 0 at equal wall "
+                          "time on a slow link, at about the paired check's threshold (z = 3.5 and < 3.29 "
+                          "in two runs of 2026-11-29)", strict=False)
 def test_a_stale_fit_on_a_slow_link_is_as_accurate_as_the_synchronous_one(slow_link):
     """Peng et al.'s claim for stragglers: at equal wall time, delayed updates (τ = 8) fit as well as
     synchronous ones. Tested paired over the 1,595 held-out rows: the mean difference of squared errors,
-    τ = 8 minus τ = 0, must be within Z_PAIRED of its paired standard error (or below zero). It is not, on
-    these data (τ = 0 converges in about ten updates and stale gradients add noise to Adam's steps; the
-    closing note of issue 34, benchmarks/results/multihost_slow_link.json): the known-wrong state the old
-    unpaired check (RMSE/√(2n)) let pass in 6 of 6 runs."""
+    τ = 8 minus τ = 0, must be within Z_PAIRED of its paired standard error (or below zero). The unpaired
+    check this replaces (RMSE/√(2n)) overstated the noise of the difference many times over (the two fits
+    err on the same hard rows) and passed a τ = 8 fit that was worse in 6 runs of 6 (issue 34's note).
+    Measured here: 0.444 ± 0.126 (z = 3.5) in one run, below 3.29 in another: the product does not meet the
+    claim reliably, which is issue 58's to fix; the mark is not strict because the outcome sits at the
+    threshold, and the result of every run is reported (XFAIL or XPASS)."""
     gap, se = paired_mse_gap(slow_link, "8")
+    print(f"tau 8 - tau 0: {gap:.4f} ± {se:.4f} (squared error, standardised units)")
     assert gap <= Z_PAIRED * se, (gap, se)
