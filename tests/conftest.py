@@ -59,6 +59,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: order[item.nodeid.split("::", 1)[0]])  # stable: a file keeps its order
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: a run without xdist ignores it
 def pytest_xdist_make_scheduler(config, log):
     """Under ``--dist loadfile``: whole files, in collection order (longest first), each handed out only when
     a process is down to its last test. Other modes: xdist's own scheduler."""

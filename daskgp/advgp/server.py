@@ -36,7 +36,7 @@ from ..core.random import minibatch_rows
 from ..runs.fits import FitStore
 from .model import ADVGPParams, appended_statistics, natural_step, partition_objective, prox_h, regulariser
 
-__all__ = ["OPTIMIZERS", "Adadelta", "ParameterServer", "ServerCheckpoint", "UpdateRecord"]
+__all__ = ["OPTIMIZERS", "Adadelta", "ArrivalOrder", "ParameterServer", "ServerCheckpoint", "UpdateRecord"]
 
 # 'adam': Adam with one step size per group on the kernel part and natural-gradient steps on q(w), the
 # default; 'adadelta': the paper's Algorithm 1 (ADADELTA on everything, then the Euclidean prox on q(w))
@@ -106,11 +106,51 @@ class ServerCheckpoint(FitStore):
         return self.read_state(key)[1]
 
 
+class ArrivalOrder:
+    """``as_completed``'s interface (``add``, iteration) with the order of arrival set by a policy instead of
+    by the clock: ``policy(partitions)`` gets the partitions of the gradients in flight, in the order they
+    were sent, and returns the position of the one the server takes next (and waits for). The schedule of
+    updates, and so the fit, is then a function of the policy alone, on any cluster and under any load:
+    for tests of the asynchronous algebra and for reproducible studies of staleness.
+    ``ArrivalOrder.seeded(seed)``: a uniformly random order from a seed; ``ArrivalOrder.last(k)``: partition
+    k's gradient is taken only when no other is in flight (the slowest possible straggler)."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self._partition: dict = {}
+        self._pending: list = []
+
+    def start(self, futures: list, partitions: list) -> ArrivalOrder:
+        self._pending, self._partition = [], {}
+        for f, k in zip(futures, partitions, strict=True):
+            self.add(f, k)
+        return self
+
+    def add(self, future, partition: int) -> None:
+        self._pending.append(future)
+        self._partition[future] = partition
+
+    def __iter__(self):
+        while self._pending:
+            i = int(self.policy([self._partition[f] for f in self._pending]))
+            yield self._pending.pop(i)
+
+    @classmethod
+    def seeded(cls, seed: int) -> ArrivalOrder:
+        rng = np.random.default_rng(seed)
+        return cls(lambda parts: rng.integers(len(parts)))
+
+    @classmethod
+    def last(cls, k: int) -> ArrivalOrder:
+        return cls(lambda parts: next((i for i, j in enumerate(parts) if j != k), 0))
+
+
 @dataclass
 class ParameterServer:
     """Drive ADVGP on the partitions ``chunks`` (a :class:`daskgp.compute.rows.RowChunks` with "X" and "Y"
     per chunk) from ``params`` with staleness bound ``tau``. ``delays``: artificial seconds per task, per
-    partition (None: none). Call :meth:`run`.
+    partition (None: none). ``arrivals``: an :class:`ArrivalOrder` to take the gradients in its order rather
+    than as they complete (None: as they complete). Call :meth:`run`.
     """
 
     chunks: object
@@ -131,6 +171,7 @@ class ParameterServer:
     plateaus: int = 0  # windows without material progress so far (:meth:`converged_at`)
     step_scale: float = 1.0  # the factor on Adam's step sizes and the natural step, halved at each plateau
     gradients: list = field(default_factory=list)  # gradients received per partition
+    arrivals: ArrivalOrder | None = None
 
     def __post_init__(self):
         if not isinstance(self.tau, (int, np.integer)) or isinstance(self.tau, bool) or self.tau < 0:
@@ -275,8 +316,17 @@ class ParameterServer:
             meta[f] = (k, self.version)
             return f
 
-        # on the chunks' client's loop: as_completed otherwise looks for the process's default client
-        ac = as_completed([submit(k) for k in range(r)], loop=client.loop)
+        first = [submit(k) for k in range(r)]
+        if self.arrivals is not None:
+            ac = self.arrivals.start(first, list(range(r)))
+        else:  # on the chunks' client's loop: as_completed otherwise looks for the process's default client
+            ac = as_completed(first, loop=client.loop)
+
+        def resend(k):
+            if self.arrivals is not None:
+                ac.add(submit(k), k)
+            else:
+                ac.add(submit(k))
         waiting: set[int] = set()
         try:
             for fut in ac:
@@ -285,7 +335,7 @@ class ParameterServer:
                     G, g = fut.result()
                 except (CancelledError, KilledWorker):
                     self._replace(k)
-                    ac.add(submit(k))
+                    resend(k)
                     continue
                 latest[k], versions[k], values[k] = g, v, G
                 self.gradients[k] += 1
@@ -309,10 +359,10 @@ class ParameterServer:
                     if done:
                         break
                     for j in sorted(waiting | {k}):
-                        ac.add(submit(j))
+                        resend(j)
                     waiting.clear()
                 elif versions[k] < self.version:
-                    ac.add(submit(k))  # a newer θ exists: no reason to wait
+                    resend(k)  # a newer θ exists: no reason to wait
                 else:
                     waiting.add(k)
         finally:
