@@ -18,6 +18,20 @@ def assert_runs_identical(dt, ref, n_iter: int) -> None:
     assert not np.isnan(dt["posterior"]["noise"].values).any()
 
 
+def paired(a, b) -> tuple[float, float]:
+    """(mean, standard error) of the per-row difference a − b of two fits' losses on the same rows: the
+    paired comparison (the fits err on the same hard rows, so the difference is far less noisy than
+    either loss)."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+
+
+def row_log_loss(y, proba) -> np.ndarray:
+    """(n,) per-row negative log predictive probability of the true class y (n,) (nats) from proba (n, K),
+    its columns the classes 0 … K − 1."""
+    return -np.log(np.clip(proba[np.arange(len(y)), y], 1e-300, None))
+
+
 # Two runs' posteriors agree when every mean difference and every log sd ratio is within Z_AGREE combined
 # Monte Carlo standard errors, each from the runs' own effective sample sizes: se(mean) = sd/√ESS_bulk and
 # se(log sd) = 1/√(2·ESS) with ESS the smaller of bulk and tail (a normal posterior's sd from ESS

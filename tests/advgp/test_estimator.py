@@ -8,6 +8,8 @@ import pytest
 from daskgp.advgp.estimator import ADVGPRegressor
 from daskgp.datasets import train_test
 
+from ..run_checks import paired
+
 pytestmark = pytest.mark.cluster
 
 
@@ -92,8 +94,7 @@ def test_bad_parameters_are_refused(kw, msg, split):
 
 def _paired_mse_gap(pred, ref, y):
     """Mean of (e² − e_ref²) over the test rows and its standard error."""
-    d = (pred - y) ** 2 - (ref - y) ** 2
-    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+    return paired((pred - y) ** 2, (ref - y) ** 2)
 
 
 @pytest.mark.slow

@@ -27,6 +27,8 @@ from daskgp.gpc.ep import (
 from daskgp.gpc.fit import Adam
 from daskgp.inducing.placement import kmeans_inducing
 
+from ..run_checks import paired, row_log_loss
+
 pytestmark = pytest.mark.cluster
 
 
@@ -79,17 +81,6 @@ Z_NONINFERIOR = 1.96  # one-sided 2.5 %: the conventional level of a non-inferio
 Z_AGREE = 4.0
 
 
-def _row_log_loss(y, proba) -> np.ndarray:
-    """(n,) per-row negative log predictive probability of the true class (nats)."""
-    return -np.log(np.clip(proba[np.arange(len(y)), y], 1e-300, None))
-
-
-def _paired(a, b) -> tuple[float, float]:
-    """(mean, standard error) of the per-row difference a − b over the same test rows."""
-    d = np.asarray(a) - np.asarray(b)
-    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
-
-
 def test_breast_cancer_against_logistic_regression(cancer, client):
     """Test log loss on a stratified 30 % split (171 rows). Logistic regression gets 0.085 here: the data are
     close to linearly separable, so a GP classifier is not expected to beat it; the claim is that EP and SEP
@@ -101,24 +92,24 @@ def test_breast_cancer_against_logistic_regression(cancer, client):
     beats the class prior by more than Z_AGREE paired standard errors."""
     Xtr, Xte, ytr, yte = cancer
     lr = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)).fit(Xtr, ytr)
-    loss_lr = _row_log_loss(yte, lr.predict_proba(Xte))
-    loss_prior = _row_log_loss(yte, np.tile([1 - ytr.mean(), ytr.mean()], (len(yte), 1)))
+    loss_lr = row_log_loss(yte, lr.predict_proba(Xte))
+    loss_prior = row_log_loss(yte, np.tile([1 - ytr.mean(), ytr.mean()], (len(yte), 1)))
     loss = {}
     for method in ("ep", "sep", "adf"):
         est = dg.SparseGPClassifier(n_inducing=20, method=method, max_iter=150, chunk_rows=200)
         est.fit(Xtr, ytr, client=client)
-        loss[method] = _row_log_loss(yte, est.predict_proba(Xte))
+        loss[method] = row_log_loss(yte, est.predict_proba(Xte))
         assert est.score(Xte, yte) > 0.9
-        gain, se = _paired(loss_prior, loss[method])
+        gain, se = paired(loss_prior, loss[method])
         assert gain > Z_AGREE * se, (method, gain, se)
 
     def upper(method):
-        gap, se = _paired(loss[method], loss_lr)
+        gap, se = paired(loss[method], loss_lr)
         return gap + Z_NONINFERIOR * se
 
     assert upper("ep") < 0.05 and upper("sep") < 0.05, (upper("ep"), upper("sep"))
     assert upper("adf") > 0.05, upper("adf")
-    gap, se = _paired(loss["sep"], loss["ep"])
+    gap, se = paired(loss["sep"], loss["ep"])
     assert abs(gap) < Z_AGREE * se, (gap, se)
 
 
@@ -398,8 +389,7 @@ def test_crowded_inducing_inputs_in_two_dimensions_fit_no_worse_than_few(client)
                 nll[m] = -np.log(np.where(yte == 1, p1, 1 - p1))
         finally:
             _set_jitter(client, old)
-        d = nll[30] - nll[10]
-        return d.mean(), d.std(ddof=1) / np.sqrt(len(d))
+        return paired(nll[30], nll[10])
 
     mean, se = excess(dg.gpc.ep.KMM_JITTER)
     assert mean < 2 * se, (mean, se)

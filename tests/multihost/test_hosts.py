@@ -35,7 +35,7 @@ import xarray as xr
 import daskgp as dg
 from daskgp.compute.cluster import worker_environ
 
-from ..run_checks import assert_runs_identical
+from ..run_checks import assert_runs_identical, paired
 from ..test_fault_injection import _committed, _wait
 from .hosts import Hosts, wait_for_workers
 
@@ -273,8 +273,7 @@ def paired_mse_gap(res: dict, tau: str, ref: str = "0") -> tuple[float, float]:
     """(mean, standard error) of the per-row difference of squared errors, τ's fit minus ``ref``'s, over the
     same held-out rows: the paired comparison (the two fits err on the same hard rows, so the unpaired
     se RMSE/√(2n) overstates the noise of their difference many times)."""
-    d = np.asarray(res[tau]["squared_errors"]) - np.asarray(res[ref]["squared_errors"])
-    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+    return paired(res[tau]["squared_errors"], res[ref]["squared_errors"])
 
 
 Z_PAIRED = 3.29  # two-sided normal quantile at 1e-3
