@@ -72,6 +72,81 @@ _SAFE_THREADED_N = 8192
 
 
 def _exact(X, y, kernel, noise, gradient, block_rows):
+    if gradient and X.shape[0] <= _DENSE_GRADIENT_MAX_N:
+        return _exact_dense(X, y, kernel, noise)
+    return _exact_blocked(X, y, kernel, noise, gradient, block_rows)
+
+
+# Up to this n the gradient is computed from whole n×n arrays (three of them: 400 MB at 4,096 rows), with the
+# traces reduced to products of K⁻¹ with one derivative block: on concrete's 1,030 rows 4x faster than the
+# blocked form, whose per-block kernel derivatives and mirrored inverse cost more than the factorisation.
+_DENSE_GRADIENT_MAX_N = 4096
+
+
+def _exact_dense(X, y, kernel, noise):
+    """(log p(y|θ), ∇ w.r.t. log θ) from whole n×n arrays. With W = ααᵀ − K⁻¹ (α = K⁻¹y) and ∂_jK the
+    derivative blocks, ∂_j log p = ½ Σ W ⊙ ∂_jK, and:
+
+    * noise: ∂K = σ²I, so ½σ²·tr W = ½σ²(αᵀα − tr K⁻¹);
+    * variance: ∂K = K − σ²I, so ½(tr WK − σ² tr W) = ½(yᵀα − n) − the noise's;
+    * lengthscale j: ∂K = G ⊙ Δz_j² (G the kernel's derivative profile, Δz_j the scaled differences;
+      isotropic: Σ_j Δz_j² = r²). The ααᵀ part is (α⊙z)ᵀG(α⊙z)-type products: for P = ααᵀ ⊙ G,
+      Σ P ⊙ Δz_j² = 2 Σ_i z_ij² (P1)_i − 2 z_jᵀPz_j, with P1 = α ⊙ Gα and z_jᵀPz_j = (α⊙z_j)ᵀG(α⊙z_j). The
+      K⁻¹ part reads only the lower triangle LAPACK's potri leaves (the upper one stays zero), so the
+      inverse is never mirrored.
+
+    K's factor and inverse in K's own memory (a symmetric C-ordered array is its own Fortran-ordered
+    transpose: LAPACK works on it in place)."""
+    n = X.shape[0]
+    Z = np.ascontiguousarray(kernel.scale(X), dtype=np.float64)
+    r2 = kernel.sqdist(Z, Z)
+    f, g = kernel._profiles(np, r2, True)
+    s2 = kernel.variance
+    G = f.copy() if g is f else g
+    G *= s2
+    K = f
+    K *= s2
+    K[np.diag_indices(n)] += noise
+    Kf = K.T  # Fortran order, same memory
+    L, info = scipy.linalg.lapack.dpotrf(Kf, lower=1, clean=1, overwrite_a=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"K is not positive definite at noise={noise:g}")
+    alpha, info = scipy.linalg.lapack.dpotrs(L, y, lower=1)
+    value = -0.5 * float(y @ alpha) - float(np.log(np.diag(L)).sum()) - 0.5 * n * math.log(2 * math.pi)
+    Kinv, info = scipy.linalg.lapack.dpotri(L, lower=1, overwrite_c=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"the inverse of K failed (info={info})")
+    # Kinv (Fortran order) holds K⁻¹ in its lower triangle and zeros above: as a C-ordered array (its
+    # transpose) the same numbers sit in the upper triangle; either way Σ_ij B_ij A_ij over it counts each
+    # off-diagonal pair of the symmetric K⁻¹ once
+    B = Kinv
+    tr_inv = float(np.trace(B))
+    g_noise = 0.5 * noise * (float(alpha @ alpha) - tr_inv)
+    g_var = 0.5 * (float(y @ alpha) - n) - g_noise
+    if not kernel.ard:
+        GR = G
+        GR *= r2  # G ⊙ r², in G's memory
+        # Σ K⁻¹ ⊙ G r² = 2 Σ_triangle (G r² is 0 on the diagonal)
+        inv_part = 2.0 * float(np.einsum("ij,ij->", B, GR))
+        return value, np.array([g_var, 0.5 * (float(alpha @ (GR @ alpha)) - inv_part), g_noise])
+    del r2
+    d = Z.shape[1]
+    AZ = alpha[:, None] * np.hstack([np.ones((n, 1)), Z])  # [α, α⊙z_1, …, α⊙z_d]
+    GAZ = G @ AZ
+    rows_a = alpha * GAZ[:, 0]
+    quad_a = np.einsum("ij,ij->j", AZ[:, 1:], GAZ[:, 1:])
+    Pl = B
+    Pl *= G  # (K⁻¹ ⊙ G) on one triangle, zeros on the other
+    diag = np.diag(Pl).copy()
+    rows_b = Pl.sum(axis=0) + Pl.sum(axis=1) - diag
+    PZ = Pl @ Z
+    quad_b = 2.0 * np.einsum("ij,ij->j", Z, PZ) - (Z**2).T @ diag
+    rows, quad = rows_a - rows_b, quad_a - quad_b
+    g_ell = [float((Z[:, j] ** 2) @ rows - quad[j]) for j in range(d)]
+    return value, np.array([g_var, *g_ell, g_noise])
+
+
+def _exact_blocked(X, y, kernel, noise, gradient, block_rows):
     n = X.shape[0]
     K = dense_covariance(X, kernel, noise)
     try:
@@ -125,8 +200,10 @@ class GradientEstimate:
     """grad (p,) estimate of ∂ log p(y|θ)/∂ log θ; probes (n, N_r); warm_start (n, 1+N_r) CG iterates for
     [y, probes...] to pass as ``x0`` next time; cg_iterations (1+N_r,); n_products operator passes;
     trace_terms (p,) the estimates of tr(K⁻¹∂_jK); quad_terms (p,) of yᵀK⁻¹∂_jK K⁻¹y; trace_samples
-    (p, N_r) the per-probe trace estimates whose mean is ``trace_terms``. Every numerical array is in the
-    operator's namespace and on its device; the counters (cg_iterations) are numpy."""
+    (p, N_r) the per-probe trace estimates whose mean is ``trace_terms``; converged: every column reached
+    the solver's tolerance (ULISSE: its early-stop threshold) within ``max_iter`` — False means the estimate
+    is the truncated iterate's, biased. Every numerical array is in the operator's namespace and on its
+    device; the counters (cg_iterations) are numpy."""
 
     grad: np.ndarray
     param_names: list[str]
@@ -137,6 +214,7 @@ class GradientEstimate:
     trace_terms: np.ndarray
     quad_terms: np.ndarray
     trace_samples: np.ndarray | None = None
+    converged: bool = True
 
     @property
     def noise_cov(self) -> np.ndarray | None:
@@ -157,7 +235,7 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
                           probes=None, x0=None, rng=None, es_tol: float = 1e-2, tol: float = 1e-6,
                           beta: float = 1.0, max_iter: int | None = None, precond=None,
                           precond_rank: int = 100, control_variate: bool = False,
-                          roulette: str = "increment") -> GradientEstimate:
+                          roulette: str = "increment", callback=None) -> GradientEstimate:
     """Unbiased stochastic gradient of log p(y|θ) w.r.t. log θ at the operator's current θ.
 
     Parameters
@@ -170,6 +248,7 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
     precond : None, 'pivchol' (rank ``precond_rank``) or a :class:`PivotedCholesky` built for this θ.
     control_variate : use the preconditioner's exact tr(P⁻¹∂P) as a control variate for the trace
         (Nyström derivative with the pivots fixed; needs precond).
+    callback : called with the solver's iteration count after each iteration (a heartbeat).
 
     Notes
     -----
@@ -207,13 +286,15 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
         n_est = np.ones(1 + nr, dtype=np.int64)
         n_est[0] = 2
         res = ulisse(op, B, x0, es_tol=es_tol, tol=tol, beta=beta, n_estimates=n_est, rng=rng,
-                     max_iter=max_iter, precond=precond, roulette=roulette)
+                     max_iter=max_iter, precond=precond, roulette=roulette, callback=callback)
         s_a, s_b = res.estimates[0, :, 0], res.estimates[1, :, 0]
         Kinv_r = res.estimates[0, :, 1:]
+        converged = bool(np.all(res.es_iteration >= 0))
     else:
-        res = cg(op, B, x0, tol=tol, max_iter=max_iter, precond=precond)
+        res = cg(op, B, x0, tol=tol, max_iter=max_iter, precond=precond, callback=callback)
         s_a = s_b = res.x[:, 0]
         Kinv_r = res.x[:, 1:]
+        converged = bool(np.all(res.converged))
 
     _, dKV = op.matmul_grads(xp.concat([s_b[:, None], probes], axis=1))  # (p, n, 1 + N_r)
     quad = dKV[:, :, 0] @ s_a
@@ -232,4 +313,4 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
                                  f"at θ={op.log_params.tolist()}")
     return GradientEstimate(grad=grad, param_names=op.param_names, probes=probes, warm_start=res.x,
                             cg_iterations=res.iterations, n_products=res.n_products + 1,
-                            trace_terms=trace, quad_terms=quad, trace_samples=samples)
+                            trace_terms=trace, quad_terms=quad, trace_samples=samples, converged=converged)

@@ -28,7 +28,13 @@ from .marginal import log_marginal_gradient
 from .posterior import GPPosterior
 
 __all__ = ["ModeResult", "StochasticAscent", "stochastic_map", "laplace_precision", "laplace_covariance",
-           "saddle_free_covariance", "SADDLE_FREE_MAX_SD"]
+           "saddle_free_covariance", "SADDLE_FREE_MAX_SD", "TRUST_START", "TRUST_MIN", "TRUST_MAX",
+           "MAX_RETREATS"]
+
+# The ascent's trust region, in whitened units of its metric M₀ (≈ posterior sd): it starts at TRUST_START,
+# doubles after a capped step that the next gradient agrees with, halves when one points back, and stays in
+# [TRUST_MIN, TRUST_MAX]; MAX_RETREATS failed gradients in a row end the ascent.
+TRUST_START, TRUST_MIN, TRUST_MAX, MAX_RETREATS = 2.0, 0.05, 16.0, 4
 
 # The widest sd the saddle-free metric gives a direction of zero or positive curvature, in log-parameter
 # units: one e-fold, so a flat direction is crossed in steps of about half an e-fold, not thrown out of range
@@ -59,10 +65,17 @@ class StochasticAscent:
     """
 
     def __init__(self, phi0, M0, *, max_iter: int = 400, window: int = 10, tol: float = 0.5,
-                 step: float = 0.5, jitter: float = 0.3, max_abs_phi: float = 30.0):
+                 step: float = 0.5, jitter: float = 0.3, max_abs_phi: float = 30.0,
+                 trust: float | None = TRUST_START):
         self.settings = dict(max_iter=int(max_iter), window=int(window), tol=float(tol), step=float(step),
-                             jitter=float(jitter), max_abs_phi=float(max_abs_phi))
+                             jitter=float(jitter), max_abs_phi=float(max_abs_phi),
+                             trust=None if trust is None else float(trust))
         self.phi = np.array(phi0, dtype=float)
+        self.phi0 = self.phi.copy()
+        self.radius = self.settings["trust"]  # the trust region's radius now, whitened units (None: none)
+        self._capped = False  # the last step was cut to the radius
+        self.retreats: list[str] = []  # why the ascent stepped back, one line per retreat
+        self.failures = 0  # consecutive failed gradients
         self.M0 = np.array(M0, dtype=float)
         self.L = np.linalg.cholesky(self.M0)
         self.gws: list[np.ndarray] = []
@@ -81,10 +94,32 @@ class StochasticAscent:
         return self.converged or self.k >= self.settings["max_iter"]
 
     def step(self, post) -> None:
-        """Take gradient k (the posterior's ``stochastic_grad(φ, k)``) and its step."""
+        """Take gradient k (the posterior's ``stochastic_grad(φ, k)``) and its step. With a trust region, a
+        gradient that fails (a solve over its budget, a covariance not positive definite in floating point)
+        sends the ascent back to its previous point with the radius quartered — the step that led there was
+        too long — and that counts as the gradient; :data:`MAX_RETREATS` failures in a row raise
+        FloatingPointError with the reasons."""
         o, k = self.settings, self.k
         window, L = o["window"], self.L
-        g, info = post.stochastic_grad(self.phi, k)
+        try:
+            g, info = post.stochastic_grad(self.phi, k)
+        except (FloatingPointError, np.linalg.LinAlgError) as e:
+            if self.radius is None:
+                raise
+            self.failures += 1
+            back = self.phis[-2] if len(self.phis) >= 2 else self.phi0
+            self.retreats.append(f"gradient {k} failed at φ={np.round(self.phi, 4).tolist()} ({e}); back to "
+                                 f"φ={np.round(back, 4).tolist()} with the trust radius "
+                                 f"{self.radius:g} → {max(self.radius / 4, TRUST_MIN):g}")
+            if self.failures >= MAX_RETREATS:
+                raise FloatingPointError(f"the stochastic ascent failed {self.failures} gradients in a row, "
+                                         f"the last at iteration {k}: {e}") from e
+            self.radius = max(self.radius / 4, TRUST_MIN)
+            self.phi = np.array(back, dtype=float)
+            self.gws.append(np.zeros(len(self.phi)))  # no information: a zero whitened gradient
+            self.phis.append(self.phi.copy())
+            return
+        self.failures = 0
         gw = L.T @ g  # whitened: M₀ĝ = L gw
         self.gws.append(gw)
         V = info.get("noise_cov")
@@ -98,7 +133,20 @@ class StochasticAscent:
             if np.all(np.abs(W.mean(axis=0)) <= 2 * W.std(axis=0, ddof=1) / np.sqrt(window)):
                 self.settled_at = k + 1  # the signal is lost in the noise: shrink the steps, average
         j = 0 if self.settled_at is None else k + 1 - self.settled_at
-        phi = self.phi + eta / (1.0 + j / window) * (L @ gw)
+        u = eta / (1.0 + j / window) * gw  # the step in whitened units (posterior sd, if M₀ is right)
+        if self.radius is not None:
+            # a trust region: far from the mode a noisy or steep gradient would otherwise throw φ many sd
+            # (the held-out 8,192-row run left |φ| ≤ 30 at its 5th gradient). The radius doubles after a
+            # capped step the next gradient agrees with and halves when it points back.
+            prev = self.gws[-2] if len(self.gws) >= 2 else None
+            if prev is not None and self._capped:
+                agree = float(prev @ gw) > 0
+                self.radius = min(self.radius * 2, TRUST_MAX) if agree else max(self.radius / 2, TRUST_MIN)
+            size = float(np.linalg.norm(u))
+            self._capped = size > self.radius
+            if self._capped:
+                u *= self.radius / size
+        phi = self.phi + L @ u
         if not np.all(np.isfinite(phi)) or np.abs(phi).max() > o["max_abs_phi"]:
             raise FloatingPointError(f"the stochastic ascent left |φ| <= {o['max_abs_phi']} at iteration {k}")
         self.phi = phi
@@ -121,18 +169,31 @@ class StochasticAscent:
                 "gws": np.array(self.gws).reshape(-1, p), "phis": np.array(self.phis).reshape(-1, p),
                 "lams": np.array(self.lams, dtype=float), "settled_at": self.settled_at,
                 "noise_eig": self.noise_eig, "converged": self.converged, "gnorm": self.gnorm,
-                "se": self.se.copy()}
+                "se": self.se.copy(), "phi0": self.phi0.copy(), "radius": self.radius,
+                "capped": self._capped, "failures": self.failures, "retreats": list(self.retreats)}
 
     @classmethod
     def from_dict(cls, d: dict, p: int) -> StochasticAscent:
         """The ascent ``to_dict`` wrote, for p parameters; ValueError naming the first malformed field."""
-        expect_keys(d, ("settings", "phi", "M0", "gws", "phis", "lams", "settled_at", "noise_eig",
-                        "converged", "gnorm", "se"), "ascent state")
+        base = ("settings", "phi", "M0", "gws", "phis", "lams", "settled_at", "noise_eig", "converged",
+                "gnorm", "se")
+        trusted = ("phi0", "radius", "capped", "failures", "retreats")
+        old = isinstance(d, dict) and "radius" not in d  # written before the trust region
+        expect_keys(d, base if old else base + trusted, "ascent state")
         s = d["settings"]
-        if not isinstance(s, dict) or set(s) != {"max_iter", "window", "tol", "step", "jitter",
-                                                 "max_abs_phi"}:
+        names = {"max_iter", "window", "tol", "step", "jitter", "max_abs_phi"}
+        if not isinstance(s, dict) or set(s) != (names if old else names | {"trust"}):
             raise ValueError("the ascent state's settings are malformed")
+        s = {**s, "trust": None} if old else s
         a = cls(expect_array(d["phi"], (p,), "phi"), expect_array(d["M0"], (p, p), "M0"), **s)
+        if not old:
+            a.phi0 = expect_array(d["phi0"], (p,), "phi0")
+            a.radius = None if d["radius"] is None else float(expect_number(d["radius"], "radius",
+                                                                             positive=True))
+            if not isinstance(d["capped"], bool) or not isinstance(d["retreats"], list):
+                raise ValueError("the ascent state's capped / retreats are malformed")
+            a._capped, a.retreats = d["capped"], [str(r) for r in d["retreats"]]
+            a.failures = expect_int(d["failures"], "failures", 0, MAX_RETREATS)
         def rows(v, ndim):  # an array's length, to check its shape with (-1: not an array of that rank)
             return v.shape[0] if isinstance(v, np.ndarray) and v.ndim == ndim else -1
 
@@ -179,7 +240,8 @@ def laplace_precision(post: GPPosterior, phi, *, n_probes: int = 8, h: float = 1
     """−∇²log p(φ | y) (p, p) at φ, symmetrised: central differences (step ``h`` in log-parameters) of the
     gradient with ``n_probes`` common probes and CG to relative residual ``tol``, warm-started from the solve
     at φ. Not necessarily positive definite (away from a mode, or from noise). ``callback(k)``: called after
-    each of its 2p + 1 gradients, for progress."""
+    each of its 2p + 1 gradients, for progress. Each solve may take twice the posterior's solve budget
+    (:meth:`GPPosterior.solve_budget`); one that does not converge within it raises SolveBudgetExceeded."""
     op, prior = post.op, post.prior
     phi = np.asarray(phi, dtype=float)
     p = phi.size
@@ -188,9 +250,17 @@ def laplace_precision(post: GPPosterior, phi, *, n_probes: int = 8, h: float = 1
 
     done = [0]
 
+    # every solve has a budget: twice the posterior's (its chains' solves are to 1e-6, these to 1e-7 from
+    # a warm start); beyond it the curvature is refused, naming φ, as a chain's gradient would be
+    budget = 2 * post.solve_budget() if hasattr(post, "solve_budget") else None
+
     def grad(at, x0):
         est = log_marginal_gradient(op.with_log_params(at), post.y, probes=probes, x0=x0, solver="cg",
-                                    tol=tol, **kw)
+                                    tol=tol, callback=getattr(post, "on_solve", None), max_iter=budget, **kw)
+        if not est.converged:
+            from .posterior import SolveBudgetExceeded
+
+            raise SolveBudgetExceeded(at, int(est.cg_iterations.max()), budget, False)
         if callback is not None:
             callback(done[0])
         done[0] += 1

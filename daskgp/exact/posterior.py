@@ -10,6 +10,7 @@ checkpoint draws the same probes and warm-starts from the same iterates as one t
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,20 +25,26 @@ from ..core.random import rademacher, rng_from_state
 from ..core.validation import check_X, check_y
 from .marginal import exact_log_marginal, log_marginal_gradient, target_like
 
-__all__ = ["GPPosterior", "ProbeState", "exact_log_posterior", "subset_map", "central_hessian"]
+log = logging.getLogger(__name__)
+
+__all__ = ["GPPosterior", "ProbeState", "SolveBudgetExceeded", "exact_log_posterior", "subset_map",
+           "central_hessian", "SOLVE_WINDOW", "BUDGET_FACTOR", "BUDGET_MIN", "FIRST_BUDGET"]
 
 
 @dataclass
 class ProbeState:
     """The stochastic gradient's state between iterations: ``probes`` (n, k) Rademacher vectors in use
     (None before the first draw), ``x0`` (n, k+1) the last solves' iterates for [y, probes] (None right after
-    a redraw), the generator ``rng`` that draws probes (and ULISSE's stopping) and ``precond_at`` (p,) the φ
-    at which the pivoted-Cholesky preconditioner in use was built (None without one)."""
+    a redraw), the generator ``rng`` that draws probes (and ULISSE's stopping), ``precond_at`` (p,) the φ
+    at which the pivoted-Cholesky preconditioner in use was built (None without one) and ``solves`` the CG
+    iterations of the last (at most :data:`SOLVE_WINDOW`) gradients, from which the next solve's budget is
+    set (:meth:`GPPosterior.solve_budget`; None before the first)."""
 
     probes: np.ndarray | None
     x0: np.ndarray | None
     rng: np.random.Generator
     precond_at: np.ndarray | None = None
+    solves: np.ndarray | None = None
 
     @classmethod
     def initial(cls, rng=None) -> ProbeState:
@@ -47,7 +54,7 @@ class ProbeState:
         """Plain data: numpy arrays (or None; device arrays are copied to the host) and the bit generator's
         state dict."""
         return {"probes": _host(self.probes), "x0": _host(self.x0), "rng": self.rng.bit_generator.state,
-                "precond_at": self.precond_at}
+                "precond_at": self.precond_at, "solves": self.solves}
 
     @classmethod
     def from_dict(cls, d: dict, n: int, n_probes: int, p: int, finite: bool = True) -> ProbeState:
@@ -57,12 +64,20 @@ class ProbeState:
         None (the preconditioner is then built at the next φ). Raises ValueError naming the first
         malformed field."""
         old = isinstance(d, dict) and "precond_at" not in d
-        keys = ("probes", "x0", "rng") + (() if old else ("precond_at",))
+        older_budget = isinstance(d, dict) and "solves" not in d  # written before the solve budget
+        keys = (("probes", "x0", "rng") + (() if old else ("precond_at",))
+                + (() if older_budget else ("solves",)))
         expect_keys(d, keys, "probe state")
+        solves = d.get("solves")
+        if solves is not None:
+            size = solves.shape[0] if isinstance(solves, np.ndarray) and solves.ndim == 1 else -1
+            solves = expect_array(solves, (size,), "solves")
+            if size > SOLVE_WINDOW or np.any(solves < 0):
+                raise ValueError(f"solves must hold at most {SOLVE_WINDOW} iteration counts >= 0")
         return cls(expect_array(d["probes"], (n, n_probes), "probes", optional=True),
                    expect_array(d["x0"], (n, n_probes + 1), "x0", optional=True, finite=finite),
                    rng_from_state(d["rng"]),
-                   expect_array(d.get("precond_at"), (p,), "precond_at", optional=True))
+                   expect_array(d.get("precond_at"), (p,), "precond_at", optional=True), solves)
 
 
 class GPPosterior:
@@ -91,6 +106,7 @@ class GPPosterior:
         self._precond = None  # built at state.precond_at; not part of the state: rebuilt from it
         self._reuse_precond = (grad_kwargs.get("precond") == "pivchol"
                                and not grad_kwargs.get("control_variate"))
+        self.on_solve = None  # callback(CG iterations so far) during every solve: a heartbeat for long ones
 
     @property
     def param_names(self) -> list[str]:
@@ -102,6 +118,7 @@ class GPPosterior:
         op = self.op.with_log_params(phi)
         st = self.state
         kwargs = dict(self.grad_kwargs)
+        kwargs.pop("max_iter", None)  # the solve budget's (solve_budget)
         if st.probes is None or t % self.redraw_every == 0:
             st.probes = rademacher(self.op.n, self.n_probes, st.rng)
             st.x0 = None
@@ -113,19 +130,64 @@ class GPPosterior:
             if self._precond is None or not np.array_equal(self._precond_phi, st.precond_at):
                 self._precond = self._build_precond(st.precond_at, phi)
             kwargs["precond"] = self._precond
-        est = log_marginal_gradient(op, self.y, probes=st.probes, x0=st.x0, rng=st.rng, **kwargs)
+        budget, retried = self.solve_budget(), 0
+        # the generator's state before the solve: a retry redraws ULISSE's roulette from the same point
+        rng_state = st.rng.bit_generator.state
+        kwargs["callback"] = self.on_solve
+        est = log_marginal_gradient(op, self.y, probes=st.probes, x0=st.x0, rng=st.rng, max_iter=budget,
+                                    **kwargs)
+        if not est.converged:
+            # K at φ is worse conditioned than the budget allows: rebuild the preconditioner here (it may
+            # have been built far away) and give the solve twice the budget, once; then give up, loudly
+            retried = 1
+            n_before = est.n_products
+            if self._reuse_precond:
+                st.precond_at, self._precond = phi.copy(), None
+                self._precond = self._build_precond(phi, phi)
+                kwargs["precond"] = self._precond
+            st.rng.bit_generator.state = rng_state
+            # from where the first attempt stopped (its CG iterates), not from scratch
+            est = log_marginal_gradient(op, self.y, probes=st.probes, x0=est.warm_start, rng=st.rng,
+                                        max_iter=2 * budget, **kwargs)
+            est.n_products += n_before
+            if not est.converged:
+                st.x0 = None
+                raise SolveBudgetExceeded(phi, int(est.cg_iterations.max()), 2 * budget, self._reuse_precond)
+            how = "with the preconditioner rebuilt there" if self._reuse_precond else "given twice the budget"
+            log.warning("daskgp: the solve at φ=%s went over its budget of %d CG iterations; %s, it "
+                        "converged in %d", np.round(phi, 4).tolist(), budget, how,
+                        int(est.cg_iterations.max()))
         st.x0 = est.warm_start
+        its = int(est.cg_iterations.max())
+        st.solves = np.append(np.zeros(0) if st.solves is None else st.solves, its)[-SOLVE_WINDOW:]
         # p numbers to the host: the sampler's step, its state and the checkpoint live there
         cov = est.noise_cov
-        return to_host(est.grad) + self.prior.grad(phi), {"cg_iterations": int(est.cg_iterations.max()),
+        return to_host(est.grad) + self.prior.grad(phi), {"cg_iterations": its,
                                                           "n_products": int(est.n_products),
+                                                          "solve_retries": retried,
                                                           "noise_cov": None if cov is None else to_host(cov)}
+
+    def solve_budget(self) -> int:
+        """The most CG iterations the next gradient's solve may take: :data:`BUDGET_FACTOR` times the most
+        of the last :data:`SOLVE_WINDOW` gradients' (at least :data:`BUDGET_MIN`), or :data:`FIRST_BUDGET`
+        before any was measured; an explicit ``max_iter`` given to the posterior wins."""
+        if self.grad_kwargs.get("max_iter") is not None:
+            return int(self.grad_kwargs["max_iter"])
+        solves = self.state.solves
+        if solves is None or solves.size == 0:
+            return FIRST_BUDGET
+        return max(BUDGET_MIN, int(BUDGET_FACTOR * solves.max()))
 
     def _build_precond(self, at: np.ndarray, phi: np.ndarray):
         from ..compute.solvers import PivotedCholesky
 
         # at ≠ φ: a resumed chain rebuilds it where it was built
-        pc = PivotedCholesky(self.op.with_log_params(at), rank=self.grad_kwargs.get("precond_rank", 100))
+        # the low-rank apply in the precision of the operator's cached rows: float32 rows make the products
+        # a sampler's speed setting, and the preconditioner's apply then costs as much as a product again
+        # in float64 (rank 2,000 on 8,192 rows: 0.10 s against 0.04 s a pass)
+        apply = "float32" if getattr(self.op, "cache_dtype", None) == np.float32 else "float64"
+        pc = PivotedCholesky(self.op.with_log_params(at), rank=self.grad_kwargs.get("precond_rank", 100),
+                             apply_dtype=apply)
         self._precond_phi = at.copy()
         return pc
 
@@ -133,6 +195,26 @@ class GPPosterior:
         """Exact log posterior (and gradient) at φ by Cholesky (numpy, on the host): small n only."""
         return exact_log_posterior(to_host(self.op.X), to_host(self.y), self.op.kernel, self.prior, phi,
                                    gradient)
+
+
+# The solve budget (GPPosterior.solve_budget): a gradient's solve may take at most BUDGET_FACTOR times the
+# most CG iterations of the last SOLVE_WINDOW gradients (at least BUDGET_MIN), and FIRST_BUDGET before any
+# was measured. Along a chain the count moves by a few iterations per gradient (house_8L: 65–68 on 22,784
+# rows, 20–21 on 8,192, 9 on concrete), so 4x is reached only where K has become far worse conditioned than
+# anywhere the chain has been: the run that ran 450+ iterations for five silent minutes had needed ~60.
+SOLVE_WINDOW, BUDGET_FACTOR, BUDGET_MIN, FIRST_BUDGET = 20, 4, 100, 1000
+
+
+class SolveBudgetExceeded(FloatingPointError):
+    """A gradient's solve did not reach its tolerance within its budget, even after the preconditioner was
+    rebuilt at that φ; ``phi`` (p,) where, ``iterations`` how many, ``budget`` the budget it was given."""
+
+    def __init__(self, phi, iterations: int, budget: int, rebuilt: bool):
+        self.phi, self.iterations, self.budget = np.asarray(phi, dtype=float), int(iterations), int(budget)
+        how = " (also with the preconditioner rebuilt there)" if rebuilt else ""
+        super().__init__(f"the solve at φ={np.round(self.phi, 4).tolist()} did not converge within its "
+                         f"budget of {self.budget} CG iterations{how}: K is far worse conditioned there than "
+                         "anywhere before")
 
 
 def _host(a):

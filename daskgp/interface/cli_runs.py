@@ -13,7 +13,7 @@ import numpy as np
 
 from ..mcmc.config import SamplerConfig
 from .cli_common import check_out_path, cluster_from_args, dataset_from_args, print_summary, quiet_teardown
-from .progress import chain_progress, warmup_progress
+from .progress import chain_progress, keepalive, warmup_progress
 
 
 def sample_command(args) -> int:
@@ -76,7 +76,7 @@ def sample_command(args) -> int:
     previous = signal.signal(signal.SIGINT, _stop_on_first_sigint(control))
     dt = None
     try:
-        with cluster_from_args(args, stream=sys.stderr) as client:
+        with cluster_from_args(args, stream=sys.stderr) as client, keepalive(sys.stderr):
             try:
                 if args.resume:
                     dt = resume(out, client=client, progress=chain_progress(cfg.method), control=control,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["chain_progress", "warmup_progress", "bound_progress", "advgp_progress", "gpc_progress"]
+__all__ = ["chain_progress", "warmup_progress", "bound_progress", "advgp_progress", "gpc_progress",
+           "keepalive", "QUIET_MAX"]
 
 
 # A Ctrl-C whose KeyboardInterrupt is raised where Python swallows exceptions (a gc callback, a destructor:
@@ -50,6 +51,63 @@ def _show_line(stream, tty: bool, line: str, final: bool = False) -> None:
     if tty and final:
         stream.write("\n")
     stream.flush()
+    guard = _KEEPALIVE.get(id(stream))
+    if guard is not None:
+        guard.shown(line, final)
+
+
+# The longest a phase may go without a line (seconds): a gradient on 22,784 rows takes half a minute, and a
+# held-out run once sat five minutes in one solve with nothing printed.
+QUIET_MAX = 30.0
+_KEEPALIVE: dict = {}
+
+
+class keepalive:
+    """A context in which ``stream`` gets a line at least every :data:`QUIET_MAX` seconds: when no progress
+    line was shown for that long, the last one is shown again with how long nothing has been reported
+    (never a claim of progress). Used by the command line around a run; the progress callbacks of this
+    module report each line they show to it."""
+
+    def __init__(self, stream=None, every: float | None = None):
+        import threading
+
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.every = QUIET_MAX if every is None else float(every)
+        self.line, self.final, self.t = None, False, time.monotonic()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._watch, name="daskgp-keepalive", daemon=True)
+
+    def shown(self, line: str, final: bool) -> None:
+        with self._lock:
+            self.line, self.final, self.t = line, final, time.monotonic()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(min(1.0, self.every / 4)):
+            with self._lock:
+                quiet = time.monotonic() - self.t
+                if self.line is None or quiet < self.every:
+                    continue
+                line, final = self.line, self.final
+                self.t = time.monotonic()
+            text = f"{line}  [no report for {_duration(quiet)}]"
+            if self.tty and final:  # a finished phase keeps its line: the reminder goes below it
+                self.stream.write(text + "\x1b[K\r")
+                self.stream.flush()
+            else:
+                self.stream.write(("\r" + text + "\x1b[K") if self.tty else text + "\n")
+                self.stream.flush()
+
+    def __enter__(self):
+        _KEEPALIVE[id(self.stream)] = self
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        _KEEPALIVE.pop(id(self.stream), None)
 
 
 def _line_ender(stream, tty: bool):
@@ -136,6 +194,12 @@ def warmup_progress(stream=None):
 
     def show(ev):
         stage, k, cap, sec = str(ev["stage"]), int(ev["k"]), max(int(ev["cap"]), 1), float(ev["seconds"])
+        if ev.get("note"):  # something the user must read (the ascent stepped back): a line of its own
+            if tty and shown["stage"] is not None:
+                stream.write("\n")
+            _show_line(stream, tty, f"warmup: {ev['note']}", final=True)
+            shown["stage"] = None
+            return
         if shown["stage"] is not None and stage != shown["stage"] and tty:
             stream.write("\n")  # the finished stage keeps its line
         shown["stage"] = stage
@@ -144,8 +208,16 @@ def warmup_progress(stream=None):
         elif stage == "exact MAP":
             line = f"warmup: MAP and Laplace covariance of all {int(ev['n']):,} rows (Cholesky)"
         elif stage == "done":
-            how = f"{k} ascent gradients" if k else "the exact MAP"
-            _show_line(stream, tty, f"warmup: done in {_duration(sec)} ({how})", final=True)
+            if ev.get("failed"):
+                line = (f"warmup: {ev['failed']}; the chains start instead from the subset MAP in its "
+                        f"Laplace covariance scaled by subset/n ({_duration(sec)})")
+            elif ev.get("route") == "ascent":
+                how = "converged" if ev.get("converged") else "stopped at its cap, not converged"
+                line = (f"warmup: done in {_duration(sec)} ({k} gradients of stochastic ascent and "
+                        f"curvature, {how})")
+            else:
+                line = f"warmup: done in {_duration(sec)} (the exact MAP and Laplace covariance, Cholesky)"
+            _show_line(stream, tty, line, final=True)
             return
         else:
             rate, left = "  (its first gradient)", ""
@@ -154,7 +226,9 @@ def warmup_progress(stream=None):
                 at_most = "≤ " if stage.startswith("ascent") else ""
                 rate = f"  {sec / ran:.2f} s/gradient"
                 left = f"  {at_most}{_duration((cap - k) * sec / ran)} left"
-            line = f"warmup: {stage} {_meter(k, cap, sec, tty, remaining=False)} gradients{rate}{left}"
+            solving = f"  (gradient {k + 1}: {int(ev['cg'])} CG iterations so far)" if "cg" in ev else ""
+            meter = _meter(k, cap, sec, tty, remaining=False)
+            line = f"warmup: {stage} {meter} gradients{rate}{left}{solving}"
         _show_line(stream, tty, line)
 
     show.done = _line_ender(stream, tty)

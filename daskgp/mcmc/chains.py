@@ -243,7 +243,7 @@ def _exact_warmup(X, y, cfg: SamplerConfig, kernel, phi_sub, seed, on_warmup=Non
                           rng=np.random.default_rng(seed))
     seconds = time.perf_counter() - t0
     if on_warmup is not None:
-        on_warmup({"stage": "done", "k": 0, "cap": 1, "seconds": seconds, "total": seconds})
+        on_warmup({"stage": "done", "k": 0, "cap": 1, "seconds": seconds, "total": seconds, "route": "exact"})
     return {"method": "map", "phi": phi, "cov": cov, "cov_from": "exact Laplace (Cholesky)",
             "iterations": 0, "converged": True, "seconds": seconds}
 
@@ -296,9 +296,14 @@ def _warmup(X, y, cfg: SamplerConfig, start: dict, state: dict | None, seed, cli
             with contextlib.suppress(Exception):  # a closing client has no topics left
                 client.unsubscribe_topic(progress_topic(run_key))
     out = state["result"]
+    done = {"stage": "done", "k": int(out.get("gradients", out.get("iterations", 0))), "cap": 1,
+            "seconds": float(out["seconds"]), "total": float(out["seconds"]), "route": "ascent",
+            "converged": bool(out.get("converged")), "failed": out.get("failed")}
     if on_warmup is not None:
-        _tell(on_warmup, {"stage": "done", "k": int(out.get("iterations", 0)), "cap": 1,
-                          "seconds": float(out["seconds"]), "total": float(out["seconds"])})
+        _tell(on_warmup, done)
+    elif out.get("failed"):  # nobody watches the progress: the failure still gets its line
+        log.warning("daskgp: warmup: %s; the chains start from the subset MAP in its Laplace covariance "
+                    "scaled by subset/n", out["failed"])
     control._check()
     return {"method": "map", **out}
 

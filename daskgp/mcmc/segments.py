@@ -39,6 +39,9 @@ __all__ = ["ChainState", "initial_states", "run_segment", "release_operators",
            "block_arrays", "progress_topic", "PROGRESS_EVERY", "WARMUP_STAGES"]
 
 PROGRESS_EVERY = 1.0  # seconds between a running segment's progress events
+# seconds between heartbeats during one long solve: a gradient on 22,784 rows takes 30 s and more, and the
+# progress line must move at least every 30 s (a solve that ran 5 minutes once printed nothing)
+HEARTBEAT_EVERY = 10.0
 
 
 @dataclass
@@ -154,6 +157,7 @@ class _WarmupTicker:
         # a resumed warmup counts its total from its committed seconds
         self.topic, self.t0 = progress_topic(run_key), time.monotonic() - total
         self.stage_name, self.cap, self.k, self.k0, self.t_stage, self.next = "", 0, 0, 0, self.t0, 0.0
+        self.next_beat = time.monotonic() + HEARTBEAT_EVERY
 
     def stage(self, name: str, cap: int, k: int = 0) -> None:
         """Stage ``name`` of at most ``cap`` gradients begins (or resumes, ``k`` of them done)."""
@@ -163,16 +167,30 @@ class _WarmupTicker:
 
     def __call__(self, k: int) -> None:
         self.k = k + 1
+        self.next_beat = time.monotonic() + HEARTBEAT_EVERY  # the next gradient's beats count from here
         if time.monotonic() >= self.next or self.k == self.cap:
             self._emit()
 
-    def _emit(self) -> None:
+    def beat(self, iterations: int) -> None:
+        """During a solve (``GPPosterior.on_solve``): at most every :data:`HEARTBEAT_EVERY` seconds, an
+        event whose 'cg' is the current gradient's CG iterations so far."""
+        now = time.monotonic()
+        if now >= self.next_beat:
+            self.next_beat = now + HEARTBEAT_EVERY
+            self._emit(cg=int(iterations))
+
+    def note(self, text: str) -> None:
+        """A line the user must see now (the ascent stepped back, and why): sent at once, beside the
+        stage's counts."""
+        self._emit(note=text)
+
+    def _emit(self, **extra) -> None:
         now = time.monotonic()
         self.next = now + PROGRESS_EVERY
         if self.worker is not None:
             self.worker.log_event(self.topic, {"stage": self.stage_name, "k": self.k, "k0": self.k0,
                                                "cap": self.cap, "seconds": now - self.t_stage,
-                                               "total": now - self.t0})
+                                               "total": now - self.t0, **extra})
 
 
 def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str,
@@ -234,7 +252,7 @@ class _Target:
 
     def __init__(self, X, y, cfg: SamplerConfig, run_key: str | None = None, tick=None):
         self.X, self.y, self.cfg, self.run_key, self.tick = X, y, cfg, run_key, tick
-        self.posterior = self.operator = self._logp = None
+        self.posterior = self.operator = self._logp = self._logp_grad = None
 
     def open_gradient(self, probes: ProbeState, client=None, workers=None, name: str = "chain") -> None:
         """The stochastic gradient of the run's configuration, continuing the chain's ``probes``; its
@@ -261,6 +279,14 @@ class _Target:
             self.tick()
         return self._logp(phi)
 
+    def log_density_and_grad(self, phi) -> tuple[float, np.ndarray]:
+        """(log p(φ | y), ∇ log p) exact, by a dense Cholesky of all the rows (−inf and zeros where it
+        cannot be evaluated); no progress tick (a trajectory evaluates it many times per iteration: the
+        sampler ticks)."""
+        if self._logp_grad is None:
+            self._logp_grad = _exact_target(self.X, self.y, self.cfg)
+        return self._logp_grad(phi)
+
 
 def _posterior(op, y, cfg: SamplerConfig, redraw_every: int, rng=None) -> GPPosterior:
     """The GP log posterior of the run's model (Gamma priors) with the stochastic gradient of its solver
@@ -272,6 +298,26 @@ def _posterior(op, y, cfg: SamplerConfig, redraw_every: int, rng=None) -> GPPost
                        redraw_every=redraw_every, precond_every=solver.redraw_every, rng=rng,
                        solver=cfg.solver_for(n), es_tol=solver.es_tol, tol=solver.tol, beta=solver.beta,
                        roulette=solver.roulette, precond=solver.precond, precond_rank=cfg.precond_rank_for(n))
+
+
+def _exact_target(X, y, cfg: SamplerConfig):
+    """HMC's target: the exact Cholesky log posterior and its gradient, (−inf, 0) where it cannot be
+    evaluated (as :func:`_mh_target`)."""
+    kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
+    prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
+    X, y = np.ascontiguousarray(X, dtype=float), np.asarray(y, dtype=float)
+
+    def logp_grad(phi):
+        phi = np.asarray(phi, dtype=float)
+        if np.abs(phi).max() > 25:
+            return -np.inf, np.zeros(phi.size)
+        try:
+            v, g = exact_log_posterior(X, y, kernel, prior, phi, gradient=True)
+        except (np.linalg.LinAlgError, FloatingPointError, ValueError):
+            return -np.inf, np.zeros(phi.size)
+        return float(v), g
+
+    return logp_grad
 
 
 def _mh_target(X, y, cfg: SamplerConfig):

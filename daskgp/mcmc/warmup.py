@@ -82,11 +82,18 @@ def check_warmup_state(st, p: int) -> None:
         v = st[name]
         if not (isinstance(v, np.ndarray) and v.shape == shape and np.all(np.isfinite(v))):
             raise ValueError(f"the warmup's {name} is malformed")
-    probes = expect_keys(st["probe_state"], ("probes", "x0", "rng", "precond_at"), "the warmup's probe state")
+    ps = st["probe_state"]
+    # a checkpoint written before the solve budget has no 'solves'
+    budget = ("solves",) if isinstance(ps, dict) and "solves" in ps else ()
+    keys = ("probes", "x0", "rng", "precond_at") + budget
+    probes = expect_keys(ps, keys, "the warmup's probe state")
     if probes["probes"] is not None or probes["x0"] is not None:
         raise ValueError("the warmup's probe state holds probes (a warmup redraws them at every gradient)")
     rng_from_state(probes["rng"])
     expect_array(probes["precond_at"], (p,), "precond_at", optional=True)
+    if probes.get("solves") is not None:
+        ProbeState.from_dict({**probes, "probes": None, "x0": None}, 1, 1, p)  # checks 'solves'
+
     if st["ascent"] is not None:
         StochasticAscent.from_dict(st["ascent"], p)
     for stage, key in _ASCENTS.items():  # a finished ascent's result, from the next stage on
@@ -133,6 +140,7 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
         post = keep["post"] = _posterior(op, y, cfg, redraw_every=1)
     post.state = ProbeState.from_dict(st["probe_state"], op.n, post.n_probes, p)
     tick = _WarmupTicker(run_key, float(st["seconds"]))
+    post.on_solve = tick.beat  # a long solve reports its CG iterations as it goes
     spent = 0
     try:
         while st["stage"] < DONE and spent < budget:
@@ -146,8 +154,11 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
                     ascent = StochasticAscent(start, metric, max_iter=cap, max_abs_phi=cfg.max_abs_phi)
                 tick.stage(WARMUP_STAGES[stage], ascent.settings["max_iter"], ascent.k)
                 while not ascent.done and spent < budget:
+                    told = len(ascent.retreats)
                     ascent.step(post)
                     spent += 1
+                    if len(ascent.retreats) > told:
+                        tick.note(f"the {WARMUP_STAGES[stage]} stepped back: {ascent.retreats[-1]}")
                     tick(ascent.k - 1)
                 if ascent.done:
                     r = ascent.result()
@@ -173,9 +184,12 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
                 spent += 2 * p + 1
                 st["stage"] = stage + 1
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as e:  # start the chains at the subset
+        failed_in = WARMUP_STAGES[st["stage"]]
+        done = int(st["gradients"]) + spent
         st["stage"], st["ascent"] = DONE, None
         st["result"] = {"phi": st["phi0"], "cov": st["M0"], "cov_from": _SUBSET, "iterations": 0,
-                        "converged": False, "failed": f"{type(e).__name__}: {e}"}
+                        "converged": False,
+                        "failed": f"the {failed_in} failed after {done} gradients: {type(e).__name__}: {e}"}
     # the next gradient redraws its probes and starts its solves afresh: only the generator and the
     # preconditioner's point carry over (kilobytes, not n × k)
     st["probe_state"] = {**post.state.to_dict(), "probes": None, "x0": None}

@@ -50,6 +50,27 @@ def test_warm_start_and_preconditioner(system, rng):
     assert P.logdet() == pytest.approx(np.linalg.slogdet(Pd)[1], rel=1e-10)
 
 
+def test_a_float32_preconditioner_apply_changes_neither_the_answer_nor_the_iterations(system, rng):
+    """Issue 55: the preconditioner's low-rank correction W WᵀR (W = L C⁻ᵀ) in float32 halves its cost; P is
+    then P32, within float32 rounding (~1e-7 relative) of the float64 one. CG solves K x = b whatever fixed
+    preconditioner it is given, so the answer is CG's to its tolerance either way, in the same iterations
+    (± 1: a preconditioner that close does not change CG's path until the residual is near its rounding).
+    Power: the float32 apply is not the float64 one (it differs at float32 rounding, not at float64's)."""
+    op, K, y = system
+    B = np.column_stack([y, rng.choice([-1.0, 1.0], size=(op.n, 8))])
+    p64 = PivotedCholesky(op, rank=200)
+    p32 = PivotedCholesky(op, rank=200, apply_dtype="float32")
+    assert p32.solve(B).dtype == np.float64
+    rel = np.linalg.norm(p32.solve(B) - p64.solve(B)) / np.linalg.norm(p64.solve(B))
+    assert 1e-10 < rel < 1e-5, rel
+    a, b = cg(op, B, tol=1e-8, precond=p64), cg(op, B, tol=1e-8, precond=p32)
+    assert a.converged.all() and b.converged.all()
+    np.testing.assert_allclose(b.x, a.x, rtol=0, atol=1e-6 * np.abs(a.x).max())
+    assert np.abs(a.iterations - b.iterations).max() <= 1
+    with pytest.raises(ValueError, match="apply_dtype"):
+        PivotedCholesky(op, rank=20, apply_dtype="float16")
+
+
 def test_ulisse_is_unbiased(system):
     """4000 independent ULISSE estimates (one CG run, 4000 identical columns with their own uniform draws).
     Tolerance: every component's mean within 5 standard errors of the CG solution (per-component false

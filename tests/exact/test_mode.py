@@ -232,3 +232,70 @@ def test_an_ascent_stopped_on_a_plateau_climbs_on_in_the_saddle_free_metric():
     off = (stuck.result().phi - phi_star) / sd
     print(f"subset-metric ascent: {stuck.k} gradients, off by {np.round(off, 2)} exact sd")
     assert np.abs(off).max() > 3  # power: the former fallback stays on the plateau
+
+
+class _Gaussian:
+    """A stand-in posterior for the ascent: log p = −½(φ − m)ᵀΣ⁻¹(φ − m), its gradient with N(0, s²I) noise
+    (and that noise covariance, as a stochastic gradient reports it); optionally a wall φ₂ < ``wall`` where
+    the gradient fails as a solve over its budget does."""
+
+    def __init__(self, m, S, noise, seed, wall=None):
+        self.m, self.P, self.noise, self.wall = m, np.linalg.inv(S), noise, wall
+        self.rng = np.random.default_rng(seed)
+
+    def stochastic_grad(self, phi, k):
+        if self.wall is not None and phi[2] < self.wall:
+            from daskgp.exact.posterior import SolveBudgetExceeded
+
+            raise SolveBudgetExceeded(phi, 400, 400, True)
+        g = -self.P @ (phi - self.m) + self.noise * self.rng.standard_normal(len(phi))
+        return g, {"noise_cov": np.eye(len(phi)) * self.noise**2}
+
+
+# house_8L's mode and Laplace sds, rounded (benchmarks/results/house8l_reference.json)
+_M = np.array([1.0, 0.05, -1.8])
+_SD = np.array([0.04, 0.013, 0.015])
+_S = np.array([[1, .5, .1], [.5, 1, .6], [.1, .6, 1]]) * np.outer(_SD, _SD)
+
+
+def _climb(post, M0, trust, start=None):
+    from daskgp.exact.mode import StochasticAscent
+
+    a = StochasticAscent(_M + 30 * _SD * np.array([1, -1, 1]) if start is None else start, M0, max_iter=400,
+                         trust=trust)
+    while not a.done:
+        a.step(post)
+    return a
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_trust_region_keeps_one_steep_gradient_from_throwing_the_ascent_out_of_range(seed):
+    """Issue 55: on held-out 8,192 rows the ascent left |φ| ≤ 30 at its 5th gradient. Its step is a Newton
+    step η·M₀ĝ in the start's metric M₀, so where M₀ is wider than the posterior (here 5× in sd, 30 sd from
+    the mode) one step multiplies the distance by about η·25 and the next leaves the range. With the trust
+    region (whitened steps of at most 2, growing while the gradients agree, halving when one points back)
+    the same ascent ends at the mode: within 0.5 posterior sd in every coordinate (the noise here moves a
+    Polyak average over the final window by about 0.05 sd). Power: the ascent without it (trust=None, the
+    former rule) leaves the range."""
+    post = _Gaussian(_M, _S, noise=3.0, seed=seed)
+    with pytest.raises(FloatingPointError, match="left"):
+        _climb(_Gaussian(_M, _S, noise=3.0, seed=seed), 25 * _S, trust=None)
+    a = _climb(post, 25 * _S, trust=2.0)
+    assert np.abs((a.result().phi - _M) / _SD).max() < 0.5, (a.result().phi - _M) / _SD
+
+
+def test_a_failed_gradient_sends_the_ascent_back_with_a_smaller_radius_and_is_told():
+    """A gradient that fails (here a solve over its budget beyond a wall 3 sd below the mode in the noise)
+    sends the ascent back to its previous point with the trust radius quartered, and each retreat is a line
+    naming φ and the reason (the warmup shows it). The ascent still ends at the mode (0.5 sd, as above).
+    Power: without the trust region the first failure ends the ascent."""
+    from daskgp.exact.posterior import SolveBudgetExceeded
+
+    wall = _M[2] - 3 * _SD[2]
+    with pytest.raises(SolveBudgetExceeded):
+        _climb(_Gaussian(_M, _S, 3.0, 0, wall=wall), 25 * _S, trust=None, start=_M)
+    a = _climb(_Gaussian(_M, _S, 3.0, 0, wall=wall), 25 * _S, trust=2.0,
+               start=_M + _SD * np.array([30, -30, 10]))
+    assert a.retreats and all("did not converge within its budget" in r and "back to φ=" in r
+                              for r in a.retreats), a.retreats
+    assert np.abs((a.result().phi - _M) / _SD).max() < 0.5, (a.result().phi - _M) / _SD

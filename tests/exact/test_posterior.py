@@ -92,3 +92,46 @@ def test_kept_preconditioner_and_state_resume_bit_identically(concrete):
     for t, phi in enumerate(phis[:12]):
         np.testing.assert_allclose(kept.stochastic_grad(phi, t)[0], fresh.stochastic_grad(phi, t)[0],
                                    rtol=1e-6)
+
+
+def _budget_posterior(X, y, **kw):
+    """Concrete's posterior with the preconditioner kept for 1,000 iterations (built where the chain was)."""
+    op = KernelOperator(X, make_kernel("rbf"), 0.3)
+    return GPPosterior(op, y, n_probes=8, redraw_every=1, precond_every=1000, rng=0, precond="pivchol",
+                       precond_rank=100, solver="cg", tol=1e-6, **kw)
+
+
+def test_a_solve_over_its_budget_rebuilds_the_preconditioner_there_or_is_refused_naming_phi(concrete):
+    """Issue 55, item 2: no unbounded solve. The budget is 4× the most CG iterations of the last 20
+    gradients (52 at φ₀ here: 208). At φ₁ (noise variance e⁻¹¹, lengthscale e²) the preconditioner kept
+    from φ₀ is poor, the solve hits the budget, and the posterior rebuilds the preconditioner at φ₁ and
+    solves again (reported: ``solve_retries`` 1) to the gradient a posterior with its preconditioner built
+    at φ₁ and no budget gives from the same probes (both CG to a relative residual of 1e-6, from different
+    starting iterates: equal to 1e-6 relative; measured 6e-8). At φ₂ (noise e⁻⁸, lengthscale e^0.5) even
+    the rebuilt preconditioner needs 892 iterations, beyond twice the budget (560): SolveBudgetExceeded, a
+    FloatingPointError naming φ₂ (a chain stops with it as a divergence; the warmup's ascent steps back).
+    Power: without the budget the same solve runs its 892 iterations (asserted), which the former code did
+    silently."""
+    from daskgp.exact.posterior import FIRST_BUDGET, ProbeState, SolveBudgetExceeded
+
+    X, y = concrete.X_std, concrete.y_std
+    phi0, phi1, phi2 = np.array([0.5, 0.0, -1.5]), np.array([0.5, 2.0, -11.0]), np.array([1.0, 0.5, -8.0])
+    post = _budget_posterior(X, y)
+    assert post.solve_budget() == FIRST_BUDGET
+    for t in range(3):
+        post.stochastic_grad(phi0, t)
+    assert post.solve_budget() == 4 * int(post.state.solves.max()) == 208
+    before = ProbeState.from_dict(post.state.to_dict(), len(y), 8, 3)
+    g, info = post.stochastic_grad(phi1, 3)
+    assert info["solve_retries"] == 1 and np.array_equal(post.state.precond_at, phi1)
+    ref = _budget_posterior(X, y, max_iter=10**6)
+    ref.state = before
+    ref.state.precond_at = phi1.copy()
+    g_ref, info_ref = ref.stochastic_grad(phi1, 3)
+    assert info_ref["solve_retries"] == 0
+    np.testing.assert_allclose(g, g_ref, rtol=1e-6)
+    budget = post.solve_budget()  # 4 × φ₁'s 70 now
+    with pytest.raises(SolveBudgetExceeded, match=rf"φ=\[1.0, 0.5, -8.0\].*budget of {2 * budget} "):
+        post.stochastic_grad(phi2, 4)
+    unbounded = _budget_posterior(X, y, max_iter=10**6)
+    assert unbounded.stochastic_grad(phi2, 0)[1]["cg_iterations"] > 2 * budget

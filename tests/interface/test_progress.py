@@ -167,18 +167,45 @@ def test_the_warmup_lines_of_the_exact_map_and_of_the_ascent():
         return log.getvalue().splitlines()
 
     assert lines([{"stage": "subset MAP", "k": 0}, {"stage": "exact MAP", "k": 0, "n": 1030},
-                  {"stage": "done", "k": 0, "seconds": 4.2}]) == [
+                  {"stage": "done", "k": 0, "seconds": 4.2, "route": "exact"}]) == [
         "warmup: MAP and Laplace covariance of a random subset",
         "warmup: MAP and Laplace covariance of all 1,030 rows (Cholesky)",
-        "warmup: done in 00:04 (the exact MAP)"]
+        "warmup: done in 00:04 (the exact MAP and Laplace covariance, Cholesky)"]
     got = lines([{"stage": "ascent", "k": 0, "cap": 400},
                  {"stage": "ascent", "k": 100, "cap": 400, "seconds": 50},
                  {"stage": "curvature", "k": 7, "cap": 14, "seconds": 7},
-                 {"stage": "done", "k": 180, "seconds": 200}])
+                 {"stage": "done", "k": 180, "seconds": 200, "route": "ascent", "converged": True}])
     assert got[0].startswith("warmup: ascent |") and got[0].endswith("(its first gradient)"), got
     assert "0.50 s/gradient  ≤ " in got[1] and got[1].endswith("left"), got
     assert "1.00 s/gradient" in got[2] and "≤" not in got[2], got
-    assert got[3].endswith("(180 ascent gradients)"), got
+    assert got[3].endswith("(180 gradients of stochastic ascent and curvature, converged)"), got
+
+
+def test_a_failed_or_unconverged_warmup_says_so_and_never_claims_an_exact_map():
+    """Issue 55: the held-out 8,192-row run's ascent diverged and the line said 'done (the exact MAP)'. A
+    failed ascent's line gives the reason and what the chains start from instead; one stopped at its cap
+    says it did not converge; the ascent's retreats each get a line of their own; no ascent line mentions
+    an exact MAP."""
+    from daskgp.interface.progress import warmup_progress
+
+    log = io.StringIO()
+    show = warmup_progress(stream=log)
+    for ev in [{"stage": "ascent", "k": 3, "cap": 400, "seconds": 30},
+               {"stage": "ascent", "k": 4, "cap": 400, "seconds": 40,
+                "note": "the ascent stepped back: gradient 4 failed at φ=[9.0, 1.0, -9.0] (...)"},
+               {"stage": "done", "k": 5, "seconds": 50, "route": "ascent",
+                "failed": "the ascent failed after 5 gradients: FloatingPointError: ..."}]:
+        show({"cap": 1, "total": 0.0, **ev})
+    got = log.getvalue().splitlines()
+    assert got[1] == "warmup: the ascent stepped back: gradient 4 failed at φ=[9.0, 1.0, -9.0] (...)", got
+    assert got[2].startswith("warmup: the ascent failed after 5 gradients: FloatingPointError"), got
+    assert "the chains start instead from the subset MAP" in got[2], got
+    log = io.StringIO()
+    show = warmup_progress(stream=log)
+    show({"stage": "done", "k": 400, "cap": 1, "seconds": 9.0, "total": 9.0, "route": "ascent",
+          "converged": False})
+    assert log.getvalue().strip().endswith("stopped at its cap, not converged)"), log.getvalue()
+    assert "exact" not in log.getvalue()
 
 
 def test_the_held_out_metric_is_handed_on_when_it_is_computed():
@@ -200,3 +227,83 @@ def test_the_held_out_metric_is_handed_on_when_it_is_computed():
     for it in range(1, 13):
         show(SimpleNamespace(iteration=it, evidence=-1.0, train_error=0.3), None)
     assert seen == [(10, 0.25), (12, 0.25)]
+
+
+def test_a_quiet_phase_gets_a_line_at_least_every_quiet_max_seconds():
+    """Issue 55, item 2: every phase prints a line at least every 30 s. Under ``keepalive`` a progress line
+    not followed by another within the interval (0.3 s here, 30 s in use) is shown again with how long
+    nothing was reported — a reminder, never a claim of progress — and nothing is written once the context
+    has closed. Power: a stream outside the context gets no reminder."""
+    import time
+
+    from daskgp.interface.progress import keepalive, warmup_progress
+
+    log = io.StringIO()
+    with keepalive(log, every=0.3):
+        show = warmup_progress(stream=log)
+        show({"stage": "ascent", "k": 3, "cap": 400, "seconds": 90.0, "total": 90.0})
+        time.sleep(1.2)
+    lines = log.getvalue().splitlines()
+    assert lines[0].startswith("warmup: ascent |"), lines
+    reminders = lines[1:]
+    assert len(reminders) >= 2 and all(r.startswith(lines[0] + "  [no report for 00:0") for r in reminders)
+    n = len(lines)
+    time.sleep(0.6)
+    assert len(log.getvalue().splitlines()) == n  # closed: silent
+    other = io.StringIO()
+    show = warmup_progress(stream=other)
+    show({"stage": "ascent", "k": 3, "cap": 400, "seconds": 90.0, "total": 90.0})
+    time.sleep(0.6)
+    assert len(other.getvalue().splitlines()) == 1
+
+
+def test_a_slow_solve_beats_with_its_cg_iterations_during_one_gradient(concrete, monkeypatch):
+    """Issue 55, item 2, with a slowed product: one gradient whose every operator pass takes 30 ms (a long
+    solve in miniature) sends the warmup's progress events while it runs, each with the CG iterations so
+    far ('cg', increasing), at the heartbeat interval (0.1 s here, 10 s in use); the warmup line shows them.
+    Power: with the heartbeat unset (``on_solve`` None) the same gradient sends nothing."""
+    import time
+
+    import numpy as np
+
+    import daskgp.mcmc.segments as seg
+    from daskgp import KernelOperator, make_kernel
+    from daskgp.exact.posterior import GPPosterior
+    from daskgp.interface.progress import warmup_progress
+
+    class Slow(KernelOperator):
+        def matmul(self, V):
+            time.sleep(0.03)
+            return super().matmul(V)
+
+        def with_log_params(self, lp):
+            new = super().with_log_params(lp)
+            new.__class__ = Slow
+            return new
+
+    events = []
+
+    class Worker:
+        def log_event(self, topic, msg):
+            events.append(msg)
+
+    monkeypatch.setattr(seg, "HEARTBEAT_EVERY", 0.1)
+    X, y = concrete.X_std[:300], concrete.y_std[:300]
+
+    def gradient(beat: bool):
+        events.clear()
+        tick = seg._WarmupTicker("t")
+        tick.worker = Worker()
+        tick.stage("ascent", 400)
+        post = GPPosterior(Slow(X, make_kernel("rbf"), 0.3, mode="local"), y, n_probes=4, redraw_every=1,
+                           rng=0, solver="cg", tol=1e-10)
+        post.on_solve = tick.beat if beat else None
+        post.stochastic_grad(np.array([0.0, 0.0, -1.0]), 0)
+        return [e for e in events if "cg" in e]
+
+    beats = gradient(beat=True)
+    assert len(beats) >= 3 and [e["cg"] for e in beats] == sorted({e["cg"] for e in beats}), beats
+    log = io.StringIO()
+    warmup_progress(stream=log)({**beats[-1], "seconds": 1.0, "total": 1.0})
+    assert log.getvalue().strip().endswith(f"(gradient 1: {beats[-1]['cg']} CG iterations so far)")
+    assert gradient(beat=False) == []

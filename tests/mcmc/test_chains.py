@@ -115,7 +115,7 @@ def test_mh_refuses_n_beyond_memory():
 
 
 @pytest.mark.parametrize("bad,msg", [
-    (dict(method="hmc"), "method"), (dict(n_chains=0), "n_chains"), (dict(step_start=1e-4, step_end=1e-2),
+    (dict(method="nuts"), "method"), (dict(n_chains=0), "n_chains"), (dict(step_start=1e-4, step_end=1e-2),
                                                                       "step_start"),
     (dict(method="sgld", n_iter=50, batch=100), "batch"), (dict(kernel="linear"), "kernel"),
     (dict(freeze_threshold=0), ">"), (dict(target_ess=0), "target_ess"),
@@ -255,7 +255,7 @@ def test_the_warmup_reports_every_stage_in_order_with_its_own_counts(concrete, c
         assert 0 <= e["k"] <= e["cap"] and e["seconds"] <= e["total"] + 1e-9, e
     starts = [e for i, e in enumerate(seen[1:-1], 1) if e["stage"] != seen[i - 1]["stage"]]
     assert [e["k"] for e in starts] == [0] * len(WARMUP_STAGES)
-    assert seen[-1]["k"] == dt.attrs["warmup"]["iterations"]
+    assert seen[-1]["k"] == dt.attrs["warmup"]["gradients"] and seen[-1]["route"] == "ascent"
 
 
 def test_a_target_runs_adaptation_follows_the_noise_its_stochastic_warmup_measured(concrete, client,
@@ -330,4 +330,5 @@ def test_the_cli_shows_the_warmup_before_the_chains(tmp_path):
     warm = [ln for ln in lines[:first_chain] if ln.startswith("warmup: ")]
     assert warm[0] == "warmup: MAP and Laplace covariance of a random subset"
     assert warm[1] == "warmup: MAP and Laplace covariance of all 1,030 rows (Cholesky)", warm
-    assert warm[-1].startswith("warmup: done in ") and warm[-1].endswith("(the exact MAP)"), warm
+    assert warm[-1].startswith("warmup: done in ") and warm[-1].endswith("(the exact MAP and Laplace "
+                                                                           "covariance, Cholesky)"), warm

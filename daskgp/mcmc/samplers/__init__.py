@@ -1,6 +1,7 @@
 """Samplers on an unconstrained parameter vector φ (p,), each in its own module with its driver entry
-(:class:`Sampler`): SGHMC (:mod:`.sghmc`, the default), the paper's SGLD (:mod:`.sgld`) and adaptive
-random-walk MH on the exact posterior (:mod:`.mh`). The algorithms work on plain callables, so the GP wiring
+(:class:`Sampler`): SGHMC (:mod:`.sghmc`, the default), the paper's SGLD (:mod:`.sgld`), adaptive
+random-walk MH on the exact posterior (:mod:`.mh`) and HMC on the exact posterior and gradient (:mod:`.hmc`,
+the small-n path). The algorithms work on plain callables, so the GP wiring
 (gradients through the kernel operator, chains on the cluster, checkpoints) stays outside.
 
 Each algorithm is a small object with an explicit state (``init`` → state, ``run(state, n)`` → records and
@@ -15,6 +16,7 @@ below (or an entry point in the ``daskgp.samplers`` group, see :mod:`.registry`)
 
 from ...core.random import rng_from_state
 from .base import Sampler, Target
+from .hmc import HMC, HMCSampler, HMCState
 from .mh import MHResult, MHSampler, MHState, RandomWalkMH, random_walk_mh
 from .registry import find_sampler, get_sampler, register, sampler_names, unregister
 from .sghmc import SGHMC, SGHMCResult, SGHMCSampler, SGHMCState, whitened_hessian
@@ -22,9 +24,11 @@ from .sgld import SGLD, SGLDResult, SGLDSampler, SGLDState, StepSchedule, sgld
 
 __all__ = ["Sampler", "Target", "register", "unregister", "get_sampler", "find_sampler", "sampler_names",
            "StepSchedule", "SGLD", "SGLDState", "SGLDResult", "sgld", "RandomWalkMH", "MHState", "MHResult",
-           "random_walk_mh", "SGHMC", "SGHMCState", "SGHMCResult", "rng_from_state", "whitened_hessian"]
+           "random_walk_mh", "SGHMC", "SGHMCState", "SGHMCResult", "rng_from_state", "whitened_hessian",
+           "HMC", "HMCState", "HMCSampler"]
 
 # the built-in samplers, one line each (the first is listed first in menus)
 register(SGHMCSampler())
 register(SGLDSampler())
 register(MHSampler())
+register(HMCSampler())

@@ -29,6 +29,10 @@ class Target(Protocol):
     def log_density(self, phi: np.ndarray) -> float:
         """log p(φ | y) up to a constant, exact (a dense Cholesky), −inf where it cannot be evaluated."""
 
+    def log_density_and_grad(self, phi: np.ndarray) -> tuple[float, np.ndarray]:
+        """(log p(φ | y), ∇ log p (p,)) exact (a dense Cholesky); (−inf, zeros) where it cannot be
+        evaluated."""
+
     def grad(self, phi: np.ndarray, t: int):
         """An unbiased estimate ĝ (p,) of ∇ log p(φ | y) at iteration t, or (ĝ, info dict of the solver's
         counts); raises ValueError / FloatingPointError / LinAlgError where it fails."""

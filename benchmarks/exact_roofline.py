@@ -1,0 +1,196 @@
+"""Where a sampler's gradient spends its time, against this machine's floor (issue 55, item 1): the default
+SGHMC gradient of the exact GP posterior at three sizes, before and after a change, in one run.
+
+    python benchmarks/exact_roofline.py [--before REV] [--sizes 1030,8192,22784] [--repeats 3] [--redo]
+
+For each size n — concrete (1,030 rows) at its exact MAP, and 8,192 random rows and all 22,784 rows of
+house_8L at house_8L's reference MAP (``results/house8l_reference.json``) — the gradient a chain computes
+(``daskgp.mcmc.segments._posterior`` of the default ``SamplerConfig`` for n rows: probes, solver,
+tolerance, preconditioner rank and its kept pivots, float32 cached kernel rows), ``--repeats`` times at that
+φ with fresh probes (as SGHMC redraws them every iteration), the first one's preconditioner and kernel-row
+cache built outside the timing (a chain rebuilds them every ``redraw_every`` iterations and every θ
+respectively: both are reported apart). Per size:
+
+* seconds per gradient (median), operator passes (products) per gradient, CG iterations;
+* seconds per cached product of 1 + N_r columns, measured alone at the same θ;
+* the floor: 2·n²·(1 + N_r) flops per product at this machine's measured float32 GEMM rate, and copy rate
+  for the n² float32 rows read per product (the larger of the two);
+* "everything else" = gradient − products × seconds per product (the derivative pass, the preconditioner's
+  applies, the solver's bookkeeping, the kernel rows recomputed when θ moves).
+
+Each side ("before": a git worktree of ``--before``, default the revision before issue 55's first change;
+"after": this checkout) runs in its own process, one size at a time, with the machine's default BLAS
+threads (the local executor runs a thread per core), so the two sides are measured alike. Resumable: each
+(side, size) is kept in ``results/exact_roofline.json`` as it finishes; ``--redo`` starts again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import ROOT, base_worktree, close_segment, load_results, write_results
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "results" / "exact_roofline.json"
+BEFORE = "3913b69"  # main before issue 55's changes
+
+CHILD = r'''
+import json, sys, time
+import numpy as np
+import daskgp
+from daskgp.compute.operator import KernelOperator
+from daskgp.core.kernels import make_kernel
+from daskgp.exact.posterior import subset_map
+from daskgp.mcmc.config import SamplerConfig
+from daskgp.mcmc.layout import chain_block_rows
+from daskgp.mcmc.segments import _posterior
+
+n, repeats, ref_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+
+def gemm_rate(dtype, m=6000, k=33):
+    A = np.random.default_rng(0).standard_normal((m, m)).astype(dtype)
+    B = np.random.default_rng(1).standard_normal((m, k)).astype(dtype)
+    A @ B
+    t = time.perf_counter()
+    for _ in range(5):
+        A @ B
+    return 2.0 * m * m * k * 5 / (time.perf_counter() - t)
+
+def copy_rate(m=6000):
+    A = np.ones((m, m), dtype=np.float32)
+    B = np.empty_like(A)
+    np.copyto(B, A)
+    t = time.perf_counter()
+    for _ in range(5):
+        np.copyto(B, A)
+    return 2.0 * A.nbytes * 5 / (time.perf_counter() - t)  # read + write
+
+if n == 1030:
+    ds = daskgp.load("concrete")
+    X, y = ds.X_std, ds.y_std
+    phi, _ = subset_map(X, y, make_kernel("rbf"), 0.3, size=n, rng=0)
+    data = "concrete"
+else:
+    ds = daskgp.load("house_8L")
+    idx = np.arange(ds.n) if n >= ds.n else np.sort(np.random.default_rng(0).choice(ds.n, n, replace=False))
+    X, y = ds.X_std[idx], ds.y_std[idx]
+    phi = np.array(json.load(open(ref_path))["iso"]["phi_map"])
+    data = f"house_8L rows {n} of {ds.n} (seed 0)" if n < ds.n else "house_8L"
+cfg = SamplerConfig()
+op = KernelOperator(X, make_kernel(cfg.kernel, n_dims=X.shape[1]), 1.0, mode="local",
+                    cache_dtype=cfg.cache_dtype, block_rows=chain_block_rows(n))
+post = _posterior(op, y, cfg, redraw_every=cfg.sampler.redraw_every(cfg), rng=0)
+t = time.perf_counter()
+post.stochastic_grad(phi, 0)  # builds the preconditioner and the cached rows at φ
+first = time.perf_counter() - t
+at = op.with_log_params(phi)
+k = 1 + cfg.n_probes
+V = np.random.default_rng(2).standard_normal((n, k))
+at.matmul(V)
+t = time.perf_counter()
+for _ in range(5):
+    at.matmul(V)
+per_product = (time.perf_counter() - t) / 5
+secs, products, iters = [], [], []
+for r in range(1, repeats + 1):
+    p0 = op.n_products
+    t = time.perf_counter()
+    g, info = post.stochastic_grad(phi, r)
+    secs.append(time.perf_counter() - t)
+    products.append(op.n_products - p0)
+    iters.append(info["cg_iterations"])
+f32, f64, mem = gemm_rate(np.float32), gemm_rate(np.float64), copy_rate()
+floor_product = max(2.0 * n * n * k / f32, 4.0 * n * n / mem)
+med = float(np.median(secs))
+prods = float(np.median(products))
+print("RESULT " + json.dumps({
+    "daskgp": daskgp.__file__, "n": n, "data": data, "phi": phi.tolist(), "probes": cfg.n_probes,
+    "solver": cfg.solver_for(n), "tol": cfg.tol, "precond_rank": cfg.precond_rank_for(n),
+    "first_gradient_s": first, "gradient_s": secs, "gradient_median_s": med, "products": products,
+    "cg_iterations": iters, "product_s": per_product, "floor_product_s": floor_product,
+    "products_s": prods * per_product, "everything_else_s": med - prods * per_product,
+    "floor_gradient_s": prods * floor_product, "ratio_to_floor": med / (prods * floor_product),
+    "gemm_f32_gflops": f32 / 1e9, "gemm_f64_gflops": f64 / 1e9, "copy_gbs": mem / 1e9}))
+'''
+
+
+def _child(tree: Path, n: int, repeats: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.setdefault("DASKGP_DATA", str(ROOT.parent / "shared" / "data"))
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(CHILD)
+    try:
+        out = subprocess.run([sys.executable, f.name, str(n), str(repeats),
+                              str(HERE / "results" / "house8l_reference.json")], env=env,
+                             cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=3600)
+    finally:
+        os.unlink(f.name)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    if out.returncode or not lines:
+        raise RuntimeError(f"the child on {tree} (n={n}) failed:\n{out.stderr[-3000:]}")
+    res = json.loads(lines[-1][7:])
+    assert Path(res.pop("daskgp")).resolve().is_relative_to(tree.resolve()), f"ran a daskgp outside {tree}"
+    return res
+
+
+def _table(results: dict) -> list[str]:
+    rows = ["| n | side | s/gradient | products | s/product (floor) | products s | everything else s | "
+            "× floor |", "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(results["cases"].values(), key=lambda c: (c["n"], c["side"] != "before")):
+        rows.append(f"| {r['n']:,} | {r['side']} | {r['gradient_median_s']:.2f} | {r['products'][0]} | "
+                    f"{r['product_s']:.3f} ({r['floor_product_s']:.3f}) | {r['products_s']:.2f} | "
+                    f"{r['everything_else_s']:.2f} | {r['ratio_to_floor']:.1f} |")
+    return rows
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", default=BEFORE, help="the revision of the 'before' side")
+    ap.add_argument("--sizes", default="1030,8192,22784")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sides", default="before,after")
+    ap.add_argument("--redo", action="store_true")
+    args = ap.parse_args(argv)
+    results = load_results(OUT, "exact_roofline", args.redo)
+    results["before_revision"] = args.before
+    started = time.time()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    sides = args.sides.split(",")
+    try:
+        for n in sizes:
+            for side in sides:
+                key = f"{side}/{n}"
+                if key in results["cases"]:
+                    continue
+                print(f"{key} ...", flush=True)
+                if side == "before":
+                    with base_worktree(args.before) as tree:
+                        res = _child(tree, n, args.repeats)
+                else:
+                    res = _child(ROOT, n, args.repeats)
+                results["cases"][key] = {"side": side, **res}
+                write_results(OUT, results)
+                print(json.dumps({k: res[k] for k in ("gradient_median_s", "products", "product_s",
+                                                      "everything_else_s", "ratio_to_floor")}), flush=True)
+        for n in sizes:
+            b, a = results["cases"].get(f"before/{n}"), results["cases"].get(f"after/{n}")
+            if a and b:
+                results.setdefault("speedup", {})[str(n)] = b["gradient_median_s"] / a["gradient_median_s"]
+        a = results["cases"].get("after/22784")
+        if a:  # the issue's target: ≤ 15 s per gradient on house_8L's 22,784 rows
+            results["ratio"] = a["gradient_median_s"] / 15.0
+            results["target_met"] = a["gradient_median_s"] <= 15.0
+    finally:
+        close_segment(OUT, results, started, sizes=sizes, sides=sides)
+    print("\n".join(_table(results)))
+
+
+if __name__ == "__main__":
+    main()

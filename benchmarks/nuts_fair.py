@@ -1,0 +1,206 @@
+"""daskgp's exact-posterior samplers against NUTS configured as its experts run it (issue 55, item 6), side by
+side on this machine's 2 cores, end to end.
+
+    python benchmarks/nuts_fair.py [--cases concrete] [--chains 4] [--target-ess 400] [--sides ...] [--redo]
+
+The peer (benchmarks/_numpyro_peer.py, NumPyro in its own venv benchmarks/.numpyro-venv): the same model
+(standardised data, isotropic RBF, Gamma(2, 1) priors on s2, ℓ, noise in log space with the Jacobian,
+float64), NUTS with a **dense** mass matrix adapted in warmup (the posterior has a variance–lengthscale
+ridge), target acceptance 0.8, 1,000 warmup and 1,000 kept iterations per chain (NumPyro's defaults), the
+cheaper of two gradients of the same density — JAX autodiff through NumPyro's MultivariateNormal, or a
+hand-written one (½ tr((ααᵀ − K⁻¹)∂K), K⁻¹ from the Cholesky factor) — measured first
+(``nuts_gradient_cost``, beside daskgp's own exact gradient at the same size), and its chains **in
+parallel**: two processes side by side, each pinned to one core with one XLA thread, each running half the
+chains one after the other. NUTS's wall time is the slower process's.
+
+daskgp's sides, each with its own 2-worker local cluster of one thread per worker, run to a target ESS (bulk
+and tail, every parameter; R-hat < 1.01): 'hmc' (``method='hmc'``, the exact gradient with an accept step)
+and 'sghmc' (the stochastic-gradient default). Per side: wall time end to end (warmup included), min ESS,
+max R-hat, seconds per ESS, and means and sds against NUTS's. ``ratio_<side>`` = its s/ESS ÷ NUTS's (issue
+55's target: ≤ 1 at every n). Resumable per side and per NUTS process (benchmarks/runs/); writes
+benchmarks/results/nuts_fair.json after every step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import load_results, write_results  # noqa: E402
+from nuts_peer import NAMES, RUNS, diagnostics, numpyro_python  # noqa: E402
+
+OUT = HERE / "results" / "nuts_fair.json"
+RESULTS: dict = {}
+SINGLE_THREAD = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+                 "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def _save() -> None:
+    write_results(OUT, RESULTS)
+
+
+def _json_line(proc_out: str) -> dict:
+    return json.loads(proc_out.strip().splitlines()[-1])
+
+
+def gradient_costs(name: str, X, y, rec: dict) -> None:
+    """Seconds per gradient of NUTS's two gradients (one thread) and of daskgp's exact one (one BLAS
+    thread), at the same φ; the values must agree."""
+    if "gradient_cost" in rec:
+        return
+    data = RUNS / f"nuts_{name}_data.npz"
+    cmd = [numpyro_python(), str(HERE / "_numpyro_peer.py"), str(data), str(RUNS / "unused.npz"),
+           "--gradient-cost", "10"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env={**os.environ, **SINGLE_THREAD})
+    if r.returncode:
+        raise RuntimeError(r.stderr[-2000:])
+    nuts = _json_line(r.stdout)
+    from threadpoolctl import threadpool_limits
+
+    from daskgp.mcmc.config import SamplerConfig
+    from daskgp.mcmc.segments import _exact_target
+
+    f = _exact_target(X, y, SamplerConfig(method="hmc"))
+    phi = np.log([2.0, 1.0, 0.1])
+    with threadpool_limits(1, "blas"):
+        v, g = f(phi)
+        t0 = time.perf_counter()
+        for _ in range(10):
+            f(phi)
+        ours = (time.perf_counter() - t0) / 10
+    rec["gradient_cost"] = {**nuts, "daskgp_seconds_per_gradient": ours, "daskgp_value": v,
+                            "daskgp_grad": g.tolist(),
+                            "note": "one thread each; NumPyro's values are potentials (−log p): their signs "
+                                    "are opposite to daskgp's"}
+    _save()
+
+
+def run_nuts(name: str, rec: dict, chains: int, seed: int, warmup: int, samples: int) -> None:
+    if "nuts" in rec:
+        return
+    cost = rec["gradient_cost"]
+    hand_cheaper = cost["hand_seconds_per_gradient"] < cost["autodiff_seconds_per_gradient"]
+    gradient = "hand" if hand_cheaper else "autodiff"
+    data = RUNS / f"nuts_{name}_data.npz"
+    per = chains // 2
+    runs = rec.setdefault("nuts_processes", {})
+    todo = [k for k in range(2) if str(k) not in runs or not (RUNS / f"nuts_fair_{name}_{k}.npz").exists()]
+    procs = {}
+    taskset = shutil.which("taskset")
+    for k in todo:
+        cmd = [numpyro_python(), str(HERE / "_numpyro_peer.py"), str(data),
+               str(RUNS / f"nuts_fair_{name}_{k}.npz"), "--chains", str(per), "--seed", str(1000 * seed + k),
+               "--warmup", str(warmup), "--samples", str(samples), "--gradient", gradient]
+        if taskset:
+            cmd = [taskset, "-c", str(k)] + cmd
+        print(f"{name}: NUTS process {k} ({per} chains, {gradient} gradient) …", flush=True)
+        procs[k] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env={**os.environ, **SINGLE_THREAD})
+    for k, p in procs.items():
+        out, err = p.communicate(timeout=24 * 3600)
+        if p.returncode:
+            raise RuntimeError(f"NUTS process {k} failed: {err[-2000:]}")
+        runs[str(k)] = {**_json_line(out), "gradient": gradient, "pinned": bool(taskset)}
+        _save()
+    ran = [runs[str(k)] for k in range(2)]
+    phi = np.concatenate([np.load(RUNS / f"nuts_fair_{name}_{k}.npz")["phi"] for k in range(2)])
+    wall = max(r["wall_seconds"] for r in ran)
+    grads = sum(r["sampling_gradients"] + r["warmup_gradients"] for r in ran)
+    rec["nuts"] = {**diagnostics(phi, wall), "gradient": gradient, "warmup_iterations": warmup,
+                   "sampling_iterations": samples, "gradients": grads,
+                   "divergences": sum(r["divergences"] for r in ran),
+                   "step_sizes": [r["step_size"] for r in ran],
+                   "versions": {k: ran[0][k] for k in ("jax", "numpyro")},
+                   "note": "dense mass matrix; 2 processes side by side, each pinned to a core, "
+                           f"{per} chains each one after the other; wall = the slower process"}
+    rec["nuts"]["gradients_per_ess"] = grads / rec["nuts"]["min_ess"]
+    _save()
+
+
+def run_daskgp(name: str, X, y, rec: dict, method: str, target_ess: int, chains: int, seed: int) -> None:
+    key = f"daskgp_{method}"
+    if key in rec:
+        return
+    import daskgp as dg
+    from daskgp.compute.cluster import get_client
+
+    client = get_client(n_workers=2, threads_per_worker=1)
+    try:
+        out = str(RUNS / f"nuts_fair_{name}_{method}.zarr")
+        t0 = time.perf_counter()
+        dt = dg.sample(X, y, out=out, client=client, method=method, n_chains=chains, target_ess=target_ess,
+                       seed=seed, overwrite=True)
+        wall = time.perf_counter() - t0
+    finally:
+        client.close()
+    post = dt["posterior"].to_dataset()
+    phi = np.stack([np.log(post[nm].values) for nm in NAMES], axis=-1)
+    rec[key] = {**diagnostics(phi, wall), "elapsed_attr": float(dt.attrs["elapsed"]),
+                "warmup_draws": int(dt.attrs["warmup_draws"]), "target_ess": target_ess}
+    _save()
+
+
+def compare(rec: dict) -> None:
+    b = rec.get("nuts")
+    if not b:
+        return
+    sd = np.array(b["sd"])
+    for key in [k for k in rec if k.startswith("daskgp_")]:
+        a, side = rec[key], key[len("daskgp_"):]
+        rec[f"ratio_{side}"] = a["seconds_per_ess"] / b["seconds_per_ess"]
+        rec[f"mean_gap_in_nuts_sd_{side}"] = ((np.array(a["mean"]) - np.array(b["mean"])) / sd).tolist()
+        rec[f"sd_ratio_{side}_over_nuts"] = (np.array(a["sd"]) / sd).tolist()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="concrete")
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--target-ess", type=int, default=400)
+    ap.add_argument("--warmup", type=int, default=1000)
+    ap.add_argument("--samples", type=int, default=1000)
+    ap.add_argument("--sides", default="nuts,hmc,sghmc")
+    ap.add_argument("--redo", action="store_true")
+    a = ap.parse_args()
+    os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
+    from fidelity import case_data
+
+    RESULTS.update(load_results(OUT, "nuts_fair", a.redo))
+    RUNS.mkdir(exist_ok=True)
+    sides = a.sides.split(",")
+    for name in a.cases.split(","):
+        X, y = case_data(name)
+        rec = RESULTS["cases"].setdefault(name, {"n": len(y)})
+        data = RUNS / f"nuts_{name}_data.npz"
+        if not data.exists():
+            np.savez(data, X=X, y=y)
+        t_seg = time.time()
+        try:
+            if "nuts" in sides:
+                gradient_costs(name, X, y, rec)
+                run_nuts(name, rec, a.chains, a.seed, a.warmup, a.samples)
+            for method in ("hmc", "sghmc"):
+                if method in sides:
+                    run_daskgp(name, X, y, rec, method, a.target_ess, a.chains, a.seed)
+            compare(rec)
+        finally:
+            rec.setdefault("segments", []).append({"sides": sides, "wall_seconds": time.time() - t_seg})
+            _save()
+        shown = {k: v for k, v in rec.items() if k.startswith(("ratio", "mean_gap", "sd_ratio"))}
+        print(name, json.dumps(shown))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
