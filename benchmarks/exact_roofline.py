@@ -6,17 +6,17 @@ SGHMC gradient of the exact GP posterior at three sizes, before and after a chan
 For each size n — concrete (1,030 rows) at its exact MAP, and 8,192 random rows and all 22,784 rows of
 house_8L at house_8L's reference MAP (``results/house8l_reference.json``) — the gradient a chain computes
 (``daskgp.mcmc.segments._posterior`` of the default ``SamplerConfig`` for n rows: probes, solver,
-tolerance, preconditioner rank and its kept pivots, float32 cached kernel rows), ``--repeats`` times at that
-φ with fresh probes (as SGHMC redraws them every iteration), the first one's preconditioner and kernel-row
-cache built outside the timing (a chain rebuilds them every ``redraw_every`` iterations and every θ
-respectively: both are reported apart). Per size:
+tolerance, preconditioner rank and its kept pivots, float32 cached kernel rows), ``--repeats`` times at θs
+0.001 apart in every log-parameter (as a chain moves: each gradient rebuilds the cached kernel rows) with
+fresh probes (as SGHMC redraws them every iteration); the first gradient, which also builds the
+preconditioner (a chain rebuilds it every ``redraw_every`` iterations), is timed apart. Per size:
 
 * seconds per gradient (median), operator passes (products) per gradient, CG iterations;
 * seconds per cached product of 1 + N_r columns, measured alone at the same θ;
 * the floor: 2·n²·(1 + N_r) flops per product at this machine's measured float32 GEMM rate, and copy rate
   for the n² float32 rows read per product (the larger of the two);
-* "everything else" = gradient − products × seconds per product (the derivative pass, the preconditioner's
-  applies, the solver's bookkeeping, the kernel rows recomputed when θ moves).
+* "everything else" = gradient − products × seconds per product (the kernel rows recomputed at the new θ,
+  the derivative pass, the preconditioner's applies, the solver's bookkeeping).
 
 Each side ("before": a git worktree of ``--before``, default the revision before issue 55's first change;
 "after": this checkout) runs in its own process, one size at a time, with the machine's default BLAS
@@ -101,8 +101,9 @@ per_product = (time.perf_counter() - t) / 5
 secs, products, iters = [], [], []
 for r in range(1, repeats + 1):
     p0 = op.n_products
+    at_r = phi + 1e-3 * r  # a new θ each time, as a chain's every iteration: the cached rows are rebuilt
     t = time.perf_counter()
-    g, info = post.stochastic_grad(phi, r)
+    g, info = post.stochastic_grad(at_r, r)
     secs.append(time.perf_counter() - t)
     products.append(op.n_products - p0)
     iters.append(info["cg_iterations"])
