@@ -106,7 +106,8 @@ def main():
             out[f"{name}_seconds_per_gradient"] = (time.perf_counter() - t0) / a.gradient_cost
             out[f"{name}_value"] = float(v)
             keys = ("variance", "lengthscale", "noise")
-            out[f"{name}_grad"] = [float(g[k]) for k in keys] if isinstance(g, dict) else [float(x) for x in g]
+            g = [g[k] for k in keys] if isinstance(g, dict) else g
+            out[f"{name}_grad"] = [float(x) for x in g]
         out["seconds_per_gradient"] = min(out["autodiff_seconds_per_gradient"],
                                           out["hand_seconds_per_gradient"])
         print(json.dumps(out))
