@@ -72,6 +72,7 @@ class StochasticAscent:
                              trust=None if trust is None else float(trust))
         self.phi = np.array(phi0, dtype=float)
         self.phi0 = self.phi.copy()
+        self.good = self.phi.copy()  # the last φ whose gradient succeeded (where a retreat goes back to)
         self.radius = self.settings["trust"]  # the trust region's radius now, whitened units (None: none)
         self._capped = False  # the last step was cut to the radius
         self.retreats: list[str] = []  # why the ascent stepped back, one line per retreat
@@ -96,9 +97,9 @@ class StochasticAscent:
     def step(self, post) -> None:
         """Take gradient k (the posterior's ``stochastic_grad(φ, k)``) and its step. With a trust region, a
         gradient that fails (a solve over its budget, a covariance not positive definite in floating point)
-        sends the ascent back to its previous point with the radius quartered — the step that led there was
-        too long — and that counts as the gradient; :data:`MAX_RETREATS` failures in a row raise
-        FloatingPointError with the reasons."""
+        sends the ascent back to the last point whose gradient succeeded with the radius quartered — the
+        step that led there was too long — and that counts as the gradient; :data:`MAX_RETREATS` failures in
+        a row raise FloatingPointError with the reasons."""
         o, k = self.settings, self.k
         window, L = o["window"], self.L
         try:
@@ -107,7 +108,7 @@ class StochasticAscent:
             if self.radius is None:
                 raise
             self.failures += 1
-            back = self.phis[-2] if len(self.phis) >= 2 else self.phi0
+            back = self.good
             self.retreats.append(f"gradient {k} failed at φ={np.round(self.phi, 4).tolist()} ({e}); back to "
                                  f"φ={np.round(back, 4).tolist()} with the trust radius "
                                  f"{self.radius:g} → {max(self.radius / 4, TRUST_MIN):g}")
@@ -120,6 +121,7 @@ class StochasticAscent:
             self.phis.append(self.phi.copy())
             return
         self.failures = 0
+        self.good = self.phi.copy()
         gw = L.T @ g  # whitened: M₀ĝ = L gw
         self.gws.append(gw)
         V = info.get("noise_cov")
@@ -169,15 +171,16 @@ class StochasticAscent:
                 "gws": np.array(self.gws).reshape(-1, p), "phis": np.array(self.phis).reshape(-1, p),
                 "lams": np.array(self.lams, dtype=float), "settled_at": self.settled_at,
                 "noise_eig": self.noise_eig, "converged": self.converged, "gnorm": self.gnorm,
-                "se": self.se.copy(), "phi0": self.phi0.copy(), "radius": self.radius,
-                "capped": self._capped, "failures": self.failures, "retreats": list(self.retreats)}
+                "se": self.se.copy(), "phi0": self.phi0.copy(), "good": self.good.copy(),
+                "radius": self.radius, "capped": self._capped, "failures": self.failures,
+                "retreats": list(self.retreats)}
 
     @classmethod
     def from_dict(cls, d: dict, p: int) -> StochasticAscent:
         """The ascent ``to_dict`` wrote, for p parameters; ValueError naming the first malformed field."""
         base = ("settings", "phi", "M0", "gws", "phis", "lams", "settled_at", "noise_eig", "converged",
                 "gnorm", "se")
-        trusted = ("phi0", "radius", "capped", "failures", "retreats")
+        trusted = ("phi0", "good", "radius", "capped", "failures", "retreats")
         old = isinstance(d, dict) and "radius" not in d  # written before the trust region
         expect_keys(d, base if old else base + trusted, "ascent state")
         s = d["settings"]
@@ -188,6 +191,7 @@ class StochasticAscent:
         a = cls(expect_array(d["phi"], (p,), "phi"), expect_array(d["M0"], (p, p), "M0"), **s)
         if not old:
             a.phi0 = expect_array(d["phi0"], (p,), "phi0")
+            a.good = expect_array(d["good"], (p,), "good")
             a.radius = None if d["radius"] is None else float(expect_number(d["radius"], "radius",
                                                                              positive=True))
             if not isinstance(d["capped"], bool) or not isinstance(d["retreats"], list):

@@ -286,9 +286,9 @@ def test_a_trust_region_keeps_one_steep_gradient_from_throwing_the_ascent_out_of
 
 def test_a_failed_gradient_sends_the_ascent_back_with_a_smaller_radius_and_is_told():
     """A gradient that fails (here a solve over its budget beyond a wall 3 sd below the mode in the noise)
-    sends the ascent back to its previous point with the trust radius quartered, and each retreat is a line
-    naming φ and the reason (the warmup shows it). The ascent still ends at the mode (0.5 sd, as above).
-    Power: without the trust region the first failure ends the ascent."""
+    sends the ascent back to the last point whose gradient succeeded, the trust radius quartered; each
+    retreat is a line naming φ and the reason (the warmup shows it). The ascent still ends at the mode
+    (0.5 sd, as above). Power: without the trust region the first failure ends the ascent."""
     from daskgp.exact.posterior import SolveBudgetExceeded
 
     wall = _M[2] - 3 * _SD[2]
