@@ -95,11 +95,14 @@ def base_worktree(revision: str):
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
 
 
-def run_child(tree: Path, script: str, args: list[str], timeout: int = 1800) -> dict:
+def run_child(tree: Path, script: str, args: list[str], timeout: int = 1800,
+              single_threaded: bool = True) -> dict:
     """Run ``script`` (Python source) in its own single-threaded process whose daskgp is imported from
     ``tree``; returns the JSON it printed on its last ``RESULT `` line, after checking that the daskgp it
     reported (key "daskgp", its file) came from ``tree``."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    if single_threaded:  # False: the machine's default BLAS threads (a thread pool per core measured as used)
+        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     env.setdefault("DASKGP_DATA", str(ROOT.parent / "shared" / "data"))
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(script)

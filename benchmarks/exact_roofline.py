@@ -28,14 +28,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, base_worktree, close_segment, load_results, write_results
+from _common import ROOT, base_worktree, close_segment, load_results, run_child, write_results
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "exact_roofline.json"
@@ -123,22 +119,8 @@ print("RESULT " + json.dumps({
 
 
 def _child(tree: Path, n: int, repeats: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    env.setdefault("DASKGP_DATA", str(ROOT.parent / "shared" / "data"))
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(CHILD)
-    try:
-        out = subprocess.run([sys.executable, f.name, str(n), str(repeats),
-                              str(HERE / "results" / "house8l_reference.json")], env=env,
-                             cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=3600)
-    finally:
-        os.unlink(f.name)
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
-    if out.returncode or not lines:
-        raise RuntimeError(f"the child on {tree} (n={n}) failed:\n{out.stderr[-3000:]}")
-    res = json.loads(lines[-1][7:])
-    assert Path(res.pop("daskgp")).resolve().is_relative_to(tree.resolve()), f"ran a daskgp outside {tree}"
-    return res
+    return run_child(tree, CHILD, [str(n), str(repeats), str(HERE / "results" / "house8l_reference.json")],
+                     timeout=3600, single_threaded=False)
 
 
 def _table(results: dict) -> list[str]:
