@@ -45,6 +45,8 @@ CASES = {  # name: (data set, rows or None for all, seed of the subset)
     "house4k": ("house_8L", 4096),
     "synth8k": ("synth", 8192),
     "house8k": ("house_8L", 8192),
+    "power2k": ("power_plant", 2000),  # issue 55's NUTS comparison sizes (benchmarks/nuts_fair.py)
+    "power5k": ("power_plant", 5000),
     "power_plant": ("power_plant", None),
     "house_8L": ("house_8L", None),
 }

@@ -50,6 +50,7 @@ def _workspace(r: int, c: int) -> dict:
     flat = getattr(_local, "flat", None)
     if flat is None:
         flat = _local.flat = {k: np.empty(_TILE_ROWS * _TILE_COLS) for k in _WS_NAMES}
+        flat["F"] = np.empty(_TILE_ROWS * _TILE_COLS, dtype=np.float32)  # float32 rows' own scratch
     return {k: v[: r * c].reshape(r, c) for k, v in flat.items()}
 
 

@@ -106,7 +106,9 @@ def ulisse(A, B, x0=None, *, es_tol: float = 1e-2, tol: float = 1e-6, beta: floa
            roulette: str = "increment", callback=None) -> UlisseResult:
     """ULISSE: unbiased estimates of the CG solution of A X = B from an early-stopped CG run.
 
-    es_tol : early-stop relative residual; tol : the full CG tolerance whose solution is estimated;
+    es_tol : early-stop relative residual, one for every column or (k,) one per column (``inf``: that
+    column is solved by plain CG to ``tol``, its estimates all the CG solution); tol : the full CG tolerance
+    whose solution is estimated;
     beta : the roulette's scale (the first step past the threshold is kept with probability e^−β);
     roulette : 'increment' (survival P_i = e^−β·‖δ_i‖/‖δ_1‖), 'residual' (P_i = e^−β·r_(i−1)/r_es) or
     'exponential' (the paper's p_i = exp(−β i)), see the module; n_estimates : estimates per column
@@ -114,8 +116,10 @@ def ulisse(A, B, x0=None, *, es_tol: float = 1e-2, tol: float = 1e-6, beta: floa
     rng : numpy Generator or seed (the uniform draws, on the host whatever B's namespace: the same seed
     gives the same stopping on CPU and GPU); callback(i) as for :func:`cg`.
     """
-    if not (es_tol > tol > 0):
-        raise ValueError(f"need es_tol > tol > 0, got es_tol={es_tol}, tol={tol}")
+    es = np.asarray(es_tol, dtype=np.float64)
+    if es.ndim > 1 or not (np.all(es > tol) and tol > 0):
+        raise ValueError(f"need es_tol > tol > 0 (a number, or one per column), got es_tol={es_tol}, "
+                         f"tol={tol}")
     check_positive("beta", beta)
     if roulette not in ROULETTES:
         raise ValueError(f"roulette must be one of {ROULETTES}, got {roulette!r}")
@@ -157,8 +161,15 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng, ro
         if x.shape != B2.shape:
             raise ValueError(f"x0 has shape {tuple(x.shape)}, B has {tuple(B2.shape)}")
         x = xp.asarray(x, copy=True)
-        r = B2 - matmul(x)
-        n_products = 1
+        r = xp.asarray(B2, copy=True)
+        # only the columns with a warm start cost a product (a sampler keeps K⁻¹y's iterate across steps
+        # and starts its fresh probes from zero)
+        warm = np.flatnonzero(to_host(norms(x)) > 0)
+        n_products = 0
+        if warm.size:
+            xw = take_cols(x, warm)
+            r = put_cols(r, warm, take_cols(B2, warm) - matmul(xw))
+            n_products = 1
     bnorm = to_host(norms(B2)).astype(np.float64)
     zero = bnorm == 0  # b = 0: the solution is 0, whatever the warm start
     if zero.any():
@@ -184,6 +195,8 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng, ro
         started = np.zeros(k, dtype=bool)
         since = np.zeros(k, dtype=np.int64)  # steps taken after the early-stop threshold
         es_iteration = np.full(k, -1, dtype=np.int64)
+        es = np.broadcast_to(np.asarray(es_tol, dtype=np.float64), (k,))
+        es = np.where(np.isfinite(es), es, -1.0)  # inf: a plain CG column, never past the threshold
         first_size = np.ones(k)  # the first step's size past the threshold (increment or residual roulette)
         survive = np.ones(k)  # P_i: probability that an estimate is still alive after step i
 
@@ -198,7 +211,7 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng, ro
                 started[c] = True
                 es_iteration[c] = iterations[c]
 
-        start(np.flatnonzero(res <= es_tol))
+        start(np.flatnonzero(res <= es))
         active &= ~started
 
     z = precond.solve(r) if precond is not None else r
@@ -253,7 +266,7 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng, ro
                     if kc.size:
                         w = from_host(weight[e, on[kc]], xp, dtype=B2.dtype, on=B2)
                         est[e] = put_cols(est[e], on[kc], take_cols(est[e], on[kc]) + take_cols(d_on, kc) * w)
-            start(cols[pre & (res_c <= es_tol)])
+            start(cols[pre & (res_c <= es[cols])])
             done = newly_converged | (started[cols] & ~alive[:, cols].any(axis=0))
         else:
             done = newly_converged

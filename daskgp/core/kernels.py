@@ -145,7 +145,8 @@ class Kernel:
 
     def tile_numpy(self, Ai, Bt, ws: dict, need_g: bool, out=None):
         """(K, G, H) for one tile from augmented inputs, H = −r²/2, computed in the workspace ``ws``
-        (dict of equal-shape float64 arrays 'H', 'K', 'G', 'E'); K goes to ``out`` when given."""
+        (dict of equal-shape float64 arrays 'H', 'K', 'G', 'E', and optionally a float32 'F' for a float32
+        ``out``); K goes to ``out`` when given."""
         H = ws["H"]
         np.matmul(Ai, Bt.T, out=H)
         np.minimum(H, 0.0, out=H)
@@ -174,7 +175,15 @@ class RBF(Kernel):
             K *= self.variance
             return K
         H += math.log(self.variance)
-        np.exp(H, out=K)
+        if K.dtype == np.float32 and "F" in ws:
+            # float32 rows (a sampler's cache): the exponential in float32, six times faster than float64's
+            # on this machine; H rounded to float32 first moves K by ≤ (1 + |H|)·6e-8 relative, the size of
+            # the rounding the float32 rows already carry wherever K is not negligible
+            F = ws["F"]
+            np.copyto(F, H, casting="same_kind")
+            np.exp(F, out=K)
+        else:
+            np.exp(H, out=K)
         return None
 
 

@@ -29,7 +29,9 @@ from ..core.random import rademacher
 from ..core.validation import check_positive, check_X, check_y
 
 __all__ = ["exact_log_marginal", "log_marginal_gradient", "GradientEstimate", "rademacher",
-           "max_exact_n"]
+           "max_exact_n", "SOLVERS"]
+
+SOLVERS = ("ulisse", "cg", "cg-ulisse")
 
 
 def max_exact_n(memory_bytes: float | None = None) -> int:
@@ -243,8 +245,9 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
     op : the kernel operator (θ = ``op.log_params``); y (n,) targets.
     n_probes : N_r Hutchinson probes (ignored when ``probes`` (n, N_r) is given — keep them fixed for R
         iterations as in the paper); x0 (n, 1+N_r) warm start for [y, probes] (``.warm_start``).
-    solver : 'ulisse' (unbiased early stop, es_tol / beta / roulette, see :func:`daskgp.ulisse`) or 'cg'
-        (run to ``tol``).
+    solver : 'ulisse' (unbiased early stop, es_tol / beta / roulette, see :func:`daskgp.ulisse`), 'cg'
+        (run to ``tol``) or 'cg-ulisse' (K⁻¹y by CG to ``tol``, the probes by ULISSE: the early stop where
+        its noise is small beside the probes', see the module).
     precond : None, 'pivchol' (rank ``precond_rank``) or a :class:`PivotedCholesky` built for this θ.
     control_variate : use the preconditioner's exact tr(P⁻¹∂P) as a control variate for the trace
         (Nyström derivative with the pivots fixed; needs precond).
@@ -269,8 +272,8 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
         if getattr(probes, "ndim", np.ndim(probes)) != 2:
             raise ValueError(f"probes must have shape ({op.n}, N_r), got {np.shape(to_host(probes))}")
         probes, _ = check_columns(probes, op.n, op.X, "probes")
-    if solver not in ("ulisse", "cg"):
-        raise ValueError(f"solver must be 'ulisse' or 'cg', got {solver!r}")
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
     if precond == "pivchol":
         precond = PivotedCholesky(op, rank=precond_rank)
     elif precond is not None and not isinstance(precond, PivotedCholesky):
@@ -290,6 +293,18 @@ def log_marginal_gradient(op: KernelOperator, y, *, n_probes: int = 4, solver: s
         s_a, s_b = res.estimates[0, :, 0], res.estimates[1, :, 0]
         Kinv_r = res.estimates[0, :, 1:]
         converged = bool(np.all(res.es_iteration >= 0))
+    elif solver == "cg-ulisse":
+        # K⁻¹y by CG to tol (deterministic: one solve serves both sides of the quadratic form, unbiased to
+        # the tolerance), the probes' solves by ULISSE: the early stop only truncates the trace term, whose
+        # error the roulette keeps unbiased, while the quadratic form (no probe noise to hide a bias in)
+        # stays exact
+        es = np.full(1 + nr, float(es_tol))
+        es[0] = np.inf
+        res = ulisse(op, B, x0, es_tol=es, tol=tol, beta=beta, n_estimates=1, rng=rng, max_iter=max_iter,
+                     precond=precond, roulette=roulette, callback=callback)
+        s_a = s_b = res.estimates[0, :, 0]
+        Kinv_r = res.estimates[0, :, 1:]
+        converged = bool(res.converged[0] and np.all(res.es_iteration[1:] >= 0))
     else:
         res = cg(op, B, x0, tol=tol, max_iter=max_iter, precond=precond, callback=callback)
         s_a = s_b = res.x[:, 0]

@@ -14,8 +14,9 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
+from array_api_compat import device
 
-from ..compute.backend import into, to_host
+from ..compute.backend import into, namespace, to_host
 from ..compute.operator import KernelOperator
 from ..core.kernels import Kernel
 from ..core.optim import lbfgsb
@@ -34,11 +35,12 @@ __all__ = ["GPPosterior", "ProbeState", "SolveBudgetExceeded", "exact_log_poster
 @dataclass
 class ProbeState:
     """The stochastic gradient's state between iterations: ``probes`` (n, k) Rademacher vectors in use
-    (None before the first draw), ``x0`` (n, k+1) the last solves' iterates for [y, probes] (None right after
-    a redraw), the generator ``rng`` that draws probes (and ULISSE's stopping), ``precond_at`` (p,) the φ
-    at which the pivoted-Cholesky preconditioner in use was built (None without one) and ``solves`` the CG
-    iterations of the last (at most :data:`SOLVE_WINDOW`) gradients, from which the next solve's budget is
-    set (:meth:`GPPosterior.solve_budget`; None before the first)."""
+    (None before the first draw), ``x0`` (n, k+1) the last solves' iterates for [y, probes] (right after a
+    redraw only K⁻¹y's is kept, the new probes' columns zero; (n, 1) K⁻¹y's alone, as a warmup checkpoints
+    it; None before the first solve), the generator ``rng`` that draws probes (and ULISSE's stopping),
+    ``precond_at`` (p,) the φ at which the pivoted-Cholesky preconditioner in use was built (None without
+    one) and ``solves`` the CG iterations of the last (at most :data:`SOLVE_WINDOW`) gradients, from which
+    the next solve's budget is set (:meth:`GPPosterior.solve_budget`; None before the first)."""
 
     probes: np.ndarray | None
     x0: np.ndarray | None
@@ -74,8 +76,10 @@ class ProbeState:
             solves = expect_array(solves, (size,), "solves")
             if size > SOLVE_WINDOW or np.any(solves < 0):
                 raise ValueError(f"solves must hold at most {SOLVE_WINDOW} iteration counts >= 0")
+        x0 = d["x0"]
+        cols = 1 if isinstance(x0, np.ndarray) and x0.ndim == 2 and x0.shape[1] == 1 else n_probes + 1
         return cls(expect_array(d["probes"], (n, n_probes), "probes", optional=True),
-                   expect_array(d["x0"], (n, n_probes + 1), "x0", optional=True, finite=finite),
+                   expect_array(x0, (n, cols), "x0", optional=True, finite=finite),
                    rng_from_state(d["rng"]),
                    expect_array(d.get("precond_at"), (p,), "precond_at", optional=True), solves)
 
@@ -121,7 +125,9 @@ class GPPosterior:
         kwargs.pop("max_iter", None)  # the solve budget's (solve_budget)
         if st.probes is None or t % self.redraw_every == 0:
             st.probes = rademacher(self.op.n, self.n_probes, st.rng)
-            st.x0 = None
+            st.x0 = _mean_start(st.x0, self.n_probes)
+        elif st.x0 is not None and st.x0.shape[1] == 1:  # a warmup's checkpoint keeps only K⁻¹y's
+            st.x0 = _mean_start(st.x0, self.n_probes)
         # probes drawn on the host (or read back from a checkpoint) go to the operator's device once
         st.probes, st.x0 = into(st.probes, self.op.X), into(st.x0, self.op.X)
         if self._reuse_precond and (st.precond_at is None or t % self.precond_every == 0):
@@ -215,6 +221,16 @@ class SolveBudgetExceeded(FloatingPointError):
         super().__init__(f"the solve at φ={np.round(self.phi, 4).tolist()} did not converge within its "
                          f"budget of {self.budget} CG iterations{how}: K is far worse conditioned there than "
                          "anywhere before")
+
+
+def _mean_start(x0, n_probes: int):
+    """The warm start (n, 1 + n_probes) for fresh probes: K⁻¹y's last iterate (x0's first column; θ moved
+    a little since), the probes' columns zero; None without one. In x0's namespace."""
+    if x0 is None:
+        return None
+    xp = namespace(x0)
+    zeros = xp.zeros((x0.shape[0], n_probes), dtype=x0.dtype, device=device(x0))
+    return xp.concat([x0[:, :1], zeros], axis=1)
 
 
 def _host(a):

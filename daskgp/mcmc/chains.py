@@ -150,7 +150,7 @@ def _begin(X, y, cfg: SamplerConfig, start: dict, warm_state: dict | None, out: 
                 ckpt = held.enter_context(WarmupStore(warmup_path(out)).writing())
                 warm = _warmup(X, y, cfg, start, warm_state, seeds[C + 2], client, control, on_warmup, ckpt)
                 hooks = (hooks[0], control, _removing_warmup(ckpt, hooks[2]))
-                cfg = _adaptation_from_warmup(cfg, warm)
+                cfg = _tuned_from_warmup(cfg, warm)
             else:
                 warm = _exact_warmup(X, y, cfg, kernel, phi_map, seeds[C + 2], on_warmup)
             centre, M = warm["phi"], warm["cov"]
@@ -175,17 +175,26 @@ def _begin(X, y, cfg: SamplerConfig, start: dict, warm_state: dict | None, out: 
         return _drive(store, X, y, cfg, M, ckpt, names, client, hooks)
 
 
-def _adaptation_from_warmup(cfg: SamplerConfig, warm: dict) -> SamplerConfig:
-    """The configuration with the adaptation length that the gradient noise measured by a stochastic warmup
-    calls for (``cfg.adapt_from_noise``; at most a fifth of the cap, as any target run's), where the warmup
+def _tuned_from_warmup(cfg: SamplerConfig, warm: dict) -> SamplerConfig:
+    """The configuration with the probes (``cfg.probes_from_noise``) and the adaptation length
+    (``cfg.adapt_from_noise``; at most a fifth of the cap, as any target run's) that the gradient noise
+    measured by a stochastic warmup calls for, where the warmup
     converged to a positive definite Laplace covariance — a saddle-free or subset metric may be far off, and
     keeps the full adaptation to correct it. A pure function of the warmup's result: a resumed warmup
     gives the same length."""
     noise = warm.get("noise_at_mode")
     trusted = warm.get("converged") and warm.get("cov_from") == FULL_LAPLACE
-    if not (cfg.adapt_from_noise and noise and trusted):
+    if not (noise and trusted):
         return cfg
-    n_adapt = cfg.sampler.adaptation_from_noise(cfg, float(noise))
+    noise = float(noise)
+    if cfg.probes_from_noise:
+        probes = cfg.sampler.probes_from_noise(cfg, noise)
+        if probes is not None and probes != cfg.n_probes:
+            noise *= cfg.n_probes / probes  # Hutchinson's variance: 1/N_r
+            cfg = replace(cfg, n_probes=probes)
+    if not cfg.adapt_from_noise:
+        return cfg
+    n_adapt = cfg.sampler.adaptation_from_noise(cfg, noise)
     if n_adapt is None:
         return cfg
     return replace(cfg, n_adapt=min(n_adapt, cfg.n_iter // 5))

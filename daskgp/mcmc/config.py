@@ -15,6 +15,7 @@ from ..compute.solvers import ROULETTES
 from ..core.fingerprint import fingerprint
 from ..core.kernels import KERNELS
 from ..core.validation import check_positive
+from ..exact.marginal import SOLVERS
 from .samplers import Sampler, find_sampler, get_sampler, sampler_names
 from .samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK, SGHMC_PRECOND_RANK_LARGE, SGHMC_PROBES
 
@@ -53,7 +54,8 @@ class SamplerConfig:
     the paper's start, from the subset MAP with the subset Laplace covariance scaled by subset/n.
     SGLD: step sizes ``step_start`` → ``step_end`` with exponent ``step_gamma``; freeze when the ratio over a
     ``batch`` of gradients is below ``freeze_threshold``; ``n_probes`` Hutchinson probes redrawn every
-    ``redraw_every`` iterations; ``solver`` 'ulisse' | 'cg' with ``es_tol``, ``tol``, ``beta`` and ULISSE's
+    ``redraw_every`` iterations; ``solver`` 'ulisse' | 'cg' | 'cg-ulisse' (K⁻¹y by CG, the probes by
+    ULISSE) with ``es_tol``, ``tol``, ``beta`` and ULISSE's
     ``roulette`` ('increment': survival follows the size of CG's steps; 'residual'; 'exponential': the
     paper's p_i = exp(−βi), heavy-tailed in practice, see :func:`daskgp.compute.solvers.ulisse`); ``precond``
     None | 'pivchol' of rank ``precond_rank``; the kernel rows the operator caches are kept in
@@ -79,15 +81,17 @@ class SamplerConfig:
     sampler supports it: SGHMC): after a stochastic warmup that converged to a positive definite Laplace
     covariance, the adaptation is shortened to what the gradient noise the warmup measured at the mode
     needs (:meth:`daskgp.mcmc.samplers.SGHMCSampler.adaptation_from_noise`), and the run stores the
-    ``n_adapt`` it used.
+    ``n_adapt`` it used. ``probes_from_noise`` (resolved True when ``n_probes`` is left unset): after such a
+    warmup the chains use the fewest probes whose noise leaves the step where it is
+    (:meth:`daskgp.mcmc.samplers.SGHMCSampler.probes_from_noise`), stored in the run as ``n_probes``.
     Layout: ``workers_per_chain`` workers compute each chain's kernel products, each caching the kernel rows
     of its row blocks (None: ⌊workers / chains⌋ from 16,384 rows, else 1; see :mod:`daskgp.mcmc.layout`).
     The draws do not depend on it, so a run may be resumed with another.
     Defaults left as None are resolved when the configuration is made (``n_probes``: 32 for SGHMC, whose
     step the gradient noise caps, 4 — the paper's N_r — otherwise), and stored resolved with the run;
     ``solver`` and ``precond_rank`` None are resolved for the data's size by :meth:`solver_for` and
-    :meth:`precond_rank_for` (SGHMC: ULISSE and 300 up to LARGE_N rows, CG and 2,000 beyond; SGLD: ULISSE
-    and 100, the paper's).
+    :meth:`precond_rank_for` (SGHMC: ULISSE and 300 up to LARGE_N rows, 'cg-ulisse' and 2,000 beyond; SGLD:
+    ULISSE and 100, the paper's).
     """
 
     method: str = "sghmc"
@@ -126,6 +130,7 @@ class SamplerConfig:
     noise_budget: float = 0.5
     n_adapt: int | None = None
     adapt_from_noise: bool | None = None
+    probes_from_noise: bool | None = None
     step_iter: int | None = None
     target_ess: int | None = None
     target_rhat: float = 1.01
@@ -138,6 +143,8 @@ class SamplerConfig:
         sampler = find_sampler(self.method)  # None for an unknown name: validate() says so
         if sampler is None:
             return
+        if self.probes_from_noise is None:  # before n_probes is resolved: was it left to the sampler?
+            self.probes_from_noise = self.n_probes is None
         if self.n_probes is None:
             self.n_probes = sampler.default_probes
         sampler.resolve(self)
@@ -166,8 +173,8 @@ class SamplerConfig:
             raise ValueError(f"step_gamma must be in (0, 1], got {self.step_gamma}")
         if self.roulette not in ROULETTES:
             raise ValueError(f"roulette must be one of {ROULETTES}, got {self.roulette!r}")
-        if self.solver not in (None, "ulisse", "cg"):
-            raise ValueError(f"solver must be 'ulisse', 'cg' or None (by size), got {self.solver!r}")
+        if self.solver is not None and self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS} or None (by size), got {self.solver!r}")
         if not self.h_max < 2:
             raise ValueError(f"h_max must be below 2 (BAOAB's stability limit in whitened units), got "
                              f"{self.h_max}")
@@ -195,8 +202,9 @@ class SamplerConfig:
                              "and R-hat compares chains")
         if not 1 < self.target_rhat < 2:
             raise ValueError(f"target_rhat must be in (1, 2), got {self.target_rhat!r}")
-        if not isinstance(self.adapt_from_noise, (bool, np.bool_)):
-            raise ValueError(f"adapt_from_noise must be True or False, got {self.adapt_from_noise!r}")
+        for name in ("adapt_from_noise", "probes_from_noise"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.n_adapt is not None and not 0 <= self.n_adapt < self.n_iter:
             raise ValueError(f"n_adapt must be in [0, n_iter), got {self.n_adapt}")
         sampler.validate(self)
@@ -286,10 +294,11 @@ _PARTS = {
                      "max_abs_phi",
                      "warmup", "warmup_iter", "laplace_probes", "overdispersion", "subset_size")),
     "SolverSpec": ("the stochastic gradient: probes and how often they and the preconditioner are redrawn, "
-                   "the solver ('ulisse' / 'cg' / None by size) and its tolerances and roulette, the "
+                   "whether the warmup's noise may cut the probes, the solver ('ulisse' / 'cg' / "
+                   "'cg-ulisse' / None by size) and its tolerances and roulette, the "
                    "preconditioner and its rank, the cached kernel rows' dtype, the device",
-                   ("solver", "n_probes", "redraw_every", "es_tol", "tol", "beta", "roulette", "precond",
-                    "precond_rank", "cache_dtype", "device")),
+                   ("solver", "n_probes", "probes_from_noise", "redraw_every", "es_tol", "tol", "beta",
+                    "roulette", "precond", "precond_rank", "cache_dtype", "device")),
     "RunSpec": ("the run: chains, iterations per chain, seed, iterations per committed block, the "
                 "target ESS / R-hat that stop it early, and the workers per chain",
                 ("n_chains", "n_iter", "seed", "checkpoint_every", "target_ess", "target_rhat",

@@ -87,8 +87,12 @@ def check_warmup_state(st, p: int) -> None:
     budget = ("solves",) if isinstance(ps, dict) and "solves" in ps else ()
     keys = ("probes", "x0", "rng", "precond_at") + budget
     probes = expect_keys(ps, keys, "the warmup's probe state")
-    if probes["probes"] is not None or probes["x0"] is not None:
+    if probes["probes"] is not None:
         raise ValueError("the warmup's probe state holds probes (a warmup redraws them at every gradient)")
+    x0 = probes["x0"]
+    if x0 is not None and not (isinstance(x0, np.ndarray) and x0.ndim == 2 and x0.shape[1] == 1
+                               and np.all(np.isfinite(x0))):
+        raise ValueError("the warmup's probe state's x0 must be K⁻¹y's warm start alone, (n, 1) and finite")
     rng_from_state(probes["rng"])
     expect_array(probes["precond_at"], (p,), "precond_at", optional=True)
     if probes.get("solves") is not None:
@@ -190,9 +194,10 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
         st["result"] = {"phi": st["phi0"], "cov": st["M0"], "cov_from": _SUBSET, "iterations": 0,
                         "converged": False,
                         "failed": f"the {failed_in} failed after {done} gradients: {type(e).__name__}: {e}"}
-    # the next gradient redraws its probes and starts its solves afresh: only the generator and the
-    # preconditioner's point carry over (kilobytes, not n × k)
-    st["probe_state"] = {**post.state.to_dict(), "probes": None, "x0": None}
+    # the next gradient redraws its probes and starts its solves from K⁻¹y's last iterate: that column, the
+    # generator and the preconditioner's point carry over (n numbers, not n × k)
+    ps = post.state.to_dict()
+    st["probe_state"] = {**ps, "probes": None, "x0": None if ps["x0"] is None else ps["x0"][:, :1]}
     st["gradients"] = int(st["gradients"]) + spent
     st["seconds"] = float(st["seconds"]) + time.perf_counter() - t0
     if st["stage"] == DONE:

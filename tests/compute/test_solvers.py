@@ -148,6 +148,39 @@ def test_ulisse_per_column_estimate_counts(system, rng):
     assert np.isfinite(res.estimates[0, :, 1]).all() and np.isnan(res.estimates[1, :, 1]).all()
 
 
+def test_ulisse_per_column_thresholds_leave_an_infinite_ones_column_to_plain_cg(system, rng):
+    """es_tol (k,): a column whose threshold is inf is solved by CG to tol (its estimates are that solution,
+    deterministic); the others stop early as with a scalar threshold, their estimates random."""
+    op, K, y = system
+    B = np.column_stack([y, rng.standard_normal((op.n, 2))])
+    res = ulisse(op, B, es_tol=[np.inf, 1e-2, 1e-2], tol=1e-8, rng=0)
+    plain = cg(op, B[:, 0], tol=1e-8)
+    # the same algorithm on that column; only BLAS rounding differs (block against vector products)
+    np.testing.assert_allclose(res.estimates[0, :, 0], plain.x, rtol=1e-6, atol=1e-8)
+    assert np.array_equal(res.estimates[0, :, 0], res.x[:, 0])
+    assert res.es_iteration[0] == -1 and res.converged[0]
+    assert abs(res.iterations[0] - plain.iterations[0]) <= 3
+    assert np.all(res.es_iteration[1:] >= 0) and np.all(res.iterations[1:] < res.iterations[0])
+    scalar = ulisse(op, B[:, 1:], es_tol=1e-2, tol=1e-8, rng=0)
+    assert np.array_equal(scalar.es_iteration, res.es_iteration[1:])
+    with pytest.raises(ValueError, match="es_tol > tol"):
+        ulisse(op, B, es_tol=[np.inf, 1e-9, 1e-2], tol=1e-8)
+
+
+def test_a_warm_start_costs_a_product_only_for_its_nonzero_columns(system, rng):
+    """A sampler keeps K⁻¹y's iterate and starts its fresh probes from zero: no product for those, and a
+    warm start of all zeros is a cold start."""
+    op, K, y = system
+    B = np.column_stack([y, rng.standard_normal(op.n)])
+    cold = cg(op, B, tol=1e-9)
+    zero = cg(op, B, x0=np.zeros_like(B), tol=1e-9)
+    assert zero.n_products == cold.n_products and np.array_equal(zero.x, cold.x)
+    x0 = np.column_stack([cold.x[:, 0] + 1e-6 * rng.standard_normal(op.n), np.zeros(op.n)])
+    warm = cg(op, B, x0=x0, tol=1e-9)
+    assert warm.n_products == 1 + warm.iterations.max() and warm.iterations[0] < cold.iterations[0]
+    np.testing.assert_allclose(warm.x, cold.x, rtol=1e-6, atol=1e-8)
+
+
 def test_zero_right_hand_side_gives_zero(system, rng):
     op, K, y = system
     B = np.column_stack([np.zeros(op.n), y])

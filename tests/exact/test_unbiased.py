@@ -96,3 +96,20 @@ def test_the_check_tells_early_stopped_cg_from_an_exact_solve(system, grad_scale
     z = _z(D, grad_scale)
     print("CG", tol, "z", z.round(2), "mean", D.mean(axis=0), "sd", D.std(axis=0))
     assert (np.abs(z).max() >= Z_CRIT) == biased, (tol, z, D.mean(axis=0))
+
+
+def test_cg_for_the_mean_and_ulisse_for_the_probes_is_unbiased(system, grad_scale):
+    """'cg-ulisse', SGHMC's solver beyond LARGE_N rows: K⁻¹y by CG to tol, the probes' solves stopped early
+    by ULISSE. Power: the same split with the roulette switched off (β = 50: every probe estimate is the
+    iterate at the threshold, the plain truncation) must be called biased on the same probes."""
+    cfg = SamplerConfig()
+    assert cfg.solver_for(cfg_large_n := 22_784) == "cg-ulisse", cfg_large_n
+    D = _differences(system, M, seed=3, solver="cg-ulisse", es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta)
+    z = _z(D, grad_scale)
+    print("CG + ULISSE z", z.round(2), "mean", D.mean(axis=0), "sd", D.std(axis=0))
+    assert np.abs(z).max() < Z_CRIT, (z, D.mean(axis=0), D.std(axis=0))
+    assert np.all(D.std(axis=0) > 0)  # the roulette did randomise
+    D = _differences(system, M_CONTROL, seed=4, solver="cg-ulisse", es_tol=cfg.es_tol, tol=cfg.tol, beta=50.0)
+    z = _z(D, grad_scale)
+    print("truncated probes z", z.round(2), "mean", D.mean(axis=0))
+    assert np.abs(z).max() >= Z_CRIT, (z, D.mean(axis=0))

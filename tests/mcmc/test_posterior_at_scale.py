@@ -1,10 +1,11 @@
 """The default sampler in its large-n configuration against the exact posterior on real data (issue 28): the
-configuration SGHMC switches to beyond LARGE_N = 5,000 rows (CG to 1e-6 with a pivoted-Cholesky
-preconditioner of rank 2,000), where on 8,192 held-out rows four chains once agreed on a noise variance whose
+configuration SGHMC switches to beyond LARGE_N = 5,000 rows (K⁻¹y by CG to 1e-6 and the probes by ULISSE,
+'cg-ulisse', with a pivoted-Cholesky preconditioner of rank 2,000, and the probes the warmup's noise calls
+for), where on 8,192 held-out rows four chains once agreed on a noise variance whose
 sd was 20× the exact one.
 
-The test runs that configuration on 2,048 rows — ``solver='cg'`` and a rank-800 preconditioner, the same
-rank-to-rows ratio (0.39) as 2,000 at 5,120 — because the exact reference costs O(n³) per evaluation: at
+The test runs that configuration on 2,048 rows — ``solver='cg-ulisse'`` and a rank-800 preconditioner, the
+same rank-to-rows ratio (0.39) as 2,000 at 5,120 — because the exact reference costs O(n³) per evaluation: at
 5,120 rows its MAP alone took over 5 minutes of CI's 2 cores and the whole test 13–25, more than half of
 CI's budget. The same check at 4,096 to 22,784 rows, with SGHMC choosing its configuration by size, is
 ``benchmarks/fidelity.py`` (resumable; results in ``benchmarks/results/fidelity.json``)."""
@@ -61,9 +62,10 @@ def test_the_large_n_configuration_matches_the_exact_posterior_on_2048_power_pla
     phi_ref, cov_ref = subset_map(X, y, kernel, 0.3, prior=GammaPrior(2.0, 1.0), size=N, rng=0)
     sd_ref = np.sqrt(np.diag(cov_ref))
     dt = sample(X, y, out=str(tmp_path / "pp.zarr"), client=client, n_chains=2, n_iter=1100, n_adapt=200,
-                solver="cg", precond_rank=RANK)
+                solver="cg-ulisse", precond_rank=RANK)
     cfg = dt.attrs["config"]
-    assert cfg["solver"] == "cg" and cfg["precond_rank"] == RANK, cfg
+    assert cfg["solver"] == "cg-ulisse" and cfg["precond_rank"] == RANK, cfg
+    assert cfg["probes_from_noise"] and 8 <= cfg["n_probes"] <= 32, cfg  # as the warmup's noise set them
     names = dt.attrs["param_names"]
     post = dt["posterior"].to_dataset()
     phi = np.stack([np.log(post[nm].values).ravel() for nm in names], axis=1)

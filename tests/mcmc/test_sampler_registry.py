@@ -138,7 +138,7 @@ def test_the_builtin_samplers_facts_come_from_their_modules():
     sghmc, sgld, mh = (SamplerConfig(method=m) for m in ("sghmc", "sgld", "mh"))
     assert (sghmc.n_probes, sgld.n_probes, mh.n_probes) == (32, 4, 4)
     assert (sghmc.solver_for(6000), sghmc.solver_for(1000), sgld.solver_for(6000)) == \
-        ("cg", "ulisse", "ulisse")
+        ("cg-ulisse", "ulisse", "ulisse")
     assert (sghmc.precond_rank_for(6000), sghmc.precond_rank_for(1000), sgld.precond_rank_for(6000)) == \
         (2000, 300, 100)
     target = {m: SamplerConfig(method=m, target_ess=400, n_iter=50_000) for m in ("sghmc", "sgld", "mh")}

@@ -61,8 +61,8 @@ class Sampler:
     same arrays; 'seconds' and 'warmup' are required); ``gradient_records`` (its records also hold ĝ at
     each draw, 'grads' (k, p): the fidelity checks of :mod:`daskgp.mcmc.fidelity` read them); ``monitor``
     ({record: (title, log axis)}: the records the dashboard plots per chain for this sampler's health);
-    ``adapts_from_noise`` (:meth:`adaptation_from_noise` can shorten a target run's adaptation from the
-    gradient noise its warmup measured).
+    ``adapts_from_noise`` (:meth:`adaptation_from_noise` can shorten a target run's adaptation, and
+    :meth:`probes_from_noise` any run's probes, from the gradient noise its warmup measured).
 
     The methods take the run's :class:`daskgp.mcmc.config.SamplerConfig` ``cfg``; the defaults are those of
     a gradient sampler with the paper's solver settings (ULISSE, rank-100 preconditioner).
@@ -91,6 +91,12 @@ class Sampler:
         """The adaptation iterations of a target run (``cfg.adapt_from_noise``) once its warmup has measured
         ``noise``, the largest eigenvalue of the gradient-noise covariance per gradient in the units of the
         chains' metric, at the mode; None: keep ``cfg.n_adapt``."""
+        return None
+
+    def probes_from_noise(self, cfg, noise: float) -> int | None:
+        """The probes per gradient of a run whose ``n_probes`` was left unset (``cfg.probes_from_noise``),
+        once its warmup has measured ``noise`` with ``cfg.n_probes`` probes (as for
+        :meth:`adaptation_from_noise`); None: keep ``cfg.n_probes``."""
         return None
 
     def validate(self, cfg) -> None:

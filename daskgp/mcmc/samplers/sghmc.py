@@ -22,11 +22,15 @@ from ...core.random import rng_from_state
 from .base import Sampler, check_spd, check_start, checked_gradient, expect_stopped, solver_records
 
 __all__ = ["SGHMC", "SGHMCState", "SGHMCResult", "whitened_hessian", "SGHMCSampler", "SGHMC_PROBES",
-           "SGHMC_PRECOND_RANK", "LARGE_N", "SGHMC_PRECOND_RANK_LARGE", "SGHMC_WINDOW"]
+           "SGHMC_PRECOND_RANK", "LARGE_N", "SGHMC_PRECOND_RANK_LARGE", "SGHMC_WINDOW", "MIN_PROBES"]
 
 # SGHMC's probes: on concrete the whitened gradient-noise eigenvalue λ falls 19 → 3.2 from N_r = 4 to 32 for
 # 2.6× the cost of an iteration, and the step the noise allows grows as 1/λ (benchmarks/sgld_concrete.py)
 SGHMC_PROBES = 32
+# the fewest probes a warmup's noise measurement may cut them to (SGHMCSampler.probes_from_noise): the noise
+# correction estimates the gradient's covariance from the probes' spread, which with fewer than 8 is too
+# rough to subtract
+MIN_PROBES = 8
 # and its preconditioner's rank: on concrete 300 instead of 100 cut CG from 29 to 9 iterations per gradient
 # (0.071 → 0.033 s with 32 probes) at the same gradient noise. A larger rank is not simply better: 515 cut CG
 # to 7 but the ULISSE gradients' noise grew so much that the adapted step fell from 0.55 to 0.09 (the demo
@@ -37,6 +41,9 @@ SGHMC_PRECOND_RANK = 300
 # noise λ 1.65, ULISSE + 2,000 6.8 and 1.7 s but λ 9.5, CG + 2,000 11.6 and 2.7 s at λ 1.38 (s × λ, what a
 # sampler's step costs: 10.4 / 15.9 / 3.7); on all 22,784 rows ULISSE + 300 took 110 CG and 105 s, CG + 2,000
 # 65 CG and 73 s, both at λ ≈ 0.45. On concrete (1,030 rows) the two are level (s × λ 0.11 vs 0.13).
+# Beyond LARGE_N the probes' solves stop early by ULISSE while K⁻¹y runs to 1e-6 ('cg-ulisse'): on 8,192
+# house_8L rows the probes stop after 12.5 CG iterations instead of 20, the gradient's noise variance within
+# 0.1 % of CG's, 1.3 s a gradient instead of 2.1 (six probe sets, benchmarks/exact_roofline.py).
 LARGE_N = 5000
 SGHMC_PRECOND_RANK_LARGE = 2000
 
@@ -374,8 +381,9 @@ def _baoab_noise_gains(h: float, gamma: float) -> tuple[float, float]:
 
 class SGHMCSampler(Sampler):
     """``method='sghmc'``: :class:`SGHMC` with 32 probes redrawn at every iteration (its noise correction
-    assumes independent gradient noise), ULISSE and a rank-300 preconditioner up to :data:`LARGE_N` rows, CG
-    and rank 2,000 beyond; its first step a quarter of ``h_max`` (the adaptation grows it from the noise),
+    assumes independent gradient noise), ULISSE and a rank-300 preconditioner up to :data:`LARGE_N` rows,
+    K⁻¹y by CG and the probes by ULISSE ('cg-ulisse') with rank 2,000 beyond; its first step a quarter of
+    ``h_max`` (the adaptation grows it from the noise),
     adapting over 4 batches in target-ESS mode, or fewer after a stochastic warmup whose gradient noise at
     the mode needs fewer (:meth:`adaptation_from_noise`). Its records keep the stochastic gradient at every
     draw."""
@@ -402,8 +410,21 @@ class SGHMCSampler(Sampler):
         windows = 2 + int(np.ceil(pairs / SGHMC_WINDOW))
         return int(min(windows * SGHMC_WINDOW, self.adaptation_for_target(cfg)))
 
+    def probes_from_noise(self, cfg, noise: float) -> int | None:
+        """The fewest probes (at least :data:`MIN_PROBES`, at most ``cfg.n_probes``) whose gradient noise
+        stays at most half of what the step ``h_max`` tolerates (b(h_max, γ)·λ ≤ κ/2): Hutchinson's variance
+        falls as 1/N_r, so λ(N) = λ·cfg.n_probes/N, and the step stays at ``h_max`` unless the noise along
+        the chains grows to twice the warmup's. Where the noise already caps the step (concrete: λ 3.2 with
+        32 probes) nothing changes; where it is far below the cap the probes — the columns of every product
+        — are cut (house_8L, 22,784 rows: λ ≈ 0.45 with 32, so 17 probes)."""
+        if not (np.isfinite(noise) and noise > 0):
+            return None
+        cap = cfg.noise_budget / _baoab_noise_gains(cfg.h_max, cfg.friction)[1]
+        want = int(np.ceil(noise * cfg.n_probes / (0.5 * cap)))
+        return int(min(cfg.n_probes, max(MIN_PROBES, want)))
+
     def solver_for(self, cfg, n: int) -> str:
-        return cfg.solver or ("cg" if n > LARGE_N else "ulisse")
+        return cfg.solver or ("cg-ulisse" if n > LARGE_N else "ulisse")
 
     def precond_rank_for(self, cfg, n: int) -> int:
         if cfg.precond_rank is not None:
