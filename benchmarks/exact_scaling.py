@@ -40,7 +40,7 @@ def _driver(X, y, phi, workers, sizes, repeats, n_gradients, run_key):
     from daskgp.mcmc import segments
     from daskgp.mcmc.config import SamplerConfig
 
-    cfg = SamplerConfig()  # the default sampler, SGHMC, and its solver settings
+    cfg = SamplerConfig(method="sghmc")  # the default sampler, SGHMC, and its solver settings
     out = {"products": {}, "gradients": None}
     with segments._products_on(workers) as client:
         for n in sizes:

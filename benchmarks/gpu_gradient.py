@@ -86,7 +86,7 @@ def _settings(config: str, n: int) -> dict:
         return dict(n_probes=4, solver="cg", tol=1e-8, precond_rank=1000, pivots="fresh")
     from daskgp.mcmc.config import SamplerConfig
 
-    cfg = SamplerConfig()  # the default sampler and its solver settings at n rows
+    cfg = SamplerConfig(method="sghmc")  # the default sampler and its solver settings at n rows
     s = cfg.specs().solver
     return dict(n_probes=s.n_probes, solver=cfg.solver_for(n), tol=s.tol, es_tol=s.es_tol, beta=s.beta,
                 precond_rank=cfg.precond_rank_for(n), pivots="reuse")

@@ -136,7 +136,7 @@ def reference(ds, ard: bool, doc: dict, subset: int, seed: int) -> dict:
     from daskgp.exact.posterior import central_hessian, subset_map
     from daskgp.mcmc.config import SamplerConfig
 
-    cfg = SamplerConfig(ard=ard)
+    cfg = SamplerConfig(method="sghmc", ard=ard)
     kernel = make_kernel(cfg.kernel, ard=ard, n_dims=ds.X_std.shape[1])
     prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
     key = "ard" if ard else "iso"

@@ -16,7 +16,7 @@ import threading
 import time
 
 from ..core.kernels import KERNELS
-from ..mcmc.samplers import get_sampler, sampler_names
+from ..mcmc.samplers import AUTO, default_method, get_sampler, sampler_names
 from .dashboard import (
     BUILTIN,
     LIMITS,
@@ -114,7 +114,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
                                value=d.kernel)
     ard = pn.widgets.Checkbox(name="ARD (one lengthscale per input)", value=d.ard)
     method = pn.widgets.Select(name="Sampler", value=d.method,
-                               options={get_sampler(nm).label: nm for nm in sampler_names()})
+                               options={"By the data's size (the registry's measured crossovers)": AUTO,
+                                        **{get_sampler(nm).label: nm for nm in sampler_names()}})
     lim = LIMITS
     target_ess = pn.widgets.IntInput(name="Target ESS (0: run every iteration)", value=d.target_ess,
                                      start=lim["target_ess"][0], end=lim["target_ess"][1], step=100)
@@ -127,8 +128,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     step_start = pn.widgets.FloatInput(name="SGLD step size start", value=d.step_start, step=0.01)
     step_end = pn.widgets.FloatInput(name="SGLD step size end", value=d.step_end, step=1e-4)
 
-    def on_method(event):  # each sampler's own default number of probes
-        probes.value = get_sampler(event.new).default_probes
+    def on_method(event):  # each sampler's own default number of probes ('auto': its large-n sampler's)
+        probes.value = get_sampler(default_method(10**12) if event.new == AUTO else event.new).default_probes
 
     method.param.watch(on_method, "value")
     seed = pn.widgets.IntInput(name="Seed", value=d.seed)
@@ -394,7 +395,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             return
         names = run.names
         if session["figs"] is None:
-            session["figs"] = RunFigures(names, set(stats), get_sampler(run.settings.method))
+            session["figs"] = RunFigures(names, set(stats), get_sampler(run.method))
             layout_figures(session["figs"], names)
         figs = session["figs"]
         D = next(iter(post.values())).shape[1]

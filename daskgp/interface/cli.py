@@ -12,7 +12,7 @@ import numpy as np
 from .._version import __version__
 from ..core.kernels import KERNELS
 from ..mcmc.config import EXACT_WARMUP_MAX_N, WARMUPS, SamplerConfig
-from ..mcmc.samplers import get_sampler, sampler_names
+from ..mcmc.samplers import AUTO, get_sampler, sampler_names
 from .cli_advgp import advgp_command
 from .cli_common import cluster_from_args, ignore_further_interrupts, interrupt_once
 from .cli_gpc import gpc_command
@@ -22,6 +22,16 @@ from .doctor import doctor_command
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
 
+
+
+def _by_size() -> str:
+    """Which sampler method 'auto' picks, from the registry: 'sghmc at every size', or e.g. 'hmc up to
+    2,000 rows, sghmc beyond'."""
+    limits = sorted((get_sampler(nm).default_max_n, nm) for nm in sampler_names()
+                    if get_sampler(nm).default_max_n is not None)
+    if len(limits) == 1:
+        return f"{limits[0][1]} at every size"
+    return ", ".join(f"{nm} up to {lim:,} rows" if np.isfinite(lim) else f"{nm} beyond" for lim, nm in limits)
 
 def _demo(args) -> int:
     from ..compute.operator import KernelOperator
@@ -161,10 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("sample", help="sample the GP hyperparameter posterior with chains on a Dask cluster")
     _data_arguments(sm, "concrete")
-    sm.add_argument("--method", default=SamplerConfig.method, choices=list(sampler_names()),
+    sm.add_argument("--method", default=SamplerConfig.method, choices=[AUTO, *sampler_names()],
                     help="the sampler: " + "; ".join(f"{nm}: {get_sampler(nm).label}"
                                                      for nm in sampler_names())
-                         + f" (default {SamplerConfig.method})")
+                         + f"; {AUTO} (the default): the one the data's size calls for ({_by_size()})")
     sm.add_argument("--chains", type=int, default=4)
     sm.add_argument("--iterations", type=int, default=None,
                     help="iterations per chain (default 2,000; with --target-ess a cap, default 50,000); "

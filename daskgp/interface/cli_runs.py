@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from ..mcmc.config import SamplerConfig
+from ..mcmc.samplers import AUTO, default_method
 from .cli_common import check_out_path, cluster_from_args, dataset_from_args, print_summary, quiet_teardown
 from .progress import chain_progress, keepalive, warmup_progress
 
@@ -71,6 +72,8 @@ def sample_command(args) -> int:
                     step_start=args.step_start, step_end=args.step_end,
                     freeze_threshold=args.freeze_threshold, warmup=args.warmup, device=args.device,
                     workers_per_chain=args.workers_per_chain)
+        if opts["method"] == AUTO:  # chosen by the data's size; the progress lines name it
+            opts["method"] = default_method(ds.n)
         _check_run_fits(opts, ds)  # before a cluster starts: a refusal costs nothing
     control = RunControl()
     previous = signal.signal(signal.SIGINT, _stop_on_first_sigint(control))
@@ -85,7 +88,7 @@ def sample_command(args) -> int:
                 else:
                     dt = sample(ds.X_std, ds.y_std, out=out, client=client, data_spec=spec,
                                 data_meta=ds.meta(), overwrite=args.overwrite,
-                                progress=chain_progress(args.method), control=control,
+                                progress=chain_progress(opts["method"]), control=control,
                                 on_warmup=warmup_progress(), **opts)
             except (KeyboardInterrupt, RunStopped):
                 quiet_teardown(client)  # the cluster closes next: its comms break loudly

@@ -23,7 +23,7 @@ import pandas as pd
 from ..datasets import check_numeric_frame, read_csv_frame, split_indices
 from ..mcmc.config import SamplerConfig
 from ..mcmc.control import RunControl, RunStopped
-from ..mcmc.samplers import get_sampler
+from ..mcmc.samplers import default_method, get_sampler
 
 __all__ = ["DashboardSettings", "LIMITS", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "MAX_RUNS",
            "MAX_UPLOAD_MB", "MAX_UPLOAD_ROWS", "MAX_UPLOAD_COLUMNS"]
@@ -92,11 +92,11 @@ class DashboardSettings:
     target: str | None = None
     kernel: str = SamplerConfig.kernel  # the sampler's defaults, so the two never drift apart
     ard: bool = SamplerConfig.ard
-    method: str = SamplerConfig.method
+    method: str = SamplerConfig.method  # 'auto': chosen by the data's size when the run starts
     n_chains: int = 2
     n_iter: int = 2000  # with a target ESS: the cap
     target_ess: int = 400  # 0: run the full n_iter
-    n_probes: int = get_sampler(SamplerConfig.method).default_probes
+    n_probes: int = get_sampler(default_method(10**12)).default_probes  # what 'auto' uses at large n
     step_start: float = SamplerConfig.step_start
     step_end: float = SamplerConfig.step_end
     seed: int = SamplerConfig.seed
@@ -251,6 +251,7 @@ class LiveRun(RunViews):
 
     def __init__(self, settings: DashboardSettings, *, client=None, workdir: str | None = None):
         self.settings = settings.validate()
+        self.method = settings.method  # the sampler that runs ('auto' resolved by the data's size on start)
         self.client = client  # a Client, a zero-argument function returning one (called in the run's thread)
         self.stage = ""  # what the run is doing before its first draws, for the page
         self.dask_link = None
@@ -314,8 +315,10 @@ class LiveRun(RunViews):
 
         s = self.settings
         try:
-            kw = s.sampler_options()
-            cfg = s.sampler_config()
+            # 'auto': the sampler the data's size calls for
+            cfg = s.sampler_config().for_rows(len(self.y_train))
+            kw = {**s.sampler_options(), "method": cfg.method}
+            self.method = cfg.method
             self.warmup_draws = min(cfg.adapt, cfg.n_iter)  # where the run's kept draws begin
             given = self.client
             if callable(given):  # the server's local cluster, started here so the page stays responsive

@@ -103,6 +103,7 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
     cfg = SamplerConfig.from_dict({**(asdict(config) if config is not None else {}), **overrides})
     X = check_X(X)
     y = check_y(y, X.shape[0])
+    cfg = cfg.for_rows(X.shape[0])  # method 'auto': the sampler the data's size calls for, stored as such
     check_not_degenerate(X.std(axis=0), y.std(), "X, y", X.mean(axis=0), y.mean())
     _warn_unless_standardised(X, y)
     kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])

@@ -6,7 +6,7 @@ the same chains (``fingerprint``, re-exported from :mod:`daskgp.core.fingerprint
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, make_dataclass
+from dataclasses import asdict, dataclass, field, fields, make_dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -16,7 +16,7 @@ from ..core.fingerprint import fingerprint
 from ..core.kernels import KERNELS
 from ..core.validation import check_positive
 from ..exact.marginal import SOLVERS
-from .samplers import Sampler, find_sampler, get_sampler, sampler_names
+from .samplers import AUTO, Sampler, default_method, find_sampler, get_sampler, sampler_names
 from .samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK, SGHMC_PRECOND_RANK_LARGE, SGHMC_PROBES
 
 __all__ = ["SamplerConfig", "ModelSpec", "SamplerSpec", "SolverSpec", "RunSpec", "Specs", "fingerprint",
@@ -40,14 +40,16 @@ class SamplerConfig:
     """Everything that defines a run (stored with it, so ``resume`` rebuilds the same chains).
 
     Model: ``kernel`` ('rbf' | 'matern32' | 'matern52'), ``ard``; Gamma(``prior_shape``, ``prior_rate``)
-    priors on every natural-scale parameter. Run: ``method``, ``n_chains``, ``n_iter`` iterations per chain,
-    ``checkpoint_every`` iterations per block, ``seed``, ``subset_size`` rows for the subset MAP/Laplace.
-    Warmup: 'map' (default) takes the chains to the full-data posterior before they start — by the exact
-    Cholesky MAP and Hessian up to :data:`EXACT_WARMUP_MAX_N` rows (and always for MH), beyond it, for the
-    gradient samplers, by stochastic gradient ascent from the subset MAP (at most ``warmup_iter`` gradients)
-    and the Laplace covariance there from the stochastic gradients (:mod:`daskgp.exact.mode`), which
-    'ascent' asks for whatever the size — and starts them overdispersed around that mode, at
-    ``overdispersion`` times its Laplace sd (the final
+    priors on every natural-scale parameter. Run: ``method`` (a registered sampler, or 'auto', the default:
+    the one the data's size calls for, resolved by :meth:`for_rows` when a run starts — HMC with exact
+    gradients up to its measured crossover, SGHMC beyond — and stored resolved), ``n_chains``, ``n_iter``
+    iterations per chain, ``checkpoint_every`` iterations per block, ``seed``, ``subset_size`` rows for the
+    subset MAP/Laplace. Warmup: 'map' (default) takes the chains to the full-data posterior before they
+    start — by the exact Cholesky MAP and Hessian up to :data:`EXACT_WARMUP_MAX_N` rows (and always for MH),
+    beyond it, for the gradient samplers, by stochastic gradient ascent from the subset MAP (at most
+    ``warmup_iter`` gradients) and the Laplace covariance there from the stochastic gradients
+    (:mod:`daskgp.exact.mode`), which 'ascent' asks for whatever the size — and starts them overdispersed
+    around that mode, at ``overdispersion`` times its Laplace sd (the final
     Laplace covariance from ``laplace_probes`` common probes: with 8 the sds of repeated estimates on
     concrete ranged over 0.89–1.51 of the exact ones, with 128 over 0.92–1.05, and the SGHMC step, set from
     the noise in that metric, follows such errors); 'subset' is
@@ -94,7 +96,7 @@ class SamplerConfig:
     ULISSE and 100, the paper's).
     """
 
-    method: str = "sghmc"
+    method: str = AUTO
     n_chains: int = 4
     n_iter: int | None = None
     kernel: str = "rbf"
@@ -155,13 +157,25 @@ class SamplerConfig:
             if adapt is not None:  # a small cap adapts less
                 self.n_adapt = min(adapt, self.n_iter // 5)
 
+    def for_rows(self, n: int) -> SamplerConfig:
+        """This configuration for data of n rows: with ``method='auto'`` the sampler its size calls for
+        (:func:`daskgp.mcmc.samplers.default_method`: HMC's exact gradient up to its measured crossover,
+        SGHMC beyond) with that sampler's defaults resolved; any other method unchanged. What a run stores."""
+        if self.method != AUTO:
+            return self
+        return replace(self, method=default_method(n)).validate()
+
     def validate(self) -> SamplerConfig:
-        sampler = get_sampler(self.method)  # ValueError naming the registered samplers
+        # 'auto': the sampler is chosen by the data's size, and for_rows validates the result with its checks
+        auto = self.method == AUTO
+        sampler = None if auto else get_sampler(self.method)  # ValueError naming the registered samplers
         if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
         for name in ("n_chains", "n_iter", "checkpoint_every", "subset_size", "batch", "n_probes",
                      "redraw_every", "warmup_iter", "laplace_probes"):
             v = getattr(self, name)
+            if v is None and auto and name == "n_probes":  # the chosen sampler's default, by for_rows
+                continue
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         for name in ("prior_shape", "prior_rate", "step_start", "step_end", "freeze_threshold", "es_tol",
@@ -182,7 +196,7 @@ class SamplerConfig:
             raise ValueError(f"noise_budget must be in (0, 1), got {self.noise_budget}")
         if self.warmup not in WARMUPS:
             raise ValueError(f"warmup must be one of {WARMUPS}, got {self.warmup!r}")
-        if self.warmup == "ascent" and not sampler.uses_gradient:
+        if self.warmup == "ascent" and sampler is not None and not sampler.uses_gradient:
             raise ValueError(f"warmup 'ascent' climbs by stochastic gradients, which {self.method} does not "
                              "use: 'map' (the exact MAP) or 'subset'")
         if self.cache_dtype not in ("float64", "float32"):
@@ -203,16 +217,20 @@ class SamplerConfig:
         if not 1 < self.target_rhat < 2:
             raise ValueError(f"target_rhat must be in (1, 2), got {self.target_rhat!r}")
         for name in ("adapt_from_noise", "probes_from_noise"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            v = getattr(self, name)
+            if not (isinstance(v, (bool, np.bool_)) or auto and v is None):
+                raise ValueError(f"{name} must be True or False, got {v!r}")
         if self.n_adapt is not None and not 0 <= self.n_adapt < self.n_iter:
             raise ValueError(f"n_adapt must be in [0, n_iter), got {self.n_adapt}")
-        sampler.validate(self)
+        if sampler is not None:
+            sampler.validate(self)
         return self
 
     @property
     def sampler(self) -> Sampler:
         """The registered :class:`daskgp.mcmc.samplers.Sampler` of ``method``."""
+        if self.method == AUTO:
+            raise ValueError("method 'auto' is chosen by the data's size: use cfg.for_rows(n) first")
         return get_sampler(self.method)
 
     def solver_for(self, n: int) -> str:

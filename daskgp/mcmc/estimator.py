@@ -45,7 +45,9 @@ class BayesianGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
 
     kernel: 'rbf' | 'matern32' | 'matern52' (``ard``: one lengthscale per input) or a kernel object of
     :mod:`daskgp.core.kernels` (its type and its ``ard`` count; its hyperparameters are sampled); method: a
-    registered sampler (:func:`daskgp.mcmc.samplers.sampler_names`: 'sghmc', the default, 'sgld', 'mh');
+    registered sampler (:func:`daskgp.mcmc.samplers.sampler_names`: 'sghmc', 'sgld', 'mh', 'hmc') or 'auto',
+    the default: the one the data's size calls for (HMC up to its measured crossover, SGHMC beyond; the fitted
+    run's configuration names it);
     n_chains, n_iter: chains and iterations per chain (default 2,000); target_ess: instead sample until every
     parameter's bulk and tail ESS reach it and every R-hat < 1.01 (n_iter, default 50,000, is then a cap);
     n_predict_draws: posterior draws the predictive mixes over; level: central interval of
@@ -62,7 +64,7 @@ class BayesianGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
     ``n_features_in_`` and, for DataFrames, ``feature_names_in_``.
     """
 
-    def __init__(self, kernel="rbf", ard: bool = False, method: str = "sghmc", n_chains: int = 4,
+    def __init__(self, kernel="rbf", ard: bool = False, method: str = "auto", n_chains: int = 4,
                  n_iter: int | None = None, target_ess: int | None = None, n_predict_draws: int = 50,
                  level: float = 0.95, random_state=0, out: str | None = None, scheduler: str | None = None,
                  sampler_options: dict | None = None, device: str = "cpu"):

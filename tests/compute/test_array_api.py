@@ -297,7 +297,7 @@ def test_sgpr_chunks_placed_on_the_workers_devices(data, client):
 def test_sampler_config_device():
     from daskgp.mcmc.config import SamplerConfig
 
-    assert SamplerConfig().device == "cpu"
+    assert SamplerConfig(method="sghmc").device == "cpu"
     assert SamplerConfig.from_dict({"device": "auto"}).device == "auto"
     with pytest.raises(ValueError, match="device must be"):
-        SamplerConfig(device="tpu").validate()
+        SamplerConfig(method="sghmc", device="tpu").validate()

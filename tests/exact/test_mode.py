@@ -113,10 +113,10 @@ def test_the_warmup_falls_back_to_the_subset_start(concrete):
 
     X, y = concrete.X_std[:200], concrete.y_std[:200]
     phi0, M0 = np.array([0.5, 0.9, -1.0]), np.eye(3) * 0.01
-    cfg = SamplerConfig(max_abs_phi=0.2, warmup_iter=20)  # |φ0| already beyond it
+    cfg = SamplerConfig(method="sghmc", max_abs_phi=0.2, warmup_iter=20)  # |φ0| already beyond it
     out, _ = _warm(X, y, cfg, phi0, M0, 0, "test-warmup-fallback")
     assert "failed" in out and np.array_equal(out["phi"], phi0) and np.array_equal(out["cov"], M0)
-    ok, _ = _warm(X, y, SamplerConfig(warmup_iter=60), phi0, M0, 0, "test-warmup")
+    ok, _ = _warm(X, y, SamplerConfig(method="sghmc", warmup_iter=60), phi0, M0, 0, "test-warmup")
     assert "failed" not in ok and ok["cov_from"] == "full-data stochastic Laplace"
     assert np.all(np.linalg.eigvalsh(ok["cov"]) > 0)
 
@@ -130,16 +130,17 @@ def test_a_warmup_cut_into_segments_ends_where_an_uncut_one_does_bit_for_bit(con
 
     X, y = concrete.X_std[:300], concrete.y_std[:300]
     phi0, M0 = np.array([0.3, 0.5, -1.5]), np.eye(3) * 0.05
-    whole, n_whole = _warm(X, y, SamplerConfig(warmup_iter=60, checkpoint_every=10_000), phi0, M0, 5, "w1")
-    cut, n_cut = _warm(X, y, SamplerConfig(warmup_iter=60, checkpoint_every=7), phi0, M0, 5, "w2",
-                       through_json=True)
+    whole, n_whole = _warm(X, y, SamplerConfig(method="sghmc", warmup_iter=60, checkpoint_every=10_000), phi0,
+                           M0, 5, "w1")
+    cut, n_cut = _warm(X, y, SamplerConfig(method="sghmc", warmup_iter=60, checkpoint_every=7), phi0, M0, 5,
+                       "w2", through_json=True)
     assert n_whole == 1 and n_cut >= 5  # it was cut, in every stage
     assert "failed" not in whole and whole["iterations"] > 14
     for key in ("phi", "cov"):
         assert np.array_equal(whole[key], cut[key]), key
     assert whole["iterations"] == cut["iterations"] and whole["gradients"] == cut["gradients"]
-    lost, _ = _warm(X, y, SamplerConfig(warmup_iter=60, checkpoint_every=7), phi0, M0, 5, "w3",
-                    keep_generator=False)
+    lost, _ = _warm(X, y, SamplerConfig(method="sghmc", warmup_iter=60, checkpoint_every=7), phi0, M0, 5,
+                    "w3", keep_generator=False)
     assert not np.array_equal(whole["phi"], lost["phi"])
 
 
@@ -205,7 +206,7 @@ def test_an_ascent_stopped_on_a_plateau_climbs_on_in_the_saddle_free_metric():
                      - exact_log_posterior(X, y, kernel, prior, phi1 - e)[1]) / 2e-4
     assert np.linalg.eigvalsh(0.5 * (H1 + H1.T)).min() < 0  # the premise: not a mode, not concave there
 
-    cfg = SamplerConfig(seed=0)
+    cfg = SamplerConfig(method="sghmc", seed=0)
     # the warmup's own posterior (solver, preconditioner, probes of the default sampler at 2,000 rows)
     post = _posterior(_operator(X, cfg, "test-plateau", None, None, "warmup"), y, cfg, redraw_every=1)
     post.state.rng = np.random.default_rng(1)

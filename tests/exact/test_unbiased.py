@@ -79,7 +79,7 @@ def grad_scale(system):
 
 
 def test_ulisse_at_the_samplers_defaults_is_unbiased(system, grad_scale):
-    cfg = SamplerConfig()  # the default sampler (SGHMC) and its solver settings for n <= LARGE_N rows
+    cfg = SamplerConfig(method="sghmc")  # SGHMC and its solver settings for n <= LARGE_N rows
     assert cfg.solver_for(len(system[1])) == "ulisse"
     D = _differences(system, M, seed=1, solver="ulisse", es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta)
     z = _z(D, grad_scale)
@@ -102,7 +102,7 @@ def test_cg_for_the_mean_and_ulisse_for_the_probes_is_unbiased(system, grad_scal
     """'cg-ulisse', SGHMC's solver beyond LARGE_N rows: K⁻¹y by CG to tol, the probes' solves stopped early
     by ULISSE. Power: the same split with the roulette switched off (β = 50: every probe estimate is the
     iterate at the threshold, the plain truncation) must be called biased on the same probes."""
-    cfg = SamplerConfig()
+    cfg = SamplerConfig(method="sghmc")
     assert cfg.solver_for(cfg_large_n := 22_784) == "cg-ulisse", cfg_large_n
     D = _differences(system, M, seed=3, solver="cg-ulisse", es_tol=cfg.es_tol, tol=cfg.tol, beta=cfg.beta)
     z = _z(D, grad_scale)

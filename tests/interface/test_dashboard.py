@@ -126,7 +126,8 @@ def test_live_run_transitions_and_draws(client, monkeypatch):
     from daskgp.interface.figures import RunFigures
     from daskgp.mcmc.samplers import get_sampler
 
-    figs = RunFigures(run.names, set(stats), get_sampler(run.settings.method))
+    assert run.settings.method == "auto" and run.method == "sghmc"  # resolved by the data's size
+    figs = RunFigures(run.names, set(stats), get_sampler(run.method))
     figs.update(post, stats, run.sampling_start())
     for nm in run.names:
         stored = np.concatenate([dt["warmup_posterior"][nm].values, dt["posterior"][nm].values], axis=1)

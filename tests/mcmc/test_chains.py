@@ -277,7 +277,8 @@ def test_a_target_runs_adaptation_follows_the_noise_its_stochastic_warmup_measur
     dt = open_run(out)
     cfg, warm = dt.attrs["config"], dt.attrs["warmup"]
     assert warm["cov_from"] == FULL_LAPLACE and warm["converged"] and warm["noise_at_mode"] > 0, warm
-    expected = get_sampler("sghmc").adaptation_from_noise(SamplerConfig(**cfg), warm["noise_at_mode"])
+    expected = get_sampler("sghmc").adaptation_from_noise(SamplerConfig(**{"method": "sghmc", **cfg}),
+                                                          warm["noise_at_mode"])
     assert cfg["adapt_from_noise"] and cfg["n_adapt"] == expected < 400, (expected, warm["noise_at_mode"])
     assert dt.attrs["warmup_draws"] == expected
 

@@ -54,17 +54,18 @@ def test_the_parts_are_typed_frozen_and_validated_when_joined():
 def test_a_target_runs_adaptation_is_left_to_the_noise_only_when_the_user_left_it_unset():
     """adapt_from_noise is resolved once, before n_adapt: True for a target run whose n_adapt is unset
     (SGHMC), False otherwise — and False for a run stored before the field existed (its n_adapt is set)."""
-    assert SamplerConfig(target_ess=100).adapt_from_noise is True
-    assert SamplerConfig(target_ess=100).n_adapt == 400  # the fixed rule, until a warmup measures the noise
-    assert SamplerConfig(target_ess=100, n_adapt=300).adapt_from_noise is False
-    assert SamplerConfig().adapt_from_noise is False  # a fixed length adapts over its first fifth
+    assert SamplerConfig(method="sghmc", target_ess=100).adapt_from_noise is True
+    # the fixed rule, until a warmup measures the noise
+    assert SamplerConfig(method="sghmc", target_ess=100).n_adapt == 400
+    assert SamplerConfig(method="sghmc", target_ess=100, n_adapt=300).adapt_from_noise is False
+    assert SamplerConfig(method="sghmc").adapt_from_noise is False  # a fixed length: over its first fifth
     assert SamplerConfig(method="sgld", target_ess=100).adapt_from_noise is False
     assert SamplerConfig(method="mh", target_ess=100).adapt_from_noise is False
-    old = asdict(SamplerConfig(target_ess=100))
+    old = asdict(SamplerConfig(method="sghmc", target_ess=100))
     del old["adapt_from_noise"]
     assert SamplerConfig.from_dict(old).adapt_from_noise is False
-    stored = json.loads(json.dumps(asdict(SamplerConfig(target_ess=100))))
-    assert SamplerConfig.from_dict(stored) == SamplerConfig(target_ess=100)
+    stored = json.loads(json.dumps(asdict(SamplerConfig(method="sghmc", target_ess=100))))
+    assert SamplerConfig.from_dict(stored) == SamplerConfig(method="sghmc", target_ess=100)
     with pytest.raises(ValueError, match="adapt_from_noise must be True or False"):
         SamplerConfig.from_dict({"adapt_from_noise": "yes"})
 
@@ -77,7 +78,7 @@ def test_sghmcs_adaptation_from_the_noise_is_whole_windows_growing_with_the_nois
     from daskgp.mcmc.samplers import get_sampler
     from daskgp.mcmc.samplers.sghmc import SGHMC_WINDOW
 
-    sghmc, cfg = get_sampler("sghmc"), SamplerConfig(target_ess=100)
+    sghmc, cfg = get_sampler("sghmc"), SamplerConfig(method="sghmc", target_ess=100)
     rule = [sghmc.adaptation_from_noise(cfg, lam) for lam in np.linspace(0.01, 10, 200)]
     assert all(n % SGHMC_WINDOW == 0 and 3 * SGHMC_WINDOW <= n <= 400 for n in rule)
     assert rule == sorted(rule) and rule[0] == 150 and rule[-1] == 400
@@ -107,7 +108,7 @@ def test_the_run_takes_the_noises_probes_and_adaptation_only_after_a_warmup_it_c
     from daskgp.mcmc.warmup import FULL_LAPLACE
 
     result = {"converged": True, "cov_from": FULL_LAPLACE, **warm}
-    tuned = _tuned_from_warmup(SamplerConfig(**cfg), result)
+    tuned = _tuned_from_warmup(SamplerConfig(**{"method": "sghmc", **cfg}), result)
     assert (tuned.n_probes, tuned.adapt) == (n_probes, n_adapt)
     assert SamplerConfig.from_dict(asdict(tuned)) == tuned  # stored as it ran, resumed as it ran
 
@@ -116,7 +117,7 @@ def test_the_probes_from_the_noise_are_the_fewest_that_leave_the_step_at_its_cap
     from daskgp.mcmc.samplers import get_sampler
     from daskgp.mcmc.samplers.sghmc import MIN_PROBES, _baoab_noise_gains
 
-    cfg = SamplerConfig()
+    cfg = SamplerConfig(method="sghmc")
     sghmc = get_sampler("sghmc")
     b = _baoab_noise_gains(cfg.h_max, cfg.friction)[1]
     for lam in np.geomspace(0.01, 10, 60):

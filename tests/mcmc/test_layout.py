@@ -54,7 +54,7 @@ def test_row_blocks_depend_on_n_only():
 def test_the_config_checks_workers_per_chain():
     from daskgp.mcmc.config import SamplerConfig
 
-    assert SamplerConfig().workers_per_chain is None
+    assert SamplerConfig(method="sghmc").workers_per_chain is None
     assert SamplerConfig.from_dict({"workers_per_chain": 2}).specs().run.workers_per_chain == 2
     with pytest.raises(ValueError, match="workers_per_chain must be a positive integer"):
         SamplerConfig.from_dict({"workers_per_chain": 0})
@@ -167,7 +167,7 @@ def test_the_spread_operator_is_used_and_moves_only_the_right_hand_sides(concret
 
     X, _ = _data(concrete)
     workers = sorted(own_cluster.scheduler_info()["workers"])
-    cfg = SamplerConfig(n_chains=1)
+    cfg = SamplerConfig(method="sghmc", n_chains=1)
     op = segments._operator(X, cfg, "test-layout-run", own_cluster, workers, "chain0")
     try:
         assert isinstance(op.executor, DaskExecutor) and op.executor.workers == workers

@@ -13,7 +13,7 @@ import pytest
 from daskgp.core.plaindata import expect_array, expect_int, expect_keys, expect_number
 from daskgp.core.random import rng_from_state
 from daskgp.mcmc.config import SamplerConfig, check_method_fits
-from daskgp.mcmc.samplers import Sampler, get_sampler, register, sampler_names, unregister
+from daskgp.mcmc.samplers import Sampler, default_method, get_sampler, register, sampler_names, unregister
 from daskgp.mcmc.samplers.base import expect_stopped
 
 
@@ -208,3 +208,44 @@ def test_a_broken_entry_point_is_one_warning_and_the_builtins_still_work(monkeyp
     with pytest.warns(RuntimeWarning, match="'nosuch' .* was not registered: ModuleNotFoundError"):
         assert sampler_names() == ("sghmc", "sgld", "mh", "hmc")
     assert get_sampler("sghmc").name == "sghmc"
+
+
+def test_auto_picks_the_sampler_by_the_datas_size_and_a_run_stores_it_resolved():
+    """method='auto' (the default): the sampler the registry's measured crossovers give for n rows (HMC
+    declares none yet: SGHMC at every size); the configuration for n rows is that sampler's with its
+    defaults, so a run stores and resumes it."""
+    from dataclasses import asdict
+
+    cfg = SamplerConfig().validate()
+    assert cfg.method == "auto" and cfg.n_probes is None and cfg.probes_from_noise is None
+    with pytest.raises(ValueError, match="for_rows"):
+        cfg.sampler  # noqa: B018 — the property raises
+    assert get_sampler("hmc").default_max_n is None and get_sampler("mh").default_max_n is None
+    for n in (10, 1030, 22_784):
+        assert cfg.for_rows(n) == SamplerConfig(method="sghmc")
+    large = cfg.for_rows(22_784)
+    assert large.n_probes == 32 and large.probes_from_noise is True
+    assert SamplerConfig(target_ess=400).for_rows(22_784) == SamplerConfig(method="sghmc", target_ess=400)
+    assert SamplerConfig(method="mh").for_rows(10**6).method == "mh"  # a named method is kept
+    assert SamplerConfig.from_dict(asdict(large)) == large
+    with pytest.raises(ValueError, match="n_probes must be a positive integer"):
+        SamplerConfig(n_probes=0).validate()
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        default_method(0)
+
+
+def test_a_registered_sampler_with_a_crossover_is_auto_up_to_it():
+    """The registry's rule: of the samplers whose crossover covers n, the one with the smallest; the
+    configuration for n rows then is that sampler's."""
+    small = type("SmallN", (ToySampler,), {"name": "smalln", "default_max_n": 100})()
+    mid = type("MidN", (ToySampler,), {"name": "midn", "default_max_n": 1000})()
+    register(small)
+    register(mid)
+    try:
+        assert [default_method(n) for n in (1, 100, 101, 1000, 1001)] == \
+            ["smalln", "smalln", "midn", "midn", "sghmc"]
+        assert SamplerConfig(target_ess=100).for_rows(50) == SamplerConfig(method="smalln", target_ess=100)
+    finally:
+        unregister("smalln")
+        unregister("midn")
+    assert default_method(100) == "sghmc"

@@ -1,8 +1,9 @@
 """Samplers on an unconstrained parameter vector φ (p,), each in its own module with its driver entry
-(:class:`Sampler`): SGHMC (:mod:`.sghmc`, the default), the paper's SGLD (:mod:`.sgld`), adaptive
-random-walk MH on the exact posterior (:mod:`.mh`) and HMC on the exact posterior and gradient (:mod:`.hmc`,
-the small-n path). The algorithms work on plain callables, so the GP wiring
-(gradients through the kernel operator, chains on the cluster, checkpoints) stays outside.
+(:class:`Sampler`): SGHMC (:mod:`.sghmc`, the default beyond HMC's crossover), the paper's SGLD
+(:mod:`.sgld`), adaptive random-walk MH on the exact posterior (:mod:`.mh`) and HMC on the exact posterior
+and gradient (:mod:`.hmc`, the small-n path, the default up to its crossover: ``method='auto'``,
+:func:`default_method`). The algorithms work on plain callables, so the GP wiring (gradients through the
+kernel operator, chains on the cluster, checkpoints) stays outside.
 
 Each algorithm is a small object with an explicit state (``init`` → state, ``run(state, n)`` → records and
 the next state). A state is a dataclass whose ``to_dict`` is plain arrays, numbers and the generator's state
@@ -18,11 +19,12 @@ from ...core.random import rng_from_state
 from .base import Sampler, Target
 from .hmc import HMC, HMCSampler, HMCState
 from .mh import MHResult, MHSampler, MHState, RandomWalkMH, random_walk_mh
-from .registry import find_sampler, get_sampler, register, sampler_names, unregister
+from .registry import AUTO, default_method, find_sampler, get_sampler, register, sampler_names, unregister
 from .sghmc import SGHMC, SGHMCResult, SGHMCSampler, SGHMCState, whitened_hessian
 from .sgld import SGLD, SGLDResult, SGLDSampler, SGLDState, StepSchedule, sgld
 
 __all__ = ["Sampler", "Target", "register", "unregister", "get_sampler", "find_sampler", "sampler_names",
+           "default_method", "AUTO",
            "StepSchedule", "SGLD", "SGLDState", "SGLDResult", "sgld", "RandomWalkMH", "MHState", "MHResult",
            "random_walk_mh", "SGHMC", "SGHMCState", "SGHMCResult", "rng_from_state", "whitened_hessian",
            "HMC", "HMCState", "HMCSampler"]

@@ -61,6 +61,8 @@ class Sampler:
     same arrays; 'seconds' and 'warmup' are required); ``gradient_records`` (its records also hold ĝ at
     each draw, 'grads' (k, p): the fidelity checks of :mod:`daskgp.mcmc.fidelity` read them); ``monitor``
     ({record: (title, log axis)}: the records the dashboard plots per chain for this sampler's health);
+    ``default_max_n`` (the most rows for which ``method='auto'`` picks this sampler, from its measured
+    crossover with the others: :func:`daskgp.mcmc.samplers.default_method`; None: never picked by size);
     ``adapts_from_noise`` (:meth:`adaptation_from_noise` can shorten a target run's adaptation, and
     :meth:`probes_from_noise` any run's probes, from the gradient noise its warmup measured).
 
@@ -76,6 +78,7 @@ class Sampler:
     gradient_records: ClassVar[bool] = False
     monitor: ClassVar[dict[str, tuple[str, bool]]] = {}
     adapts_from_noise: ClassVar[bool] = False
+    default_max_n: ClassVar[float | None] = None
 
     # configuration
     def resolve(self, cfg) -> None:

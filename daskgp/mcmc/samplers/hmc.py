@@ -11,10 +11,10 @@ it started; the draw avoids the resonances of a fixed length (Neal 2011, section
 
 Adaptation over the run's first ``n_adapt`` iterations (Stan's scheme, Hoffman & Gelman 2014, section 3.2;
 Stan reference manual, "HMC algorithm parameters"): the step ε by dual averaging towards an acceptance
-probability of :data:`TARGET_ACCEPT`; the metric, once, at the adaptation's midpoint, from the covariance of
-the draws of its second quarter shrunk towards the warmup's metric (the exact Laplace covariance at the exact
-MAP, so usually a small correction), after which the step's adaptation restarts. From ``n_adapt`` on both
-are fixed: the kept draws are a valid Markov chain.
+probability of :data:`TARGET_ACCEPT`; the metric at the end of each of three expanding windows
+(:func:`metric_windows`), from the covariance of that window's draws shrunk towards the metric in use (first
+the warmup's: the exact Laplace covariance at the exact MAP), after each of which the step's adaptation
+restarts. From ``n_adapt`` on both are fixed: the kept draws are a valid Markov chain.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from ...core.plaindata import expect_array, expect_int, expect_keys, expect_numb
 from ...core.random import rng_from_state
 from .base import Sampler, check_spd, check_start, expect_stopped
 
-__all__ = ["HMC", "HMCState", "HMCSampler", "TARGET_ACCEPT", "MAX_LEAPFROG"]
+__all__ = ["HMC", "HMCState", "HMCSampler", "TARGET_ACCEPT", "MAX_LEAPFROG", "metric_windows"]
 
 TARGET_ACCEPT = 0.8  # Stan's default δ
 MAX_LEAPFROG = 256  # steps per trajectory at most: an adapted step far below π/2 / 256 means a bad metric
 _DIVERGENCE = 1000.0  # an energy error above this (nats) ends the trajectory as divergent (Stan's threshold)
 # dual averaging's constants (Hoffman & Gelman 2014, section 3.2.1)
 _GAMMA, _T0, _KAPPA = 0.05, 10.0, 0.75
-_PRIOR_DRAWS = 5.0  # pseudo-draws of the current metric in its midpoint re-estimate
+_PRIOR_DRAWS = 5.0  # pseudo-draws of the current metric in each window's re-estimate
 
 
 @dataclass
@@ -183,8 +183,8 @@ class HMC:
         return out
 
     def _adapt(self, state: HMCState, t: int, prob: float) -> None:
-        """Dual averaging of log ε towards acceptance δ; the metric re-estimated once, at the midpoint, from
-        the second quarter's draws; ε̄ fixed at the adaptation's end."""
+        """Dual averaging of log ε towards acceptance δ; the metric re-estimated at the end of each of
+        :func:`metric_windows` from its draws; ε̄ fixed at the adaptation's end."""
         state.m += 1
         m = state.m
         state.h_bar = (1 - 1 / (m + _T0)) * state.h_bar + (self.delta - prob) / (m + _T0)
@@ -192,10 +192,10 @@ class HMC:
         w = m ** -_KAPPA
         state.log_eps_bar = w * log_eps + (1 - w) * state.log_eps_bar
         state.eps = float(math.exp(log_eps))
-        quarter, half = self.n_adapt // 4, self.n_adapt // 2
-        if quarter <= t < half:
+        window = next(((a, b) for a, b in metric_windows(self.n_adapt) if a <= t < b), None)
+        if window is not None:
             state.window = np.vstack([state.window, state.phi])
-        if t == half - 1 and len(state.window) >= 2 * self.p + 2:
+        if window is not None and t == window[1] - 1 and len(state.window) >= 2 * self.p + 2:
             k = len(state.window)
             S = np.cov(state.window, rowvar=False).reshape(self.p, self.p)
             M = (k * S + _PRIOR_DRAWS * (state.chol @ state.chol.T)) / (k + _PRIOR_DRAWS)
@@ -210,6 +210,32 @@ class HMC:
             state.eps = float(math.exp(state.log_eps_bar))
 
 
+def metric_windows(n_adapt: int) -> list[tuple[int, int]]:
+    """The adaptation's metric windows [a, b), iterations: Stan's expanding windows (Stan reference manual,
+    "Automatic parameter tuning") scaled to ``n_adapt`` — the first eighth only tunes the step, then windows
+    of 1, 2 and 4 units up to three quarters, each ending in a re-estimate of the metric from its own draws
+    (in the metric the previous one set), and the last quarter tunes the step in the final metric. One
+    re-estimate could not widen a metric far too narrow: its draws, taken in that metric, explore too little
+    of the posterior (2,000 power_plant rows: the lengthscale's sd 2.4× the exact Laplace one's). None below
+    16 iterations (the step only)."""
+    if n_adapt < 16:
+        return []
+    start, end = n_adapt // 8, (3 * n_adapt) // 4
+    unit = (end - start) / 7
+    edges = [start, start + round(unit), start + round(3 * unit), end]
+    return [(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+
+
+# The most rows for which method='auto' runs HMC rather than SGHMC: the crossover of their seconds per
+# effective sample end to end, measured side by side (benchmarks/nuts_fair.py). None for now: HMC won on
+# concrete's 1,030 rows by a margin one seed cannot carry (0.24 s/ESS against SGHMC's 0.31), and on 2,000
+# power_plant rows it mixed far worse (ESS 145 from 1,400 kept draws, R-hat 1.03 after 1,000 s): the exact
+# Laplace metric there was 2.4× too narrow in the lengthscale's sd and the one midpoint re-estimate did not
+# widen it. SGHMC measures its metric from its gradients' regression, so 'auto' stays SGHMC until HMC's
+# adaptation handles such posteriors and the crossover is measured over seeds.
+HMC_DEFAULT_MAX_N = None
+
+
 class HMCSampler(Sampler):
     """``method='hmc'``: :class:`HMC` on the exact Cholesky log posterior and gradient, from the 'map'
     warmup's exact MAP in its exact Laplace covariance, adapting over the run's first ``n_adapt``
@@ -218,6 +244,7 @@ class HMCSampler(Sampler):
 
     name = "hmc"
     label = "HMC (exact Cholesky gradient, accept step; small n)"
+    default_max_n = HMC_DEFAULT_MAX_N
     uses_gradient = False
     records = {"accepted": bool, "logp": float, "step": float, "n_leapfrog": float, "accept_prob": float,
                "divergent": bool, "seconds": float, "warmup": bool}
@@ -225,10 +252,9 @@ class HMCSampler(Sampler):
 
     def adaptation_for_target(self, cfg) -> int:
         # The chains start in the exact Laplace covariance at the exact MAP, so the adaptation tunes the step
-        # and corrects the metric once; it does not learn a metric from nothing (Stan's 1,000 iterations do,
-        # for NUTS from a unit metric). Dual averaging settles within about 50 iterations (Hoffman & Gelman
-        # 2014, figure 3): 75 before the metric's update at the midpoint, from the draws of [37, 75), and 75
-        # after it.
+        # and corrects that metric; it does not learn one from nothing (Stan's 1,000 iterations do, for NUTS
+        # from a unit metric). Dual averaging settles within about 50 iterations (Hoffman & Gelman 2014,
+        # figure 3): the metric windows [18, 31), [31, 58), [58, 112) (metric_windows), then 38 for the step.
         return 150
 
     def check_size(self, cfg, n: int, memory_bytes: float | None) -> None:

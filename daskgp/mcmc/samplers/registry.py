@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 from .base import Sampler
 
-__all__ = ["register", "unregister", "get_sampler", "find_sampler", "sampler_names", "ENTRY_POINT_GROUP"]
+__all__ = ["register", "unregister", "get_sampler", "find_sampler", "sampler_names", "default_method", "AUTO",
+           "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "daskgp.samplers"
+AUTO = "auto"  # SamplerConfig(method=AUTO): the sampler is chosen by the data's size (default_method)
 _REGISTRY: dict[str, Sampler] = {}
 _LOCK = threading.Lock()
 _entry_points_loaded = False
@@ -91,3 +95,16 @@ def sampler_names() -> tuple[str, ...]:
     """The registered samplers' names, in registration order (the built-ins first: SGHMC, the default)."""
     _load_entry_points()
     return tuple(_REGISTRY)
+
+
+def default_method(n: int) -> str:
+    """The sampler ``method='auto'`` runs on n rows: of the registered samplers whose ``default_max_n`` is at
+    least n, the one with the smallest (the most specialised; registration order breaks ties) — HMC's exact
+    gradient up to its measured crossover with SGHMC, SGHMC (no limit) beyond."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    _load_entry_points()
+    fits = [s for s in _REGISTRY.values() if s.default_max_n is not None and n <= s.default_max_n]
+    if not fits:
+        raise ValueError(f"no registered sampler is a default for {n} rows: name one (method=...)")
+    return min(fits, key=lambda s: s.default_max_n).name

@@ -11,6 +11,7 @@ ballistically instead of by a random walk.
 from __future__ import annotations
 
 import functools
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -397,6 +398,7 @@ class SGHMCSampler(Sampler):
     monitor = {"step": ("step size", True), "noise_fraction": ("SGHMC: gradient noise / refresh", False)}
 
     adapts_from_noise = True
+    default_max_n = math.inf  # the default wherever no other sampler's crossover covers n
 
     def adaptation_for_target(self, cfg) -> int:
         return 4 * cfg.batch
