@@ -1,8 +1,8 @@
 """Samplers on an unconstrained parameter vector φ (p,), each in its own module with its driver entry
-(:class:`Sampler`): SGHMC (:mod:`.sghmc`, the default beyond HMC's crossover), the paper's SGLD
-(:mod:`.sgld`), adaptive random-walk MH on the exact posterior (:mod:`.mh`) and HMC on the exact posterior
-and gradient (:mod:`.hmc`, the small-n path, the default up to its crossover: ``method='auto'``,
-:func:`default_method`). The algorithms work on plain callables, so the GP wiring (gradients through the
+(:class:`Sampler`): SGHMC (:mod:`.sghmc`, what ``method='auto'`` runs wherever no other sampler's measured
+crossover covers the data's size: :func:`default_method`), the paper's SGLD (:mod:`.sgld`), adaptive
+random-walk MH on the exact posterior (:mod:`.mh`) and HMC on the exact posterior and gradient (:mod:`.hmc`,
+the small-n path). The algorithms work on plain callables, so the GP wiring (gradients through the
 kernel operator, chains on the cluster, checkpoints) stays outside.
 
 Each algorithm is a small object with an explicit state (``init`` → state, ``run(state, n)`` → records and

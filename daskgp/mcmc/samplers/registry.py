@@ -99,8 +99,8 @@ def sampler_names() -> tuple[str, ...]:
 
 def default_method(n: int) -> str:
     """The sampler ``method='auto'`` runs on n rows: of the registered samplers whose ``default_max_n`` is at
-    least n, the one with the smallest (the most specialised; registration order breaks ties) — HMC's exact
-    gradient up to its measured crossover with SGHMC, SGHMC (no limit) beyond."""
+    least n, the one with the smallest (the most specialised; registration order breaks ties); SGHMC has no
+    limit, and no built-in sampler declares a crossover below it yet."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
     _load_entry_points()
