@@ -124,14 +124,11 @@ class GPPosterior:
         st = self.state
         kwargs = dict(self.grad_kwargs)
         kwargs.pop("max_iter", None)  # the solve budget's (solve_budget)
-        if st.probes is None or t % self.redraw_every == 0:
+        redraw = st.probes is None or t % self.redraw_every == 0
+        if redraw:
             st.probes = rademacher(self.op.n, self.n_probes, st.rng)
-            # K⁻¹y's iterate carries over only where its solve runs to the tolerance: under ULISSE's
-            # roulette the stopped iterate is a truncated one, and starting from it raised SGHMC's measured
-            # gradient noise on concrete from about 1.6 to 3.4 (64 probes)
-            st.x0 = _mean_start(st.x0, self.n_probes) if self._mean_solved() else None
-        elif st.x0 is not None and st.x0.shape[1] == 1:  # a warmup's checkpoint keeps only K⁻¹y's
-            st.x0 = _mean_start(st.x0, self.n_probes) if self._mean_solved() else None
+        if redraw or st.x0 is not None and st.x0.shape[1] == 1:  # (n, 1): a warmup's checkpoint, K⁻¹y's
+            st.x0 = _mean_start(st.x0, self.n_probes) if self.keeps_mean_start else None
         # probes drawn on the host (or read back from a checkpoint) go to the operator's device once
         st.probes, st.x0 = into(st.probes, self.op.X), into(st.x0, self.op.X)
         if self._reuse_precond and (st.precond_at is None or t % self.precond_every == 0):
@@ -177,8 +174,12 @@ class GPPosterior:
                                                           "solve_retries": retried,
                                                           "noise_cov": None if cov is None else to_host(cov)}
 
-    def _mean_solved(self) -> bool:
-        """Whether K⁻¹y is solved to the tolerance (CG, or CG for y and ULISSE for the probes)."""
+    @property
+    def keeps_mean_start(self) -> bool:
+        """Whether K⁻¹y's last iterate warm-starts the next gradient after a redraw: only where it is solved
+        to the tolerance (CG, or CG for y and ULISSE for the probes). Under ULISSE's roulette the stopped
+        iterate is a truncated one, and starting from it raised SGHMC's measured gradient noise on concrete
+        from about 1.6 to 3.4 (64 probes)."""
         return self.grad_kwargs.get("solver", "ulisse") in ("cg", "cg-ulisse")
 
     def solve_budget(self) -> int:

@@ -16,7 +16,7 @@ import threading
 import time
 
 from ..core.kernels import KERNELS
-from ..mcmc.samplers import AUTO, default_method, get_sampler, sampler_names
+from ..mcmc.samplers import AUTO, get_sampler, sampler_names
 from .dashboard import (
     BUILTIN,
     LIMITS,
@@ -27,6 +27,7 @@ from .dashboard import (
     DashboardSettings,
     LiveRun,
     RunCapReached,
+    default_probes,
     parse_upload,
 )
 from .figures import (
@@ -128,8 +129,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     step_start = pn.widgets.FloatInput(name="SGLD step size start", value=d.step_start, step=0.01)
     step_end = pn.widgets.FloatInput(name="SGLD step size end", value=d.step_end, step=1e-4)
 
-    def on_method(event):  # each sampler's own default number of probes ('auto': its large-n sampler's)
-        probes.value = get_sampler(default_method(10**12) if event.new == AUTO else event.new).default_probes
+    def on_method(event):  # each sampler's own default number of probes
+        probes.value = default_probes(event.new)
 
     method.param.watch(on_method, "value")
     seed = pn.widgets.IntInput(name="Seed", value=d.seed)

@@ -23,12 +23,11 @@ from .doctor import doctor_command
 EXIT_USAGE, EXIT_ERROR = 2, 1
 
 
-
 def _by_size() -> str:
     """Which sampler method 'auto' picks, from the registry: 'sghmc at every size', or e.g. 'hmc up to
     2,000 rows, sghmc beyond'."""
-    limits = sorted((get_sampler(nm).default_max_n, nm) for nm in sampler_names()
-                    if get_sampler(nm).default_max_n is not None)
+    samplers = [get_sampler(nm) for nm in sampler_names()]
+    limits = sorted((s.default_max_n, s.name) for s in samplers if s.default_max_n is not None)
     if len(limits) == 1:
         return f"{limits[0][1]} at every size"
     return ", ".join(f"{nm} up to {lim:,} rows" if np.isfinite(lim) else f"{nm} beyond" for lim, nm in limits)

@@ -23,10 +23,10 @@ import pandas as pd
 from ..datasets import check_numeric_frame, read_csv_frame, split_indices
 from ..mcmc.config import SamplerConfig
 from ..mcmc.control import RunControl, RunStopped
-from ..mcmc.samplers import default_method, get_sampler
+from ..mcmc.samplers import AUTO, default_method, get_sampler
 
-__all__ = ["DashboardSettings", "LIMITS", "LiveRun", "parse_upload", "RunCapReached", "BUILTIN", "MAX_RUNS",
-           "MAX_UPLOAD_MB", "MAX_UPLOAD_ROWS", "MAX_UPLOAD_COLUMNS"]
+__all__ = ["DashboardSettings", "default_probes", "LIMITS", "LiveRun", "parse_upload", "RunCapReached",
+           "BUILTIN", "MAX_RUNS", "MAX_UPLOAD_MB", "MAX_UPLOAD_ROWS", "MAX_UPLOAD_COLUMNS"]
 
 BUILTIN = ("concrete", "house_8L", "power_plant")
 
@@ -82,6 +82,12 @@ LIMITS = {"n_chains": (2, 16), "n_iter": (100, 1_000_000), "n_probes": (1, 256),
           "target_ess": (0, 100_000)}
 
 
+def default_probes(method: str) -> int:
+    """The probes field's default for ``method``: the sampler's own ('auto': the sampler it runs on large
+    data, where the probes matter)."""
+    return get_sampler(default_method(10**12) if method == AUTO else method).default_probes
+
+
 @dataclass
 class DashboardSettings:
     """What the setup panel chooses. ``dataset``: a built-in name or 'upload' (then ``upload`` holds the
@@ -96,7 +102,7 @@ class DashboardSettings:
     n_chains: int = 2
     n_iter: int = 2000  # with a target ESS: the cap
     target_ess: int = 400  # 0: run the full n_iter
-    n_probes: int = get_sampler(default_method(10**12)).default_probes  # what 'auto' uses at large n
+    n_probes: int = default_probes(SamplerConfig.method)
     step_start: float = SamplerConfig.step_start
     step_end: float = SamplerConfig.step_end
     seed: int = SamplerConfig.seed

@@ -194,10 +194,12 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
         st["result"] = {"phi": st["phi0"], "cov": st["M0"], "cov_from": _SUBSET, "iterations": 0,
                         "converged": False,
                         "failed": f"the {failed_in} failed after {done} gradients: {type(e).__name__}: {e}"}
-    # the next gradient redraws its probes and starts its solves from K⁻¹y's last iterate: that column, the
-    # generator and the preconditioner's point carry over (n numbers, not n × k)
+    # the next gradient redraws its probes and starts its solves afresh, from K⁻¹y's last iterate where the
+    # posterior keeps it: that column, the generator and the preconditioner's point carry over (n numbers,
+    # not n × k)
     ps = post.state.to_dict()
-    st["probe_state"] = {**ps, "probes": None, "x0": None if ps["x0"] is None else ps["x0"][:, :1]}
+    keep = ps["x0"] is not None and post.keeps_mean_start
+    st["probe_state"] = {**ps, "probes": None, "x0": ps["x0"][:, :1] if keep else None}
     st["gradients"] = int(st["gradients"]) + spent
     st["seconds"] = float(st["seconds"]) + time.perf_counter() - t0
     if st["stage"] == DONE:

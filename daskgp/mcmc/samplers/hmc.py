@@ -97,6 +97,7 @@ class HMC:
         if not 0 < target_accept < 1:
             raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
         self.logp_grad, self.p, self.n_adapt = logp_grad, p, n_adapt
+        self._windows = metric_windows(n_adapt)
         self.delta, self.accept, self.tick = target_accept, accept, tick
 
     def init(self, phi0, M, rng=None) -> HMCState:
@@ -192,7 +193,7 @@ class HMC:
         w = m ** -_KAPPA
         state.log_eps_bar = w * log_eps + (1 - w) * state.log_eps_bar
         state.eps = float(math.exp(log_eps))
-        window = next(((a, b) for a, b in metric_windows(self.n_adapt) if a <= t < b), None)
+        window = next(((a, b) for a, b in self._windows if a <= t < b), None)
         if window is not None:
             state.window = np.vstack([state.window, state.phi])
         if window is not None and t == window[1] - 1 and len(state.window) >= 2 * self.p + 2:
