@@ -35,6 +35,7 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from .._version import __version__
+from ..compute.precision import FLOAT32_MAX_BOUND
 from ..core.kernels import make_kernel
 from ..core.plaindata import expect_keys
 from ..core.priors import GammaPrior
@@ -116,11 +117,29 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
         on_warmup({"stage": "subset MAP", "k": 0, "cap": 1, "seconds": 0.0, "total": 0.0})
     phi_map, H_inv = subset_map(X, y, kernel, 0.3, prior=prior, size=cfg.subset_size,
                                 rng=np.random.default_rng(_seeds(cfg)[cfg.n_chains + 1]))
+    cfg = _rows_dtype(cfg, X.shape[0], phi_map, H_inv, on_warmup, time.perf_counter() - t0)
     start = {"config": asdict(cfg), "data": data_spec or {}, "data_meta": data_meta or {},
              "fingerprint": fingerprint(X, y), "overwrite": bool(overwrite), "phi_map": phi_map,
              "laplace_cov": H_inv, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
              "setup_seconds": time.perf_counter() - t0}
     return _begin(X, y, cfg, start, None, out, client, (progress, control, on_block), on_warmup)
+
+
+def _rows_dtype(cfg: SamplerConfig, n: int, phi_map, H_inv, on_warmup, seconds: float) -> SamplerConfig:
+    """``cfg`` with its cached rows' dtype resolved from the subset MAP in its covariance scaled to n
+    (:meth:`SamplerConfig.for_start`); float64 instead of float32 is said in one line (every product then
+    reads twice the memory)."""
+    cfg, bound = cfg.for_start(n, phi_map, np.asarray(H_inv) * (min(cfg.subset_size, n) / n))
+    if bound is not None and cfg.cache_dtype == "float64":
+        note = (f"kernel rows cached in float64, not float32: the noise variance is small against the "
+                f"kernel's (ε₃₂·n·s/σ² up to {bound:.2g} > {FLOAT32_MAX_BOUND}), where float32 rounding "
+                "would stall CG; each product reads twice the memory")
+        if on_warmup is not None:
+            _tell(on_warmup, {"stage": "subset MAP", "k": 1, "cap": 1, "seconds": seconds, "total": seconds,
+                              "note": note})
+        else:
+            log.info("daskgp: %s", note)
+    return cfg
 
 
 def _seeds(cfg: SamplerConfig) -> list:

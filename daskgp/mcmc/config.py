@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..compute.precision import rows_dtype_for
 from ..compute.solvers import ROULETTES
 from ..core.fingerprint import fingerprint
 from ..core.kernels import KERNELS
@@ -62,10 +63,12 @@ class SamplerConfig:
     paper's p_i = exp(−βi), heavy-tailed in practice, see :func:`daskgp.compute.solvers.ulisse`); ``precond``
     None | 'pivchol' of rank ``precond_rank``; the kernel rows the operator caches are kept in
     ``cache_dtype`` (float32: every cached pass reads half the memory, see
-    :class:`daskgp.compute.operator.KernelOperator`); ``device`` where each chain's operator computes on its
-    worker: 'cpu' (numpy), 'gpu' (cupy: an error on a worker without one) or 'auto' (the worker's GPU when
-    it has one); the chains' states, draws and checkpoints are numpy whatever the device; a chain whose
-    ``|φ|`` exceeds ``max_abs_phi`` stops (divergence).
+    :class:`daskgp.compute.operator.KernelOperator`; 'auto', the default: float32 unless the noise variance
+    is so small against the kernel's that float32 rounding would stall CG, decided by :meth:`for_start`
+    from the subset MAP and stored resolved, see :mod:`daskgp.compute.precision`); ``device`` where each
+    chain's operator computes on its worker: 'cpu' (numpy), 'gpu' (cupy: an error on a worker without
+    one) or 'auto' (the worker's GPU when it has one); the chains' states, draws and checkpoints are numpy
+    whatever the device; a chain whose ``|φ|`` exceeds ``max_abs_phi`` stops (divergence).
     MH: ``n_adapt`` adaptation iterations (default a fifth of the run). For every method the first
     ``n_adapt`` iterations are the run's warmup: their draws are stored apart (ArviZ's warmup groups) and
     every summary leaves them out; SGLD's step schedule does not depend on it.
@@ -120,7 +123,7 @@ class SamplerConfig:
     roulette: str = "increment"
     precond: str | None = "pivchol"
     precond_rank: int | None = None
-    cache_dtype: str = "float32"
+    cache_dtype: str = "auto"
     device: str = "cpu"
     max_abs_phi: float = 30.0
     warmup: str = "map"
@@ -166,6 +169,21 @@ class SamplerConfig:
             return self
         return replace(self, method=default_method(n)).validate()
 
+    def for_start(self, n: int, phi, cov) -> tuple[SamplerConfig, float | None]:
+        """This configuration with ``cache_dtype`` 'auto' resolved for n rows from the run's start φ (p,)
+        (log parameters: the kernel's variance first, the noise variance last) and its covariance cov
+        (p, p): float32 where ε₃₂·n·s/σ² (:func:`daskgp.compute.precision.rows_dtype_for`) stays within its
+        bound at 3 sd above the start's log s/σ² (the chains may go there), float64 otherwise. Returns
+        (config, that bound), the bound None when the dtype was given."""
+        if self.cache_dtype != "auto":
+            return self, None
+        phi, cov = np.asarray(phi, dtype=float), np.asarray(cov, dtype=float)
+        a = np.zeros(phi.size)
+        a[0], a[-1] = 1.0, -1.0  # log s − log σ²
+        upper = float(a @ phi + 3.0 * np.sqrt(max(float(a @ cov @ a), 0.0)))
+        dtype, bound = rows_dtype_for(n, upper, 0.0)
+        return replace(self, cache_dtype=dtype), bound
+
     def validate(self) -> SamplerConfig:
         # 'auto': the sampler is chosen by the data's size, and for_rows validates the result with its checks
         auto = self.method == AUTO
@@ -200,8 +218,8 @@ class SamplerConfig:
         if self.warmup == "ascent" and sampler is not None and not sampler.uses_gradient:
             raise ValueError(f"warmup 'ascent' climbs by stochastic gradients, which {self.method} does not "
                              "use: 'map' (the exact MAP) or 'subset'")
-        if self.cache_dtype not in ("float64", "float32"):
-            raise ValueError(f"cache_dtype must be 'float64' or 'float32', got {self.cache_dtype!r}")
+        if self.cache_dtype not in CACHE_DTYPES:
+            raise ValueError(f"cache_dtype must be one of {CACHE_DTYPES}, got {self.cache_dtype!r}")
         if self.device not in ("auto", "cpu", "gpu"):
             raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {self.device!r}")
         if self.precond not in (None, "pivchol"):
@@ -351,6 +369,8 @@ class Specs(NamedTuple):
 
 
 WARMUPS = ("map", "ascent", "subset")
+# the cached kernel rows' dtype: 'auto' is resolved when a run starts (SamplerConfig.for_start)
+CACHE_DTYPES = ("auto", "float32", "float64")
 # Up to this many rows the 'map' warmup of a gradient sampler is the exact MAP and Laplace covariance
 # (L-BFGS on the Cholesky log posterior, tens of evaluations at O(n³) each) rather than the stochastic
 # ascent and curvature estimates: 2.3–4.2× faster at 1,030 and 2,000 rows, and exact (the ascent once

@@ -368,7 +368,10 @@ def _operator(X, cfg: SamplerConfig, run_key: str, client=None, workers=None, na
     if op is None:
         kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
         device = None if cfg.device == "cpu" else cfg.device
-        options = dict(cache_dtype=cfg.cache_dtype, block_rows=chain_block_rows(X.shape[0]))
+        # a run resolves 'auto' from its start (SamplerConfig.for_start); a configuration used without a run
+        # (a test's, a benchmark's operator) gets float32, the rows' dtype before 'auto' existed
+        dtype = "float32" if cfg.cache_dtype == "auto" else cfg.cache_dtype
+        options = dict(cache_dtype=dtype, block_rows=chain_block_rows(X.shape[0]))
         if spread:
             # the driver's layout predates any worker lost since: the survivors, or any live worker
             live = set(client.scheduler_info()["workers"])
