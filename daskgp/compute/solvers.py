@@ -81,11 +81,12 @@ def _as_operator(A):
     return (lambda V: A @ V), A.shape[0]
 
 
-def cg(A, B, x0=None, *, tol: float = 1e-8, max_iter: int | None = None, precond=None,
+def cg(A, B, x0=None, *, tol: float | np.ndarray = 1e-8, max_iter: int | None = None, precond=None,
        callback=None) -> CGResult:
     """Solve A X = B for symmetric positive definite A (an operator with ``.matmul`` or a dense matrix).
 
-    B (n,) or (n, k), float64, of any array namespace (the solution comes back in it); x0 warm start of the
+    B (n,) or (n, k), float64, of any array namespace (the solution comes back in it); tol the relative
+    residual each column stops at, one for every column or (k,) one per column; x0 warm start of the
     same shape; precond: an object with ``.solve(R)`` ≈ A⁻¹R; callback(i): called after iteration i (1, 2,
     …), e.g. for a heartbeat during a long solve. Returns a :class:`CGResult` whose ``x`` has B's shape and
     namespace (the per-column counters are numpy).
@@ -94,14 +95,14 @@ def cg(A, B, x0=None, *, tol: float = 1e-8, max_iter: int | None = None, precond
                 n_estimates=None, rng=None, roulette=None, callback=callback)
 
 
-def ulisse(A, B, x0=None, *, es_tol: float = 1e-2, tol: float = 1e-6, beta: float = 1.0,
-           n_estimates=1, rng=None, max_iter: int | None = None, precond=None,
+def ulisse(A, B, x0=None, *, es_tol: float | np.ndarray = 1e-2, tol: float | np.ndarray = 1e-6,
+           beta: float = 1.0, n_estimates=1, rng=None, max_iter: int | None = None, precond=None,
            roulette: str = "increment", callback=None) -> UlisseResult:
     """ULISSE: unbiased estimates of the CG solution of A X = B from an early-stopped CG run.
 
     es_tol : early-stop relative residual, one for every column or (k,) one per column (``inf``: that
     column is solved by plain CG to ``tol``, its estimates all the CG solution); tol : the full CG tolerance
-    whose solution is estimated;
+    whose solution is estimated (one, or one per column like ``es_tol``);
     beta : the roulette's scale (the first step past the threshold is kept with probability e^−β);
     roulette : 'increment' (survival P_i = e^−β·‖δ_i‖/‖δ_1‖), 'residual' (P_i = e^−β·r_(i−1)/r_es) or
     'exponential' (the paper's p_i = exp(−β i)), see the module; n_estimates : estimates per column
@@ -109,8 +110,8 @@ def ulisse(A, B, x0=None, *, es_tol: float = 1e-2, tol: float = 1e-6, beta: floa
     rng : numpy Generator or seed (the uniform draws, on the host whatever B's namespace: the same seed
     gives the same stopping on CPU and GPU); callback(i) as for :func:`cg`.
     """
-    es = np.asarray(es_tol, dtype=np.float64)
-    if es.ndim > 1 or not (np.all(es > tol) and tol > 0):
+    es, tl = np.asarray(es_tol, dtype=np.float64), np.asarray(tol, dtype=np.float64)
+    if es.ndim > 1 or tl.ndim > 1 or not (np.all(es > tl) and np.all(tl > 0)):
         raise ValueError(f"need es_tol > tol > 0 (a number, or one per column), got es_tol={es_tol}, "
                          f"tol={tol}")
     check_positive("beta", beta)
@@ -143,7 +144,10 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng, ro
     B2, was_1d = _rhs(B, n, "B")
     xp = namespace(B2)
     k = B2.shape[1]
-    check_positive("tol", tol)
+    tol = np.asarray(tol, dtype=np.float64)
+    if tol.ndim > 1 or not (np.all(tol > 0) and np.all(np.isfinite(tol))):
+        raise ValueError(f"tol must be positive and finite, one or one per column, got {tol}")
+    tol = np.broadcast_to(tol, (k,))  # ValueError for a length other than k
     max_iter = int(max_iter) if max_iter is not None else 10 * n
     if x0 is None:
         x = xp.zeros_like(B2)
@@ -231,7 +235,7 @@ def _pcg(A, B, x0, *, tol, max_iter, precond, es_tol, beta, n_estimates, rng, ro
         iterations[cols] += 1
         res_c = to_host(norms(rc)) / bnorm[cols]
         res[cols] = res_c
-        newly_converged = res_c <= tol
+        newly_converged = res_c <= tol[cols]
         if use_ulisse:
             pre = ~started[cols]
             on = cols[~pre]  # columns already past the threshold: Russian roulette on this increment

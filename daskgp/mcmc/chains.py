@@ -435,7 +435,7 @@ def warmup_to_resume(out: str) -> tuple[WarmupStore, int, dict] | None:
         start = expect_keys(st["start"], ("config", "data", "data_meta", "fingerprint", "overwrite",
                                           "phi_map", "laplace_cov", "created", "setup_seconds"),
                             "the run's start")
-        cfg = SamplerConfig.from_dict(start["config"])
+        cfg = SamplerConfig.from_dict(_older(start["config"]))
         p = np.asarray(start["phi_map"]).shape[0]
         check_warmup_state(st["warmup"], p)
     except (KeyError, TypeError, ValueError, IndexError) as e:
@@ -481,14 +481,21 @@ def _stored_or_spec(committed, attrs: dict):
     return ds.X_std, ds.y_std
 
 
+def _older(stored: dict) -> dict:
+    """A stored configuration with the fields an older daskgp did not write set to what it did: K⁻¹y
+    solved to ``tol`` (before ``mean_tol``)."""
+    return {"mean_tol": stored.get("tol") if isinstance(stored, dict) else None, **stored}
+
+
 def _resume_plan(attrs: dict, ckpt: dict, where: str) -> tuple[SamplerConfig, list[str], np.ndarray]:
     """The configuration, parameter names and preconditioner of a run to continue, after checking that it
     can be continued (not salvaged, every chain state well formed)."""
     check_appendable(where, ckpt)
     try:  # an extended run's configuration travels with its checkpoint
         stored = ckpt.get("config") or attrs["config"]
-        # a run stored before ULISSE's roulette was an option used the paper's exponential one
-        cfg = SamplerConfig.from_dict({"roulette": "exponential", **stored})
+        # a run stored before ULISSE's roulette was an option used the paper's exponential one, and one
+        # stored before K⁻¹y had its own tolerance solved it to the probes'
+        cfg = SamplerConfig.from_dict({"roulette": "exponential", **_older(stored)})
         names, M = list(attrs["param_names"]), np.array(attrs["M"], dtype=float)
     except (KeyError, TypeError, ValueError) as e:
         raise RunDamaged(f"{where}/zarr.json: the run's configuration is malformed ({e})") from None

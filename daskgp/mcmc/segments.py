@@ -296,7 +296,8 @@ def _posterior(op, y, cfg: SamplerConfig, redraw_every: int, rng=None) -> GPPost
     model, solver = parts.model, parts.solver
     return GPPosterior(op, y, GammaPrior(model.prior_shape, model.prior_rate), n_probes=solver.n_probes,
                        redraw_every=redraw_every, precond_every=solver.redraw_every, rng=rng,
-                       solver=cfg.solver_for(n), es_tol=solver.es_tol, tol=solver.tol, beta=solver.beta,
+                       solver=cfg.solver_for(n), es_tol=solver.es_tol, tol=solver.tol,
+                       mean_tol=solver.mean_tol, beta=solver.beta,
                        roulette=solver.roulette, precond=solver.precond, precond_rank=cfg.precond_rank_for(n))
 
 

@@ -219,3 +219,18 @@ def test_preconditioner_from_pivots_equals_pivoted_cholesky(system):
     # K_SS is ill-conditioned: the dense solve and the jittered Cholesky differ at ~1e-5
     np.testing.assert_allclose(Q2.L @ Q2.L.T, nys, atol=1e-4)
     assert Q2.noise == 0.2
+
+
+def test_each_column_stops_at_its_own_tolerance(system, rng):
+    """``tol`` per column (K⁻¹y's own tolerance beside the probes'): a loose column stops early, a tight
+    one runs on, and each matches its own solve alone; a tolerance list of the wrong length is refused."""
+    op, K, y = system
+    B = np.column_stack([y, rng.standard_normal(op.n)])
+    both = cg(op, B, tol=np.array([1e-3, 1e-9]))
+    assert both.converged.all() and both.iterations[0] < both.iterations[1]
+    for j, tol in enumerate((1e-3, 1e-9)):
+        alone = cg(op, B[:, j], tol=tol)
+        assert abs(int(alone.iterations[0]) - int(both.iterations[j])) <= 2
+        assert both.residuals[int(both.iterations[j]), j] <= tol
+    with pytest.raises(ValueError):
+        cg(op, B, tol=np.array([1e-3, 1e-6, 1e-9]))
