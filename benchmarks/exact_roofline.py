@@ -88,6 +88,8 @@ else:
     data = f"house_8L rows {n} of {ds.n} (seed 0)" if n < ds.n else "house_8L"
 L = np.linalg.cholesky(cov)
 base = SamplerConfig(method="sghmc")
+if hasattr(base, "for_start"):  # the rows' dtype a run resolves from its start (here the mode)
+    base = base.for_start(n, phi, cov)[0]
 op = KernelOperator(X, make_kernel(base.kernel, n_dims=X.shape[1]), 1.0, mode="local",
                     cache_dtype=base.cache_dtype, block_rows=chain_block_rows(n))
 # the probes a run's chains use: where the sampler cuts them from the warmup's noise at the mode
@@ -101,7 +103,7 @@ if rule is not None:
             for r in range(3)]
     lam = float(np.median(lams))
     probes = rule(base, lam) or base.n_probes
-    cfg = SamplerConfig(method="sghmc", n_probes=probes)
+    cfg = SamplerConfig(method="sghmc", n_probes=probes, cache_dtype=base.cache_dtype)
 else:
     cfg = base
 post = _posterior(op, y, cfg, redraw_every=cfg.sampler.redraw_every(cfg), rng=0)
