@@ -183,9 +183,12 @@ class SamplerConfig:
         (log parameters: the kernel's variance first, the noise variance last) and its covariance cov
         (p, p): float32 where ε₃₂·n·s/σ² (:func:`daskgp.compute.precision.rows_dtype_for`) stays within its
         bound at 3 sd above the start's log s/σ² (the chains may go there), float64 otherwise. Returns
-        (config, that bound), the bound None when the dtype was given."""
+        (config, that bound), the bound None when the dtype was given. A sampler on the exact Cholesky
+        posterior (MH, HMC) caches no rows: 'auto' becomes float32 there, with no bound."""
         if self.cache_dtype != "auto":
             return self, None
+        if not self.sampler.uses_gradient:
+            return replace(self, cache_dtype="float32"), None
         phi, cov = np.asarray(phi, dtype=float), np.asarray(cov, dtype=float)
         a = np.zeros(phi.size)
         a[0], a[-1] = 1.0, -1.0  # log s − log σ²

@@ -72,3 +72,16 @@ def test_a_run_resolves_the_rows_dtype_from_its_start_and_says_so(tmp_path, clie
                    method="sghmc", n_chains=2, n_iter=2, warmup="subset", on_warmup=seen.append)
     assert dt.attrs["config"]["cache_dtype"] == "float32"
     assert not [e for e in seen if e.get("note")]
+
+
+def test_a_sampler_without_kernel_rows_takes_no_bound():
+    """MH and HMC compute the exact posterior by Cholesky: no cached rows, so no float64 note whatever the
+    noise; a gradient sampler at the same start takes float64."""
+    from daskgp.mcmc.config import SamplerConfig
+
+    phi, cov = np.array([_LOG_S, np.log(_ELL), -8.0]), 0.01 * np.eye(3)
+    for method in ("mh", "hmc"):
+        cfg, bound = SamplerConfig(method=method).for_start(_N, phi, cov)
+        assert cfg.cache_dtype == "float32" and bound is None
+    cfg, bound = SamplerConfig(method="sghmc").for_start(_N, phi, cov)
+    assert cfg.cache_dtype == "float64" and bound > FLOAT32_MAX_BOUND
