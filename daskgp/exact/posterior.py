@@ -20,7 +20,7 @@ from ..compute.backend import into, namespace, to_host
 from ..compute.operator import KernelOperator
 from ..core.kernels import Kernel
 from ..core.optim import lbfgsb
-from ..core.plaindata import expect_array, expect_keys
+from ..core.plaindata import expect_array, expect_int, expect_keys
 from ..core.priors import GammaPrior
 from ..core.random import rademacher, rng_from_state
 from ..core.validation import check_X, check_y
@@ -29,7 +29,8 @@ from .marginal import exact_log_marginal, log_marginal_gradient, target_like
 log = logging.getLogger(__name__)
 
 __all__ = ["GPPosterior", "ProbeState", "SolveBudgetExceeded", "exact_log_posterior", "subset_map",
-           "central_hessian", "SOLVE_WINDOW", "BUDGET_FACTOR", "BUDGET_MIN", "FIRST_BUDGET"]
+           "central_hessian", "SOLVE_WINDOW", "BUDGET_FACTOR", "BUDGET_MIN", "FIRST_BUDGET", "STALE_FACTOR",
+           "STALE_MARGIN"]
 
 
 @dataclass
@@ -41,13 +42,16 @@ class ProbeState:
     it; None before the first solve), the generator ``rng`` that draws probes (and ULISSE's stopping),
     ``precond_at`` (p,) the φ at which the pivoted-Cholesky preconditioner in use was built (None without
     one) and ``solves`` the CG iterations of the last (at most :data:`SOLVE_WINDOW`) gradients, from which
-    the next solve's budget is set (:meth:`GPPosterior.solve_budget`; None before the first)."""
+    the next solve's budget is set (:meth:`GPPosterior.solve_budget`; None before the first);
+    ``precond_iters`` the CG iterations of the first solve with that preconditioner (None: not measured),
+    against which a stale one is recognised (:data:`STALE_FACTOR`)."""
 
     probes: np.ndarray | None
     x0: np.ndarray | None
     rng: np.random.Generator
     precond_at: np.ndarray | None = None
     solves: np.ndarray | None = None
+    precond_iters: int | None = None
 
     @classmethod
     def initial(cls, rng=None) -> ProbeState:
@@ -57,7 +61,7 @@ class ProbeState:
         """Plain data: numpy arrays (or None; device arrays are copied to the host) and the bit generator's
         state dict."""
         return {"probes": _host(self.probes), "x0": _host(self.x0), "rng": self.rng.bit_generator.state,
-                "precond_at": self.precond_at, "solves": self.solves}
+                "precond_at": self.precond_at, "solves": self.solves, "precond_iters": self.precond_iters}
 
     @classmethod
     def from_dict(cls, d: dict, n: int, n_probes: int, p: int, finite: bool = True) -> ProbeState:
@@ -68,9 +72,13 @@ class ProbeState:
         malformed field."""
         old = isinstance(d, dict) and "precond_at" not in d
         older_budget = isinstance(d, dict) and "solves" not in d  # written before the solve budget
+        unmeasured = isinstance(d, dict) and "precond_iters" not in d  # before the staleness rule
         keys = (("probes", "x0", "rng") + (() if old else ("precond_at",))
-                + (() if older_budget else ("solves",)))
+                + (() if older_budget else ("solves",)) + (() if unmeasured else ("precond_iters",)))
         expect_keys(d, keys, "probe state")
+        first = d.get("precond_iters")
+        if first is not None:
+            first = expect_int(first, "precond_iters")
         solves = d.get("solves")
         if solves is not None:
             size = solves.shape[0] if isinstance(solves, np.ndarray) and solves.ndim == 1 else -1
@@ -82,7 +90,7 @@ class ProbeState:
         return cls(expect_array(d["probes"], (n, n_probes), "probes", optional=True),
                    expect_array(x0, (n, cols), "x0", optional=True, finite=finite),
                    rng_from_state(d["rng"]),
-                   expect_array(d.get("precond_at"), (p,), "precond_at", optional=True), solves)
+                   expect_array(d.get("precond_at"), (p,), "precond_at", optional=True), solves, first)
 
 
 class GPPosterior:
@@ -131,7 +139,13 @@ class GPPosterior:
             st.x0 = _mean_start(st.x0, self.n_probes) if self.keeps_mean_start else None
         # probes drawn on the host (or read back from a checkpoint) go to the operator's device once
         st.probes, st.x0 = into(st.probes, self.op.X), into(st.x0, self.op.X)
-        if self._reuse_precond and (st.precond_at is None or t % self.precond_every == 0):
+        # a preconditioner gone stale (the last solve took STALE_FACTOR times the first solve's iterations
+        # with it, and STALE_MARGIN more: φ moved far from where it was built, as a warmup's ascent does) is
+        # rebuilt here rather than at the next scheduled redraw
+        stale = (st.precond_iters is not None and st.solves is not None and st.solves.size > 0
+                 and st.solves[-1] > STALE_FACTOR * st.precond_iters + STALE_MARGIN)
+        fresh = self._reuse_precond and (st.precond_at is None or t % self.precond_every == 0 or stale)
+        if fresh:
             st.precond_at, self._precond = phi.copy(), None
         if self._reuse_precond:
             if self._precond is None or not np.array_equal(self._precond_phi, st.precond_at):
@@ -167,6 +181,9 @@ class GPPosterior:
         st.x0 = est.warm_start
         its = int(est.cg_iterations.max())
         st.solves = np.append(np.zeros(0) if st.solves is None else st.solves, its)[-SOLVE_WINDOW:]
+        # the first solve with a new preconditioner: the measure of its staleness
+        if self._reuse_precond and (fresh or retried):
+            st.precond_iters = its
         # p numbers to the host: the sampler's step, its state and the checkpoint live there
         cov = est.noise_cov
         return to_host(est.grad) + self.prior.grad(phi), {"cg_iterations": its,
@@ -193,6 +210,15 @@ class GPPosterior:
             return FIRST_BUDGET
         return max(BUDGET_MIN, int(BUDGET_FACTOR * solves.max()))
 
+    def preconditioner_at(self, phi):
+        """A preconditioner of this posterior's kind built at φ (p,) — its pivoted Cholesky of the chains'
+        rank, applied in the cached rows' precision — or None when the posterior uses none. For solves that
+        stay near φ (the curvature's central differences): one build serves them all."""
+        if self.grad_kwargs.get("precond") != "pivchol":
+            return None
+        phi = np.asarray(phi, dtype=float)
+        return self._build_precond(phi, phi)
+
     def _build_precond(self, at: np.ndarray, phi: np.ndarray):
         from ..compute.solvers import PivotedCholesky
 
@@ -218,6 +244,12 @@ class GPPosterior:
 # rows, 20–21 on 8,192, 9 on concrete), so 4x is reached only where K has become far worse conditioned than
 # anywhere the chain has been: the run that ran 450+ iterations for five silent minutes had needed ~60.
 SOLVE_WINDOW, BUDGET_FACTOR, BUDGET_MIN, FIRST_BUDGET = 20, 4, 100, 1000
+# A kept preconditioner is stale when a solve takes more than STALE_FACTOR times the CG iterations of the
+# first solve with it, plus STALE_MARGIN: on 8,192 house_8L rows a rank-2,000 preconditioner built at the
+# subset MAP (lengthscale e^1.21) took 62–76 iterations halfway to the mode (7 s a gradient) where one built
+# there took 3 (0.6 s; building it costs 3.3 s), and over the budget at the mode. A warmup's ascent crosses
+# that distance in tens of gradients, a chain's step moves φ by about a posterior sd.
+STALE_FACTOR, STALE_MARGIN = 2, 5
 
 
 class SolveBudgetExceeded(FloatingPointError):

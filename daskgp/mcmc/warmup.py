@@ -85,6 +85,8 @@ def check_warmup_state(st, p: int) -> None:
     ps = st["probe_state"]
     # a checkpoint written before the solve budget has no 'solves'
     budget = ("solves",) if isinstance(ps, dict) and "solves" in ps else ()
+    # and one written before the staleness rule no 'precond_iters'
+    budget += ("precond_iters",) if isinstance(ps, dict) and "precond_iters" in ps else ()
     keys = ("probes", "x0", "rng", "precond_at") + budget
     probes = expect_keys(ps, keys, "the warmup's probe state")
     if probes["probes"] is not None:
@@ -95,8 +97,9 @@ def check_warmup_state(st, p: int) -> None:
         raise ValueError("the warmup's probe state's x0 must be K⁻¹y's warm start alone, (n, 1) and finite")
     rng_from_state(probes["rng"])
     expect_array(probes["precond_at"], (p,), "precond_at", optional=True)
-    if probes.get("solves") is not None:
-        ProbeState.from_dict({**probes, "probes": None, "x0": None}, 1, 1, p)  # checks 'solves'
+    if probes.get("solves") is not None or probes.get("precond_iters") is not None:
+        # checks 'solves' and 'precond_iters'
+        ProbeState.from_dict({**probes, "probes": None, "x0": None}, 1, 1, p)
 
     if st["ascent"] is not None:
         StochasticAscent.from_dict(st["ascent"], p)

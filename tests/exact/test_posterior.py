@@ -135,3 +135,67 @@ def test_a_solve_over_its_budget_rebuilds_the_preconditioner_there_or_is_refused
         post.stochastic_grad(phi2, 4)
     unbounded = _budget_posterior(X, y, max_iter=10**6)
     assert unbounded.stochastic_grad(phi2, 0)[1]["cg_iterations"] > 2 * budget
+
+
+def test_a_stale_preconditioner_is_rebuilt_where_the_solves_grew(concrete):
+    """A kept preconditioner built far from where the gradients are (here at lengthscale e^1.3 for
+    concrete's mode at e^0.94, as a warmup's ascent leaves it behind) makes the solve take many times the
+    iterations of the first solve with it; the next gradient rebuilds it there (issue 55, item 3: the
+    ascent's gradients cost 4.6 s instead of ~1 s on 8,192 rows) and the solves shrink back. The state
+    carries the measure (``precond_iters``) through a checkpoint; a state written before it reads as
+    unmeasured, and then — the power of the rule — the stale preconditioner is kept."""
+    from daskgp.exact.posterior import STALE_FACTOR, STALE_MARGIN, ProbeState
+
+    mode, far = np.array([1.92, 0.94, -2.7]), np.array([1.92, 1.3, -2.7])
+
+    def posterior():
+        op = KernelOperator(concrete.X_std, make_kernel("rbf"), 0.3)
+        return GPPosterior(op, concrete.y_std, n_probes=8, redraw_every=1, precond_every=1000, rng=0,
+                           precond="pivchol", precond_rank=300, solver="cg", tol=1e-6)
+
+    post = posterior()
+    post.stochastic_grad(far, 0)
+    first = post.state.precond_iters
+    stale = post.stochastic_grad(mode, 1)[1]["cg_iterations"]
+    assert stale > STALE_FACTOR * first + STALE_MARGIN and np.array_equal(post.state.precond_at, far)
+    state = post.state.to_dict()
+    assert ProbeState.from_dict(state, concrete.n, 8, 3).precond_iters == first
+    fresh = post.stochastic_grad(mode, 2)[1]["cg_iterations"]
+    assert np.array_equal(post.state.precond_at, mode) and fresh <= first + STALE_MARGIN < stale
+
+    old = posterior()
+    old.stochastic_grad(far, 0)
+    old.stochastic_grad(mode, 1)
+    d = old.state.to_dict()
+    del d["precond_iters"]  # a checkpoint of an earlier daskgp
+    old.state = ProbeState.from_dict(d, concrete.n, 8, 3)
+    assert old.stochastic_grad(mode, 2)[1]["cg_iterations"] > STALE_FACTOR * first + STALE_MARGIN
+    assert np.array_equal(old.state.precond_at, far)
+
+
+def test_the_curvature_builds_one_preconditioner_for_its_solves(concrete, monkeypatch):
+    """laplace_precision's 2p + 1 solves share one preconditioner built at φ (each was built afresh: 7
+    rank-2,000 builds on house_8L, 40 s against 15 s on 8,192 rows), and the curvature is the same to the
+    solves' tolerance."""
+    from daskgp.compute import precond
+    from daskgp.exact.mode import laplace_precision
+
+    op = KernelOperator(concrete.X_std, make_kernel("rbf"), 0.3)
+    post = GPPosterior(op, concrete.y_std, n_probes=8, redraw_every=1, rng=0, precond="pivchol",
+                       precond_rank=300, solver="cg", tol=1e-6)
+    builds = []
+    init = precond.PivotedCholesky.__init__
+
+    def counting(self, *a, **kw):
+        builds.append(1)
+        init(self, *a, **kw)
+
+    monkeypatch.setattr(precond.PivotedCholesky, "__init__", counting)
+    phi = np.array([1.92, 0.94, -2.7])
+    H = laplace_precision(post, phi, n_probes=16, rng=5)
+    assert len(builds) == 1
+    builds.clear()
+    monkeypatch.delattr(GPPosterior, "preconditioner_at")  # the former route: every solve builds its own
+    H_each = laplace_precision(post, phi, n_probes=16, rng=5)
+    assert len(builds) == 7
+    np.testing.assert_allclose(H, H_each, rtol=1e-3, atol=1e-3 * np.abs(H).max())
