@@ -1,5 +1,5 @@
 """The default sampler in its large-n configuration against the exact posterior on real data (issue 28): the
-configuration SGHMC switches to beyond LARGE_N = 5,000 rows (K⁻¹y by CG to 1e-6 and the probes by ULISSE,
+configuration SGHMC switches to beyond LARGE_N = 5,000 rows (K⁻¹y by CG to mean_tol and the probes by ULISSE,
 'cg-ulisse', with a pivoted-Cholesky preconditioner of rank 2,000, and the probes the warmup's noise calls
 for), where on 8,192 held-out rows four chains once agreed on a noise variance whose
 sd was 20× the exact one.

@@ -42,9 +42,10 @@ SGHMC_PRECOND_RANK = 300
 # noise λ 1.65, ULISSE + 2,000 6.8 and 1.7 s but λ 9.5, CG + 2,000 11.6 and 2.7 s at λ 1.38 (s × λ, what a
 # sampler's step costs: 10.4 / 15.9 / 3.7); on all 22,784 rows ULISSE + 300 took 110 CG and 105 s, CG + 2,000
 # 65 CG and 73 s, both at λ ≈ 0.45. On concrete (1,030 rows) the two are level (s × λ 0.11 vs 0.13).
-# Beyond LARGE_N the probes' solves stop early by ULISSE while K⁻¹y runs to 1e-6 ('cg-ulisse'): on 8,192
-# house_8L rows the probes stop after 12.5 CG iterations instead of 20, the gradient's noise variance within
-# 0.1 % of CG's, 1.3 s a gradient instead of 2.1 (six probe sets, benchmarks/exact_roofline.py).
+# Beyond LARGE_N the probes' solves stop early by ULISSE while K⁻¹y runs to its own tolerance ('cg-ulisse',
+# mean_tol; 1e-6 when this was measured): on 8,192 house_8L rows the probes stop after 12.5 CG iterations
+# instead of 20, the gradient's noise variance within 0.1 % of CG's, 1.3 s a gradient instead of 2.1 (six
+# probe sets, benchmarks/exact_roofline.py).
 LARGE_N = 5000
 SGHMC_PRECOND_RANK_LARGE = 2000
 
