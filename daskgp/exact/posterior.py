@@ -216,21 +216,24 @@ class GPPosterior:
         stay near φ (the curvature's central differences): one build serves them all."""
         if self.grad_kwargs.get("precond") != "pivchol":
             return None
-        phi = np.asarray(phi, dtype=float)
-        return self._build_precond(phi, phi)
+        return self._pivoted_cholesky(np.asarray(phi, dtype=float))
 
     def _build_precond(self, at: np.ndarray, phi: np.ndarray):
+        """The chains' kept preconditioner, built at ``at`` (≠ φ: a resumed chain rebuilds it where it was
+        built), remembered as built there."""
+        pc = self._pivoted_cholesky(at)
+        self._precond_phi = at.copy()
+        return pc
+
+    def _pivoted_cholesky(self, at: np.ndarray):
         from ..compute.solvers import PivotedCholesky
 
-        # at ≠ φ: a resumed chain rebuilds it where it was built
         # the low-rank apply in the precision of the operator's cached rows: float32 rows make the products
         # a sampler's speed setting, and the preconditioner's apply then costs as much as a product again
         # in float64 (rank 2,000 on 8,192 rows: 0.10 s against 0.04 s a pass)
         apply = "float32" if getattr(self.op, "cache_dtype", None) == np.float32 else "float64"
-        pc = PivotedCholesky(self.op.with_log_params(at), rank=self.grad_kwargs.get("precond_rank", 100),
-                             apply_dtype=apply)
-        self._precond_phi = at.copy()
-        return pc
+        return PivotedCholesky(self.op.with_log_params(at), rank=self.grad_kwargs.get("precond_rank", 100),
+                               apply_dtype=apply)
 
     def exact(self, phi, gradient: bool = True):
         """Exact log posterior (and gradient) at φ by Cholesky (numpy, on the host): small n only."""

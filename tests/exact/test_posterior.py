@@ -199,3 +199,30 @@ def test_the_curvature_builds_one_preconditioner_for_its_solves(concrete, monkey
     H_each = laplace_precision(post, phi, n_probes=16, rng=5)
     assert len(builds) == 7
     np.testing.assert_allclose(H, H_each, rtol=1e-3, atol=1e-3 * np.abs(H).max())
+
+
+def test_a_curvature_preconditioner_leaves_the_chains_one_alone(concrete, monkeypatch):
+    """``preconditioner_at`` builds a new one for the caller and leaves the posterior's kept preconditioner
+    (and where it was built) untouched: the next gradients are bit for bit those of a twin that never
+    asked, and nothing is rebuilt (the caller's was built elsewhere)."""
+    from daskgp.compute import precond
+
+    def posterior():
+        op = KernelOperator(concrete.X_std, make_kernel("rbf"), 0.3)
+        return GPPosterior(op, concrete.y_std, n_probes=4, redraw_every=1, precond_every=1000, rng=0,
+                           precond="pivchol", precond_rank=100, solver="cg", tol=1e-6)
+
+    phis = [np.array([1.92, 0.94, -2.7]) + 0.01 * t for t in range(3)]
+    asked, twin = posterior(), posterior()
+    assert np.array_equal(asked.stochastic_grad(phis[0], 0)[0], twin.stochastic_grad(phis[0], 0)[0])
+    assert isinstance(asked.preconditioner_at(np.array([1.5, 0.5, -2.0])), precond.PivotedCholesky)
+    builds, init = [], precond.PivotedCholesky.__init__
+
+    def counting(self, *a, **kw):
+        builds.append(1)
+        init(self, *a, **kw)
+
+    monkeypatch.setattr(precond.PivotedCholesky, "__init__", counting)
+    for t, phi in enumerate(phis[1:], start=1):
+        assert np.array_equal(asked.stochastic_grad(phi, t)[0], twin.stochastic_grad(phi, t)[0])
+    assert not builds and np.array_equal(asked.state.precond_at, phis[0])
