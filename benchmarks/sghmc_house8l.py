@@ -74,10 +74,11 @@ def main(argv=None) -> int:
     out_json = HERE / "results" / f"sghmc_house8l{'_ard' if args.ard else ''}.json"
     # every sitting of the run (sessions end after 180 min; the run is carried between them in git) with
     # its wall time and the draws per chain it ended at
-    from _common import resumable, sitting, start, write_results
+    from _common import CARRIED, resumable, sitting, start, write_results
 
-    # a new run starts a new list (the JSON of an earlier, finished or removed run is not this one's)
-    fresh = not resumable(path)
+    # a new run (none on disk, none carried) starts a new list: the JSON of an earlier, removed run is not
+    # this one's
+    fresh = not resumable(path) and not (CARRIED / f"{path.name}.tar.gz").exists()
     segments = [] if fresh or not out_json.exists() else json.loads(out_json.read_text()).get("segments", [])
     if not args.report:
 
@@ -104,6 +105,7 @@ def main(argv=None) -> int:
                        data_spec={"dataset": "house_8L"}, progress=progress, **hooks)
         finally:
             finish()
+            save()  # the sitting's wall time, however it ended (a stop during the warmup included)
             close_client(client)
     dt = open_run(str(path))
     table, notes = run_summary(dt)
