@@ -33,7 +33,10 @@ def test_the_rule_takes_float32_on_the_real_data_sets_and_float64_for_a_small_no
     assert rows_dtype_for(9568, -0.94, -3.06)[0] == "float32"
     dtype, bound = rows_dtype_for(_N, _LOG_S, -8.0)
     assert dtype == "float64" and bound == pytest.approx(float32_rounding_bound(_N, _LOG_S, -8.0))
-    assert bound > 10 * FLOAT32_MAX_BOUND
+    assert bound > 5 * FLOAT32_MAX_BOUND
+    # all of house_8L from its 500-row subset MAP (log s 1.69, log σ² −1.86, 3 sd of its scaled covariance
+    # above): 0.053, where the mode's is 0.022 — float32
+    assert rows_dtype_for(22784, 1.69 + 0.1, -1.86)[0] == "float32"
 
 
 def test_float32_rows_stall_cg_beyond_the_bound_and_cost_nothing_below_it():
