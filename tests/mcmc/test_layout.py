@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -122,15 +123,18 @@ def _two_workers_again(client) -> None:
     takes its place."""
     try:
         client.wait_for_workers(2, timeout=60)
-        return
     except TimeoutError:
-        pass
-    cluster = client.cluster
-    for name, nanny in list(cluster.workers.items()):
-        if nanny.status.name in ("closed", "closing", "failed"):
-            cluster.worker_spec.pop(name, None)  # the cluster closes and forgets it, and scale() replaces it
-    cluster.scale(2)
-    client.wait_for_workers(2, timeout=120)
+        cluster = client.cluster
+        for name, nanny in list(cluster.workers.items()):
+            if nanny.status.name in ("closed", "closing", "failed"):
+                cluster.worker_spec.pop(name, None)  # the cluster closes and forgets it; scale() replaces it
+        cluster.scale(2)
+        client.wait_for_workers(2, timeout=120)
+    # the client's own view of the workers (scheduler_info) is refreshed apart from the scheduler's: once
+    # it listed one worker right after wait_for_workers(2) returned (a CI run's IndexError)
+    deadline = time.monotonic() + 30
+    while len(client.scheduler_info()["workers"]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
