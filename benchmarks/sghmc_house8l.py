@@ -27,7 +27,9 @@ import argparse
 import json
 import os
 import platform
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -74,7 +76,7 @@ def main(argv=None) -> int:
     out_json = HERE / "results" / f"sghmc_house8l{'_ard' if args.ard else ''}.json"
     # every sitting of the run (sessions end after 180 min; the run is carried between them in git) with
     # its wall time and the draws per chain it ended at
-    from _common import CARRIED, resumable, sitting, start, write_results
+    from _common import CARRIED, carry_run, resumable, sitting, start, write_results
 
     # a new run (none on disk, none carried) starts a new list: the JSON of an earlier, removed run is not
     # this one's
@@ -94,20 +96,42 @@ def main(argv=None) -> int:
             print(f"  {st.done} per chain, R-hat {st.rhat}, ESS {st.ess}, s/ESS {st.sec_per_ess}, "
                   f"ETA {st.eta}", flush=True)
 
+        from daskgp.mcmc.control import RunControl, RunStopped
+
+        # SIGINT or SIGTERM ends the sitting as the dashboard's Stop does (the tasks in flight cancelled, the
+        # committed draws and the warmup's checkpoint kept), then the finally below records and carries it.
+        # Set explicitly: a job started in the background by a non-interactive shell inherits SIGINT ignored,
+        # and Python then installs no handler of its own (a sitting once went on through kill -INT).
+        control = RunControl()
+
+        def stop(signum, frame):
+            print(f"signal {signum}: stopping the sitting at the next safe point", flush=True)
+            threading.Thread(target=control.stop, name="sitting-stop", daemon=True).start()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, stop)
         ds, _, client = start("house_8L", args.workers)
         try:
             if resumable(path):
                 resume(str(path), X=ds.X_std, y=ds.y_std, client=client, target_ess=args.target_ess,
-                       progress=progress, **hooks)
+                       progress=progress, control=control, **hooks)
             else:
                 sample(ds.X_std, ds.y_std, out=str(path), client=client, n_chains=args.chains, ard=args.ard,
                        target_ess=args.target_ess, checkpoint_every=10, seed=args.seed,
-                       data_spec={"dataset": "house_8L"}, progress=progress, **hooks)
+                       data_spec={"dataset": "house_8L"}, progress=progress, control=control, **hooks)
+        except RunStopped:
+            print("stopped: the committed draws and the warmup's checkpoint are kept", flush=True)
         finally:
             finish()
             save()  # the sitting's wall time, however it ended (a stop during the warmup included)
             close_client(client)
-    dt = open_run(str(path))
+            carry_run(path)  # the warmup's latest checkpoint too (its carrier packs at most every 5 min)
+    try:
+        dt = open_run(str(path))
+    except FileNotFoundError:
+        print(f"no draws yet (the warmup is under way): {sum(g['wall_s'] for g in segments):.0f} s in "
+              f"{len(segments)} sittings so far", flush=True)
+        return 0
     table, notes = run_summary(dt)
     names = list(dt.attrs["param_names"])
     ess = float(min(table["ess_bulk"].min(), table["ess_tail"].min()))
