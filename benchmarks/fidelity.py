@@ -41,6 +41,7 @@ OUT = HERE / "results" / "fidelity.json"
 H_STEP = 1e-3
 CASES = {  # name: (data set, rows or None for all, seed of the subset)
     "concrete": ("concrete", None),
+    "house2k": ("house_8L", 2000),  # the small-n crossover (benchmarks/small_n_crossover.py)
     "synth4k": ("synth", 4096),
     "house4k": ("house_8L", 4096),
     "synth8k": ("synth", 8192),

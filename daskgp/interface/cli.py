@@ -190,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--step-start", type=float, default=0.1, help="SGLD: first step size")
     sm.add_argument("--step-end", type=float, default=1e-3, help="SGLD: last step size (if never frozen)")
     sm.add_argument("--freeze-threshold", type=float, default=0.01, help="SGLD: freeze rule threshold")
-    sm.add_argument("--checkpoint-every", type=int, default=100, help="iterations per checkpoint")
+    sm.add_argument("--checkpoint-every", type=int, default=None,
+                    help="iterations per checkpoint (default 100; HMC to a target ESS: 25)")
     sm.add_argument("--warmup", choices=WARMUPS, default="map",
                     help="where the chains start: 'map' (default) takes them to the full-data posterior "
                          f"mode and its Laplace covariance first (by Cholesky up to {EXACT_WARMUP_MAX_N:,} "

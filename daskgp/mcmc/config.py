@@ -41,6 +41,10 @@ def __getattr__(name: str):
 # and it saves 19 of 65 one-column iterations cold on 22,784 rows
 MEAN_TOL = 1e-4
 
+# iterations per block (a task per chain, a commit of all chains) where neither the configuration nor, for a
+# run to a target ESS, its sampler (:meth:`daskgp.mcmc.samplers.Sampler.block_for_target`) sets one
+DEFAULT_BLOCK = 100
+
 
 @dataclass
 class SamplerConfig:
@@ -50,7 +54,8 @@ class SamplerConfig:
     priors on every natural-scale parameter. Run: ``method`` (a registered sampler, or 'auto', the default:
     the one the data's size calls for by the samplers' measured crossovers — today SGHMC at every size —
     resolved by :meth:`for_rows` when a run starts and stored resolved), ``n_chains``, ``n_iter``
-    iterations per chain, ``checkpoint_every`` iterations per block, ``seed``, ``subset_size`` rows for the
+    iterations per chain, ``checkpoint_every`` iterations per block (the unit of commits and of a target's
+    stopping checks; None: :data:`DEFAULT_BLOCK`, or the sampler's for a target run), ``seed``, ``subset_size`` rows for the
     subset MAP/Laplace. Warmup: 'map' (default) takes the chains to the full-data posterior before they
     start — by the exact Cholesky MAP and Hessian up to :data:`EXACT_WARMUP_MAX_N` rows (and always for MH),
     beyond it, for the gradient samplers, by stochastic gradient ascent from the subset MAP (at most
@@ -115,7 +120,7 @@ class SamplerConfig:
     prior_shape: float = 2.0
     prior_rate: float = 1.0
     seed: int = 0
-    checkpoint_every: int = 100
+    checkpoint_every: int | None = None
     subset_size: int = 500
     step_start: float = 0.1
     step_end: float = 1e-3
@@ -157,6 +162,8 @@ class SamplerConfig:
         sampler = find_sampler(self.method)  # None for an unknown name: validate() says so
         if sampler is None:
             return
+        if self.checkpoint_every is None:
+            self.checkpoint_every = (sampler.block_for_target(self) if target else None) or DEFAULT_BLOCK
         if self.probes_from_noise is None:  # before n_probes is resolved: was it left to the sampler?
             self.probes_from_noise = self.n_probes is None
         if self.n_probes is None:
@@ -205,7 +212,7 @@ class SamplerConfig:
         for name in ("n_chains", "n_iter", "checkpoint_every", "subset_size", "batch", "n_probes",
                      "redraw_every", "warmup_iter", "laplace_probes"):
             v = getattr(self, name)
-            if v is None and auto and name == "n_probes":  # the chosen sampler's default, by for_rows
+            if v is None and auto and name in ("n_probes", "checkpoint_every"):  # the sampler's, by for_rows
                 continue
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")

@@ -35,7 +35,7 @@ from .layout import chain_block_rows
 from .samplers import get_sampler, sampler_names
 from .samplers.base import ChainStateLike
 
-__all__ = ["ChainState", "initial_states", "run_segment", "release_operators",
+__all__ = ["ChainState", "initial_states", "run_segment", "release_operators", "RunReleased",
            "block_arrays", "progress_topic", "PROGRESS_EVERY", "WARMUP_STAGES"]
 
 PROGRESS_EVERY = 1.0  # seconds between a running segment's progress events
@@ -216,7 +216,12 @@ def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str,
         if cfg.sampler.uses_gradient:
             # the probe state advances in place with the sampler's
             target.open_gradient(chain.probes, client, workers, f"chain{chain_index}")
-        records = cfg.sampler.run(target, cfg, np.asarray(M, dtype=float), chain.sampler, n)
+        try:
+            records = cfg.sampler.run(target, cfg, np.asarray(M, dtype=float), chain.sampler, n)
+        except RunReleased:
+            # nobody reads this segment's draws: it ends quietly (an exception would print the worker's
+            # "Compute Failed" and its traceback in the user's terminal), its chain where it started
+            records, chain = {"phi": np.empty((0, p))}, ChainState.from_dict(state, cfg, p, X.shape[0])
         if target.operator is not None and run_key in _RELEASED:
             # the run ended while this segment ran (a cancelled task runs to its end): the rows it cached
             # since the driver's release go too
@@ -245,6 +250,11 @@ def _products_on(workers):
         yield client
 
 
+class RunReleased(Exception):
+    """Raised inside a segment by its target's next evaluation once the driver has released the run
+    (:func:`release_operators`): the segment ends there."""
+
+
 class _Target:
     """The posterior as a segment's sampler sees it (:class:`daskgp.mcmc.samplers.Target`): the exact
     log density (a dense Cholesky, built on first use) or the stochastic gradient through this worker's
@@ -262,9 +272,12 @@ class _Target:
         self.posterior = _posterior(self.operator, self.y, cfg, redraw_every=cfg.sampler.redraw_every(cfg))
         self.posterior.state = probes
 
-    def grad(self, phi, t: int):
+    def _check_released(self) -> None:
         if self.run_key in _RELEASED:  # the driver ended the run (target met, stopped): end this segment now
-            raise ValueError("the run ended while this segment ran")
+            raise RunReleased("the run ended while this segment ran")
+
+    def grad(self, phi, t: int):
+        self._check_released()
         if self.posterior is None:
             raise RuntimeError(f"sampler {self.cfg.method!r} reads the gradient but does not declare "
                                "uses_gradient")
@@ -273,6 +286,7 @@ class _Target:
         return self.posterior.stochastic_grad(phi, t)
 
     def log_density(self, phi) -> float:
+        self._check_released()
         if self._logp is None:
             self._logp = _mh_target(self.X, self.y, self.cfg)
         if self.tick is not None:  # one evaluation per iteration
@@ -282,7 +296,9 @@ class _Target:
     def log_density_and_grad(self, phi) -> tuple[float, np.ndarray]:
         """(log p(φ | y), ∇ log p) exact, by a dense Cholesky of all the rows (−inf and zeros where it
         cannot be evaluated); no progress tick (a trajectory evaluates it many times per iteration: the
-        sampler ticks)."""
+        sampler ticks). A segment a block ahead of a met target ends at its next evaluation, as the stochastic
+        gradient's does: HMC's in-flight blocks ran to their ends (20 s of a 130 s concrete run)."""
+        self._check_released()
         if self._logp_grad is None:
             self._logp_grad = _exact_target(self.X, self.y, self.cfg)
         return self._logp_grad(phi)

@@ -70,6 +70,24 @@ def test_a_target_runs_adaptation_is_left_to_the_noise_only_when_the_user_left_i
         SamplerConfig.from_dict({"adapt_from_noise": "yes"})
 
 
+def test_the_block_is_the_samplers_for_a_target_run_only_when_the_user_left_it_unset():
+    """checkpoint_every unset: 100, or the sampler's own block for a run to a target ESS (HMC: 25, so a run
+    whose draws are nearly independent stops near its target); a given value is kept; 'auto' leaves it to
+    the sampler for_rows picks; a stored run's block reads back unchanged."""
+    assert SamplerConfig(method="hmc", target_ess=400).checkpoint_every == 25
+    assert SamplerConfig(method="hmc").checkpoint_every == 100  # a fixed length: no target to stop near
+    assert SamplerConfig(method="hmc", target_ess=400, checkpoint_every=50).checkpoint_every == 50
+    assert SamplerConfig(method="sghmc", target_ess=400).checkpoint_every == 100
+    auto = SamplerConfig(target_ess=400)
+    assert auto.checkpoint_every is None
+    assert auto.validate().for_rows(1030).checkpoint_every == SamplerConfig(
+        method=auto.for_rows(1030).method, target_ess=400).checkpoint_every
+    stored = json.loads(json.dumps(asdict(SamplerConfig(method="hmc", target_ess=400))))
+    assert SamplerConfig.from_dict(stored).checkpoint_every == 25
+    with pytest.raises(ValueError, match="checkpoint_every must be a positive integer"):
+        SamplerConfig(method="hmc", checkpoint_every=0).validate()
+
+
 def test_sghmcs_adaptation_from_the_noise_is_whole_windows_growing_with_the_noise_to_the_fixed_length():
     """2 + ⌈5λ/0.25²/50⌉ windows of 50: concrete's λ ≈ 3.2 (32 probes) keeps the fixed 400 iterations,
     house_8L's ≈ 0.45 (CG, rank 2,000) needs 150; never more than the fixed rule, none without a noise."""

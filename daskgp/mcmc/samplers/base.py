@@ -90,6 +90,13 @@ class Sampler:
         None: a fifth of the cap, as a fixed-length run."""
         return None
 
+    def block_for_target(self, cfg) -> int | None:
+        """Iterations per block of a run sampled to a target ESS whose configuration leaves
+        ``checkpoint_every`` unset: the target is checked at every committed block, so a sampler whose
+        iterations are cheap and whose draws are nearly independent stops closer to it with shorter ones;
+        None: :data:`daskgp.mcmc.config.DEFAULT_BLOCK`."""
+        return None
+
     def adaptation_from_noise(self, cfg, noise: float) -> int | None:
         """The adaptation iterations of a target run (``cfg.adapt_from_noise``) once its warmup has measured
         ``noise``, the largest eigenvalue of the gradient-noise covariance per gradient in the units of the

@@ -1,0 +1,133 @@
+"""Where the exact-gradient HMC stops beating SGHMC (issue 55, item 5): both samplers' library defaults, side
+by side, end to end, over seeds, at growing n.
+
+    python benchmarks/small_n_crossover.py [--cases concrete,house2k] [--seeds 0,1,2] [--target-ess 400]
+
+Per case (benchmarks/fidelity.py's ``case_data``: a data set's rows or a seeded subset, standardised) and
+seed, each of ``method='hmc'`` (leapfrog on the exact Cholesky gradient with an accept step) and
+``method='sghmc'`` (the stochastic-gradient default) runs ``daskgp.sample`` to the target ESS (bulk and tail,
+every parameter; R-hat < 1.01) with 4 chains on its own 2-worker local cluster of one thread per worker (the
+cluster's start is left out of the wall time, which holds the warmup and the chains). Per run: wall seconds,
+min ESS, max R-hat, seconds per ESS; per seed the paired ratio HMC ÷ SGHMC of seconds per ESS (the same data,
+seed and machine state for both, one after the other). Per case: the ratios' geometric mean and its standard error over
+seeds (of the logs), and the two samplers' posterior means apart in their pooled sd (they sample the same
+posterior). ``ratio`` (top level): the largest case's geometric-mean ratio; ``crossover_rows``: the largest
+n whose every seed's ratio is below 1 — what ``method='auto'`` may take as HMC's ``default_max_n``.
+Resumable per (case, method, seed): results/small_n_crossover.json after every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import close_segment, load_results, write_results  # noqa: E402
+
+OUT = HERE / "results" / "small_n_crossover.json"
+METHODS = ("hmc", "sghmc")
+
+
+def run_one(X, y, method: str, seed: int, target_ess: int, out: Path) -> dict:
+    import arviz as az
+
+    import daskgp as dg
+    from daskgp.compute.cluster import get_client
+
+    client = get_client(n_workers=2, threads_per_worker=1)
+    try:
+        t0 = time.perf_counter()
+        dt = dg.sample(X, y, out=str(out), client=client, method=method, n_chains=4, target_ess=target_ess,
+                       seed=seed, overwrite=True)
+        wall = time.perf_counter() - t0
+    finally:
+        client.close()
+    post = dt["posterior"].to_dataset()
+    names = list(dt.attrs["param_names"])
+    bulk = [float(az.ess(post, method="bulk")[nm]) for nm in names]
+    tail = [float(az.ess(post, method="tail")[nm]) for nm in names]
+    ess = min(min(bulk), min(tail))
+    logs = np.stack([np.log(post[nm].values).ravel() for nm in names], axis=-1)
+    return {"wall_seconds": wall, "elapsed_attr": float(dt.attrs["elapsed"]), "min_ess": ess,
+            "ess_bulk": bulk, "ess_tail": tail, "max_rhat": float(max(az.rhat(post)[nm] for nm in names)),
+            "seconds_per_ess": wall / ess, "kept_draws_per_chain": int(post.sizes["draw"]),
+            "warmup_draws": int(dt.attrs["warmup_draws"]), "mean_log": logs.mean(0).tolist(),
+            "sd_log": logs.std(0, ddof=1).tolist(), "names": names,
+            "checkpoint_every": int(dt.attrs["config"]["checkpoint_every"])}
+
+
+def summarise(rec: dict, seeds: list[int]) -> None:
+    runs = rec["runs"]
+    paired = [s for s in seeds if f"hmc/{s}" in runs and f"sghmc/{s}" in runs]
+    if not paired:
+        return
+    ratios = [runs[f"hmc/{s}"]["seconds_per_ess"] / runs[f"sghmc/{s}"]["seconds_per_ess"] for s in paired]
+    logs = np.log(ratios)
+    se = float(logs.std(ddof=1) / math.sqrt(len(logs))) if len(logs) > 1 else None
+    gaps = []
+    for s in paired:
+        a, b = runs[f"hmc/{s}"], runs[f"sghmc/{s}"]
+        pooled = np.sqrt(0.5 * (np.square(a["sd_log"]) + np.square(b["sd_log"])))
+        gaps.append((np.abs(np.subtract(a["mean_log"], b["mean_log"])) / pooled).tolist())
+    rec["paired"] = {"seeds": paired, "ratio_hmc_over_sghmc": ratios,
+                     "geometric_mean_ratio": float(np.exp(logs.mean())), "se_of_log_ratio": se,
+                     "hmc_wins_every_seed": bool(all(r < 1 for r in ratios)),
+                     "mean_gap_in_pooled_sd": gaps}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="concrete,house2k")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--target-ess", type=int, default=400)
+    ap.add_argument("--redo", action="store_true")
+    a = ap.parse_args()
+    os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
+    from fidelity import case_data
+
+    results = load_results(OUT, "small_n_crossover", a.redo)
+    seeds = [int(s) for s in a.seeds.split(",")]
+    runs_dir = HERE / "runs"
+    runs_dir.mkdir(exist_ok=True)
+    started = time.time()
+    try:
+        for name in a.cases.split(","):
+            X, y = case_data(name)
+            rec = results["cases"].setdefault(name, {"n": len(y), "runs": {}})
+            for seed in seeds:  # seed-major: a stopped benchmark leaves whole pairs
+                for method in METHODS:
+                    key = f"{method}/{seed}"
+                    if key in rec["runs"]:
+                        continue
+                    print(f"{name} (n={len(y)}): {method}, seed {seed} …", flush=True)
+                    rec["runs"][key] = run_one(X, y, method, seed, a.target_ess,
+                                               runs_dir / f"crossover_{name}_{method}.zarr")
+                    summarise(rec, seeds)
+                    write_results(OUT, results)
+                    print(f"  {json.dumps({k: rec['runs'][key][k] for k in ('wall_seconds', 'min_ess', 'max_rhat', 'seconds_per_ess')})}",
+                          flush=True)
+        done = sorted((c for c in results["cases"].values() if "paired" in c), key=lambda c: c["n"])
+        if done:
+            results["ratio"] = done[-1]["paired"]["geometric_mean_ratio"]
+            wins = [c["n"] for c in done if c["paired"]["hmc_wins_every_seed"]
+                    and len(c["paired"]["seeds"]) >= 3]
+            results["crossover_rows"] = max(wins) if wins else None
+            results["target_met"] = bool(wins)
+            results["target"] = ("the largest n at which HMC's seconds per ESS beat SGHMC's in every one of >= 3 "
+                                 "paired seeds: method='auto' runs HMC up to there")
+    finally:
+        close_segment(OUT, results, started, cases=a.cases, seeds=a.seeds)
+    print(json.dumps({k: results.get(k) for k in ("ratio", "crossover_rows", "target_met")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
