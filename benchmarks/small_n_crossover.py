@@ -9,10 +9,10 @@ seed, each of ``method='hmc'`` (leapfrog on the exact Cholesky gradient with an 
 every parameter; R-hat < 1.01) with 4 chains on its own 2-worker local cluster of one thread per worker (the
 cluster's start is left out of the wall time, which holds the warmup and the chains). Per run: wall seconds,
 min ESS, max R-hat, seconds per ESS; per seed the paired ratio HMC ÷ SGHMC of seconds per ESS (the same data,
-seed and machine state for both, one after the other). Per case: the ratios' geometric mean and its standard error over
-seeds (of the logs), and the two samplers' posterior means apart in their pooled sd (they sample the same
-posterior). ``ratio`` (top level): the largest case's geometric-mean ratio; ``crossover_rows``: the largest
-n whose every seed's ratio is below 1 — what ``method='auto'`` may take as HMC's ``default_max_n``.
+seed and machine state for both, one after the other). Per case: the ratios' geometric mean and its standard
+error over seeds (of the logs), and the two samplers' posterior means apart in their pooled sd (they sample
+the same posterior). ``ratio`` (top level): the largest case's geometric-mean ratio; ``crossover_rows``: the
+largest n whose every seed's ratio is below 1 — what ``method='auto'`` may take as HMC's ``default_max_n``.
 Resumable per (case, method, seed): results/small_n_crossover.json after every run.
 """
 
@@ -112,8 +112,8 @@ def main() -> int:
                                                runs_dir / f"crossover_{name}_{method}.zarr")
                     summarise(rec, seeds)
                     write_results(OUT, results)
-                    print(f"  {json.dumps({k: rec['runs'][key][k] for k in ('wall_seconds', 'min_ess', 'max_rhat', 'seconds_per_ess')})}",
-                          flush=True)
+                    shown = ("wall_seconds", "min_ess", "max_rhat", "seconds_per_ess")
+                    print(f"  {json.dumps({k: rec['runs'][key][k] for k in shown})}", flush=True)
         done = sorted((c for c in results["cases"].values() if "paired" in c), key=lambda c: c["n"])
         if done:
             results["ratio"] = done[-1]["paired"]["geometric_mean_ratio"]
@@ -121,8 +121,8 @@ def main() -> int:
                     and len(c["paired"]["seeds"]) >= 3]
             results["crossover_rows"] = max(wins) if wins else None
             results["target_met"] = bool(wins)
-            results["target"] = ("the largest n at which HMC's seconds per ESS beat SGHMC's in every one of >= 3 "
-                                 "paired seeds: method='auto' runs HMC up to there")
+            results["target"] = ("the largest n at which HMC's seconds per ESS beat SGHMC's in every one of "
+                                 ">= 3 paired seeds: method='auto' runs HMC up to there")
     finally:
         close_segment(OUT, results, started, cases=a.cases, seeds=a.seeds)
     print(json.dumps({k: results.get(k) for k in ("ratio", "crossover_rows", "target_met")}))

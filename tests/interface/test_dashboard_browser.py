@@ -142,9 +142,10 @@ def test_dashboard_end_to_end_in_chromium(served, tmp_path):
         start_step.fill("0.1")
         start_step.press("Enter")
         # long enough that the chains cannot end before the pause below, however slow the page's checks on a
-        # loaded machine: in one CI run the Resume button was gone 30 s after the pause, as when a run has ended
-        # (600 draws, or its default ESS target of 400, reached while the page drew its screenshots); the first
-        # fifth of the iterations is warmup, so the R-hat below waits for about 410 draws (40 s here when quiet)
+        # loaded machine: in one CI run the Resume button was gone 30 s after the pause, as when a run has
+        # ended (600 draws, or its default ESS target of 400, reached while the page drew its screenshots);
+        # the first fifth of the iterations is warmup, so the R-hat below waits for about 410 draws (40 s here
+        # when quiet)
         page.get_by_label("Iterations per chain").fill("2000")
         page.get_by_label("Iterations per chain").press("Enter")
         page.get_by_label("Target ESS").fill("0")  # no target: the run ends only at the Stop below
