@@ -52,13 +52,13 @@ class SamplerConfig:
 
     Model: ``kernel`` ('rbf' | 'matern32' | 'matern52'), ``ard``; Gamma(``prior_shape``, ``prior_rate``)
     priors on every natural-scale parameter. Run: ``method`` (a registered sampler, or 'auto', the default:
-    the one the data's size calls for by the samplers' measured crossovers — today SGHMC at every size —
-    resolved by :meth:`for_rows` when a run starts and stored resolved), ``n_chains``, ``n_iter`` iterations
-    per chain, ``checkpoint_every`` iterations per block (the unit of commits and of a target's stopping
-    checks; None: :data:`DEFAULT_BLOCK`, or the sampler's for a target run), ``seed``, ``subset_size``
-    rows for the subset MAP/Laplace. Warmup: 'map' (default) takes the chains to the full-data posterior
-    before they start — by the exact Cholesky MAP and Hessian up to :data:`EXACT_WARMUP_MAX_N` rows (and
-    always for MH), beyond it, for the gradient samplers, by stochastic gradient ascent from the subset
+    the one the data's size calls for by the samplers' measured crossovers — today HMC up to 1,400 rows, SGHMC
+    beyond — resolved by :meth:`for_rows` when a run starts and stored resolved), ``n_chains``, ``n_iter``
+    iterations per chain, ``checkpoint_every`` iterations per block (the unit of commits and of a target's
+    stopping checks; None: :data:`DEFAULT_BLOCK`, or the sampler's for a target run), ``seed``,
+    ``subset_size`` rows for the subset MAP/Laplace. Warmup: 'map' (default) takes the chains to the full-data
+    posterior before they start — by the exact Cholesky MAP and Hessian up to :data:`EXACT_WARMUP_MAX_N` rows
+    (and always for MH), beyond it, for the gradient samplers, by stochastic gradient ascent from the subset
     MAP (at most ``warmup_iter`` gradients) and the Laplace covariance there from the stochastic gradients
     (:mod:`daskgp.exact.mode`), which 'ascent' asks for whatever the size — and starts them overdispersed
     around that mode, at ``overdispersion`` times its Laplace sd (the final
@@ -178,9 +178,9 @@ class SamplerConfig:
 
     def for_rows(self, n: int) -> SamplerConfig:
         """This configuration for data of n rows: with ``method='auto'`` the sampler its size calls for
-        (:func:`daskgp.mcmc.samplers.default_method`, from the samplers' measured crossovers; today SGHMC
-        at every size) with that sampler's defaults resolved; any other method unchanged. What a run
-        stores."""
+        (:func:`daskgp.mcmc.samplers.default_method`, from the samplers' measured crossovers; today HMC up to
+        1,400 rows, SGHMC beyond) with that sampler's defaults resolved; any other method unchanged. What a
+        run stores."""
         if self.method != AUTO:
             return self
         return replace(self, method=default_method(n)).validate()

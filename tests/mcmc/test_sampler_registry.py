@@ -211,17 +211,19 @@ def test_a_broken_entry_point_is_one_warning_and_the_builtins_still_work(monkeyp
 
 
 def test_auto_picks_the_sampler_by_the_datas_size_and_a_run_stores_it_resolved():
-    """method='auto' (the default): the sampler the registry's measured crossovers give for n rows (HMC
-    declares none yet: SGHMC at every size); the configuration for n rows is that sampler's with its
-    defaults, so a run stores and resumes it."""
+    """method='auto' (the default): the sampler the registry's measured crossovers give for n rows (HMC up
+    to 1,400 rows, SGHMC beyond); the configuration for n rows is that sampler's with its defaults, so a run
+    stores and resumes it."""
     from dataclasses import asdict
 
     cfg = SamplerConfig().validate()
     assert cfg.method == "auto" and cfg.n_probes is None and cfg.probes_from_noise is None
     with pytest.raises(ValueError, match="for_rows"):
         cfg.sampler  # noqa: B018 — the property raises
-    assert get_sampler("hmc").default_max_n is None and get_sampler("mh").default_max_n is None
-    for n in (10, 1030, 22_784):
+    assert get_sampler("hmc").default_max_n == 1400 and get_sampler("mh").default_max_n is None
+    for n in (10, 1030, 1400):  # below the measured crossover (benchmarks/small_n_crossover.py)
+        assert cfg.for_rows(n) == SamplerConfig(method="hmc")
+    for n in (1401, 22_784):
         assert cfg.for_rows(n) == SamplerConfig(method="sghmc")
     large = cfg.for_rows(22_784)
     assert large.n_probes == 32 and large.probes_from_noise is True
@@ -242,10 +244,10 @@ def test_a_registered_sampler_with_a_crossover_is_auto_up_to_it():
     register(small)
     register(mid)
     try:
-        assert [default_method(n) for n in (1, 100, 101, 1000, 1001)] == \
-            ["smalln", "smalln", "midn", "midn", "sghmc"]
+        assert [default_method(n) for n in (1, 100, 101, 1000, 1001, 1401)] == \
+            ["smalln", "smalln", "midn", "midn", "hmc", "sghmc"]
         assert SamplerConfig(target_ess=100).for_rows(50) == SamplerConfig(method="smalln", target_ess=100)
     finally:
         unregister("smalln")
         unregister("midn")
-    assert default_method(100) == "sghmc"
+    assert default_method(100) == "hmc" and default_method(2000) == "sghmc"

@@ -2,8 +2,9 @@
 (:class:`Sampler`): SGHMC (:mod:`.sghmc`, what ``method='auto'`` runs wherever no other sampler's measured
 crossover covers the data's size: :func:`default_method`), the paper's SGLD (:mod:`.sgld`), adaptive
 random-walk MH on the exact posterior (:mod:`.mh`) and HMC on the exact posterior and gradient (:mod:`.hmc`,
-the small-n path). The algorithms work on plain callables, so the GP wiring (gradients through the
-kernel operator, chains on the cluster, checkpoints) stays outside.
+the small-n path: what 'auto' runs up to its measured crossover with SGHMC). The algorithms work on plain
+callables, so the GP wiring (gradients through the kernel operator, chains on the cluster, checkpoints) stays
+outside.
 
 Each algorithm is a small object with an explicit state (``init`` → state, ``run(state, n)`` → records and
 the next state). A state is a dataclass whose ``to_dict`` is plain arrays, numbers and the generator's state

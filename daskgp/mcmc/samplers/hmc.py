@@ -227,14 +227,14 @@ def metric_windows(n_adapt: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
 
 
-# The most rows for which method='auto' runs HMC rather than SGHMC: the crossover of their seconds per
-# effective sample end to end, measured side by side (benchmarks/nuts_fair.py). None for now: HMC won on
-# concrete's 1,030 rows by a margin one seed cannot carry (0.24 s/ESS against SGHMC's 0.31), and on 2,000
-# power_plant rows it mixed far worse (ESS 145 from 1,400 kept draws, R-hat 1.03 after 1,000 s): the exact
-# Laplace metric there was 2.4× too narrow in the lengthscale's sd and the one midpoint re-estimate did not
-# widen it. SGHMC measures its metric from its gradients' regression, so 'auto' stays SGHMC until HMC's
-# adaptation handles such posteriors and the crossover is measured over seeds.
-HMC_DEFAULT_MAX_N = None
+# The most rows for which method='auto' runs HMC rather than SGHMC: where their wall times to the same
+# target (ESS 400 bulk and tail, R-hat < 1.01; 4 chains, 2 workers, both samplers' defaults) cross,
+# measured side by side (benchmarks/small_n_crossover.py, results/small_n_crossover.json). HMC reached it
+# sooner in each of 3 paired seeds on concrete's 1,030 rows (ratios 0.69 / 0.75 / 0.74) and later on 2,000
+# house_8L rows (1.45, one seed: its Cholesky gradients cost 8x as much, SGHMC's products 4x); the
+# crossing, log-linear in n between the two, is at about 1,400 rows. Near it either sampler is as fast.
+# Unimodal posteriors only: on 2,000 power_plant rows, which have two modes, HMC mixed far worse (guide).
+HMC_DEFAULT_MAX_N = 1400
 
 
 class HMCSampler(Sampler):

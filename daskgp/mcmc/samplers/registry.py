@@ -100,7 +100,8 @@ def sampler_names() -> tuple[str, ...]:
 def default_method(n: int) -> str:
     """The sampler ``method='auto'`` runs on n rows: of the registered samplers whose ``default_max_n`` is at
     least n, the one with the smallest (the most specialised; registration order breaks ties); SGHMC has no
-    limit, and no built-in sampler declares a crossover below it yet."""
+    limit; HMC's measured crossover with it is 1,400 rows
+    (:data:`daskgp.mcmc.samplers.hmc.HMC_DEFAULT_MAX_N`)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
     _load_entry_points()
