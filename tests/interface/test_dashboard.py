@@ -126,7 +126,7 @@ def test_live_run_transitions_and_draws(client, monkeypatch):
     from daskgp.interface.figures import RunFigures
     from daskgp.mcmc.samplers import get_sampler
 
-    assert run.settings.method == "auto" and run.method == "sghmc"  # resolved by the data's size
+    assert run.settings.method == "auto" and run.method == "hmc"  # resolved by the data's size (927 rows)
     figs = RunFigures(run.names, set(stats), get_sampler(run.method))
     figs.update(post, stats, run.sampling_start())
     for nm in run.names:

@@ -244,9 +244,9 @@ def test_the_warmup_reports_every_stage_in_order_with_its_own_counts(concrete, c
     from daskgp.mcmc.segments import WARMUP_STAGES
 
     seen = []
-    dt = sample(concrete.X_std, concrete.y_std, out=str(tmp_path / "r.zarr"), n_chains=2, n_iter=10,
-                checkpoint_every=10, warmup="ascent", warmup_iter=40, laplace_probes=16, client=client,
-                on_warmup=seen.append)
+    dt = sample(concrete.X_std, concrete.y_std, out=str(tmp_path / "r.zarr"), method="sghmc", n_chains=2,
+                n_iter=10, checkpoint_every=10, warmup="ascent", warmup_iter=40, laplace_probes=16,
+                client=client, on_warmup=seen.append)
     stages = [e["stage"] for e in seen]
     assert stages[0] == "subset MAP" and stages[-1] == "done"
     order = [s for i, s in enumerate(stages) if i == 0 or s != stages[i - 1]]
@@ -271,9 +271,9 @@ def test_a_target_runs_adaptation_follows_the_noise_its_stochastic_warmup_measur
     control = RunControl()
     out = str(tmp_path / "r.zarr")
     with pytest.raises(RunStopped):
-        sample(concrete.X_std, concrete.y_std, out=out, n_chains=2, target_ess=100, n_iter=5000,
-               checkpoint_every=10, warmup="ascent", laplace_probes=16, n_probes=64, client=client,
-               control=control, on_block=lambda *block: control.stop())
+        sample(concrete.X_std, concrete.y_std, out=out, method="sghmc", n_chains=2, target_ess=100,
+               n_iter=5000, checkpoint_every=10, warmup="ascent", laplace_probes=16, n_probes=64,
+               client=client, control=control, on_block=lambda *block: control.stop())
     dt = open_run(out)
     cfg, warm = dt.attrs["config"], dt.attrs["warmup"]
     assert warm["cov_from"] == FULL_LAPLACE and warm["converged"] and warm["noise_at_mode"] > 0, warm
@@ -297,7 +297,7 @@ def test_the_map_warmup_is_the_exact_map_up_to_its_size_and_the_ascent_beyond(co
 
     X, y = concrete.X_std[:300], concrete.y_std[:300]
     kernel = make_kernel("rbf", n_dims=X.shape[1])
-    run = dict(n_chains=2, n_iter=10, checkpoint_every=10, client=client)
+    run = dict(method="sghmc", n_chains=2, n_iter=10, checkpoint_every=10, client=client)
 
     def warm(name):
         w = sample(X, y, out=str(tmp_path / name), **run).attrs["warmup"]
@@ -327,7 +327,7 @@ def test_the_cli_shows_the_warmup_before_the_chains(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "daskgp", *cmd], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
-    first_chain = next(i for i, ln in enumerate(lines) if ln.startswith("sghmc "))
+    first_chain = next(i for i, ln in enumerate(lines) if ln.startswith("hmc "))  # 'auto' on 1,030 rows
     warm = [ln for ln in lines[:first_chain] if ln.startswith("warmup: ")]
     assert warm[0] == "warmup: MAP and Laplace covariance of a random subset"
     assert warm[1] == "warmup: MAP and Laplace covariance of all 1,030 rows (Cholesky)", warm
