@@ -183,7 +183,8 @@ class SamplerConfig:
         run stores."""
         if self.method != AUTO:
             return self
-        return replace(self, method=default_method(n)).validate()
+        # the stochastic ascent as the warmup asks for a sampler that runs on the same gradients
+        return replace(self, method=default_method(n, gradient=self.warmup == "ascent")).validate()
 
     def for_start(self, n: int, phi, cov) -> tuple[SamplerConfig, float | None]:
         """This configuration with ``cache_dtype`` 'auto' resolved for n rows from the run's start φ (p,)

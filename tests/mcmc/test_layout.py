@@ -64,7 +64,8 @@ def test_the_config_checks_workers_per_chain():
 # --- on a real cluster ----------------------------------------------------------------------------------
 
 N_ROWS, N_ITER = 600, 30  # 600 rows in blocks of 256: three blocks, two on one worker and one on the other
-RUN = dict(n_chains=1, n_iter=N_ITER, checkpoint_every=10, warmup="subset", seed=3)
+# SGHMC: its kernel products are what a layout spreads (600 rows would run HMC by default)
+RUN = dict(method="sghmc", n_chains=1, n_iter=N_ITER, checkpoint_every=10, warmup="subset", seed=3)
 
 
 def _data(concrete):

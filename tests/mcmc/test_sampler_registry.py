@@ -225,6 +225,8 @@ def test_auto_picks_the_sampler_by_the_datas_size_and_a_run_stores_it_resolved()
         assert cfg.for_rows(n) == SamplerConfig(method="hmc")
     for n in (1401, 22_784):
         assert cfg.for_rows(n) == SamplerConfig(method="sghmc")
+    # the stochastic ascent as the warmup: a sampler of the same gradients, whatever the size
+    assert SamplerConfig(warmup="ascent").for_rows(1030).method == "sghmc"
     large = cfg.for_rows(22_784)
     assert large.n_probes == 32 and large.probes_from_noise is True
     assert SamplerConfig(target_ess=400).for_rows(22_784) == SamplerConfig(method="sghmc", target_ess=400)

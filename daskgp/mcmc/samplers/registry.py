@@ -97,15 +97,17 @@ def sampler_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def default_method(n: int) -> str:
+def default_method(n: int, gradient: bool = False) -> str:
     """The sampler ``method='auto'`` runs on n rows: of the registered samplers whose ``default_max_n`` is at
     least n, the one with the smallest (the most specialised; registration order breaks ties); SGHMC has no
     limit; HMC's measured crossover with it is 1,400 rows
-    (:data:`daskgp.mcmc.samplers.hmc.HMC_DEFAULT_MAX_N`)."""
+    (:data:`daskgp.mcmc.samplers.hmc.HMC_DEFAULT_MAX_N`). ``gradient``: among the stochastic-gradient
+    samplers only (a run that asks for the stochastic ascent as its warmup)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
     _load_entry_points()
-    fits = [s for s in _REGISTRY.values() if s.default_max_n is not None and n <= s.default_max_n]
+    fits = [s for s in _REGISTRY.values() if s.default_max_n is not None and n <= s.default_max_n
+            and (s.uses_gradient or not gradient)]
     if not fits:
         raise ValueError(f"no registered sampler is a default for {n} rows: name one (method=...)")
     return min(fits, key=lambda s: s.default_max_n).name
