@@ -132,7 +132,12 @@ def main(argv=None) -> int:
         print(f"no draws yet (the warmup is under way): {sum(g['wall_s'] for g in segments):.0f} s in "
               f"{len(segments)} sittings so far", flush=True)
         return 0
-    table, notes = run_summary(dt)
+    try:
+        table, notes = run_summary(dt)
+    except ValueError as e:  # the chains are still in their adaptation: nothing kept to summarise yet
+        print(f"{dt.attrs['n_draws']} draws per chain, none kept yet ({e}); "
+              f"{sum(g['wall_s'] for g in segments):.0f} s in {len(segments)} sittings so far", flush=True)
+        return 0
     names = list(dt.attrs["param_names"])
     ess = float(min(table["ess_bulk"].min(), table["ess_tail"].min()))
     seconds = float(dt.attrs["elapsed"])

@@ -104,7 +104,7 @@ def _estimate(done: list[dict], won: int | None) -> float | None:
     ra, rb = (math.log(c["paired"]["geometric_mean_wall_ratio"]) for c in (a, b))
     if rb <= 0:
         return None
-    return float(math.exp(math.log(a["n"]) + (0 - ra) / (rb - ra) * (math.log(b["n"]) - math.log(a["n"]))))
+    return float(math.exp(math.log(a["n"]) - ra / (rb - ra) * (math.log(b["n"]) - math.log(a["n"]))))
 
 
 def main() -> int:
