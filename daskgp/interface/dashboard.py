@@ -145,7 +145,8 @@ class DashboardSettings:
 class RunViews:
     """What the page reads from a run, given its draws as an ArviZ DataTree (:meth:`as_run`), its
     training data (``X_train``, ``y_train`` standardised, ``x_scaler``, ``y_scaler``, ``X_test``/``y_test``
-    or None), its settings (``settings.kernel``, ``settings.ard``), its store ``out`` and a ``workdir`` for
+    or None), its settings (``settings.kernel``, ``settings.ard``), the sampler that ran it (``method``, a
+    registry name: the page's figures follow its records), its store ``out`` and a ``workdir`` for
     downloads: shared by a run the page started (:class:`LiveRun`) and one it opened from disk
     (:class:`daskgp.interface.stored.StoredRun`)."""
 

@@ -35,6 +35,7 @@ class StoredRun(RunViews):
         self.stage, self.dask_link, self.progress, self.message = "", None, None, ""
         self.status = "opening"
         self.names: list[str] = []
+        self.method = ""  # set by refresh from the run's config
         self.feature_names: list[str] = []
         self.warmup_draws = 0
         self._dt = None
@@ -63,6 +64,7 @@ class StoredRun(RunViews):
         cfg = dt.attrs.get("config", {})
         self.settings = SimpleNamespace(method=cfg.get("method", "sghmc"), n_iter=int(cfg.get("n_iter", 0)),
                                         kernel=cfg.get("kernel", "rbf"), ard=bool(cfg.get("ard", False)))
+        self.method = self.settings.method  # a stored run's sampler is resolved ('auto' never stored)
         self.warmup_draws = int(dt.attrs.get("warmup_draws", 0))
         whole = whole_chains(dt)
         self.names = list(whole["posterior"].data_vars) if "posterior" in whole.children else []

@@ -99,8 +99,9 @@ def test_a_path_inside_is_resolved_against_the_first_folder(runs_root):
 
 
 def test_a_stored_run_shows_what_the_run_stores(runs_root):
-    """StoredRun's draws, diagnostics and predictive are the stored run's (open_run, ArviZ) to the bit; its
-    downloads go to its own temporary folder, never into the runs folder."""
+    """StoredRun's draws, diagnostics and predictive are the stored run's (open_run, ArviZ) to the bit, and
+    its sampler the one the page's figures are built for; its downloads go to its own temporary folder, never
+    into the runs folder."""
     import arviz as az
 
     from daskgp.interface.stored import StoredRun
@@ -120,6 +121,12 @@ def test_a_stored_run_shows_what_the_run_stores(runs_root):
     for name in dt.posterior.data_vars:
         assert diag["rhat"][name] == pytest.approx(float(az.rhat(dt.posterior.to_dataset())[name]), rel=1e-12)
     assert run.status == f"finished — {N_ITER} of {N_ITER} draws per chain"
+    # the page's figures follow the sampler that ran it (a stored run opened in the page once raised here)
+    from daskgp.interface.figures import RunFigures
+    from daskgp.mcmc.samplers import get_sampler
+
+    assert run.method == dt.attrs["config"]["method"] == "mh"
+    RunFigures(run.names, set(stats), get_sampler(run.method)).update(post, stats, run.sampling_start())
     assert run.heldout_predictive() is None  # a run keeps no held-out rows
     x, mix, _ = run.slice_predictive(0, n_draws=5)  # the library's run holds standardised data, no scalers
     assert np.all(np.isfinite(mix["mean"].values)) and -3 < x.min() < x.max() < 4
