@@ -42,6 +42,7 @@ H_STEP = 1e-3
 CASES = {  # name: (data set, rows or None for all, seed of the subset)
     "concrete": ("concrete", None),
     "house2k": ("house_8L", 2000),  # the small-n crossover (benchmarks/small_n_crossover.py)
+    "power1k": ("power_plant", 1000),  # HMC's adaptation length (benchmarks/hmc_adaptation.py)
     "synth4k": ("synth", 4096),
     "house4k": ("house_8L", 4096),
     "synth8k": ("synth", 8192),

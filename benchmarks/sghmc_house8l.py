@@ -126,17 +126,16 @@ def main(argv=None) -> int:
             save()  # the sitting's wall time, however it ended (a stop during the warmup included)
             close_client(client)
             carry_run(path)  # the warmup's latest checkpoint too (its carrier packs at most every 5 min)
+    so_far = f"{sum(float(g['wall_s']) for g in segments):.0f} s in {len(segments)} sittings so far"
     try:
         dt = open_run(str(path))
     except FileNotFoundError:
-        print(f"no draws yet (the warmup is under way): {sum(g['wall_s'] for g in segments):.0f} s in "
-              f"{len(segments)} sittings so far", flush=True)
+        print(f"no draws yet (the warmup is under way): {so_far}", flush=True)
         return 0
     try:
         table, notes = run_summary(dt)
     except ValueError as e:  # the chains are still in their adaptation: nothing kept to summarise yet
-        print(f"{dt.attrs['n_draws']} draws per chain, none kept yet ({e}); "
-              f"{sum(g['wall_s'] for g in segments):.0f} s in {len(segments)} sittings so far", flush=True)
+        print(f"{dt.attrs['n_draws']} draws per chain, none kept yet ({e}); {so_far}", flush=True)
         return 0
     names = list(dt.attrs["param_names"])
     ess = float(min(table["ess_bulk"].min(), table["ess_tail"].min()))

@@ -39,7 +39,7 @@ OUT = HERE / "results" / "small_n_crossover.json"
 METHODS = ("hmc", "sghmc")
 
 
-def run_one(X, y, method: str, seed: int, target_ess: int, out: Path) -> dict:
+def run_one(X, y, method: str, seed: int, target_ess: int, out: Path, **options) -> dict:
     import arviz as az
 
     import daskgp as dg
@@ -49,7 +49,7 @@ def run_one(X, y, method: str, seed: int, target_ess: int, out: Path) -> dict:
     try:
         t0 = time.perf_counter()
         dt = dg.sample(X, y, out=str(out), client=client, method=method, n_chains=4, target_ess=target_ess,
-                       seed=seed, overwrite=True)
+                       seed=seed, overwrite=True, **options)
         wall = time.perf_counter() - t0
     finally:
         client.close()
@@ -64,7 +64,17 @@ def run_one(X, y, method: str, seed: int, target_ess: int, out: Path) -> dict:
             "seconds_per_ess": wall / ess, "kept_draws_per_chain": int(post.sizes["draw"]),
             "warmup_draws": int(dt.attrs["warmup_draws"]), "mean_log": logs.mean(0).tolist(),
             "sd_log": logs.std(0, ddof=1).tolist(), "names": names,
-            "checkpoint_every": int(dt.attrs["config"]["checkpoint_every"])}
+            "checkpoint_every": int(dt.attrs["config"]["checkpoint_every"]),
+            "n_adapt": int(dt.attrs["config"]["n_adapt"]), "kept_stats": kept_stats(dt)}
+
+
+def kept_stats(dt) -> dict:
+    """The kept draws' sampler statistics, means over chains and draws (what the adaptation settled on)."""
+    if "sample_stats" not in dt:
+        return {}
+    st = dt["sample_stats"].to_dataset()
+    return {k: float(st[k].astype(float).mean()) for k in ("accept_prob", "step", "n_leapfrog", "divergent")
+            if k in st}
 
 
 def summarise(rec: dict) -> None:
