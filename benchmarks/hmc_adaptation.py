@@ -32,6 +32,8 @@ sys.path.insert(0, str(HERE))
 from _common import close_segment, load_results, write_results  # noqa: E402
 
 OUT = HERE / "results" / "hmc_adaptation.json"
+# a variant of the code under test measured against the same baseline: its own results file, which starts
+# from the baseline runs of OUT (deterministic given the seed, so only the machine's noise differs)
 
 
 def summarise(rec: dict, lengths: list[int]) -> None:
@@ -63,6 +65,8 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--target-ess", type=int, default=400)
     ap.add_argument("--redo", action="store_true")
+    ap.add_argument("--variant", default="",
+                    help="a name: results to hmc_adaptation_<name>.json, the baseline's runs copied from OUT")
     a = ap.parse_args()
     os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
     from fidelity import case_data
@@ -70,7 +74,12 @@ def main() -> int:
 
     lengths = [int(k) for k in a.adapt.split(",")]
     seeds = [int(s) for s in a.seeds.split(",")]
-    results = load_results(OUT, "hmc_adaptation", a.redo)
+    out = OUT.with_name(f"hmc_adaptation_{a.variant}.json") if a.variant else OUT
+    results = load_results(out, "hmc_adaptation", a.redo)
+    if a.variant and not results["cases"] and OUT.exists():
+        for name, rec in json.loads(OUT.read_text())["cases"].items():
+            base = {k: v for k, v in rec["runs"].items() if k.startswith(f"{lengths[0]}/")}
+            results["cases"][name] = {"n": rec["n"], "runs": base, "baseline_from": OUT.name}
     runs_dir = HERE / "runs"
     runs_dir.mkdir(exist_ok=True)
     started = time.time()
@@ -87,7 +96,7 @@ def main() -> int:
                     rec["runs"][key] = run_one(X, y, "hmc", seed, a.target_ess,
                                                runs_dir / f"hmc_adaptation_{name}.zarr", n_adapt=K)
                     summarise(rec, lengths)
-                    write_results(OUT, results)
+                    write_results(out, results)
                     shown = ("wall_seconds", "min_ess", "max_rhat", "kept_draws_per_chain", "kept_stats")
                     print(f"  {json.dumps({k: rec['runs'][key][k] for k in shown})}", flush=True)
         done = [(rec["n"], rec["paired"]) for rec in results["cases"].values() if rec.get("paired")]
@@ -99,7 +108,7 @@ def main() -> int:
                                  "paired seed of every case")
             results["target_met"] = all(p[shortest]["faster_every_seed"] for _, p in done if shortest in p)
     finally:
-        close_segment(OUT, results, started, cases=a.cases, adapt=a.adapt, seeds=a.seeds)
+        close_segment(out, results, started, cases=a.cases, adapt=a.adapt, seeds=a.seeds, variant=a.variant)
     print(json.dumps({k: results.get(k) for k in ("ratio", "target_met")}))
     return 0
 

@@ -154,3 +154,24 @@ def test_a_released_runs_exact_target_ends_the_segment_at_its_next_evaluation(co
     with pytest.raises(RunReleased, match="the run ended"):
         done.log_density(phi)
     assert np.isfinite(live.log_density(phi))
+
+
+def test_a_short_adaptation_tunes_the_step_in_the_start_metric_and_a_long_one_re_estimates_it():
+    """A target run adapts over 50 iterations (HMCSampler.adaptation_for_target), below
+    METRIC_WINDOWS_MIN_ADAPT: the step moves, the metric stays the start's (the exact Laplace covariance
+    there); an adaptation of METRIC_WINDOWS_MIN_ADAPT iterations or more re-estimates it in its windows."""
+    from daskgp.mcmc.config import SamplerConfig
+    from daskgp.mcmc.samplers import get_sampler
+    from daskgp.mcmc.samplers.hmc import METRIC_WINDOWS_MIN_ADAPT, metric_windows
+
+    K = SamplerConfig(method="hmc", target_ess=400).n_adapt
+    assert K == get_sampler("hmc").adaptation_for_target(None) == 50 < METRIC_WINDOWS_MIN_ADAPT
+    assert metric_windows(K) == [] and len(metric_windows(METRIC_WINDOWS_MIN_ADAPT)) == 3
+    M = 4 * SIGMA  # a start metric twice too wide in every sd
+    for n_adapt, moved in ((K, False), (METRIC_WINDOWS_MIN_ADAPT, True)):
+        h = HMC(_gaussian, 3, n_adapt=n_adapt)
+        state = h.init(MU, M, rng=3)
+        L0, eps0 = state.chol.copy(), state.eps
+        h.run(state, n_adapt)
+        assert state.eps != eps0
+        assert (not np.allclose(state.chol, L0)) == moved, n_adapt

@@ -14,7 +14,8 @@ Stan reference manual, "HMC algorithm parameters"): the step ε by dual averagin
 probability of :data:`TARGET_ACCEPT`; the metric at the end of each of three expanding windows
 (:func:`metric_windows`), from the covariance of that window's draws shrunk towards the metric in use (first
 the warmup's: the exact Laplace covariance at the exact MAP), after each of which the step's adaptation
-restarts. From ``n_adapt`` on both are fixed: the kept draws are a valid Markov chain.
+restarts; an adaptation shorter than :data:`METRIC_WINDOWS_MIN_ADAPT` tunes the step only. From ``n_adapt``
+on both are fixed: the kept draws are a valid Markov chain.
 """
 
 from __future__ import annotations
@@ -29,9 +30,19 @@ from ...core.plaindata import expect_array, expect_int, expect_keys, expect_numb
 from ...core.random import rng_from_state
 from .base import Sampler, check_spd, check_start, expect_stopped
 
-__all__ = ["HMC", "HMCState", "HMCSampler", "TARGET_ACCEPT", "MAX_LEAPFROG", "metric_windows"]
+__all__ = ["HMC", "HMCState", "HMCSampler", "TARGET_ACCEPT", "MAX_LEAPFROG", "metric_windows",
+           "METRIC_WINDOWS_MIN_ADAPT"]
 
 TARGET_ACCEPT = 0.8  # Stan's default δ
+# The shortest adaptation that re-estimates the metric; a shorter one tunes the step only and keeps the
+# start's (the exact Laplace covariance at the exact MAP). Its windows would hold a dozen draws or so, and a
+# covariance from k draws has sds off by about 1/√(2k), 20 % at k = 12 — worse than the exact Laplace
+# covariance where the posterior is near Gaussian. Measured (benchmarks/hmc_adaptation.py, results/
+# hmc_adaptation.json and hmc_adaptation_steponly.json; ESS 400 and R-hat < 1.01, 4 chains, 3 paired seeds):
+# 50 iterations with windows ([6, 10), [10, 19), [19, 37)) were 2.1x and 1.2x slower than 150 in one seed of
+# each of concrete and 1,000 power_plant rows (R-hat above 1.01 for hundreds of draws); 50 of the step only
+# were faster than 150 with windows in all six, 0.57-0.60x and 0.37-0.59x.
+METRIC_WINDOWS_MIN_ADAPT = 100
 MAX_LEAPFROG = 256  # steps per trajectory at most: an adapted step far below π/2 / 256 means a bad metric
 _DIVERGENCE = 1000.0  # an energy error above this (nats) ends the trajectory as divergent (Stan's threshold)
 # dual averaging's constants (Hoffman & Gelman 2014, section 3.2.1)
@@ -218,8 +229,8 @@ def metric_windows(n_adapt: int) -> list[tuple[int, int]]:
     (in the metric the previous one set), and the last quarter tunes the step in the final metric. One
     re-estimate could not widen a metric far too narrow: its draws, taken in that metric, explore too little
     of the posterior (2,000 power_plant rows: the lengthscale's sd 2.4× the exact Laplace one's). None below
-    16 iterations (the step only)."""
-    if n_adapt < 16:
+    :data:`METRIC_WINDOWS_MIN_ADAPT` iterations: the step only, in the start's metric."""
+    if n_adapt < METRIC_WINDOWS_MIN_ADAPT:
         return []
     start, end = n_adapt // 8, (3 * n_adapt) // 4
     unit = (end - start) / 7
@@ -240,8 +251,9 @@ HMC_DEFAULT_MAX_N = 1400
 class HMCSampler(Sampler):
     """``method='hmc'``: :class:`HMC` on the exact Cholesky log posterior and gradient, from the 'map'
     warmup's exact MAP in its exact Laplace covariance, adapting over the run's first ``n_adapt``
-    iterations (default a fifth; 150 in target-ESS mode). The chain computes its own Cholesky gradients
-    (O(n³) each, on the worker that runs it): for data small enough for a Cholesky (:meth:`check_size`)."""
+    iterations (default a fifth; 50 in target-ESS mode, the step only). The chain computes its own Cholesky
+    gradients (O(n³) each, on the worker that runs it): for data small enough for a Cholesky
+    (:meth:`check_size`)."""
 
     name = "hmc"
     label = "HMC (exact Cholesky gradient, accept step; small n)"
@@ -253,10 +265,13 @@ class HMCSampler(Sampler):
 
     def adaptation_for_target(self, cfg) -> int:
         # The chains start in the exact Laplace covariance at the exact MAP, so the adaptation tunes the step
-        # and corrects that metric; it does not learn one from nothing (Stan's 1,000 iterations do, for NUTS
-        # from a unit metric). Dual averaging settles within about 50 iterations (Hoffman & Gelman 2014,
-        # figure 3): the metric windows [18, 31), [31, 58), [58, 112) (metric_windows), then 38 for the step.
-        return 150
+        # in that metric; it does not learn one from nothing (Stan's 1,000 iterations do, for NUTS from a
+        # unit metric). Dual averaging settles within about 50 iterations (Hoffman & Gelman 2014, figure 3).
+        # 50 of the step only reached ESS 400 sooner than the former 150 with three metric windows in each of
+        # 6 paired runs (METRIC_WINDOWS_MIN_ADAPT): concrete's sampling 91-123 s -> 51-72 s. A posterior the
+        # Laplace covariance describes badly (two modes: 2,000 power_plant rows) wants the windows: set
+        # n_adapt >= METRIC_WINDOWS_MIN_ADAPT.
+        return 50
 
     def block_for_target(self, cfg) -> int:
         # An HMC draw on concrete is worth about one effective sample (bulk 1.3-1.9, tail 0.85 per draw):
