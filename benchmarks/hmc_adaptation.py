@@ -13,6 +13,11 @@ the wall-time ratio against the first K listed (the library's default), paired b
 and the standard error of its log over seeds; and every run's posterior means apart from the default's in
 their pooled sd (the same posterior). ``ratio`` (top level): the largest case's geometric-mean wall-time
 ratio for the shortest K. Resumable per (case, K, seed): results/hmc_adaptation.json after every run.
+
+``--variant NAME`` measures a change to the code against the same baseline: its results go to
+results/hmc_adaptation_NAME.json, which starts from the baseline length's runs in hmc_adaptation.json (a
+run is deterministic given its seed, so only the machine's noise differs between the two files). The
+step-only adaptation (``METRIC_WINDOWS_MIN_ADAPT``) was measured so, as ``--variant steponly``.
 """
 
 from __future__ import annotations
@@ -32,8 +37,6 @@ sys.path.insert(0, str(HERE))
 from _common import close_segment, load_results, write_results  # noqa: E402
 
 OUT = HERE / "results" / "hmc_adaptation.json"
-# a variant of the code under test measured against the same baseline: its own results file, which starts
-# from the baseline runs of OUT (deterministic given the seed, so only the machine's noise differs)
 
 
 def summarise(rec: dict, lengths: list[int]) -> None:
