@@ -104,8 +104,12 @@ def test_live_run_transitions_and_draws(client, monkeypatch):
     n_paused = history[-1]
     assert len(set(history[-7:])) == 1 and n_paused - n_at_pause <= 20, history
     run.resume()
-    # past the warmup's draws (a fifth of the 400 here): the diagnostics are the kept draws'
-    assert run.warmup_draws == 80
+    # past the warmup's draws (the sampler's adaptation for a target run — the page's default target — at most
+    # a fifth of the 400 here): the diagnostics are the kept draws'
+    from daskgp.mcmc.samplers import get_sampler
+
+    adapt = get_sampler(run.method).adaptation_for_target(None)
+    assert run.method == "hmc" and run.warmup_draws == min(adapt, 400 // 5) == 50
     while run.n_draws <= max(n_paused, run.warmup_draws + 20) and time.time() < deadline:
         time.sleep(0.2)
     assert run.n_draws > n_paused and run.status == "running"
