@@ -227,3 +227,29 @@ def warmup_carrier(out: Path, every_s: float = 300.0):
             carry_run(out)
 
     return on_warmup
+
+
+def paired_by_seed(runs: dict, a: str, b: str, field: str = "wall_seconds") -> dict | None:
+    """Runs ``a`` against ``b`` paired by seed, from a results dict keyed '<label>/<seed>' whose entries hold
+    ``field``, 'mean_log' and 'sd_log' (the posterior's log-parameter means and sds): the seeds both ran;
+    the ratios a ÷ b of ``field``; their geometric mean and the standard error of its log over seeds (None
+    for one seed); whether a was below b in every seed; and per seed the two posterior means apart in their
+    pooled sd (the same posterior sampled twice). None when no seed has both."""
+    import math
+
+    import numpy as np
+
+    seeds = sorted(int(k.split("/")[1]) for k in runs
+                   if k.startswith(f"{a}/") and f"{b}/{k.split('/')[1]}" in runs)
+    if not seeds:
+        return None
+    ratios = [runs[f"{a}/{s}"][field] / runs[f"{b}/{s}"][field] for s in seeds]
+    logs = np.log(ratios)
+    gaps = []
+    for s in seeds:
+        ra, rb = runs[f"{a}/{s}"], runs[f"{b}/{s}"]
+        pooled = np.sqrt(0.5 * (np.square(ra["sd_log"]) + np.square(rb["sd_log"])))
+        gaps.append((np.abs(np.subtract(ra["mean_log"], rb["mean_log"])) / pooled).tolist())
+    return {"seeds": seeds, "ratios": ratios, "geometric_mean": float(np.exp(logs.mean())),
+            "se_of_log": float(logs.std(ddof=1) / math.sqrt(len(logs))) if len(logs) > 1 else None,
+            "below_every_seed": bool(all(r < 1 for r in ratios)), "mean_gap_in_pooled_sd": gaps}

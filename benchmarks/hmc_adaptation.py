@@ -24,41 +24,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import close_segment, load_results, write_results  # noqa: E402
+from _common import close_segment, load_results, paired_by_seed, write_results  # noqa: E402
 
 OUT = HERE / "results" / "hmc_adaptation.json"
 
 
 def summarise(rec: dict, lengths: list[int]) -> None:
     """Paired wall-time ratios of each adaptation length against the first (the default), by seed."""
-    runs, base = rec["runs"], lengths[0]
     rec["paired"] = {}
     for K in lengths[1:]:
-        seeds = sorted(s for s in (int(k.split("/")[1]) for k in runs if k.startswith(f"{K}/"))
-                       if f"{base}/{s}" in runs)
-        if not seeds:
-            continue
-        walls = [runs[f"{K}/{s}"]["wall_seconds"] / runs[f"{base}/{s}"]["wall_seconds"] for s in seeds]
-        logs = np.log(walls)
-        gaps = []
-        for s in seeds:
-            a, b = runs[f"{K}/{s}"], runs[f"{base}/{s}"]
-            pooled = np.sqrt(0.5 * (np.square(a["sd_log"]) + np.square(b["sd_log"])))
-            gaps.append((np.abs(np.subtract(a["mean_log"], b["mean_log"])) / pooled).tolist())
-        rec["paired"][str(K)] = {
-            "seeds": seeds, "wall_ratio": walls, "geometric_mean_wall_ratio": float(np.exp(logs.mean())),
-            "se_of_log_wall_ratio": float(logs.std(ddof=1) / math.sqrt(len(logs))) if len(logs) > 1 else None,
-            "faster_every_seed": bool(all(w < 1 for w in walls)), "mean_gap_in_pooled_sd": gaps}
+        p = paired_by_seed(rec["runs"], str(K), str(lengths[0]))
+        if p is not None:
+            rec["paired"][str(K)] = {
+                "seeds": p["seeds"], "wall_ratio": p["ratios"],
+                "geometric_mean_wall_ratio": p["geometric_mean"],
+                "se_of_log_wall_ratio": p["se_of_log"], "faster_every_seed": p["below_every_seed"],
+                "mean_gap_in_pooled_sd": p["mean_gap_in_pooled_sd"]}
 
 
 def main() -> int:

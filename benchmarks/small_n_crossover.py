@@ -33,7 +33,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import close_segment, load_results, write_results  # noqa: E402
+from _common import close_segment, load_results, paired_by_seed, write_results  # noqa: E402
 
 OUT = HERE / "results" / "small_n_crossover.json"
 METHODS = ("hmc", "sghmc")
@@ -78,29 +78,20 @@ def kept_stats(dt) -> dict:
 
 
 def summarise(rec: dict) -> None:
-    runs = rec["runs"]
-    seeds = sorted({int(k.split("/")[1]) for k in runs})
-    paired = [s for s in seeds if f"hmc/{s}" in runs and f"sghmc/{s}" in runs]
-    if not paired:
+    walls = paired_by_seed(rec["runs"], "hmc", "sghmc")
+    if walls is None:
         return
-    walls = [runs[f"hmc/{s}"]["wall_seconds"] / runs[f"sghmc/{s}"]["wall_seconds"] for s in paired]
-    ratios = [runs[f"hmc/{s}"]["seconds_per_ess"] / runs[f"sghmc/{s}"]["seconds_per_ess"] for s in paired]
-    logs, wlogs = np.log(ratios), np.log(walls)
-    se = float(logs.std(ddof=1) / math.sqrt(len(logs))) if len(logs) > 1 else None
-    wse = float(wlogs.std(ddof=1) / math.sqrt(len(wlogs))) if len(wlogs) > 1 else None
-    gaps = []
-    for s in paired:
-        a, b = runs[f"hmc/{s}"], runs[f"sghmc/{s}"]
-        pooled = np.sqrt(0.5 * (np.square(a["sd_log"]) + np.square(b["sd_log"])))
-        gaps.append((np.abs(np.subtract(a["mean_log"], b["mean_log"])) / pooled).tolist())
-    rec["paired"] = {"seeds": paired,
-                     "wall_ratio_hmc_over_sghmc": walls,
-                     "geometric_mean_wall_ratio": float(np.exp(wlogs.mean())), "se_of_log_wall_ratio": wse,
-                     "ratio_hmc_over_sghmc": ratios,
-                     "geometric_mean_ratio": float(np.exp(logs.mean())), "se_of_log_ratio": se,
-                     "hmc_wins_every_seed": bool(all(r < 1 for r in walls)),
-                     "hmc_wins_every_seed_per_ess": bool(all(r < 1 for r in ratios)),
-                     "mean_gap_in_pooled_sd": gaps}
+    per_ess = paired_by_seed(rec["runs"], "hmc", "sghmc", "seconds_per_ess")
+    rec["paired"] = {"seeds": walls["seeds"],
+                     "wall_ratio_hmc_over_sghmc": walls["ratios"],
+                     "geometric_mean_wall_ratio": walls["geometric_mean"],
+                     "se_of_log_wall_ratio": walls["se_of_log"],
+                     "ratio_hmc_over_sghmc": per_ess["ratios"],
+                     "geometric_mean_ratio": per_ess["geometric_mean"],
+                     "se_of_log_ratio": per_ess["se_of_log"],
+                     "hmc_wins_every_seed": walls["below_every_seed"],
+                     "hmc_wins_every_seed_per_ess": per_ess["below_every_seed"],
+                     "mean_gap_in_pooled_sd": walls["mean_gap_in_pooled_sd"]}
 
 
 def _estimate(done: list[dict], won: int | None) -> float | None:

@@ -8,6 +8,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from daskgp.runs.lock import LOCK_NAME
@@ -84,3 +85,19 @@ def test_a_sitting_records_itself_at_every_block_and_carries_the_run(tmp_path, c
     assert segments[0]["draws_per_chain"] == 100 and saved == [1]
     assert (tmp_path / "carried" / "case.zarr.tar.gz").exists()
     assert finish() >= segments[0]["wall_s"] > 0
+
+
+def test_paired_by_seed_pairs_only_seeds_both_ran_and_reports_the_log_ratios_spread(common):
+    """The helper the paired benchmarks summarise with (small_n_crossover.py, hmc_adaptation.py): exact
+    numbers on a hand-made results dict — seed 2 ran only one side and is left out."""
+    run = {"mean_log": [0.0, 1.0], "sd_log": [1.0, 2.0]}
+    runs = {"a/0": {**run, "wall_seconds": 2.0}, "b/0": {**run, "wall_seconds": 4.0},
+            "a/1": {**run, "wall_seconds": 2.0, "mean_log": [0.5, 0.0]}, "b/1": {**run, "wall_seconds": 1.0},
+            "a/2": {**run, "wall_seconds": 1.0}}
+    p = common.paired_by_seed(runs, "a", "b")
+    assert p["seeds"] == [0, 1] and p["ratios"] == [0.5, 2.0]
+    assert p["geometric_mean"] == pytest.approx(1.0)
+    assert p["se_of_log"] == pytest.approx(np.log(4.0) / np.sqrt(2) / np.sqrt(2))  # sd of ±log 2 over 2
+    assert not p["below_every_seed"]
+    assert p["mean_gap_in_pooled_sd"] == [[0.0, 0.0], [0.5, 0.5]]
+    assert common.paired_by_seed(runs, "a", "c") is None
