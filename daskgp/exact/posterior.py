@@ -10,6 +10,7 @@ checkpoint draws the same probes and warm-starts from the same iterates as one t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from ..core.plaindata import expect_array, expect_int, expect_keys
 from ..core.priors import GammaPrior
 from ..core.random import rademacher, rng_from_state
 from ..core.validation import check_X, check_y
-from .marginal import exact_log_marginal, log_marginal_gradient, target_like
+from .marginal import exact_log_marginal, log_marginal_gradient, single_precision_ok, target_like
 
 log = logging.getLogger(__name__)
 
@@ -283,12 +284,21 @@ def _host(a):
 
 
 
-def exact_log_posterior(X, y, kernel: Kernel, prior: GammaPrior, phi, gradient: bool = True):
+def exact_log_posterior(X, y, kernel: Kernel, prior: GammaPrior, phi, gradient: bool = True,
+                        single: bool = False):
     """log p(φ | y) up to a constant (and its gradient (p,)) at φ, by dense Cholesky; ``kernel`` gives the
-    family, its parameters are replaced by φ[:-1] and the noise by exp(φ[-1])."""
+    family, its parameters are replaced by φ[:-1] and the noise by exp(φ[-1]). ``single``: the gradient in
+    single precision where :func:`daskgp.exact.marginal.single_precision_ok` allows it at φ (float64
+    otherwise, and where the float32 factorisation fails); the value is then single-precision too."""
     phi = np.asarray(phi, dtype=float)
     k = kernel.with_log_params(phi[:-1])
-    out = exact_log_marginal(X, y, k, float(np.exp(phi[-1])), gradient=gradient)
+    noise = float(np.exp(phi[-1]))
+    out = None
+    if single and gradient and single_precision_ok(X.shape[0], k.variance, noise):
+        with contextlib.suppress(np.linalg.LinAlgError):
+            out = exact_log_marginal(X, y, k, noise, single=True)
+    if out is None:
+        out = exact_log_marginal(X, y, k, noise, gradient=gradient)
     if not gradient:
         return out + prior.logpdf(phi)
     return out[0] + prior.logpdf(phi), out[1] + prior.grad(phi)

@@ -262,7 +262,7 @@ class _Target:
 
     def __init__(self, X, y, cfg: SamplerConfig, run_key: str | None = None, tick=None):
         self.X, self.y, self.cfg, self.run_key, self.tick = X, y, cfg, run_key, tick
-        self.posterior = self.operator = self._logp = self._logp_grad = None
+        self.posterior = self.operator = self._logp = self._logp_grad = self._force = None
 
     def open_gradient(self, probes: ProbeState, client=None, workers=None, name: str = "chain") -> None:
         """The stochastic gradient of the run's configuration, continuing the chain's ``probes``; its
@@ -285,13 +285,23 @@ class _Target:
             self.tick(t)
         return self.posterior.stochastic_grad(phi, t)
 
-    def log_density(self, phi) -> float:
+    def log_density(self, phi, tick: bool = True) -> float:
         self._check_released()
         if self._logp is None:
             self._logp = _mh_target(self.X, self.y, self.cfg)
-        if self.tick is not None:  # one evaluation per iteration
+        if tick and self.tick is not None:  # one evaluation per iteration
             self.tick()
         return self._logp(phi)
+
+    def force(self, phi) -> np.ndarray:
+        """∇ log p(φ | y) by a dense Cholesky in single precision where its error is small
+        (:func:`daskgp.exact.marginal.single_precision_ok`), in double otherwise — a deterministic function
+        of φ, for HMC's trajectories; NaN where it cannot be evaluated."""
+        self._check_released()
+        if self._force is None:
+            self._force = _exact_target(self.X, self.y, self.cfg, single=True)
+        lp, g = self._force(phi)
+        return g if np.isfinite(lp) else np.full(len(g), np.nan)
 
     def log_density_and_grad(self, phi) -> tuple[float, np.ndarray]:
         """(log p(φ | y), ∇ log p) exact, by a dense Cholesky of all the rows (−inf and zeros where it
@@ -317,9 +327,10 @@ def _posterior(op, y, cfg: SamplerConfig, redraw_every: int, rng=None) -> GPPost
                        roulette=solver.roulette, precond=solver.precond, precond_rank=cfg.precond_rank_for(n))
 
 
-def _exact_target(X, y, cfg: SamplerConfig):
+def _exact_target(X, y, cfg: SamplerConfig, single: bool = False):
     """HMC's target: the exact Cholesky log posterior and its gradient, (−inf, 0) where it cannot be
-    evaluated (as :func:`_mh_target`)."""
+    evaluated (as :func:`_mh_target`); ``single``: in single precision where its error allows
+    (:func:`daskgp.exact.posterior.exact_log_posterior`)."""
     kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
     prior = GammaPrior(cfg.prior_shape, cfg.prior_rate)
     X, y = np.ascontiguousarray(X, dtype=float), np.asarray(y, dtype=float)
@@ -329,7 +340,7 @@ def _exact_target(X, y, cfg: SamplerConfig):
         if np.abs(phi).max() > 25:
             return -np.inf, np.zeros(phi.size)
         try:
-            v, g = exact_log_posterior(X, y, kernel, prior, phi, gradient=True)
+            v, g = exact_log_posterior(X, y, kernel, prior, phi, gradient=True, single=single)
         except (np.linalg.LinAlgError, FloatingPointError, ValueError):
             return -np.inf, np.zeros(phi.size)
         return float(v), g

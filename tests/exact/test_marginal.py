@@ -64,6 +64,45 @@ def test_the_two_forms_of_the_exact_gradient_agree(concrete, name, ard):
     np.testing.assert_allclose(g, g_ref, rtol=1e-10)
 
 
+@pytest.mark.parametrize("name", ["rbf", "matern52"])
+@pytest.mark.parametrize("ard", [False, True])
+def test_the_single_precision_gradient_is_within_its_stated_error(concrete, name, ard):
+    """``single=True`` (HMC's force) on concrete's 1,030 rows against the double-precision gradient: every
+    component within κ·2⁻²⁴ of the largest, κ = 1 + n·variance/noise the condition bound single precision
+    is allowed under (marginal.SINGLE_MAX_CONDITION; 2.5e4 here, so 1.5e-3) — the error a backward-stable
+    float32 Cholesky and inverse may make. Power: the double gradient at a lengthscale 1 % off is outside
+    the same band. Beyond the bound, or asked for a value only, single precision is refused."""
+    from daskgp.exact.marginal import single_precision_ok
+
+    X, y = concrete.X_std, concrete.y_std
+    k = make_kernel(name, variance=1.7, lengthscale=np.linspace(0.8, 2.5, 8) if ard else 1.3, ard=ard)
+    noise = 0.07
+    assert single_precision_ok(len(y), k.variance, noise)
+    _, g = exact_log_marginal(X, y, k, noise)
+    _, g32 = exact_log_marginal(X, y, k, noise, single=True)
+    band = (1 + len(y) * k.variance / noise) * 2.0**-24 * np.abs(g).max()
+    assert np.abs(g32 - g).max() < band, (np.abs(g32 - g).max(), band)
+    off = k.with_log_params(k.log_params + np.r_[0.0, np.full(k.log_params.size - 1, 0.01)])
+    assert np.abs(exact_log_marginal(X, y, off, noise)[1] - g).max() > band
+    assert not single_precision_ok(len(y), 1.0, 1e-4)
+    with pytest.raises(ValueError, match="single precision"):
+        exact_log_marginal(X, y, k, noise, gradient=False, single=True)
+
+
+def test_the_posterior_keeps_double_precision_where_single_is_not_allowed(concrete):
+    """``exact_log_posterior(single=True)`` at a noise that puts K's condition bound past
+    SINGLE_MAX_CONDITION returns the double-precision value and gradient, bit for bit."""
+    from daskgp.core.priors import GammaPrior
+    from daskgp.exact.posterior import exact_log_posterior
+
+    X, y = concrete.X_std[:300], concrete.y_std[:300]
+    k, prior = make_kernel("rbf"), GammaPrior()
+    phi = np.array([0.5, 0.3, np.log(1e-4)])
+    v, g = exact_log_posterior(X, y, k, prior, phi, single=True)
+    v64, g64 = exact_log_posterior(X, y, k, prior, phi)
+    assert v == v64 and np.array_equal(g, g64)
+
+
 def test_exact_refuses_too_large_n(concrete):
     with pytest.raises(MemoryError, match="refused for n=1030"):
         exact_log_marginal(concrete.X_std, concrete.y_std, make_kernel("rbf"), 0.3, max_n=1000)

@@ -26,8 +26,13 @@ __all__ = ["Sampler", "Target", "ChainStateLike", "expect_stopped", "check_spd",
 class Target(Protocol):
     """What a sampler samples (built per segment by :mod:`daskgp.mcmc.segments`)."""
 
-    def log_density(self, phi: np.ndarray) -> float:
-        """log p(φ | y) up to a constant, exact (a dense Cholesky), −inf where it cannot be evaluated."""
+    def log_density(self, phi: np.ndarray, tick: bool = True) -> float:
+        """log p(φ | y) up to a constant, exact (a dense Cholesky), −inf where it cannot be evaluated;
+        counted as an iteration on the progress ticker unless ``tick`` is False."""
+
+    def force(self, phi: np.ndarray) -> np.ndarray:
+        """∇ log p(φ | y) (p,) by a dense Cholesky, in single precision where its error is small — a
+        deterministic function of φ, what HMC's trajectories integrate; NaN where it cannot be evaluated."""
 
     def log_density_and_grad(self, phi: np.ndarray) -> tuple[float, np.ndarray]:
         """(log p(φ | y), ∇ log p (p,)) exact (a dense Cholesky); (−inf, zeros) where it cannot be

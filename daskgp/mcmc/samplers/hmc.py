@@ -5,6 +5,9 @@ issue 55, for data where a dense Cholesky gradient costs less than the iterative
 
 The dynamics are leapfrog steps (Duane et al. 1987; Neal 2011, section 5.3) in the whitened coordinates
 q = L⁻¹φ of a dense metric M = LLᵀ, with the Metropolis accept step that makes the chain exact for any step.
+The sampler's trajectories integrate the gradient in single precision where its error is small (the
+accept step reads the exact log density once per trajectory, at its end: exact for any force that depends
+on the position only; :class:`HMC`).
 The trajectory's length is drawn at every iteration from U(0.8, 1.2)·π/2 whitened time units — a quarter of
 the oscillation period of a Gaussian whose covariance is M, after which its position is independent of where
 it started; the draw avoids the resonances of a fixed length (Neal 2011, section 5.4.2.2).
@@ -99,15 +102,26 @@ class HMC:
     """HMC on a log density with its exact gradient, ``logp_grad(φ) -> (log p, ∇log p)`` (−inf where it
     cannot be evaluated), in the metric ``M`` (p, p); adapting over the first ``n_adapt`` iterations (see the
     module). ``accept`` False skips the accept step — biased, kept only as the tests' known-wrong variant;
-    ``tick(t)``, when given, is called as iteration t begins (progress)."""
+    ``tick(t)``, when given, is called as iteration t begins (progress).
+
+    ``force(φ) -> (p,)``, when given, is what the trajectories integrate instead of ∇log p — any
+    deterministic function of φ (non-finite where it cannot be evaluated), e.g. the gradient in single
+    precision — and ``logp(φ)`` the exact log density, evaluated once per trajectory, at its end. The chain
+    stays exact: leapfrog steps with any force that depends on the position only are volume-preserving
+    shears and their symmetric composition is reversible, so the accept step on the exact energy keeps the
+    posterior invariant (Neal 2011, section 5.5.1.2; Rasmussen 2003 integrates a GP surrogate's gradient so).
+    A worse force costs acceptance, never correctness."""
 
     def __init__(self, logp_grad, p: int, *, n_adapt: int = 0, target_accept: float = TARGET_ACCEPT,
-                 accept: bool = True, tick=None):
+                 accept: bool = True, tick=None, force=None, logp=None):
         if n_adapt < 0:
             raise ValueError(f"n_adapt must be >= 0, got {n_adapt}")
         if not 0 < target_accept < 1:
             raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
+        if (force is None) != (logp is None):
+            raise ValueError("force and logp go together: the force moves a trajectory, logp judges its end")
         self.logp_grad, self.p, self.n_adapt = logp_grad, p, n_adapt
+        self.force, self.logp = force, logp
         self._windows = metric_windows(n_adapt)
         self.delta, self.accept, self.tick = target_accept, accept, tick
 
@@ -125,11 +139,21 @@ class HMC:
         return HMCState(phi, lp, g, 0, eps, math.log(10 * eps), 0.0, 0.0, 0, L, np.zeros((0, self.p)), rng)
 
     def _eval(self, phi):
-        lp, g = self.logp_grad(phi)
+        """(log p(φ), the force at φ): ∇log p unless a force was given; (−inf, zeros) where either is not
+        finite."""
+        if self.force is None:
+            lp, g = self.logp_grad(phi)
+        else:
+            lp, g = self.logp(phi), self.force(phi)
         g = np.asarray(g, dtype=float)
         if not np.isfinite(lp) or not np.all(np.isfinite(g)):
             return -np.inf, np.zeros(self.p)
         return float(lp), g
+
+    def _force(self, phi):
+        """The force alone (a trajectory's inner steps need no log density), None where it is not finite."""
+        g = np.asarray(self.force(phi), dtype=float)
+        return g if np.all(np.isfinite(g)) else None
 
     def _first_step(self, phi, lp, g, L, rng) -> float:
         eps = 1.0
@@ -148,13 +172,21 @@ class HMC:
         return float(np.clip(eps, 1e-4, 2.0))
 
     def _leapfrog(self, phi, g, r, L, eps, steps):
-        """``steps`` leapfrog steps of size ε in whitened coordinates from (φ, r), g = ∇log p(φ); returns
-        (φ', log p(φ'), ∇log p(φ'), r'). Stops at the first non-finite log density (log p = −inf)."""
+        """``steps`` leapfrog steps of size ε in whitened coordinates from (φ, r), g the force at φ (∇log p
+        unless a force was given); returns (φ', log p(φ'), the force at φ', r'). Stops at the first
+        non-finite log density or force (log p = −inf). With a separate force, log p is evaluated at the end
+        only."""
         q = np.zeros(self.p)  # the whitened displacement from φ: φ' = φ + L q
         r = r + 0.5 * eps * (L.T @ g)
         lp = -np.inf
         for s in range(steps):
             q = q + eps * r
+            if self.force is not None and s < steps - 1:
+                g = self._force(phi + L @ q)
+                if g is None:
+                    return phi + L @ q, -np.inf, np.zeros(self.p), r
+                r = r + eps * (L.T @ g)
+                continue
             lp, g = self._eval(phi + L @ q)
             if not np.isfinite(lp):
                 return phi + L @ q, -np.inf, g, r
@@ -289,15 +321,21 @@ class HMCSampler(Sampler):
             raise MemoryError(f"HMC uses the exact Cholesky gradient: n={n} needs {need:.1f} "
                               f"GiB, more than this machine can spare (n <= {limit}); use method='sghmc'")
 
+    @staticmethod
+    def _hmc(target, p: int, cfg, tick=None) -> HMC:
+        # the trajectories integrate the single-precision gradient where its error is small (about 0.6x a
+        # double one's time); the accept step reads the exact log density at their ends (HMC's docstring)
+        return HMC(target.log_density_and_grad, p, n_adapt=cfg.adapt, tick=tick, force=target.force,
+                   logp=lambda phi: target.log_density(phi, tick=False))
+
     def initial(self, phi0, cfg, M, rng, target) -> HMCState:
-        return HMC(target.log_density_and_grad, len(phi0), n_adapt=cfg.adapt).init(phi0, M, rng)
+        return self._hmc(target, len(phi0), cfg).init(phi0, M, rng)
 
     def state_from_dict(self, d: dict, cfg, p: int) -> HMCState:
         return HMCState.from_dict(d, p)
 
     def run(self, target, cfg, M, state: HMCState, n: int) -> dict:
         t_start = state.t
-        res = HMC(target.log_density_and_grad, len(state.phi), n_adapt=cfg.adapt,
-                  tick=getattr(target, "tick", None)).run(state, n)
+        res = self._hmc(target, len(state.phi), cfg, tick=getattr(target, "tick", None)).run(state, n)
         res["warmup"] = t_start + np.arange(n) < cfg.adapt
         return res
