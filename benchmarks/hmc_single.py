@@ -7,8 +7,8 @@ HMC's accept step reads the exact (double-precision) log density, so a trajector
 that depends on the position only and the kept draws stay exact (``daskgp.mcmc.samplers.hmc.HMC``); the
 force's precision decides only the time per trajectory and the acceptance. "double": a git worktree of
 ``--before`` (the revision before the change: every leapfrog step a float64 gradient); "single": this
-checkout (the float32 gradient where ``daskgp.exact.marginal.single_precision_ok`` allows it, the float64
-log density once per trajectory, at its end). Per case (fidelity.py's ``case_data``) and seed, each side
+checkout (the inner steps on the float32 gradient where ``daskgp.exact.marginal.single_precision_ok``
+allows it, the ends on the float64 log density and gradient). Per case (fidelity.py's ``case_data``) and seed, each side
 runs ``daskgp.sample(..., method='hmc', n_chains=4, target_ess=400)`` — the library's defaults — in its own
 process on its own 2-worker local cluster of one thread per worker (small_n_crossover.run_one: the cluster's
 start left out), the two sides one after the other. Per run: wall seconds to the target (ESS 400 bulk and

@@ -285,11 +285,11 @@ class _Target:
             self.tick(t)
         return self.posterior.stochastic_grad(phi, t)
 
-    def log_density(self, phi, tick: bool = True) -> float:
+    def log_density(self, phi) -> float:
         self._check_released()
         if self._logp is None:
             self._logp = _mh_target(self.X, self.y, self.cfg)
-        if tick and self.tick is not None:  # one evaluation per iteration
+        if self.tick is not None:  # one evaluation per iteration
             self.tick()
         return self._logp(phi)
 

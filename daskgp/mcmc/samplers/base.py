@@ -26,9 +26,8 @@ __all__ = ["Sampler", "Target", "ChainStateLike", "expect_stopped", "check_spd",
 class Target(Protocol):
     """What a sampler samples (built per segment by :mod:`daskgp.mcmc.segments`)."""
 
-    def log_density(self, phi: np.ndarray, tick: bool = True) -> float:
-        """log p(φ | y) up to a constant, exact (a dense Cholesky), −inf where it cannot be evaluated;
-        counted as an iteration on the progress ticker unless ``tick`` is False."""
+    def log_density(self, phi: np.ndarray) -> float:
+        """log p(φ | y) up to a constant, exact (a dense Cholesky), −inf where it cannot be evaluated."""
 
     def force(self, phi: np.ndarray) -> np.ndarray:
         """∇ log p(φ | y) (p,) by a dense Cholesky, in single precision where its error is small — a
