@@ -23,29 +23,27 @@ import scipy.linalg
 
 from ..compute.backend import check_columns, like, namespace, require_float64, to_host
 from ..compute.operator import KernelOperator, dense_covariance, single_threaded_blas
+from ..compute.precision import FLOAT32_MAX_BOUND, float32_rounding_bound
 from ..compute.solvers import PivotedCholesky, cg, ulisse
 from ..core.kernels import Kernel
 from ..core.random import rademacher
 from ..core.validation import check_positive, check_X, check_y
 
 __all__ = ["exact_log_marginal", "log_marginal_gradient", "GradientEstimate", "rademacher",
-           "max_exact_n", "SOLVERS", "SINGLE_MAX_CONDITION", "single_precision_ok"]
+           "max_exact_n", "SOLVERS", "single_precision_ok"]
 
 SOLVERS = ("ulisse", "cg", "cg-ulisse")
 
 
-# The largest bound on K's condition number, 1 + n·variance/noise (the kernel's eigenvalues lie in
-# [0, n·variance], the noise adds its own to each), at which a gradient is computed in single precision when
-# asked (single_precision_ok): its relative error is of order the condition number times float32's 6e-8,
-# at most about 0.06 here, and typically far less (3e-4 to 1e-3 on concrete and 2,000 power_plant rows).
-SINGLE_MAX_CONDITION = 1e6
-
-
 def single_precision_ok(n: int, variance: float, noise: float) -> bool:
     """Whether a gradient of n rows at this signal variance and noise variance may be computed in single
-    precision (``exact_log_marginal(single=True)``): K's condition bound within SINGLE_MAX_CONDITION and n
-    within the dense gradient's rows."""
-    return n <= _DENSE_GRADIENT_MAX_N and 1.0 + n * variance / noise <= SINGLE_MAX_CONDITION
+    precision (``exact_log_marginal(single=True)``): n within the dense gradient's rows, and float32's
+    rounding against K's smallest eigenvalue within the bound the float32 kernel-row cache keeps to,
+    ε₃₂·n·variance/noise ≤ :data:`daskgp.compute.precision.FLOAT32_MAX_BOUND` (0.1). A float32 Cholesky and
+    inverse are backward stable: the gradient's relative error is of order that bound, at most 0.1 and in
+    practice far less (1e-4 to 1e-3 at concrete's bound of 0.0015 and 2,000 power_plant rows')."""
+    return n <= _DENSE_GRADIENT_MAX_N and float32_rounding_bound(n, math.log(variance), math.log(noise)) \
+        <= FLOAT32_MAX_BOUND
 
 
 def max_exact_n(memory_bytes: float | None = None) -> int:
@@ -64,10 +62,10 @@ def exact_log_marginal(X, y, kernel: Kernel, noise: float, *, gradient: bool = T
     Memory: two n×n float64 matrices at a time (K and its factor, then L⁻¹ and K⁻¹); refused with a
     MemoryError above ``max_n`` (default: what fits in half the available memory). Time O(n³); above
     n = 8192 the LAPACK calls run on one thread (multithreaded OpenBLAS potrf segfaulted at n = 22,784).
-    ``single``: K, its factor and inverse in float32 — half the memory traffic, about 0.6x the time of a
-    gradient at 1,000-2,000 rows, and relative errors of order n·(variance/noise)·2⁻²⁴ (a LinAlgError where
-    the float32 factorisation fails); for a gradient of n <= 4,096 rows only (HMC's force). Returns value
-    (float) or (value, grad).
+    ``single``: K, its factor and inverse in float32 — 0.56-0.65x the time of a gradient at 1,000-2,000
+    rows, relative errors of order 2⁻²⁴·n·variance/noise (:func:`single_precision_ok`; a LinAlgError where
+    the float32 factorisation fails); for a gradient of n <= 4,096 rows only (HMC's inner force).
+    Returns value (float) or (value, grad).
     """
     X = check_X(X)
     y = check_y(y, X.shape[0])

@@ -67,11 +67,11 @@ def test_the_two_forms_of_the_exact_gradient_agree(concrete, name, ard):
 @pytest.mark.parametrize("name", ["rbf", "matern52"])
 @pytest.mark.parametrize("ard", [False, True])
 def test_the_single_precision_gradient_is_within_its_stated_error(concrete, name, ard):
-    """``single=True`` (HMC's force) on concrete's 1,030 rows against the double-precision gradient: every
-    component within κ·2⁻²⁴ of the largest, κ = 1 + n·variance/noise the condition bound single precision
-    is allowed under (marginal.SINGLE_MAX_CONDITION; 2.5e4 here, so 1.5e-3) — the error a backward-stable
-    float32 Cholesky and inverse may make. Power: the double gradient at a lengthscale 1 % off is outside
-    the same band. Beyond the bound, or asked for a value only, single precision is refused."""
+    """``single=True`` (HMC's inner force) on concrete's 1,030 rows against the double-precision gradient:
+    every component within b = 2⁻²⁴·n·variance/noise of the largest (compute.precision's rounding bound,
+    the one single precision is allowed under; 1.5e-3 here) — the error a backward-stable float32 Cholesky
+    and inverse may make. Power: the double gradient at a lengthscale 1 % off is outside the same band.
+    Beyond the bound's limit, or asked for a value only, single precision is refused."""
     from daskgp.exact.marginal import single_precision_ok
 
     X, y = concrete.X_std, concrete.y_std
@@ -80,7 +80,7 @@ def test_the_single_precision_gradient_is_within_its_stated_error(concrete, name
     assert single_precision_ok(len(y), k.variance, noise)
     _, g = exact_log_marginal(X, y, k, noise)
     _, g32 = exact_log_marginal(X, y, k, noise, single=True)
-    band = (1 + len(y) * k.variance / noise) * 2.0**-24 * np.abs(g).max()
+    band = len(y) * k.variance / noise * 2.0**-24 * np.abs(g).max()
     assert np.abs(g32 - g).max() < band, (np.abs(g32 - g).max(), band)
     off = k.with_log_params(k.log_params + np.r_[0.0, np.full(k.log_params.size - 1, 0.01)])
     assert np.abs(exact_log_marginal(X, y, off, noise)[1] - g).max() > band
@@ -90,8 +90,8 @@ def test_the_single_precision_gradient_is_within_its_stated_error(concrete, name
 
 
 def test_the_posterior_keeps_double_precision_where_single_is_not_allowed(concrete):
-    """``exact_log_posterior(single=True)`` at a noise that puts K's condition bound past
-    SINGLE_MAX_CONDITION returns the double-precision value and gradient, bit for bit."""
+    """``exact_log_posterior(single=True)`` at a noise that puts the rounding bound past its limit
+    (compute.precision.FLOAT32_MAX_BOUND) returns the double-precision value and gradient, bit for bit."""
     from daskgp.core.priors import GammaPrior
     from daskgp.exact.posterior import exact_log_posterior
 
