@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     import arviz as az
 
     import daskgp as dg
-    from daskgp.compute.cluster import get_client
+    from daskgp.compute.cluster import close_client, get_client
 
     client = get_client(n_workers=2)
     fixed = min(400, args.cap // 5)
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
             print(key, {k: row[k] for k in ("n_adapt", "noise_at_mode", "seconds", "iterations_per_chain",
                                             "iterations_per_ess", "seconds_per_ess", "mean_gap_sd",
                                             "sd_ratio")}, flush=True)
-    client.close()
+    close_client(client)
     ratios = []
     for seed in [int(s) for s in args.seeds.split(",")]:
         a = res["cases"].get(f"rows{args.rows}_seed{seed}_noise")

@@ -160,7 +160,7 @@ def main(argv=None) -> int:
         write_results(OUT, json.loads(json.dumps(results, default=float)))
 
     import daskgp as dg
-    from daskgp.compute.cluster import get_client
+    from daskgp.compute.cluster import close_client, get_client
     from daskgp.mcmc.warmup import warmup_path
 
     client = None
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
     results["target_met"] = bool(results["cases"]) and all(r["target_met"] for r in results["cases"].values())
     save()
     if client is not None:
-        client.close()
+        close_client(client)
     return 0
 
 

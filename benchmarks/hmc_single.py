@@ -3,20 +3,20 @@ float32 arithmetic where the error allows; the README's ``make demo`` and the sm
 
     python benchmarks/hmc_single.py [--before REV] [--cases concrete,power1k] [--seeds 0,1,2] [--redo]
 
-HMC's accept step reads the exact (double-precision) log density, so a trajectory may integrate any force
-that depends on the position only and the kept draws stay exact (``daskgp.mcmc.samplers.hmc.HMC``); the
-force's precision decides only the time per trajectory and the acceptance. "double": a git worktree of
-``--before`` (the revision before the change: every leapfrog step a float64 gradient); "single": this
-checkout (the inner steps on the float32 gradient where ``daskgp.exact.marginal.single_precision_ok``
-allows it, the ends on the float64 log density and gradient). Per case (fidelity.py's ``case_data``) and seed, each side
-runs ``daskgp.sample(..., method='hmc', n_chains=4, target_ess=400)`` — the library's defaults — in its own
-process on its own 2-worker local cluster of one thread per worker (small_n_crossover.run_one: the cluster's
-start left out), the two sides one after the other. Per run: wall seconds to the target (ESS 400 bulk and
-tail, every parameter; R-hat < 1.01), ESS, R-hat and what the adaptation settled on (the kept draws'
-acceptance, step and leapfrog steps). Per case: the paired wall-time ratios single ÷ double by seed, their
-geometric mean and the standard error of its log (_common.paired_by_seed), and the two sides' posterior
-means apart in their pooled sd (the same posterior). ``ratio`` (top level): the largest case's geometric
-mean. Resumable per (case, side, seed): results/hmc_single.json after every run.
+HMC's accept step reads the exact (double-precision) log density, so a trajectory may integrate any force that
+depends on the position only and the kept draws stay exact (``daskgp.mcmc.samplers.hmc.HMC``); the force's
+precision decides only the time per trajectory and the acceptance. "double": a git worktree of ``--before``
+(the revision before the change: every leapfrog step a float64 gradient); "single": this checkout (the inner
+steps on the float32 gradient where ``daskgp.exact.marginal.single_precision_ok`` allows it, the ends on the
+float64 log density and gradient). Per case (fidelity.py's ``case_data``) and seed, each side runs
+``daskgp.sample(..., method='hmc', n_chains=4, target_ess=400)`` — the library's defaults — in its own process
+on its own 2-worker local cluster of one thread per worker (small_n_crossover.run_one: the cluster's start
+left out), the two sides one after the other. Per run: wall seconds to the target (ESS 400 bulk and tail,
+every parameter; R-hat < 1.01), ESS, R-hat and what the adaptation settled on (the kept draws' acceptance,
+step and leapfrog steps). Per case: the paired wall-time ratios single ÷ double by seed, their geometric mean
+and the standard error of its log (_common.paired_by_seed), and the two sides' posterior means apart in their
+pooled sd (the same posterior). ``ratio`` (top level): the largest case's geometric mean. Resumable per (case,
+side, seed): results/hmc_single.json after every run.
 """
 
 from __future__ import annotations

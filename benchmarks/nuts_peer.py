@@ -225,7 +225,7 @@ def main() -> int:
         rec = RESULTS["cases"].setdefault(name, {"n": len(y)})
         t_seg = time.time()
         if "daskgp" in a.sides and "daskgp" not in rec:
-            from daskgp.compute.cluster import get_client
+            from daskgp.compute.cluster import close_client, get_client
 
             client = client or get_client(n_workers=2)
             run_daskgp(name, X, y, rec, client, a.target_ess)
@@ -241,7 +241,7 @@ def main() -> int:
         print(name, json.dumps({k: rec.get(k) for k in ("ratio", "ratio_vs_extrapolation",
                                                         "mean_gap_in_nuts_sd", "sd_ratio_daskgp_over_nuts")}))
     if client is not None:
-        client.close()
+        close_client(client)
     return 0
 
 

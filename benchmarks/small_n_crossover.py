@@ -43,7 +43,7 @@ def run_one(X, y, method: str, seed: int, target_ess: int, out: Path, **options)
     import arviz as az
 
     import daskgp as dg
-    from daskgp.compute.cluster import get_client
+    from daskgp.compute.cluster import close_client, get_client
 
     client = get_client(n_workers=2, threads_per_worker=1)
     try:
@@ -52,7 +52,7 @@ def run_one(X, y, method: str, seed: int, target_ess: int, out: Path, **options)
                        seed=seed, overwrite=True, **options)
         wall = time.perf_counter() - t0
     finally:
-        client.close()
+        close_client(client)  # its local cluster too: a run's idle workers would load the next run's cores
     post = dt["posterior"].to_dataset()
     names = list(dt.attrs["param_names"])
     bulk = [float(az.ess(post, method="bulk")[nm]) for nm in names]

@@ -49,7 +49,9 @@ def get_client(address: str | None = None, *, n_workers: int | None = None, thre
         when dask-cuda, cupy or a GPU is missing) or 'auto' (the GPU only when all three are present; the
         choice is logged at INFO with its reason).
 
-    Raises ``ConnectionError`` with the address when the scheduler cannot be reached.
+    Raises ``ConnectionError`` with the address when the scheduler cannot be reached. Close a client this
+    made with :func:`close_client`, which closes a local cluster it started too (``client.close()`` alone
+    leaves the cluster's workers running, idle but awake, until the process ends).
     """
     import dask
     from distributed import Client

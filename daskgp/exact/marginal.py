@@ -41,9 +41,9 @@ def single_precision_ok(n: int, variance: float, noise: float) -> bool:
     rounding against K's smallest eigenvalue within the bound the float32 kernel-row cache keeps to,
     ε₃₂·n·variance/noise ≤ :data:`daskgp.compute.precision.FLOAT32_MAX_BOUND` (0.1). A float32 Cholesky and
     inverse are backward stable: the gradient's relative error is of order that bound, at most 0.1 and in
-    practice far less (1e-4 to 1e-3 at concrete's bound of 0.0015 and 2,000 power_plant rows')."""
-    return n <= _DENSE_GRADIENT_MAX_N and float32_rounding_bound(n, math.log(variance), math.log(noise)) \
-        <= FLOAT32_MAX_BOUND
+    practice far less (1e-4 to 1e-3 of the largest component on concrete, where the bound is 0.0015)."""
+    bound = float32_rounding_bound(n, math.log(variance), math.log(noise))
+    return n <= _DENSE_GRADIENT_MAX_N and bound <= FLOAT32_MAX_BOUND
 
 
 def max_exact_n(memory_bytes: float | None = None) -> int:

@@ -31,7 +31,8 @@ class Target(Protocol):
 
     def force(self, phi: np.ndarray) -> np.ndarray:
         """∇ log p(φ | y) (p,) by a dense Cholesky, in single precision where its error is small — a
-        deterministic function of φ, what HMC's trajectories integrate; NaN where it cannot be evaluated."""
+        deterministic function of φ, what HMC's trajectories integrate between their ends; NaN where it
+        cannot be evaluated."""
 
     def log_density_and_grad(self, phi: np.ndarray) -> tuple[float, np.ndarray]:
         """(log p(φ | y), ∇ log p (p,)) exact (a dense Cholesky); (−inf, zeros) where it cannot be
