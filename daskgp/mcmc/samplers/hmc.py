@@ -263,13 +263,13 @@ def metric_windows(n_adapt: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
 
 
-# The most rows for which method='auto' runs HMC rather than SGHMC: where their wall times to the same
-# target (ESS 400 bulk and tail, R-hat < 1.01; 4 chains, 2 workers, both samplers' defaults) cross,
-# measured side by side (benchmarks/small_n_crossover.py, results/small_n_crossover.json). HMC reached it
-# sooner in each of 3 paired seeds on concrete's 1,030 rows (ratios 0.69 / 0.75 / 0.74) and later on 2,000
-# house_8L rows (1.45, one seed: its Cholesky gradients cost 8x as much, SGHMC's products 4x); the
-# crossing, log-linear in n between the two, is at about 1,400 rows. Near it either sampler is as fast.
-# Unimodal posteriors only: on 2,000 power_plant rows, which have two modes, HMC mixed far worse (guide).
+# The most rows for which method='auto' runs HMC rather than SGHMC, from their wall times to the same target
+# (ESS 400 bulk and tail, R-hat < 1.01; 4 chains, 2 workers, both samplers' defaults) measured side by side
+# (benchmarks/small_n_crossover.py, results/small_n_crossover.json). First measured crossing at about 1,400
+# rows (HMC 1.45x SGHMC's time on 2,000 house_8L rows, one seed, when HMC adapted 150 iterations with metric
+# windows). Since its 50-iteration step-only adaptation and single-precision inner steps HMC is ahead in
+# every seed on 1,030 and on 2,000 unimodal rows (the guide); the limit stays here until the two-mode case,
+# 2,000 power_plant rows, where HMC once mixed far worse, is measured with today's HMC.
 HMC_DEFAULT_MAX_N = 1400
 
 
