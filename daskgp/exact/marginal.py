@@ -23,7 +23,7 @@ import scipy.linalg
 
 from ..compute.backend import check_columns, like, namespace, require_float64, to_host
 from ..compute.operator import KernelOperator, dense_covariance, single_threaded_blas
-from ..compute.precision import FLOAT32_MAX_BOUND, float32_rounding_bound
+from ..compute.precision import rows_dtype_for
 from ..compute.solvers import PivotedCholesky, cg, ulisse
 from ..core.kernels import Kernel
 from ..core.random import rademacher
@@ -42,8 +42,8 @@ def single_precision_ok(n: int, variance: float, noise: float) -> bool:
     ε₃₂·n·variance/noise ≤ :data:`daskgp.compute.precision.FLOAT32_MAX_BOUND` (0.1). A float32 Cholesky and
     inverse are backward stable: the gradient's relative error is of order that bound, at most 0.1 and in
     practice far less (1e-4 to 1e-3 of the largest component on concrete, where the bound is 0.0015)."""
-    bound = float32_rounding_bound(n, math.log(variance), math.log(noise))
-    return n <= _DENSE_GRADIENT_MAX_N and bound <= FLOAT32_MAX_BOUND
+    dtype, _ = rows_dtype_for(n, math.log(variance), math.log(noise))  # the cache's rule, the same bound
+    return n <= _DENSE_GRADIENT_MAX_N and dtype == "float32"
 
 
 def max_exact_n(memory_bytes: float | None = None) -> int:
