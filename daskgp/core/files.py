@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MARK", "check_destination", "replaced_atomically", "write_atomically",
-           "written_kind"]
+__all__ = ["MANIFEST", "MARK", "Output", "check_destination", "check_outputs", "replaced_atomically",
+           "store_above", "write_atomically", "written_kind"]
 
 
 def _fsync(path: str) -> None:
@@ -41,6 +42,8 @@ def replaced_atomically(path, suffix: str = ""):
         except OSError as e:  # the user gave `path`: an error naming our temporary name would puzzle
             raise OSError(e.errno, f"could not write {path}: {e.strerror or e}".replace(tmp, path)) from None
         _fsync(tmp)
+        if os.path.isdir(path) and not os.path.isdir(tmp):  # checked before any work; a folder made since
+            raise IsADirectoryError(f"could not write {path}: it is a folder (nothing was replaced)")
         if os.path.isdir(tmp) and os.path.isdir(path):
             os.replace(path, old)  # a directory cannot replace a non-empty one in one step
         os.replace(tmp, path)
@@ -87,7 +90,14 @@ def _netcdf_kind(path: str) -> str | None:
     return v.decode() if isinstance(v, bytes) else (str(v) if v is not None else None)
 
 
+MANIFEST = "daskgp_nodes"  # a zarr store's attribute: the nodes (arrays) its daskgp writer put in it
+
+
 def _zarr_kind(path: str) -> str | None:
+    """A zarr store is ours when its attributes carry the marker *and* the manifest of the nodes it was
+    written with, and every entry, recursively, is one of those nodes' metadata or chunks — so a user's
+    file or sub-group anywhere inside makes it foreign (an overwrite would delete it). A store without the
+    manifest (daskgp <= 0.6) is not provably ours."""
     import json
 
     with open(os.path.join(path, "zarr.json"), "rb") as f:
@@ -95,16 +105,33 @@ def _zarr_kind(path: str) -> str | None:
     attrs = doc.get("attributes", {}) if isinstance(doc, dict) else {}
     if not isinstance(attrs, dict):
         return None
-    v = attrs.get(MARK) or attrs.get("model")
-    if v is None:
+    v, nodes = attrs.get(MARK), attrs.get(MANIFEST)
+    if v is None or not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
         return None
-    for entry in os.listdir(path):  # a zarr group: its metadata and node folders, nothing of a user's
+    for entry in os.listdir(path):
         full = os.path.join(path, entry)
         if entry == "zarr.json":
             continue
-        if os.path.islink(full) or not os.path.isfile(os.path.join(full, "zarr.json")):
+        if entry not in nodes or os.path.islink(full) or not _only_chunks(full):
             return None
     return v
+
+
+def _only_chunks(node: str) -> bool:
+    """An array node as zarr writes it: its ``zarr.json`` and, under ``c/``, chunk files named by their
+    (decimal) indices, or one chunk file ``c`` (a scalar) — nothing else, no link, no nested group."""
+    for entry in os.listdir(node):
+        full = os.path.join(node, entry)
+        if os.path.islink(full):
+            return False
+        if entry in ("zarr.json", "c") and os.path.isfile(full):
+            continue
+        if entry != "c" or not os.path.isdir(full):
+            return False
+        for root, dirs, files in os.walk(full):
+            if any(not n.isdigit() or os.path.islink(os.path.join(root, n)) for n in [*dirs, *files]):
+                return False
+    return True
 
 
 # a fit checkpoint folder's own files (daskgp.runs.fits): its commits first, the lock, the held-out log
@@ -137,22 +164,17 @@ def _npz_kind(path: str) -> str | None:
         return str(f[MARK]) if MARK in f.files else None
 
 
-def _csv_kind(path: str) -> str | None:
-    with open(path, "rb") as f:
-        head = f.readline(1 << 16).decode("utf-8", "replace").strip()
-    return "predictions" if head.endswith(PREDICTION_COLUMNS) else None
-
-
-PREDICTION_COLUMNS = ",mean,sd,lower,upper"  # the header's end of a predictions CSV (`daskgp predict`)
+# A CSV has no place for a marker a user's file cannot have by accident (a header ending in the prediction
+# columns was one, and a user's table with such a header was replaced): daskgp never replaces a CSV.
 _READERS = {".json": _json_kind, ".nc": _netcdf_kind, ".nc4": _netcdf_kind, ".netcdf": _netcdf_kind,
-            ".npz": _npz_kind, ".csv": _csv_kind}
+            ".npz": _npz_kind}
 
 
 def written_kind(path) -> str | None:
     """Which daskgp writer made ``path`` (its marker: :data:`MARK` in a JSON report, a netCDF's or a zarr
-    store's attributes or an ``.npz``; the prediction columns of a CSV), or None for anything else — a
-    user's file, a symbolic link, a folder with foreign entries, an unreadable file. Reads metadata only;
-    never unpickles or executes anything."""
+    store's attributes with its manifest, or an ``.npz``), or None for anything else — a user's file, a
+    CSV, a symbolic link, a folder with foreign entries, an unreadable file. Reads metadata only; never
+    unpickles or executes anything."""
     path = os.fspath(path)
     if os.path.islink(path) or not os.path.exists(path):
         return None
@@ -165,18 +187,28 @@ def written_kind(path) -> str | None:
         return None
 
 
+def _within(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or lies below it (both resolved: a link cannot hide the relation)."""
+    p, f = os.path.realpath(path), os.path.realpath(folder)
+    return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
+
+
 def check_destination(path, kind: str, *, overwrite: bool = False, suffixes=None, reads=(),
-                      flag: str = "--out") -> str:
+                      flag: str = "--out", folder: bool = False) -> str:
     """Refuse, before any work, a path daskgp must not write ``kind`` to; return it absolute. The rule
-    (issue 29), the same for every file and store daskgp writes:
+    (issues 29 and 56), the same for every file, folder and store daskgp writes:
 
     * it ends in one of ``suffixes`` (when given), and its folder exists and is writable;
-    * it is not a symbolic link (daskgp never writes through one), not inside a zarr store or a run;
-    * it is none of ``reads``, the inputs the same command reads;
+    * it is not a symbolic link (daskgp never writes through one), not inside a zarr store, a run or a fit
+      checkpoint;
+    * it is none of ``reads`` (the inputs the same command reads), lies inside none of them (a table's
+      folder) and holds none of them;
+    * a new ``folder`` (Parquet predictions) must not exist: daskgp never replaces or deletes a folder;
     * an existing path is refused without ``overwrite`` and, even with it, replaced only when its marker
-      (:func:`written_kind`) says daskgp wrote it as the same ``kind``.
+      (:func:`written_kind`) says daskgp wrote it as the same ``kind`` (never a CSV: no marker is possible).
 
     Raises FileExistsError, FileNotFoundError, PermissionError or ValueError with one line naming ``flag``.
+    Several outputs of one command: :func:`check_outputs`.
     """
     raw = os.fspath(path)
     if not raw:
@@ -192,26 +224,74 @@ def check_destination(path, kind: str, *, overwrite: bool = False, suffixes=None
     if os.path.islink(raw):
         raise ValueError(f"{flag} {raw} is a symbolic link; daskgp never writes through one: give the real "
                          "path")
-    folder = parent
-    while True:
-        if any(os.path.lexists(os.path.join(folder, m)) for m in _STORE_FILES):
-            raise ValueError(f"{flag} {raw} is inside the store {folder}; write beside it, not into it")
-        up = os.path.dirname(folder)
-        if up == folder:
-            break
-        folder = up
+    store = store_above(parent)
+    if store is not None:
+        raise ValueError(f"{flag} {raw} is inside the store {store}; write beside it, not into it")
     for r in reads:
-        if r is not None and os.path.exists(raw) and os.path.exists(r) and os.path.samefile(raw, r):
-            raise ValueError(f"{flag} {raw} is the input {os.fspath(r)} this command reads")
+        if r is None or not os.path.exists(r):
+            continue
+        r = os.fspath(r)
+        if _within(full, r):
+            where = "is" if os.path.realpath(full) == os.path.realpath(r) else "is inside"
+            raise ValueError(f"{flag} {raw} {where} the input {r} this command reads")
+        if os.path.lexists(raw) and _within(r, full):
+            raise ValueError(f"{flag} {raw} holds the input {r} this command reads")
     if not os.path.lexists(raw):
         return full
+    if folder:
+        raise FileExistsError(f"{flag} {raw} exists: give a new folder (daskgp does not replace or delete a "
+                              "folder)")
     if not overwrite:
         how = "--overwrite" if flag.startswith("--") else "overwrite=True"
         raise FileExistsError(f"{raw} exists; pass {how} to replace it")
+    if raw.lower().endswith(".csv"):
+        raise ValueError(f"refusing to overwrite {raw}: daskgp never replaces a CSV (it cannot tell one it "
+                         "wrote from yours); remove it or choose another path")
     found = written_kind(raw)
     if found != kind:
         made = f"it is a {found}" if found else "daskgp did not write it"
         raise ValueError(f"refusing to overwrite {raw}: {made} (not a {kind}); choose another path")
+    return full
+
+
+def store_above(folder) -> str | None:
+    """The nearest folder at or above ``folder`` that is a zarr store, a run or a fit checkpoint (it holds
+    one of their metadata files), or None: nothing daskgp writes may go inside one."""
+    folder = os.path.abspath(os.fspath(folder))
+    while True:
+        if any(os.path.lexists(os.path.join(folder, m)) for m in _STORE_FILES):
+            return folder
+        up = os.path.dirname(folder)
+        if up == folder:
+            return None
+        folder = up
+
+
+@dataclass(frozen=True)
+class Output:
+    """One path a command writes: what :func:`check_destination` needs (``flag`` names it in messages)."""
+
+    path: str
+    kind: str
+    flag: str = "--out"
+    overwrite: bool = False
+    suffixes: tuple | None = None
+    folder: bool = False
+
+
+def check_outputs(outputs, reads=()) -> list[str]:
+    """Every output of one command through :func:`check_destination`, and none the same as, inside or
+    holding another (``--predictions`` onto ``--out``, or into ``OUT.checkpoint``): the absolute paths, in
+    order. Call it before any work. ``outputs``: :class:`Output`s (None entries skipped)."""
+    outs = [o for o in outputs if o is not None]
+    full = [check_destination(o.path, o.kind, overwrite=o.overwrite, suffixes=o.suffixes, reads=reads,
+                              flag=o.flag, folder=o.folder) for o in outs]
+    for i in range(len(outs)):
+        for j in range(len(outs)):
+            if i != j and _within(full[i], full[j]) and (i < j or full[i] != full[j]):
+                a, b = outs[i], outs[j]
+                rel = "is the same path as" if full[i] == full[j] else "is inside"
+                raise ValueError(f"{a.flag} {a.path} {rel} {b.flag} {b.path}: give each output its own path")
     return full
 
 
@@ -220,8 +300,13 @@ def array_digest(values) -> str:
     a damaged copy (a lost chunk reads back as fill values) is refused instead of predicting NaN."""
     import hashlib
 
-    a = np.ascontiguousarray(np.asarray(values))
+    a = np.asarray(values)
     h = hashlib.blake2b(digest_size=16)
+    if a.dtype.kind in "OUS":  # text (names): its characters, in whatever width or object dtype it comes
+        h.update(f"text{a.shape}".encode())
+        h.update("\x1f".join(x.decode() if isinstance(x, bytes) else str(x) for x in a.ravel()).encode())
+        return h.hexdigest()
+    a = np.ascontiguousarray(a)
     h.update(f"{a.dtype.str}{a.shape}".encode())
     h.update(a.tobytes())
     return h.hexdigest()

@@ -316,28 +316,35 @@ def write_table_results(res, out: str, table, args, n_test: int, **metrics: floa
         res.to_netcdf(tmp)
 
 
-def check_predictions_path(args) -> None:
-    """``--predictions FOLDER``, checked before any work: only with a table (data in memory keep their test
-    predictions in ``--out``), a path that does not exist yet (daskgp never replaces or deletes a folder)
-    in an existing folder, and not the table itself."""
+def inputs_of(args) -> list[str]:
+    """The paths a fit command reads (``--csv``, a ``--data`` table's folder, store or the files its glob
+    matches): what none of its outputs may be, lie in or hold."""
+    import glob
+
+    paths = [args.csv] if getattr(args, "csv", None) else []
+    if not paths and table_in_args(args):
+        paths += [args.data] if os.path.exists(args.data) else sorted(glob.glob(args.data))
+    return paths
+
+
+def predictions_output(args):
+    """``--predictions FOLDER`` as an :class:`daskgp.core.files.Output` (a new Parquet folder), or None;
+    only with a table (data in memory keep their test predictions in ``--out``)."""
+    from ..core.files import Output
+
     path = getattr(args, "predictions", None)
     if path is None:
-        return
+        return None
     if not table_in_args(args):
         raise ValueError("--predictions is for a --data table; with data in memory the test predictions are "
                          f"in {args.out}")
-    if os.path.lexists(path):
-        raise FileExistsError(f"--predictions {path} exists: give a new folder (daskgp does not replace or "
-                              "delete a folder)")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise FileNotFoundError(f"--predictions {path}: the folder {parent} does not exist")
+    return Output(path, "predictions", flag="--predictions", folder=True)
 
 
 def write_table_predictions(path: str, columns: dict) -> int:
     """Write the dask arrays ``columns`` (name → (n,), one row chunking) as the Parquet folder ``path``, one
     file per chunk, each written by the worker that computes it (no row comes to this process). A failed
-    write removes the folder it made (it did not exist: :func:`check_predictions_path`). Returns the files
+    write removes the folder it made (it did not exist: :func:`predictions_output`). Returns the files
     written."""
     import shutil
 
@@ -366,15 +373,18 @@ def save_predictions(args, table, y_test, **columns) -> None:
 
 
 def check_fit_outputs(args, ckpt, kind: str) -> None:
-    """Before any work: ``--out`` a netCDF path daskgp may write a ``kind`` model to (new, or one it wrote
-    with ``--overwrite``: :func:`check_out_path`), and the state of its checkpoint ``ckpt`` (an object with
-    ``path``, ``kind`` and ``exists()``) consistent with ``--resume`` — a foreign file at the checkpoint's
-    name is never removed or read."""
-    from ..core.files import check_destination, written_kind
+    """Before any work, every output of a fit command by the one rule
+    (:func:`daskgp.core.files.check_outputs`): ``--out`` a netCDF path daskgp may write a ``kind`` model to
+    (new, or one it wrote with ``--overwrite``), ``--predictions`` a new folder, the checkpoint ``ckpt`` (an
+    object with ``path``, ``kind`` and ``exists()``), none inside another or an input; and the checkpoint's
+    state consistent with ``--resume`` — a foreign file at the checkpoint's name is never removed or read."""
+    from ..core.files import Output, check_outputs, written_kind
 
-    reads = (getattr(args, "csv", None),)
-    check_out_path(args.out, kind, args.overwrite, (".nc", ".nc4", ".netcdf"), reads=reads)
-    check_predictions_path(args)
+    if os.path.isdir(args.out) and not os.path.islink(args.out):
+        raise IsADirectoryError(f"--out {args.out} is a folder")
+    outs = [Output(args.out, kind, overwrite=args.overwrite, suffixes=(".nc", ".nc4", ".netcdf")),
+            predictions_output(args)]
+    check_outputs(outs, reads=inputs_of(args))  # first: its lines name what the user typed
     if ckpt.exists() and not (args.resume or args.overwrite):
         raise FileExistsError(f"{ckpt.path} holds an interrupted fit: add --resume to continue it or "
                               "--overwrite to start afresh")
@@ -384,8 +394,8 @@ def check_fit_outputs(args, ckpt, kind: str) -> None:
     if args.resume and written_kind(ckpt.path) != ckpt.kind:
         raise ValueError(f"{ckpt.path} is damaged or not a daskgp checkpoint, so nothing in it can be "
                          "resumed: delete it (or move it away) and run without --resume to start afresh")
-    check_destination(ckpt.path, ckpt.kind, overwrite=args.overwrite or args.resume, reads=reads,
-                      flag="the checkpoint")
+    check_outputs([*outs, Output(ckpt.path, ckpt.kind, flag="the checkpoint",
+                                 overwrite=args.overwrite or args.resume)], reads=inputs_of(args))
 
 
 def split_from_args(args, tables: bool = False):

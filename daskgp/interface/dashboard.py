@@ -237,7 +237,7 @@ class RunViews:
         from ..mcmc.diagnostics import open_run, save_netcdf
 
         path = os.path.join(self.workdir, "posterior.nc")
-        save_netcdf(open_run(self.out), path)
+        save_netcdf(open_run(self.out), path, overwrite=True)  # the last download's file, in our folder
         return path
 
     def export_summary_csv(self) -> str:

@@ -315,10 +315,21 @@ def run_summary(dt) -> tuple[pd.DataFrame, list[str]]:
     return (table.loc[order] if order else table), notes
 
 
-def save_netcdf(dt, path) -> None:
-    """Write a run (as from :func:`open_run`) to netCDF; structured attributes become JSON strings."""
+RUN_EXPORT_KIND = "daskgp.run-export"  # the marker of a run written to netCDF by save_netcdf
+
+
+def save_netcdf(dt, path, overwrite: bool = False) -> None:
+    """Write a run (as from :func:`open_run`) to the netCDF file ``path`` (``.nc``), atomically and by the
+    writer rule (:func:`daskgp.core.files.check_destination`: an existing file only with ``overwrite`` and
+    only one this function wrote); structured attributes become JSON strings (ArviZ reads it:
+    ``arviz.from_netcdf``)."""
     import json
 
+    from ..core.files import MARK, check_destination, replaced_atomically
+
+    check_destination(path, RUN_EXPORT_KIND, overwrite=overwrite, suffixes=(".nc",), flag="path")
     out = dt.copy()
     out.attrs = {k: v if isinstance(v, (str, int, float)) else json.dumps(v) for k, v in dt.attrs.items()}
-    out.to_netcdf(path)
+    out.attrs[MARK] = RUN_EXPORT_KIND
+    with replaced_atomically(path) as tmp:
+        out.to_netcdf(tmp)

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 import zarr
 
+from ..core.files import store_above
 from .commit import CHECKPOINT, PREVIOUS, RunDamaged, RunError, digest, read_document
 from .lock import LOCK_NAME, LockInfo, RunLocked, lock_info
 
@@ -157,8 +158,10 @@ def _foreign_in_group(group: str) -> list[str]:
 
 def check_new_run_path(path, overwrite: bool = False) -> None:
     """Refuse, before any work, an output a new run must not take: ``/``, the home folder, the working
-    directory or a parent of it; an existing path unless ``overwrite``; and, even then, anything that is
-    not provably a daskgp run (or an empty folder), a run with foreign files in it, or a run a writer holds.
+    directory or a parent of it; a path inside a zarr store, a run or a fit checkpoint
+    (:func:`daskgp.core.files.store_above`); an existing path unless ``overwrite``; and, even then,
+    anything that is not provably a daskgp run (or an empty folder), a run with foreign files in it, or a
+    run a writer holds.
     """
     path = _norm(path)
     if not path:
@@ -171,6 +174,10 @@ def check_new_run_path(path, overwrite: bool = False) -> None:
         raise ValueError(f"refusing to write a run at {path}: it is {protected[real]}")
     if cwd.startswith(real.rstrip("/") + "/"):
         raise ValueError(f"refusing to write a run at {path}: it contains the working directory")
+    store = store_above(os.path.dirname(os.path.abspath(path)))
+    if store is not None:  # a run inside a run (or any store) would be deleted or corrupted with it
+        raise ValueError(f"refusing to write a run at {path}: it is inside the store {store}; write beside "
+                         "it, not into it")
     kind = _kind(path)
     if kind == "absent":
         _refuse_file_suffix(path)

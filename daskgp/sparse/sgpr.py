@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ..core.files import MARK, array_digest, check_destination, replaced_atomically
+from ..core.files import MANIFEST, MARK, array_digest, check_destination, replaced_atomically
 from ..core.kernels import kernel_name
 from ..core.validation import (
     at_least,
@@ -44,7 +44,9 @@ from .fit import INITS, FitCheckpoint, ReplayDiverged, SparsePosterior, fit_glob
 
 __all__ = ["SparseGPRegressor"]
 
-MODEL_FORMAT = 2  # of the saved model (``save`` / ``load``); 2: the noise as a variance, 1 still read
+# of the saved model (``save`` / ``load``); 3: digests of every variable, coordinate and attribute load reads;
+# 2: the noise as a variance, digests of the data variables; 1 (daskgp 0.3, the noise's precision) still read
+MODEL_FORMAT = 3
 
 
 class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
@@ -307,7 +309,8 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         if getattr(self, "start_info_", {}).get("init") == "subset":  # where the fit started, as JSON
             ds.attrs["start_info"] = json.dumps(self.start_info_)
         ds.attrs[MARK] = ds.attrs["model"]
-        ds.attrs["digests"] = json.dumps({k: array_digest(v.values) for k, v in ds.data_vars.items()})
+        ds.attrs["digests"] = json.dumps({str(k): array_digest(v.values) for k, v in ds.variables.items()})
+        ds.attrs["attrs_digest"] = _attrs_digest(ds.attrs)
         return ds
 
     def _iteration_seconds(self) -> np.ndarray:
@@ -322,6 +325,8 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         fmt = _store_format(path)
         check_destination(path, "daskgp.SparseGPRegressor", overwrite=overwrite, flag="path")
         ds = self.to_dataset()
+        if fmt == "zarr":  # the nodes it writes: an overwrite later replaces a store holding these only
+            ds.attrs[MANIFEST] = sorted(str(k) for k in ds.variables)
         with replaced_atomically(path) as tmp:
             ds.to_netcdf(tmp) if fmt == "netcdf" else ds.to_zarr(tmp, mode="w", consolidated=True)
 
@@ -341,22 +346,17 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             raise ValueError(f"{path} holds no daskgp SparseGPRegressor (attribute 'model' is "
                              f"{ds.attrs.get('model')!r})")
         try:
-            digests = json.loads(ds.attrs.get("digests", "{}"))
-        except ValueError:
-            digests = None
-        bad = (["digests"] if not isinstance(digests, dict) else
-               [k for k, h in digests.items() if k not in ds or array_digest(ds[k].values) != h])
-        if bad:
-            raise ValueError(f"{path} is damaged: {', '.join(bad)} differ from what was saved (a lost or "
-                             "altered chunk); save the model again")
-        fmt_no = int(ds.attrs.get("model_format", 0))
-        if fmt_no not in (1, MODEL_FORMAT):
+            fmt_no = int(ds.attrs.get("model_format", 0))
+        except (TypeError, ValueError):
+            fmt_no = 0
+        if fmt_no not in (1, 2, MODEL_FORMAT):
             raise ValueError(f"{path} has model format {ds.attrs.get('model_format')}; this daskgp reads "
-                             f"formats 1 and {MODEL_FORMAT}")
+                             f"formats 1 to {MODEL_FORMAT}")
+        _check_digests(ds, path, fmt_no)
         try:
             est = cls(**json.loads(ds.attrs["params"]))
             # format 1 (daskgp 0.3) kept the noise as its precision
-            noise = ds.attrs["noise_std"] if fmt_no == MODEL_FORMAT else 1.0 / float(ds.attrs["beta_std"])
+            noise = ds.attrs["noise_std"] if fmt_no >= 2 else 1.0 / float(ds.attrs["beta_std"])
             theta = GlobalParams(ds["inducing_std"].values, ds.attrs["variance_std"],
                                  ds["lengthscales_std"].values, noise=noise, kernel=kernel_name(est.kernel))
             post = SparsePosterior(theta, ds["q_mean_weights"].values[:, None], ds["q_var_matrix"].values)
@@ -373,6 +373,53 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             est.feature_names_in_ = np.asarray(names, dtype=object)
         est._set_fitted(post, ds.attrs["bound"])
         return est
+
+
+# what load() reads from a saved model's attributes: covered by its digest (format 3)
+_LOAD_ATTRS = ("model", "model_format", "bound", "n_train", "n_inducing", "variance_std", "noise_std",
+               "y_mean", "y_scale", "params", "fit_info")
+
+
+def _attrs_digest(attrs) -> str:
+    """A digest of the attributes :meth:`SparseGPRegressor.load` reads, as plain text (numbers by their
+    ``repr``, so a value read back from netCDF or zarr as a numpy scalar gives the same text)."""
+    import hashlib
+
+    def plain(v):
+        if isinstance(v, bool | np.bool_):
+            return repr(bool(v))
+        if isinstance(v, int | np.integer):
+            return repr(int(v))
+        if isinstance(v, float | np.floating):
+            return repr(float(v))
+        return repr(str(v))
+
+    text = "\n".join(f"{k}={plain(attrs[k]) if k in attrs else '<absent>'}" for k in _LOAD_ATTRS)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _check_digests(ds: xr.Dataset, path: str, fmt_no: int) -> None:
+    """Refuse, naming what differs, a saved model whose arrays or attributes are not what was saved. The
+    digests are mandatory from format 2 on (daskgp >= 0.6 wrote them always); format 3 also covers the
+    coordinates (the feature names) and the attributes load reads (y's scale and mean, the noise, the
+    parameters). Format 1 (daskgp 0.3) had none and is read as it is."""
+    raw = ds.attrs.get("digests")
+    if raw is None and fmt_no >= 2:
+        raise ValueError(f"{path} has no digests (every model of format {fmt_no} was saved with them): it "
+                         "was altered or is not a daskgp model; save the model again")
+    try:
+        digests = json.loads(raw) if raw is not None else {}
+    except (TypeError, ValueError):
+        digests = None
+    bad = (["digests"] if not isinstance(digests, dict) else
+           [k for k, h in digests.items() if k not in ds.variables or array_digest(ds[k].values) != h])
+    if fmt_no >= 3:
+        bad += [k for k in map(str, ds.variables) if isinstance(digests, dict) and k not in digests]
+        if ds.attrs.get("attrs_digest") != _attrs_digest(ds.attrs):
+            bad.append("the attributes")
+    if bad:
+        raise ValueError(f"{path} is damaged: {', '.join(bad)} differ from what was saved (a lost or "
+                         "altered chunk or value); save the model again")
 
 
 def _store_format(path: str) -> str:

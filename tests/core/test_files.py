@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from daskgp.core.files import MARK, check_destination, replaced_atomically, write_atomically, written_kind
+from daskgp.core.files import (
+    MANIFEST,
+    MARK,
+    check_destination,
+    replaced_atomically,
+    write_atomically,
+    written_kind,
+)
 from daskgp.interface.cli import main
 
 
@@ -48,7 +55,7 @@ def test_unreadable_files_are_not_provably_ours(content, tmp_path):
         p = tmp_path / f"f{suffix}"
         p.write_bytes(content)
         assert written_kind(p) is None
-        with pytest.raises(ValueError, match="did not write"):
+        with pytest.raises(ValueError, match="did not write|never replaces a CSV"):
             check_destination(p, "daskgp.anything", overwrite=True)
 
 
@@ -60,17 +67,18 @@ def test_markers_of_each_format(tmp_path):
     xr.Dataset({"a": ("x", np.arange(3.0))}).to_netcdf(plain)
     assert written_kind(plain) is None
     z = tmp_path / "m.zarr"
-    xr.Dataset({"a": ("x", np.arange(3.0))}, attrs={MARK: "daskgp.k"}).to_zarr(z)
+    xr.Dataset({"a": ("x", np.arange(3.0))}, attrs={MARK: "daskgp.k", MANIFEST: ["a"]}).to_zarr(z)
     assert written_kind(z) == "daskgp.k"
     (z / "precious.txt").write_text("keep")  # a user's file inside: not provably ours any more
     assert written_kind(z) is None
+    bare = tmp_path / "bare.zarr"  # the marker without the manifest of its nodes (daskgp <= 0.6)
+    xr.Dataset({"a": ("x", np.arange(3.0))}, attrs={MARK: "daskgp.k"}).to_zarr(bare)
+    assert written_kind(bare) is None
     npz = tmp_path / "c.npz"
     np.savez(npz, a=np.zeros(2), **{MARK: np.str_("daskgp.fit-checkpoint")})
     assert written_kind(npz) == "daskgp.fit-checkpoint"
-    csv = tmp_path / "p.csv"
+    csv = tmp_path / "p.csv"  # a CSV cannot carry a marker: never provably ours, whatever its header
     csv.write_text("a,b,mean,sd,lower,upper\n1,2,3,4,5,6\n")
-    assert written_kind(csv) == "predictions"
-    csv.write_text("a,b\n1,2\n")
     assert written_kind(csv) is None
 
 

@@ -295,7 +295,9 @@ def test_the_table_split_holds_out_the_same_rows_however_the_files_cut_them(tmp_
     (["gpc", "--features", "a,b"], "--features is for a --data table"),
     (["gpc", "--data", "{folder}", "--inducing", "9000"], "--inducing 9000 is more than the"),
     (["sgpr", "--data", "concrete", "--predictions", "{folder}.p"], "--predictions is for a --data table"),
-    (["advgp", "--data", "{folder}", "--predictions", "{folder}"], "exists: give a new folder"),
+    (["advgp", "--data", "{folder}", "--predictions", "{folder}"], "is the input"),
+    (["advgp", "--data", "{folder}", "--predictions", "{folder}.nc", "--out", "{folder}.nc"],
+     "is the same path as"),
 ])
 def test_cli_table_arguments_refused_in_one_line(argv, msg, capsys, parquet_folder):
     from daskgp.interface.cli import main

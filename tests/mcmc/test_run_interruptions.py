@@ -87,7 +87,7 @@ READER = textwrap.dedent("""
         except ValueError as e:
             if "run longer" not in str(e):
                 errors.append(f"run_summary: {e}")
-        save_netcdf(dt, os.path.join(scratch, "download.nc"))  # the dashboard's download
+        save_netcdf(dt, os.path.join(scratch, "download.nc"), overwrite=True)  # the dashboard's download
         err = io.StringIO()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             rc = main(["summary", run])
