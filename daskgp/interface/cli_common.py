@@ -10,7 +10,24 @@ import sys
 import numpy as np
 
 
-def print_summary(dt, psrf: bool = False) -> None:
+def continue_command(path: str, cfg: dict, n_draws: int, target: int) -> str:
+    """The command that continues the unconverged run at ``path`` toward ``target`` ESS and is accepted on
+    it (tested literally): a run that used its whole iteration cap is given twice the cap; a run with a
+    target that stopped short of its cap (stopped from the dashboard) just resumes; a fixed-length run takes
+    the target (its cap becomes the targets' default)."""
+    import shlex
+
+    q = shlex.quote(path)
+    if cfg.get("target_ess") and n_draws >= cfg["n_iter"]:
+        return f"daskgp sample --resume {q} --target-ess {target} --iterations {2 * int(cfg['n_iter'])}"
+    if cfg.get("target_ess") == target:
+        return f"daskgp sample --resume {q}"
+    return f"daskgp sample --resume {q} --target-ess {target}"
+
+
+def print_summary(dt, psrf: bool = False, path: str | None = None) -> None:
+    """The run's table and its verdict; ``path`` (the run's folder) makes the advice to continue an
+    unconverged run a command to copy (:func:`continue_command`)."""
     import pandas as pd
 
     from ..mcmc.diagnostics import DEFAULT_TARGET_ESS, post_warmup, psrf_evolution, run_fidelity, run_summary
@@ -50,8 +67,9 @@ def print_summary(dt, psrf: bool = False) -> None:
     elif worst < rhat_max and ess >= target:
         print(f"converged: max R-hat {worst:.3f} < {rhat_max}, min bulk/tail ESS {ess:.0f} >= {target}{rate}")
     else:
+        how = continue_command(path or "RUN", cfg, int(dt.attrs["n_draws"]), target)
         print(f"not converged yet: max R-hat {worst:.3f} (want < {rhat_max}), min bulk/tail ESS {ess:.0f} "
-              f"(want >= {target}){rate}; continue with 'daskgp sample --resume RUN --target-ess {target}'")
+              f"(want >= {target}){rate}; continue with: {how}")
     if psrf:
         sampled, _ = post_warmup(dt)
         ev = psrf_evolution(sampled, n_points=10)

@@ -52,7 +52,7 @@ def sample_command(args) -> int:
 
             what = "meets its target" if run.checkpoint["n_draws"] < cfg.n_iter else "is complete"
             print(f"daskgp: {out} {what} ({run.checkpoint['n_draws']} draws per chain)", file=sys.stderr)
-            print_summary(open_run(out))
+            print_summary(open_run(out), path=out)
             return 0
         if warm is None and run.lock is not None:
             print(f"daskgp: note: {run.lock.describe()}; taking over its lock", file=sys.stderr)
@@ -117,7 +117,7 @@ def sample_command(args) -> int:
             print(f"\ndaskgp: interrupted before the first block was committed: nothing was saved{kept}",
                   file=sys.stderr)
         return 130
-    print_summary(dt)
+    print_summary(dt, path=out)
     print(f"\nrun saved in {out} (daskgp summary {out}; daskgp predict {out} --x new.csv --out pred.csv)")
     return 0
 
@@ -146,7 +146,7 @@ def summary_command(args) -> int:
                                     f"checkpointed in {warmup_path(args.run)}; continue it with 'daskgp "
                                     f"sample --resume {args.run}'")
         raise FileNotFoundError(f"no run at {args.run}")
-    print_summary(open_run(args.run), psrf=args.psrf)
+    print_summary(open_run(args.run), psrf=args.psrf, path=args.run)
     return 0
 
 

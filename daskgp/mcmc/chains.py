@@ -538,11 +538,7 @@ def extended_config(cfg: SamplerConfig, n_draws: int, n_iter: int | None, target
             raise ValueError(f"{where} has {n_draws} draws per chain already: --iterations {n_iter} would "
                              "not extend it")
         d["n_iter"] = n_iter
-    new = SamplerConfig.from_dict(d)
-    if new.n_iter > n_draws and n_draws not in new.block_ends():
-        raise ValueError(f"{where} ends with a short block ({n_draws} draws per chain, blocks of "
-                         f"{cfg.checkpoint_every}): it cannot be extended; sample a new run")
-    return new
+    return SamplerConfig.from_dict(d)  # a short last block is a block: block_ends(n_draws) restarts there
 
 
 def _whole_chains(data: dict, names) -> dict:
@@ -612,7 +608,7 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
     progress, control, on_block = hooks
     control = control or RunControl()
     C, N = cfg.n_chains, cfg.n_iter
-    ends = cfg.block_ends()  # block b holds draws starts[b] … ends[b] − 1
+    ends = cfg.block_ends(store.n_draws)  # block b holds draws starts[b] … ends[b] − 1
     starts = [0, *ends[:-1]]
     states = list(ckpt["states"])
     elapsed0 = float(ckpt["elapsed"])
@@ -648,7 +644,7 @@ def _loop(store: DrawStore, X, y, cfg: SamplerConfig, M, ckpt: dict, names, clie
             control._track(client, f)
             ac.add(f)
 
-        next_block = ends.index(done0) + 1 if done0 else 0  # a boundary: extended_config checked it
+        next_block = ends.index(done0) + 1 if done0 else 0  # a boundary: block_ends(done0) holds it
         if done0 < N:
             for c in range(C):
                 submit(c, next_block)

@@ -296,12 +296,19 @@ class SamplerConfig:
         Cholesky caps it at n/2)."""
         return self.sampler.precond_rank_for(self, n)
 
-    def block_ends(self) -> list[int]:
+    def block_ends(self, done: int = 0) -> list[int]:
         """Where the run's blocks of draws end: every ``checkpoint_every`` iterations, restarting at the
-        warmup's end (``adapt``), so that no block holds both warmup and kept draws."""
+        warmup's end (``adapt``), so that no block holds both warmup and kept draws. ``done``: the draws a
+        run already has — when they end off this grid (a run of a length that is not a multiple of the
+        blocks, since extended), its short last block is a block like any other and the grid restarts there.
+        """
         B, N, W = self.checkpoint_every, self.n_iter, min(self.adapt, self.n_iter)
         ends = list(range(B, W, B)) + ([W] if W > 0 else [])
-        return ends + (list(range(W + B, N, B)) + [N] if N > W else [])
+        ends += list(range(W + B, N, B)) + [N] if N > W else []
+        if done <= 0 or done in ends or done > N:
+            return ends
+        after = list(range(done + B, N, B)) + ([N] if N > done else [])
+        return [e for e in ends if e < done] + [done] + after
 
     @property
     def adapt(self) -> int:

@@ -129,8 +129,10 @@ class DrawStore:
             raise ValueError(f"a block of draws {start}–{end - 1} straddles the warmup's end (draw {W})")
         warm = start < W
         off = 0 if warm else W  # the kept draws count from the warmup's end
-        # blocks are whole chunks, so an append never rewrites a committed chunk (readers may be reading it)
-        assert (start - off) % self.chunk == 0, "appending after a short block would rewrite a chunk"
+        # Blocks are whole chunks, except a run's short last block (a length off the block grid); extending
+        # such a run rewrites that one partial chunk, which readers may be reading: zarr (>= 3.4.2) writes
+        # every chunk to a temporary and renames it into place, so a reader sees the old chunk or the new,
+        # and both hold the same committed draws.
         names = (("warmup_posterior", "warmup_sample_stats") if warm else ("posterior", "sample_stats"))
         new_digests = {}
         with zarr.config.set({"array.write_empty_chunks": True}):  # every committed block has its file

@@ -286,3 +286,25 @@ def _tree_cpu_seconds(pid: int, psutil) -> float:
         except psutil.NoSuchProcess:
             pass
     return total
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("extra", [pytest.param([], marks=pytest.mark.slow, id="fixed-length"),  # to ESS 400
+                                   pytest.param(["--target-ess", "30"], id="target-capped")])
+def test_the_advice_to_continue_an_unconverged_run_is_a_command_that_succeeds(small_csv, tmp_path, extra):
+    """Issue 56, item 5: an unconverged run ends with "continue with …"; that line, run literally, must
+    succeed — also for a run whose length after the adaptation is not a multiple of --checkpoint-every
+    (95 iterations, MH's adaptation 19, blocks of 30: the last block is 16 long), which it refused."""
+    import shlex
+
+    run = str(tmp_path / "run one.zarr")  # a space: the advice quotes the path
+    r = _cli("sample", "--csv", str(small_csv / "train.csv"), "--method", "mh", "--chains", "2",
+             "--iterations", "95", "--checkpoint-every", "30", "--out", run, *extra)
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "continue with: " in ln)
+    argv = shlex.split(line.split("continue with: ", 1)[1])
+    assert argv[:4] == ["daskgp", "sample", "--resume", run], argv
+    r2 = _cli(*argv[1:], timeout=600)
+    assert r2.returncode == 0, r2.stderr
+    dt = xr.open_datatree(run, engine="zarr")
+    assert dt["posterior"].sizes["draw"] > 95 - 19

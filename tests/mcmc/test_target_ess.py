@@ -69,7 +69,7 @@ def test_extending_a_finished_run_equals_the_longer_run(concrete, client, tmp_pa
     """A finished 100-iteration SGHMC run extended to 140 gives, bit for bit, the 140-iteration run with the
     same adaptation (the extension pins the run's adaptation length, n_iter // 5 = 20, so it does not
     change with the new length; blocks of 40 restart at it: 20, 60, 100, 140); a run ending with a short
-    block cannot be extended."""
+    block is extended from it."""
     X, y = concrete.X_std[:150], concrete.y_std[:150]
     kw = dict(method="sghmc", n_chains=2, checkpoint_every=40, batch=10, subset_size=100, n_probes=4, seed=6)
     short = str(tmp_path / "short.zarr")
@@ -80,10 +80,38 @@ def test_extending_a_finished_run_equals_the_longer_run(concrete, client, tmp_pa
     for g in ("posterior", "warmup_posterior"):
         for name in full.attrs["param_names"]:
             np.testing.assert_array_equal(ext[g][name].values, full[g][name].values)
+    # a run whose length is off its block grid (70: blocks end at 14, 54, 70) extends from its short last
+    # block as from any other (issue 56, item 5: it was refused): the same draws as one uninterrupted run
+    # of 100 whose blocks end at 14, 54, 94, 100 — the chains do not depend on where blocks end
     odd = str(tmp_path / "odd.zarr")
     sample(X, y, out=odd, client=client, n_iter=70, **{**kw, "method": "mh"})
-    with pytest.raises(ValueError, match="short block"):
-        resume(odd, X=X, y=y, client=client, n_iter=100)
+    before = _chunk_files(odd)
+    ext = resume(odd, X=X, y=y, client=client, n_iter=100)
+    after = _chunk_files(odd)
+    rewritten = [f for f in before if after[f][1] != before[f][1]]
+    # the partial last chunk of each array was rewritten, and only through a new file (a rename: readers
+    # never see it half written), never in place
+    assert rewritten and all(after[f][0] != before[f][0] for f in rewritten), rewritten
+    full = sample(X, y, out=str(tmp_path / "full_mh.zarr"), client=client, n_iter=100, n_adapt=14,
+                  **{**kw, "method": "mh"})
+    assert ext.attrs["n_draws"] == 100
+    for g in ("posterior", "warmup_posterior"):
+        for name in full.attrs["param_names"]:
+            np.testing.assert_array_equal(ext[g][name].values, full[g][name].values)
+
+
+def _chunk_files(run: str) -> dict:
+    """{chunk file: (inode, bytes)} of a run's kept draws."""
+    import os
+
+    out = {}
+    for root, _, files in os.walk(os.path.join(run, "posterior")):
+        for f in files:
+            if f != "zarr.json":
+                full = os.path.join(root, f)
+                with open(full, "rb") as fh:
+                    out[full] = (os.stat(full).st_ino, fh.read())
+    return out
 
 
 def test_run_status_rules():
