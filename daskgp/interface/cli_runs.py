@@ -20,7 +20,7 @@ from .progress import chain_progress, keepalive, warmup_progress
 def sample_command(args) -> int:
     from ..mcmc.chains import check_no_warmup_beside, check_resumable, resume, sample, warmup_to_resume
     from ..mcmc.control import RunControl, RunStopped
-    from ..runs.draws import check_new_run_path
+    from ..runs.draws import check_new_run_path, remove_dead_staging
 
     ds = spec = None
     replaced = None  # the folder a new run replaces once its first block is committed (by inode)
@@ -64,6 +64,8 @@ def sample_command(args) -> int:
             raise FileExistsError(f"{out} exists: resume it with --resume {out}, or pass --overwrite")
         check_new_run_path(out, args.overwrite)  # only a daskgp run is ever overwritten
         check_no_warmup_beside(out, args.overwrite)
+        for line in remove_dead_staging(out):  # an earlier attempt's, whose writer stopped before a block
+            print(f"daskgp: {line}", file=sys.stderr)
         replaced = os.stat(out).st_ino if os.path.lexists(out) else None
         ds, spec = dataset_from_args(args)
         opts = dict(method=args.method, n_chains=args.chains, n_iter=args.iterations,
@@ -151,9 +153,14 @@ def summary_command(args) -> int:
 
 
 def repair_command(args) -> int:
-    from ..runs.draws import repair
+    from ..runs.draws import remove_dead_staging, repair
     from ..runs.fits import is_fit_store, repair_fit
 
+    staged = remove_dead_staging(args.run)  # a new run's folder left by a writer that stopped before a block
+    for line in staged:
+        print(line)
+    if staged and not os.path.exists(args.run):
+        return 0
     if is_fit_store(args.run):  # a fit's checkpoint (sgpr, advgp, gpc, gplvm): the same commits and lock
         if args.salvage:
             raise ValueError(f"{args.run} is a fit's checkpoint: --salvage applies to a run's draws only")

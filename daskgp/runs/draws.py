@@ -40,13 +40,14 @@ from .layout import (
     read_checkpoint,
     read_committed,
     read_run,
+    staging_folders,
     stored_dataset,
 )
 from .lock import LOCK_NAME, LockInfo, RunLocked, acquire, clear_for_repair, release
 
 __all__ = ["DrawStore", "Committed", "RunError", "RunDamaged", "RunLocked", "read_committed", "read_run",
            "stored_dataset", "read_checkpoint", "repair", "check_new_run_path", "check_appendable", "encode",
-           "decode", "CHECKPOINT", "PREVIOUS", "FORMAT", "KIND"]
+           "decode", "remove_dead_staging", "staging_folders", "CHECKPOINT", "PREVIOUS", "FORMAT", "KIND"]
 
 
 # ------------------------------------------------------------------------------------------ the writer
@@ -242,6 +243,22 @@ class DrawStore:
 
 
 # ------------------------------------------------------------------------------------------ repair
+def remove_dead_staging(path) -> list[str]:
+    """Remove the staging folders of new runs at ``path`` whose writer died before their first block was
+    committed (:func:`daskgp.runs.layout.staging_folders`: only those holding nothing but a run's own
+    entries); one line per folder removed or left (a foreign one)."""
+    lines = []
+    for folder, state in staging_folders(path):
+        if state == "dead":
+            shutil.rmtree(folder)
+            lines.append(f"removed {folder}: the staging folder of a new run whose writer stopped before its "
+                         "first block was committed (nothing in it was kept)")
+        elif state == "foreign":
+            lines.append(f"left {folder}: the staging folder of a stopped writer, with files that are not a "
+                         "run's in it; move them away, then remove it")
+    return lines
+
+
 def repair(path, *, salvage: bool = False, force: bool = False) -> list[str]:
     """Mend the run at ``path`` in place and say what was done (one line per action).
 

@@ -53,8 +53,8 @@ from .commit import CHECKPOINT, PREVIOUS, RunDamaged, RunError, digest, read_doc
 from .lock import LOCK_NAME, LockInfo, RunLocked, lock_info
 
 __all__ = ["Committed", "RunError", "RunDamaged", "is_run", "read_committed", "read_run", "stored_dataset",
-           "read_checkpoint", "check_new_run_path", "check_appendable", "CHECKPOINT", "PREVIOUS", "FORMAT",
-           "KIND"]
+           "read_checkpoint", "check_new_run_path", "check_appendable", "staging_folders", "CHECKPOINT",
+           "PREVIOUS", "FORMAT", "KIND"]
 
 FORMAT = 3  # 3: the warmup's draws in their own groups (2 kept them in posterior, flagged in sample_stats)
 KIND = "gp-hyperparameter-chains"
@@ -154,6 +154,39 @@ def _foreign_in_group(group: str) -> list[str]:
                     or (inner == "c" and os.path.isdir(os.path.join(full, inner)))):
                 out.append(f"{entry}/{inner}")
     return out
+
+
+def staging_folders(path) -> list[tuple[str, str]]:
+    """The staging folders a new run at ``path`` is written in before its first block commits
+    (``PATH.partial-PID-HEX``, beside it), each with its state: 'live' (its writer runs, or runs on another
+    host), 'dead' (its writer is gone and it holds only a run's own entries: safe to remove) or 'foreign'
+    (its writer is gone but something else was put in it: left alone). Reads only."""
+    final = _norm(path)
+    parent, base = os.path.split(os.path.abspath(final))
+    pattern = re.compile(re.escape(base) + r"\.partial-(\d+)-[0-9a-f]{6}")
+    out = []
+    for entry in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
+        m = pattern.fullmatch(entry)
+        full = os.path.join(parent, entry)
+        if not m or os.path.islink(full) or not os.path.isdir(full):
+            continue
+        info = lock_info(full)
+        if info is not None:  # the writer locks its staging folder once the run's data are in it
+            dead = info.state == "stale"
+        else:
+            dead = not _alive(int(m.group(1)))
+        out.append((full, "live" if not dead else "foreign" if _foreign_entries(full) else "dead"))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def check_new_run_path(path, overwrite: bool = False) -> None:

@@ -37,6 +37,8 @@ WRITERS = {
     "daskgp.runs.draws:DrawStore.close": "its own staging folder, never committed",
     "daskgp.runs.draws:_salvaged": "repair: inside a run it verified and locked",
     "daskgp.runs.draws:repair": "repair: inside a run it verified and locked",
+    "daskgp.runs.draws:remove_dead_staging": "a staging folder of our name, its writer dead, only a run's "
+                                             "entries in it (staging_folders)",
     "daskgp.runs.commit:commit": "the checkpoint document inside a run or fit checkpoint it holds",
     "daskgp.runs.lock:acquire": "the writer's lock file inside a run or checkpoint",
     "daskgp.runs.lock:release": "the writer's lock file inside a run or checkpoint",
