@@ -81,16 +81,23 @@ def _dashboard(args) -> int:
 
     from .app import create_app
 
-    origins = [f"{args.address}:{args.port}", f"localhost:{args.port}", f"127.0.0.1:{args.port}"]
-    print(f"daskgp dashboard on http://{args.address}:{args.port}/sgld"
-          + ("" if args.address in ("127.0.0.1", "localhost") else
-             "  (exposed beyond this machine: anyone who can reach it can start runs)"), flush=True)
-    if args.address in ("127.0.0.1", "localhost"):
-        print("only this machine can reach it; to expose it deliberately: --address 0.0.0.0 "
-              "--allow-origin yourhost:PORT (and put it behind authentication)", flush=True)
     for address in args.allow_scheduler:
         if not address.startswith(("tcp://", "tls://")):
             raise ValueError(f"--allow-scheduler takes tcp://host:port addresses, got {address!r}")
+    origins = [f"{args.address}:{args.port}", f"localhost:{args.port}", f"127.0.0.1:{args.port}"]
+    auth = {}
+    if args.address in LOOPBACK:
+        print(f"daskgp dashboard on http://{args.address}:{args.port}/sgld", flush=True)
+        print("only this machine can reach it; to expose it deliberately: --address 0.0.0.0 "
+              "--allow-origin yourhost:PORT (it then asks for a password)", flush=True)
+    else:  # the Origin check stops browsers only: off this machine, every request must log in first
+        import secrets
+
+        token = _dashboard_token(args.token_file)
+        auth = dict(basic_auth=token, cookie_secret=secrets.token_urlsafe(32))
+        shown = f"the password in {args.token_file}" if args.token_file else f"the password {token}"
+        print(f"daskgp dashboard on http://{args.address}:{args.port}/sgld — exposed beyond this machine: "
+              f"log in with any user name and {shown}", flush=True)
 
     def app():  # a plain function: pn.serve renders a functools.partial as text instead of calling it
         return create_app(max_runs=args.max_runs, max_upload_mb=args.max_upload_mb,
@@ -98,8 +105,29 @@ def _dashboard(args) -> int:
 
     pn.serve({"sgld": app}, address=args.address, port=args.port, show=False,
              websocket_origin=origins + list(args.allow_origin), title="daskgp — SGLD dashboard",
-             websocket_max_message_size=int(args.max_upload_mb * 2**20 * 1.5) + 2**20)
+             websocket_max_message_size=int(args.max_upload_mb * 2**20 * 1.5) + 2**20, **auth)
     return 0
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _dashboard_token(path: str | None) -> str:
+    """The dashboard's password off this machine: the first line of ``path`` (so it stays out of the
+    process list and the shell history; at least 16 characters), or a new random one, printed once as
+    Jupyter prints its token."""
+    import secrets
+
+    if path is None:
+        return secrets.token_urlsafe(24)
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.readline().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--token-file {path}: cannot be read ({e})") from None
+    if len(token) < 16:
+        raise ValueError(f"--token-file {path}: its first line must be a password of 16 characters or more")
+    return token
 
 
 def _check_common(args) -> None:
@@ -343,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("dashboard", help="serve the live SGLD dashboard (Panel)")
     db.add_argument("--address", default="127.0.0.1", help="interface to bind (default: this machine only)")
     db.add_argument("--port", type=int, default=5006)
+    db.add_argument("--token-file", default=None, metavar="FILE",
+                    help="off this machine (--address beyond 127.0.0.1) the page asks for a password: the "
+                         "first line of FILE (default: a new random one, printed at start)")
     db.add_argument("--allow-origin", action="append", default=[], metavar="HOST:PORT",
                     help="extra websocket origin allowed (when exposing the dashboard deliberately)")
     db.add_argument("--max-runs", type=int, default=2, help="concurrent runs across all sessions")
