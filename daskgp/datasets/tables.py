@@ -10,7 +10,9 @@ that an error found in the values names the file (or the zarr rows) it is in.
 What a table is: one numeric target column and numeric feature columns (by default every column but the
 target), the same columns with the same types in every file. ``read_table`` refuses, in one line each: a
 path or glob matching nothing, a target or feature column that is not there, files whose columns or types
-differ from the first file's, non-numeric feature or target columns. Non-finite values are found by
+differ from the first file's, non-numeric feature or target columns, a column name repeated in a file's
+header, a zarr ``columns`` / ``feature_names`` attribute whose length is not the array's width (issue 56).
+Non-finite values are found by
 :meth:`Table.check_finite`, one pass over the rows on the workers that names the file holding them.
 """
 
@@ -145,9 +147,15 @@ def _schema(f: str, kind: str) -> tuple[dict[str, str], int | None]:
 
         meta = pq.read_metadata(f)
         s = meta.schema.to_arrow_schema()
-        return {n: str(s.field(n).type) for n in s.names if not n.startswith("__index_level_")}, meta.num_rows
+        names = [n for n in s.names if not n.startswith("__index_level_")]
+        _refuse_duplicates(f, names)  # before s.field(n), which raises KeyError on a repeated name
+        return {n: str(s.field(n).type) for n in names}, meta.num_rows
+    import csv
+
     import pandas as pd
 
+    with open(f, newline="", encoding="utf-8", errors="replace") as fh:  # the header as written: pandas
+        _refuse_duplicates(f, next(csv.reader(fh), []))  # renames a repeated name to 'name.1'
     return {str(c): "?" for c in pd.read_csv(f, nrows=0).columns}, None
 
 
@@ -241,6 +249,32 @@ def _read_csv_file(f: str, cols: list[str], stamp=None) -> np.ndarray:
 
 
 # --- zarr -------------------------------------------------------------------------------------------------
+def _names_attr(path: str, node, key: str, width: int, prefix: str) -> list[str]:
+    """The column names a zarr array or group names in its attribute ``key``, checked against the ``width``
+    of the array they name: a list of distinct strings, one per column (a shorter list once shifted the
+    target onto another column, silently; a longer one raised an IndexError); ``prefix`` + index without."""
+    names = node.attrs.get(key)
+    if names is None:
+        return [f"{prefix}{j}" for j in range(width)]
+    if not isinstance(names, list | tuple) or not all(isinstance(c, str) for c in names):
+        raise ValueError(f"{path}: its attribute {key!r} must be a list of column names, got {names!r:.80}")
+    if len(names) != width:
+        raise ValueError(f"{path}: its attribute {key!r} names {len(names)} columns; the array has {width}")
+    _refuse_duplicates(path, names)
+    return [str(c) for c in names]
+
+
+def _refuse_duplicates(source: str, names) -> None:
+    seen, dup = set(), []
+    for c in names:
+        if c in seen and c not in dup:
+            dup.append(c)
+        seen.add(c)
+    if dup:
+        raise ValueError(f"{source}: the column name(s) {', '.join(map(repr, dup))} appear more than once; "
+                         "name every column once")
+
+
 def _read_zarr(path: str, target, features, label: str) -> Table:
     import dask.array as da
     import zarr
@@ -252,7 +286,7 @@ def _read_zarr(path: str, target, features, label: str) -> Table:
     if isinstance(node, zarr.Array):
         if node.ndim != 2 or node.shape[1] < 2:
             raise ValueError(f"{path} is a zarr array of shape {node.shape}: a table needs (n, columns ≥ 2)")
-        names = [str(c) for c in node.attrs.get("columns", [f"c{j}" for j in range(node.shape[1])])]
+        names = _names_attr(path, node, "columns", node.shape[1], "c")
         schema = {c: str(node.dtype) for c in names}
         tcol = names[target] if isinstance(target, int) else target
         feats = None if features is None else [names[f] if isinstance(f, int) else f for f in features]
@@ -266,7 +300,7 @@ def _read_zarr(path: str, target, features, label: str) -> Table:
             Xa, ya = arrays["X"], arrays["y"]
             if Xa.ndim != 2 or ya.ndim != 1 or Xa.shape[0] != ya.shape[0]:
                 raise ValueError(f"{path}: X must be (n, d) and y (n,), got {Xa.shape} and {ya.shape}")
-            feats = [str(c) for c in node.attrs.get("feature_names", [f"x{j}" for j in range(Xa.shape[1])])]
+            feats = _names_attr(path, node, "feature_names", Xa.shape[1], "x")
             tcol = str(node.attrs.get("target_name", "y"))
             for nm, a in (("X", Xa), ("y", ya)):
                 if not _numeric_type(str(a.dtype)):

@@ -366,3 +366,44 @@ def test_cli_gpc_fits_a_parquet_folder_as_the_estimator_fits_the_same_training_r
     written = pd.read_parquet(tmp_path / "p.parquet")  # the workers' Parquet files, one per input file
     assert list(written.columns) == ["target", "p_1"] and len(written) == test.sum()
     np.testing.assert_allclose(written["p_1"].to_numpy(), p1, rtol=1e-8)
+
+
+def test_malformed_table_schemas_are_refused_in_one_line_naming_the_file(tmp_path, plant):
+    """Issue 56, items 4 and 9: a zarr array whose ``columns`` attribute is shorter than its width was fitted
+    with the wrong column as target (silently), a longer one raised IndexError, an X/y group's
+    ``feature_names`` of the wrong length was accepted; Parquet with a repeated column name raised KeyError
+    and a CSV's was renamed by pandas. Each is refused in one line before any row is read."""
+    import zarr
+
+    def refused(match, *args, **kw):
+        with pytest.raises(ValueError, match=match) as e:
+            read_table(*args, **kw)
+        assert "\n" not in str(e.value)
+
+    values = plant.to_numpy(np.float64)[:200]
+    names = list(plant.columns)
+    for k, attr in ((len(names) - 1, "short"), (len(names) + 1, "long")):
+        arr = zarr.create_array(str(tmp_path / f"{attr}.zarr"), shape=values.shape, dtype="f8")
+        arr[:] = values
+        arr.attrs["columns"] = (names + ["extra"])[:k]
+        refused(rf"{attr}.zarr: its attribute 'columns' names {k} columns; the array has 5", str(
+            tmp_path / f"{attr}.zarr"), target=T)
+    dup = zarr.create_array(str(tmp_path / "dup.zarr"), shape=values.shape, dtype="f8")
+    dup[:] = values
+    dup.attrs["columns"] = names[:3] + [names[0], T]
+    refused(r"dup.zarr: the column name\(s\) 'temperature' appear more than once", str(tmp_path / "dup.zarr"))
+    group = zarr.open_group(str(tmp_path / "xy.zarr"), mode="w")
+    group.create_array("X", shape=(200, 4), dtype="f8")[:] = values[:, :4]
+    group.create_array("y", shape=(200,), dtype="f8")[:] = values[:, 4]
+    group.attrs["feature_names"] = names[:3]
+    refused(r"xy.zarr: its attribute 'feature_names' names 3 columns; the array has 4",
+            str(tmp_path / "xy.zarr"))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table([pa.array(values[:, j]) for j in (0, 1, 0, 4)], names=[F[0], F[1], F[0], T]),
+                   tmp_path / "dup.parquet")
+    refused(r"dup.parquet: the column name\(s\) 'temperature' appear more than once",
+            tmp_path / "dup.parquet")
+    (tmp_path / "dup.csv").write_text(f"{F[0]},{F[1]},{F[0]},{T}\n1,2,3,4\n5,6,7,8\n")
+    refused(r"dup.csv: the column name\(s\) 'temperature' appear more than once", str(tmp_path / "dup*.csv"))
