@@ -281,10 +281,15 @@ def check_known_chunks(a, name: str) -> None:
                          f"use to_dask_array(lengths=True) or {name}.compute_chunk_sizes() first")
 
 
+class NonFiniteError(ValueError):
+    """A NaN or ±inf in the data, named by where it is (a file or a row chunk, its row and column)."""
+
+
 def check_finite_chunks(X, y=None, names=None) -> None:
     """One pass over dask arrays X (n, d) and y (n,) (or X alone: y None, e.g. class labels) where their
-    chunks are (each row chunk's count of NaN and ±inf, computed on the workers); ValueError naming the first
-    row chunk that holds one — ``names[i]`` for chunk i (a file), else its rows."""
+    chunks are (each row chunk's count of NaN and ±inf and its first, computed on the workers);
+    :class:`NonFiniteError` naming the first row chunk that holds one — ``names[i]`` for chunk i (a file),
+    else its rows — and the row within it (from 0) and the column."""
     import dask
     import dask.array as da
 
@@ -293,17 +298,29 @@ def check_finite_chunks(X, y=None, names=None) -> None:
     counts = dask.compute(*[dask.delayed(_nonfinite)(xb, yb) for xb, yb in
                             zip(X.to_delayed().ravel(), y.to_delayed().ravel(), strict=True)])
     starts = np.cumsum((0,) + tuple(X.chunks[0]))
-    for i, (bad_x, bad_y) in enumerate(counts):
+    for i, (bad_x, bad_y, row, col) in enumerate(counts):
         if bad_x or bad_y:
             where = " and ".join(w for w, k in (("X", bad_x), ("y", bad_y)) if k)
-            chunk = (names[i] if names is not None
-                     else f"row chunk {i} (rows {starts[i]:,}–{starts[i + 1] - 1:,})")
-            raise ValueError(f"{chunk}: {bad_x + bad_y} non-finite value(s) (NaN or inf) in {where}")
+            rows = f"rows {starts[i]:,}–{starts[i + 1] - 1:,}"
+            chunk = (f"{names[i]}, its row {row:,}" if names is not None
+                     else f"row chunk {i} ({rows}), row {starts[i] + row:,}")
+            first = f"X column {col}" if col >= 0 else "y"
+            raise NonFiniteError(f"{chunk}, {first}: {bad_x + bad_y} non-finite value(s) (NaN or inf) in "
+                                 f"{where} (rows counted from 0)")
 
 
-def _nonfinite(xb: np.ndarray, yb: np.ndarray) -> tuple[int, int]:
-    return (int(np.size(xb) - np.count_nonzero(np.isfinite(xb))),
-            int(np.size(yb) - np.count_nonzero(np.isfinite(yb))))
+def _nonfinite(xb: np.ndarray, yb: np.ndarray) -> tuple[int, int, int, int]:
+    """(NaN/inf in xb, in yb, the first such row, its X column or −1 for y); (0, 0, −1, −1) when none."""
+    fx, fy = np.isfinite(xb), np.isfinite(yb)
+    bad_x, bad_y = int(np.size(xb) - np.count_nonzero(fx)), int(np.size(yb) - np.count_nonzero(fy))
+    if not (bad_x or bad_y):
+        return 0, 0, -1, -1
+    rows_x = np.flatnonzero(~fx.all(axis=1)) if bad_x else np.array([], int)
+    rows_y = np.flatnonzero(~fy) if bad_y else np.array([], int)
+    rx, ry = (int(rows_x[0]) if rows_x.size else np.inf), (int(rows_y[0]) if rows_y.size else np.inf)
+    if rx <= ry:
+        return bad_x, bad_y, int(rx), int(np.flatnonzero(~fx[int(rx)])[0])
+    return bad_x, bad_y, int(ry), -1
 
 
 def _check_real(a, name: str) -> None:

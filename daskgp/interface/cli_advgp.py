@@ -13,6 +13,7 @@ from .cli_common import (
     check_fit_outputs,
     cluster_from_args,
     gaussian_nlpd,
+    naming_table_files,
     save_predictions,
     split_before_cluster,
     split_from_args,
@@ -70,8 +71,9 @@ def advgp_command(args) -> int:
                 ds, Xtr, ytr, Xte, yte = split_from_args(args, tables=True)
                 est._check_params(Xtr.shape[0])
             announce_split("advgp", ds, Xtr, Xte, f"m={args.inducing}, tau={args.tau}, kernel={args.kernel}")
-            est.fit(Xtr, ytr, client=client, callback=printer, checkpoint=ckpt.path, resume=args.resume,
-                    keep_checkpoint=True)
+            with naming_table_files(ds):
+                est.fit(Xtr, ytr, client=client, callback=printer, checkpoint=ckpt.path, resume=args.resume,
+                        keep_checkpoint=True)
             printer.done()
             mean, sd = est.predict(Xte, return_std=True)
             reduced = table_rmse(ytr, yte, mean) if table else None  # on the workers; no row comes here

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -332,6 +333,22 @@ def write_table_results(res, out: str, table, args, n_test: int, **metrics: floa
     res.attrs[MARK] = res.attrs["model"]
     with replaced_atomically(out) as tmp:
         res.to_netcdf(tmp)
+
+
+@contextmanager
+def naming_table_files(ds):
+    """Around a fit of a table's training split: a NaN or inf that the estimator finds is named by its
+    chunk of the split; a table's error names the file and its row instead (one more pass over the table on
+    the workers, only then)."""
+    from ..core.validation import NonFiniteError
+    from ..datasets import Table
+
+    try:
+        yield
+    except NonFiniteError:
+        if isinstance(ds, Table):
+            ds.check_finite()  # raises, naming the file
+        raise
 
 
 def inputs_of(args) -> list[str]:

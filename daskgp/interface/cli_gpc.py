@@ -16,6 +16,7 @@ from .cli_common import (
     attach_heldout,
     check_fit_outputs,
     cluster_from_args,
+    naming_table_files,
     positive_int,
     refuse_features_without_table,
     save_predictions,
@@ -143,8 +144,9 @@ def gpc_command(args) -> int:
 
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
-                est.fit(Xtr, ytr, client=client, callback=printer, checkpoint=ckpt, resume=args.resume,
-                        keep_checkpoint=True)
+                with naming_table_files(data):
+                    est.fit(Xtr, ytr, client=client, callback=printer, checkpoint=ckpt, resume=args.resume,
+                            keep_checkpoint=True)
             printer.done()
             if table:
                 p1 = est.predict_proba(Xte)[:, 1]

@@ -13,6 +13,7 @@ from .cli_common import (
     check_fit_outputs,
     cluster_from_args,
     gaussian_nlpd,
+    naming_table_files,
     save_predictions,
     split_before_cluster,
     split_from_args,
@@ -54,8 +55,9 @@ def sgpr_command(args) -> int:
             if args.resume:
                 print(f"resuming from {ckpt.path} after {ckpt.iterations()} iterations", flush=True)
             # the checkpoint stays until the results file is written
-            est.fit(Xtr, ytr, callback=printer, client=client, checkpoint=ckpt, resume=args.resume,
-                    keep_checkpoint=True, on_posterior=None if table else _heldout_logger(ckpt, Xte, yte))
+            with naming_table_files(ds):
+                est.fit(Xtr, ytr, callback=printer, client=client, checkpoint=ckpt, resume=args.resume,
+                        keep_checkpoint=True, on_posterior=None if table else _heldout_logger(ckpt, Xte, yte))
             printer.done()
             mean, sd = est.predict(Xte, return_std=True)
             # a table's test metrics reduced on the workers; no row comes here

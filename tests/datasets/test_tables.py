@@ -129,7 +129,8 @@ def test_a_gplvm_refuses_unknown_chunks_and_names_the_file_with_nan(tmp_path, pl
     bad = np.where(np.arange(len(parts[1])) == 7, np.nan, parts[1].temperature)
     parts[1].assign(temperature=bad).to_parquet(nan / "b.parquet", index=False)
     t = read_table(nan, target=T)
-    with pytest.raises(ValueError, match=r"row chunk 1 \(rows 4,784–9,567\): 1 non-finite value"):
+    with pytest.raises(ValueError, match=r"row chunk 1 \(rows 4,784–9,567\), row 4,791, X column 0: 1 "
+                                         r"non-finite value"):
         daskgp.BayesianGPLVM().fit(t.X)
 
 
@@ -169,7 +170,8 @@ def test_bad_tables_are_refused_in_one_line(tmp_path, parquet_folder, plant):
         if i == 2:
             part.iloc[7, 1] = np.nan
         part.to_parquet(nan / f"p{i}.parquet", index=False)
-    with pytest.raises(ValueError, match=r"p2.parquet: 1 non-finite value\(s\) \(NaN or inf\) in X"):
+    with pytest.raises(ValueError, match=r"p2.parquet, its row 7, X column 1: 1 non-finite value\(s\) "
+                                         r"\(NaN or inf\) in X"):
         read_table(nan).check_finite()
     with pytest.raises(ValueError, match="built-in data set 'concrete'"):
         daskgp.load("concrete", target="strength")
@@ -407,3 +409,25 @@ def test_malformed_table_schemas_are_refused_in_one_line_naming_the_file(tmp_pat
             tmp_path / "dup.parquet")
     (tmp_path / "dup.csv").write_text(f"{F[0]},{F[1]},{F[0]},{T}\n1,2,3,4\n5,6,7,8\n")
     refused(r"dup.csv: the column name\(s\) 'temperature' appear more than once", str(tmp_path / "dup*.csv"))
+
+
+def test_a_nan_in_one_file_is_named_by_file_and_row_by_the_fit_commands(tmp_path, plant, capsys):
+    """Issue 56, item 8: a NaN in one file of a table was reported by ``daskgp sgpr`` as "row chunk 2 (rows
+    181–272)" of the training split; the line now names the file, its row and the column, and no worker
+    traceback is printed before it."""
+    from daskgp.interface.cli import main
+
+    folder = tmp_path / "nan.parquet"
+    folder.mkdir()
+    for i, part in enumerate(_split(plant.iloc[:600], 3)):
+        part = part.copy()
+        if i == 1:
+            part.iloc[11, 2] = np.nan  # ambient_pressure: X column 2
+        part.to_parquet(folder / f"p{i}.parquet", index=False)
+    code = main(["sgpr", "--data", str(folder), "--target", T, "--inducing", "5", "--max-iter", "2",
+                 "--out", str(tmp_path / "m.nc")])
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert code != 0 and "Traceback" not in err, err
+    assert last.startswith("daskgp: error:") and "p1.parquet, its row 11, X column 2" in last, last
+    assert not (tmp_path / "m.nc").exists()

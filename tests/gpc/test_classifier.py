@@ -423,6 +423,6 @@ def test_dask_input_with_unknown_chunks_or_a_nan_is_refused_naming_the_chunk(can
         dg.SparseGPClassifier(n_inducing=5).fit(ddf[[0, 1, 2]].to_dask_array(), ddf["label"].to_dask_array())
     X = Xtr[:300].copy()
     X[250, 1] = np.nan
-    with pytest.raises(ValueError, match=r"row chunk 2 \(rows 200–299\): 1 non-finite value\(s\) "
-                                         r"\(NaN or inf\) in X"):
+    with pytest.raises(ValueError, match=r"row chunk 2 \(rows 200–299\), row 250, X column 1: 1 non-finite "
+                                         r"value\(s\) \(NaN or inf\) in X"):
         dg.SparseGPClassifier(n_inducing=5).fit(da.from_array(X, chunks=(100, -1)), da.from_array(ytr[:300]))
