@@ -251,6 +251,24 @@ def quiet_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def quiet_data_errors() -> None:
+    """On a worker (``client.run(quiet_data_errors)``): drop distributed's "Compute Failed" log of a task
+    that raised a daskgp ``DataError`` (bad values in a file the worker read), whose traceback would print
+    before the command's own one-line message; every other failure is still logged."""
+    import logging
+
+    class _DropDataErrors(logging.Filter):
+        def filter(self, record) -> bool:
+            if "Compute Failed" not in str(record.msg):
+                return True
+            msg = record.getMessage()
+            return not ("DataError(" in msg or "NonFiniteError(" in msg)
+
+    log = logging.getLogger("distributed.worker")
+    if not any(type(f).__name__ == "_DropDataErrors" for f in log.filters):
+        log.addFilter(_DropDataErrors())
+
+
 def _is_sync_cancel_bug(record) -> bool:
     """The one record distributed 2026.8's ``sync`` logs when a Ctrl-C reaches it before its coroutine has
     started: its ``cancel`` callback reads the not yet assigned ``future`` and tornado logs a NameError with

@@ -281,7 +281,13 @@ def check_known_chunks(a, name: str) -> None:
                          f"use to_dask_array(lengths=True) or {name}.compute_chunk_sizes() first")
 
 
-class NonFiniteError(ValueError):
+class DataError(ValueError):
+    """Bad values found where the data are read (often on a worker): the message names the file or chunk.
+    The CLI's local workers do not log these as failed tasks
+    (:func:`daskgp.compute.cluster.quiet_data_errors`): the command's one line says it."""
+
+
+class NonFiniteError(DataError):
     """A NaN or ±inf in the data, named by where it is (a file or a row chunk, its row and column)."""
 
 

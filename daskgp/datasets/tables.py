@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.validation import check_finite_chunks
+from ..core.validation import DataError, check_finite_chunks
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -244,7 +244,7 @@ def _read_csv_file(f: str, cols: list[str], stamp=None) -> np.ndarray:
     df = pd.read_csv(f, usecols=cols)[cols]
     bad = [c for c in cols if not pd.api.types.is_numeric_dtype(df[c])]
     if bad:  # a CSV's types are known only here, where its values are read
-        raise ValueError(f"{f}: non-numeric values in column(s) {', '.join(bad)}: daskgp needs numbers")
+        raise DataError(f"{f}: non-numeric values in column(s) {', '.join(bad)}: daskgp needs numbers")
     return df.to_numpy(np.float64)
 
 

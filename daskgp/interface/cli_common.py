@@ -161,18 +161,24 @@ def cluster_from_args(args, stream=None):
     """``with cluster_from_args(args) as client:`` the cluster named by the cluster arguments of
     :mod:`daskgp.interface.cli` (a new local one by default, closed on exit whatever happens; a scheduler's
     cluster is left running), announced on ``stream`` (stdout by default)."""
-    from ..compute.cluster import borrowed_client
+    from ..compute.cluster import borrowed_client, quiet_data_errors
+    from ..core.validation import DataError
 
     with borrowed_client(None, args.scheduler, n_workers=args.workers, timeout=args.timeout,
                          device=getattr(args, "device", "cpu")) as client:
         n_workers = len(client.scheduler_info()["workers"])
         print(f"dask cluster: {n_workers} workers at {client.scheduler.address}", file=stream or sys.stdout,
               flush=True)
+        if args.scheduler is None:  # our own workers: a bad file is the command's one line, not a traceback
+            client.run(quiet_data_errors)
         try:
             yield client
         except KeyboardInterrupt:
             ignore_further_interrupts()  # a second Ctrl-C would break the teardown into tracebacks
             quiet_teardown(client)  # before the cluster closes with tasks still running
+            raise
+        except DataError:
+            quiet_teardown(client)  # the tasks left running are cancelled: expected, and said in one line
             raise
 
 

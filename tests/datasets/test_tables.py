@@ -431,3 +431,22 @@ def test_a_nan_in_one_file_is_named_by_file_and_row_by_the_fit_commands(tmp_path
     assert code != 0 and "Traceback" not in err, err
     assert last.startswith("daskgp: error:") and "p1.parquet, its row 11, X column 2" in last, last
     assert not (tmp_path / "m.nc").exists()
+
+
+def test_text_in_one_file_of_a_csv_glob_is_one_line_without_a_worker_traceback(tmp_path, plant):
+    """Issue 56, item 9: the worker that read the bad file logged distributed's "Compute Failed" with a
+    traceback before the command's clean line; now the whole stderr (the workers' included: a real
+    process) has no traceback and ends with the line naming the file. Another task failure would still be
+    logged (the filter drops only daskgp's DataError)."""
+    import subprocess
+    import sys
+
+    plant.iloc[:300].to_csv(tmp_path / "c-0.csv", index=False)
+    plant.iloc[300:600].assign(relative_humidity="dry").to_csv(tmp_path / "c-1.csv", index=False)
+    argv = ["sgpr", "--data", str(tmp_path / "c-*.csv"), "--target", T, "--inducing", "5", "--max-iter", "2",
+            "--out", str(tmp_path / "m.nc")]
+    r = subprocess.run([sys.executable, "-m", "daskgp", *argv], capture_output=True, text=True, timeout=300)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "Compute Failed" not in r.stderr, r.stderr
+    assert lines[-1] == (f"daskgp: error: {tmp_path / 'c-1.csv'}: non-numeric values in column(s) "
+                         "relative_humidity: daskgp needs numbers"), r.stderr
