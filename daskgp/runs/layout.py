@@ -43,6 +43,7 @@ import json
 import math
 import os
 import re
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -173,10 +174,14 @@ def staging_folders(path) -> list[tuple[str, str]]:
         info = lock_info(full)
         if info is not None:  # the writer locks its staging folder once the run's data are in it
             dead = info.state == "stale"
-        else:
-            dead = not _alive(int(m.group(1)))
+        else:  # before its lock: no such process here, and older than a writer takes to lock it (its
+            # writer may run on another host that shares the storage, where the pid means nothing)
+            dead = not _alive(int(m.group(1))) and time.time() - os.path.getmtime(full) > UNLOCKED_STAGING_S
         out.append((full, "live" if not dead else "foreign" if _foreign_entries(full) else "dead"))
     return out
+
+
+UNLOCKED_STAGING_S = 600.0  # an unlocked staging folder this old has lost its writer (it locks in seconds)
 
 
 def _alive(pid: int) -> bool:

@@ -63,8 +63,9 @@ def test_sample_summary_predict_end_to_end(small_csv, tmp_path):
     r = _cli("predict", run, "--x", str(small_csv / "new.csv"), "--out", str(tmp_path / "pred.csv"))
     assert r.returncode == 1 and "exists; pass --overwrite" in r.stderr  # nothing replaced silently
     r = _cli("predict", run, "--x", str(small_csv / "new.csv"), "--out", str(tmp_path / "pred.csv"),
-             "--draws", "20", "--overwrite")
-    assert r.returncode == 0, r.stderr
+             "--draws", "20", "--overwrite")  # not even with --overwrite: no CSV is ever replaced (issue 56)
+    assert r.returncode == 1 and "never replaces a CSV" in r.stderr
+    assert pd.read_csv(tmp_path / "pred.csv").equals(pred)
     truth = pd.read_csv(small_csv / "new.csv")["strength_mpa"].to_numpy()
     assert np.all(pred["lower"] < pred["mean"]) and np.all(pred["mean"] < pred["upper"])
     assert np.all((pred["sd"] > 0.5) & (pred["sd"] < 30))  # MPa: the predictive spread is physical

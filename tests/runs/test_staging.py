@@ -74,3 +74,22 @@ def test_the_next_command_on_the_output_removes_it(command, tmp_path, capsys):
         assert main(["sample", "--data", "no-such-set", "--out", str(out)]) != 0
         said = capsys.readouterr().err
     assert f"removed {dead}" in said and not os.path.exists(dead) and not os.path.exists(out)
+
+
+def test_an_unlocked_staging_folder_counts_as_dead_only_when_old(tmp_path):
+    """Before its writer locks it (seconds after making it) a staging folder names only a pid, which means
+    nothing when the writer runs on another host sharing the storage: such a folder is left while it is
+    younger than UNLOCKED_STAGING_S, and removed when older (its pid, of a process that has exited, gone)."""
+    from daskgp.runs.layout import UNLOCKED_STAGING_S
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, timeout=60)
+    pid = int(done.stdout)  # a process that has exited
+    out = tmp_path / "run.zarr"
+    folder = tmp_path / f"run.zarr.partial-{pid}-abc123"
+    folder.mkdir()
+    assert staging_folders(out) == [(str(folder), "live")] and remove_dead_staging(out) == []
+    old = os.path.getmtime(folder) - UNLOCKED_STAGING_S - 60
+    os.utime(folder, (old, old))
+    assert staging_folders(out) == [(str(folder), "dead")]
+    assert remove_dead_staging(out)[0].startswith(f"removed {folder}") and not folder.exists()
