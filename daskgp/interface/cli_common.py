@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -341,7 +340,7 @@ def write_table_results(res, out: str, table, args, n_test: int, **metrics: floa
         res.to_netcdf(tmp)
 
 
-@contextmanager
+@contextlib.contextmanager
 def naming_table_files(ds):
     """Around a fit of a table's training split: a NaN or inf that the estimator finds is named by its
     chunk of the split; a table's error names the file and its row instead (one more pass over the table on
@@ -425,7 +424,8 @@ def check_fit_outputs(args, ckpt, kind: str) -> None:
         raise IsADirectoryError(f"--out {args.out} is a folder")
     outs = [Output(args.out, kind, overwrite=args.overwrite, suffixes=(".nc", ".nc4", ".netcdf")),
             predictions_output(args)]
-    check_outputs(outs, reads=inputs_of(args))  # first: its lines name what the user typed
+    reads = inputs_of(args)
+    check_outputs(outs, reads=reads)  # first: its lines name what the user typed
     if ckpt.exists() and not (args.resume or args.overwrite):
         raise FileExistsError(f"{ckpt.path} holds an interrupted fit: add --resume to continue it or "
                               "--overwrite to start afresh")
@@ -436,7 +436,7 @@ def check_fit_outputs(args, ckpt, kind: str) -> None:
         raise ValueError(f"{ckpt.path} is damaged or not a daskgp checkpoint, so nothing in it can be "
                          "resumed: delete it (or move it away) and run without --resume to start afresh")
     check_outputs([*outs, Output(ckpt.path, ckpt.kind, flag="the checkpoint",
-                                 overwrite=args.overwrite or args.resume)], reads=inputs_of(args))
+                                 overwrite=args.overwrite or args.resume)], reads=reads)
 
 
 def split_from_args(args, tables: bool = False):
