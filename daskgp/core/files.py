@@ -98,23 +98,33 @@ def _zarr_kind(path: str) -> str | None:
     written with, and every entry, recursively, is one of those nodes' metadata or chunks — so a user's
     file or sub-group anywhere inside makes it foreign (an overwrite would delete it). A store without the
     manifest (daskgp <= 0.6) is not provably ours."""
+    v, foreign = _zarr_manifest(path)
+    return v if foreign is None else None
+
+
+def _zarr_manifest(path: str) -> tuple[str | None, str | None]:
+    """(the store's marker, what in it is not daskgp's — the first top-level entry that is not one of the
+    nodes its manifest lists, or a node holding more than its metadata and chunks — in words, or None);
+    (None, None) for a store without marker or manifest."""
     import json
 
     with open(os.path.join(path, "zarr.json"), "rb") as f:
         doc = json.loads(f.read().decode("utf-8"))
     attrs = doc.get("attributes", {}) if isinstance(doc, dict) else {}
     if not isinstance(attrs, dict):
-        return None
+        return None, None
     v, nodes = attrs.get(MARK), attrs.get(MANIFEST)
     if v is None or not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
-        return None
-    for entry in os.listdir(path):
+        return None, None
+    for entry in sorted(os.listdir(path)):
         full = os.path.join(path, entry)
         if entry == "zarr.json":
             continue
-        if entry not in nodes or os.path.islink(full) or not _only_chunks(full):
-            return None
-    return v
+        if entry not in nodes or os.path.islink(full):
+            return v, f"{entry!r}, which daskgp did not write there"
+        if not _only_chunks(full):
+            return v, f"files in its node {entry!r} that daskgp did not write there"
+    return v, None
 
 
 def _only_chunks(node: str) -> bool:
@@ -250,6 +260,13 @@ def check_destination(path, kind: str, *, overwrite: bool = False, suffixes=None
     found = written_kind(raw)
     if found != kind:
         made = f"it is a {found}" if found else "daskgp did not write it"
+        if found is None and os.path.isfile(os.path.join(raw, "zarr.json")):
+            try:
+                marked, extra = _zarr_manifest(raw)
+            except (OSError, ValueError):
+                marked, extra = None, None
+            if marked is not None and extra is not None:  # ours, with something of someone else's inside
+                made = f"it holds {extra} (an overwrite would delete them with the store)"
         raise ValueError(f"refusing to overwrite {raw}: {made} (not a {kind}); choose another path")
     return full
 

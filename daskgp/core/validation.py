@@ -291,11 +291,12 @@ class NonFiniteError(DataError):
     """A NaN or ±inf in the data, named by where it is (a file or a row chunk, its row and column)."""
 
 
-def check_finite_chunks(X, y=None, names=None) -> None:
+def check_finite_chunks(X, y=None, names=None, columns=None) -> None:
     """One pass over dask arrays X (n, d) and y (n,) (or X alone: y None, e.g. class labels) where their
     chunks are (each row chunk's count of NaN and ±inf and its first, computed on the workers);
     :class:`NonFiniteError` naming the first row chunk that holds one — ``names[i]`` for chunk i (a file),
-    else its rows — and the row within it (from 0) and the column."""
+    else its rows — and the row within it (from 0) and the column (with its name from ``columns``, X's
+    column names then y's, when given)."""
     import dask
     import dask.array as da
 
@@ -311,6 +312,8 @@ def check_finite_chunks(X, y=None, names=None) -> None:
             chunk = (f"{names[i]}, its row {row:,}" if names is not None
                      else f"row chunk {i} ({rows}), row {starts[i] + row:,}")
             first = f"X column {col}" if col >= 0 else "y"
+            if columns is not None and len(columns) > (col if col >= 0 else len(columns) - 1):
+                first += f" ({columns[col if col >= 0 else -1]})"
             raise NonFiniteError(f"{chunk}, {first}: {bad_x + bad_y} non-finite value(s) (NaN or inf) in "
                                  f"{where} (rows counted from 0)")
 

@@ -60,7 +60,7 @@ class Table:
     def check_finite(self) -> Table:
         """One pass over the rows where they are (each chunk's count of NaN and ±inf in X and y); returns
         the table, or raises ValueError naming the first chunk (file) that holds a non-finite value."""
-        check_finite_chunks(self.X, self.y, self.chunk_names)
+        check_finite_chunks(self.X, self.y, self.chunk_names, self.feature_names + (self.target_name,))
         return self
 
 
@@ -145,7 +145,10 @@ def _schema(f: str, kind: str) -> tuple[dict[str, str], int | None]:
     if kind == "parquet":
         import pyarrow.parquet as pq
 
-        meta = pq.read_metadata(f)
+        try:
+            meta = pq.read_metadata(f)
+        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError; it names no file
+            raise ValueError(f"{f}: not a readable Parquet file ({_first_line(e)})") from None
         s = meta.schema.to_arrow_schema()
         names = [n for n in s.names if not n.startswith("__index_level_")]
         _refuse_duplicates(f, names)  # before s.field(n), which raises KeyError on a repeated name
@@ -154,9 +157,23 @@ def _schema(f: str, kind: str) -> tuple[dict[str, str], int | None]:
 
     import pandas as pd
 
-    with open(f, newline="", encoding="utf-8", errors="replace") as fh:  # the header as written: pandas
-        _refuse_duplicates(f, next(csv.reader(fh), []))  # renames a repeated name to 'name.1'
+    try:
+        with open(f, newline="", encoding="utf-8") as fh:  # the header as written: pandas renames a
+            header = next(csv.reader(fh), [])  # repeated name to 'name.1'
+    except UnicodeDecodeError as e:
+        raise ValueError(_not_utf8(f, e)) from None
+    if not header:
+        raise ValueError(f"{f} is empty (no header line): every CSV file of a table needs its header")
+    _refuse_duplicates(f, header)
     return {str(c): "?" for c in pd.read_csv(f, nrows=0).columns}, None
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _not_utf8(f: str, e: UnicodeDecodeError) -> str:
+    return f"{f}: not UTF-8 text ({e.reason}): daskgp reads CSV files as UTF-8"
 
 
 def _numeric_type(t: str) -> bool:
@@ -206,7 +223,8 @@ def _read_files(source: str, files: list[str], kind: str, target, features, labe
     if kind == "parquet":
         rows = [r for _, r in footers]  # from the footers: no row is read
     else:  # a CSV's row count is known only by reading it: counted where the file is read
-        rows = list(dask.compute(*[dask.delayed(_count_csv_rows)(f) for f in files]))
+        # and checked on the way, before any fit: ragged lines, text, non-numeric values by row and column
+        rows = list(dask.compute(*[dask.delayed(_count_csv_rows)(f, cols) for f in files]))
     # pure tasks named by the file, its size and modification time and the columns: the same table gives the
     # same graph in any process (a fit's checkpoint is tied to its data by that token), a changed file another
     blocks = [da.from_delayed(dask.delayed(read, pure=True)(f, cols, _stamp(f)), shape=(r, len(cols)),
@@ -232,20 +250,59 @@ def _read_parquet_file(f: str, cols: list[str], stamp=None) -> np.ndarray:
         if t.num_rows else np.empty((0, len(cols)))
 
 
-def _count_csv_rows(f: str) -> int:
+def _count_csv_rows(f: str, cols: list[str] | None = None) -> int:
+    """The data rows of CSV file ``f``, read where the file is (a worker), in chunks; with ``cols``, each
+    chunk is checked as :func:`_read_csv_file` checks the whole file, so that a table's bad CSV values are
+    found when its rows are counted — before any fit — and named by file, row and column."""
+    rows = 0
+    for chunk in _csv_chunks(f, chunksize=1 << 18):
+        if cols is not None:
+            _check_numeric(f, chunk, cols, rows)
+        rows += len(chunk)
+    return rows
+
+
+def _csv_chunks(f: str, **kw):
+    """pandas' reader over every column of ``f``: a line with more fields than the header is an error (with
+    ``usecols`` pandas drops the extra fields silently, shifting nothing but losing a value), a shorter one
+    reads NaN (found by the finite check, by row); errors name the file and its line."""
+    import re
+
     import pandas as pd
 
-    return sum(len(c) for c in pd.read_csv(f, usecols=[0], chunksize=1 << 20))
+    try:
+        yield from (pd.read_csv(f, index_col=False, **kw) if "chunksize" in kw
+                    else [pd.read_csv(f, index_col=False, **kw)])
+    except pd.errors.ParserError as e:
+        m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
+        what = (f"line {int(m[2]):,} has {m[3]} fields where its header has {m[1]}" if m
+                else f"not a well-formed CSV file ({_first_line(e)})")
+        raise DataError(f"{f}: {what}") from None
+    except UnicodeDecodeError as e:
+        raise DataError(_not_utf8(f, e)) from None
+
+
+def _check_numeric(f: str, df, cols: list[str], start: int) -> None:
+    """DataError naming the first value of ``cols`` that is not a number: its file, row (from 0, counting
+    from ``start``, the rows before this chunk) and column."""
+    import pandas as pd
+
+    for c in cols:
+        if len(df) and not pd.api.types.is_numeric_dtype(df[c]):  # a header alone reads as text columns
+            bad = pd.to_numeric(df[c], errors="coerce").isna().to_numpy() & df[c].notna().to_numpy()
+            if not bad.any():  # text that reads as numbers (e.g. every value empty but one '1e3 ')
+                continue
+            i = int(np.argmax(bad))
+            raise DataError(f"{f}, its row {start + i:,}, column {c}: the value {str(df[c].iloc[i])[:40]!r} "
+                            "is not a number (rows counted from 0): daskgp needs numbers")
 
 
 def _read_csv_file(f: str, cols: list[str], stamp=None) -> np.ndarray:
     import pandas as pd
 
-    df = pd.read_csv(f, usecols=cols)[cols]
-    bad = [c for c in cols if not pd.api.types.is_numeric_dtype(df[c])]
-    if bad:  # a CSV's types are known only here, where its values are read
-        raise DataError(f"{f}: non-numeric values in column(s) {', '.join(bad)}: daskgp needs numbers")
-    return df.to_numpy(np.float64)
+    df = next(_csv_chunks(f))
+    _check_numeric(f, df, cols, 0)  # a CSV's types are known only where its values are read
+    return df[cols].apply(pd.to_numeric).to_numpy(np.float64) if len(df) else np.empty((0, len(cols)))
 
 
 # --- zarr -------------------------------------------------------------------------------------------------

@@ -240,7 +240,7 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
     def on_open(event):
         from ..runs.catalog import allowed_path, describe
         from .fitview import FIT_KINDS, StoredFit
-        from .stored import StoredRun
+        from .stored import StoredRun, pending_run
 
         show_error("")
         old = session["run"]
@@ -254,11 +254,15 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
         try:
             path, root = allowed_path(runs, chosen)
             entry = describe(path, root) if os.path.exists(path) else None
-            if entry is None or entry.kind not in ("chains", *FIT_KINDS):
+            pending = pending_run(entry) if entry is not None else None
+            if pending is not None:  # a new run's warmup or staging folder: the page follows the run
+                run = StoredRun(pending, root)
+            elif entry is None or entry.kind not in ("chains", *FIT_KINDS):
                 what = "not a daskgp run" if entry is None else f"a {entry.kind} checkpoint"
-                raise ValueError(f"{chosen} is {what}; chains runs, SGPR, ADVGP, GPC and GPLVM fits and "
-                                 "their results files open here")
-            run = StoredRun(path, root) if entry.kind == "chains" else StoredFit(path, root, entry.kind)
+                raise ValueError(f"{chosen} is {what}; chains runs (a new one from its warmup on), SGPR, "
+                                 "ADVGP, GPC and GPLVM fits and their results files open here")
+            else:
+                run = StoredRun(path, root) if entry.kind == "chains" else StoredFit(path, root, entry.kind)
         except (ValueError, OSError) as e:
             show_error(f"Cannot open: {e}")
             return

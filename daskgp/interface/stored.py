@@ -7,10 +7,16 @@ RunViews`): the committed draws (:func:`daskgp.mcmc.diagnostics.open_run`: only 
 block checked against its digest), R-hat and ESS, the PSRF evolution, and the predictive along one input from
 the training rows the run holds. A run keeps no held-out rows, so its held-out predictive is not shown.
 Reading never writes: downloads are written to a temporary folder of the page's own.
+
+A run that has no committed draws yet opens too (issue 56): chosen by its pre-chain warmup's checkpoint
+(``OUT.warmup``) or its staging folder (``OUT.partial-PID-HEX``), the page follows ``OUT`` — the warmup's
+stage, gradients and seconds from its last commit, then "the chains have started", then the run's draws
+once its first block commits and the staging folder becomes ``OUT`` (:func:`pending_run`).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from types import SimpleNamespace
@@ -19,10 +25,28 @@ import numpy as np
 
 from ..datasets.loaders import fitted_scaler
 from ..mcmc.diagnostics import open_run, whole_chains
-from ..runs.catalog import commit_stamp, describe
+from ..runs.catalog import RunEntry, commit_stamp, describe
+from ..runs.layout import staged_run, staging_folders
+from ..runs.lock import lock_info
 from .dashboard import RunViews
 
-__all__ = ["StoredRun"]
+__all__ = ["StoredRun", "pending_run"]
+
+
+def pending_run(entry: RunEntry) -> str | None:
+    """The chains run that the listed ``entry`` will become — for a new run's pre-chain warmup checkpoint
+    (``OUT.warmup``) or its staging folder (``OUT.partial-PID-HEX``): ``OUT`` — or None for any other
+    entry."""
+    from ..mcmc.warmup import warmup_path
+
+    if entry.kind == "warmup" and entry.path.endswith(".warmup"):
+        out = entry.path[: -len(".warmup")]
+        return out if warmup_path(out) == entry.path else None
+    return staged_run(entry.path) if entry.phase == "starting" else None
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 class StoredRun(RunViews):
@@ -47,6 +71,11 @@ class StoredRun(RunViews):
 
     def refresh(self) -> bool:
         """Reread the run when its checkpoint changed since the last read; True when it did."""
+        if not os.path.lexists(self.out) and self._dt is None:
+            pending = self._before_first_block()
+            if pending is not None:
+                self.entry, self.status, self.message = None, pending, ""
+                return False
         self.entry = describe(self.out, self.root)
         if self.entry is None:
             self.status, self.message = "failed", f"{self.out} is no longer a daskgp run"
@@ -82,6 +111,41 @@ class StoredRun(RunViews):
                                                            [f"x{j}" for j in range(self.X_train.shape[1])])]
         self.status = self._status()
         return True
+
+    def _before_first_block(self) -> str | None:
+        """The status of a run not yet at ``out`` — its pre-chain warmup (stage, gradients, seconds, from the
+        warmup's last commit) and whether its chains have started (a live staging folder) — or None when
+        neither is there."""
+        from ..mcmc.segments import WARMUP_STAGES
+        from ..mcmc.warmup import DONE, WarmupStore, warmup_path
+
+        parts, who = [], ""
+        store = WarmupStore(warmup_path(self.out))
+        if store.exists():
+            try:
+                _, st = store.read_state(None)
+                stage = int(st["stage"])
+                what = "done" if stage >= DONE else WARMUP_STAGES[stage]
+                parts.append(f"pre-chain warmup: {what}, {int(st['gradients'])} gradients in "
+                             f"{_minutes(float(st['seconds']))}")
+            except FileNotFoundError:
+                parts.append("pre-chain warmup: starting")  # its folder made, nothing committed yet
+            except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+                parts.append(f"pre-chain warmup: its checkpoint cannot be read ({str(e).splitlines()[0]})")
+            info = lock_info(store.path)
+            if info is not None and info.state in ("live", "foreign"):
+                who = f"PID {info.pid} on {info.host}"
+        staged = staging_folders(self.out)
+        if any(state == "live" for _, state in staged):
+            parts.append("the chains have started; their first block is not committed yet")
+        elif staged:  # only a dead writer's (or one holding a user's file): no run will come of it
+            parts.append(f"its writer stopped before the chains' first block ('daskgp repair {self.out}' "
+                         "removes what it left)")
+        if not parts:
+            return None
+        writing = who or any(state == "live" for _, state in staged)
+        head = f"being written by {who}" if who else "being written" if writing else "stopped"
+        return f"{head} — " + "; ".join(parts)
 
     def _status(self) -> str:
         e = self.entry

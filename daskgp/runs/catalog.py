@@ -6,7 +6,8 @@ read.
 A folder is listed when it is
 
 * a chains run (:mod:`daskgp.runs.layout`: ``zarr.json`` with the ``daskgp_run`` marker), finished, being
-  written (here or by a process on another host that shares the storage), interrupted, or damaged;
+  written (here or by a process on another host that shares the storage), interrupted, or damaged — and a
+  new run's staging folder (``OUT.partial-PID-HEX``) before its first block commits (phase 'starting');
 * a fit checkpoint (:mod:`daskgp.runs.fits`: SGPR, ADVGP, GPC, the GPLVM, or a chains run's warmup before
   its first draws), while a fit is in progress or after it was interrupted;
 * a finished fit's results file (the netCDF ``daskgp sgpr|advgp|gpc --out`` writes, or a model's ``save``),
@@ -23,7 +24,7 @@ import os
 from dataclasses import dataclass
 
 from .commit import CHECKPOINT
-from .layout import RunError, is_run, read_checkpoint
+from .layout import RunError, is_run, read_checkpoint, staged_run
 from .lock import LockInfo, lock_info
 
 __all__ = ["RunEntry", "allowed_path", "commit_stamp", "describe", "find_runs", "MAX_DEPTH", "MAX_ENTRIES",
@@ -41,11 +42,13 @@ RESULT_SUFFIXES = (".nc", ".nc4", ".netcdf")
 @dataclass(frozen=True)
 class RunEntry:
     """One run: ``path`` (real, absolute), ``name`` (relative to ``root``, for display), ``kind`` ('chains',
-    or a fit's family: 'sgpr', 'advgp', 'gpc', 'gplvm', 'warmup', …), ``phase`` (chains: 'warmup' while the
-    committed draws are the warmup's, then 'sampling'; 'damaged'; fit checkpoints: 'fitting'; results files:
-    'finished'), ``state`` ('writing' while a live writer, or one on another host, holds its lock; 'finished'
-    when a chains run has its iterations, and for a results file; 'stopped' otherwise: interrupted, stopped
-    from a page, or stopped at its ESS target — resumable), ``steps`` (committed draws per chain, or a fit's
+    or a fit's family: 'sgpr', 'advgp', 'gpc', 'gplvm', 'warmup', …), ``phase`` (chains: 'starting' for a new
+    run's staging folder ``OUT.partial-PID-HEX`` before its first block, 'warmup' while the committed draws
+    are the warmup's, then 'sampling'; 'damaged'; a chains run's pre-chain warmup checkpoint ``OUT.warmup``:
+    'warmup'; other fit checkpoints: 'fitting'; results files: 'finished'), ``state`` ('writing' while a
+    live writer, or one on another host, holds its lock; 'finished' when a chains run has its iterations,
+    and for a results file; 'stopped' otherwise: interrupted, stopped from a page, or stopped at its ESS
+    target — resumable), ``steps`` (committed draws per chain, or a fit's
     finished steps), ``total`` (the iterations a chains run asks for, None for fits), ``writer`` (its lock,
     when there is one), ``modified`` (the last commit's time, seconds since the epoch) and ``message`` (why
     it is damaged)."""
@@ -167,6 +170,8 @@ def describe(path, root: str) -> RunEntry | None:
         return None
     writer = lock_info(path)
     state = "writing" if writer is not None and writer.state in ("live", "foreign") else "stopped"
+    if staged_run(path) is not None and is_run(path):  # a new run before its first block commits
+        return RunEntry(path, name, root, "chains", "starting", state, 0, None, writer, modified)
     if is_run(path):
         try:
             ck = read_checkpoint(path)
@@ -184,7 +189,8 @@ def describe(path, root: str) -> RunEntry | None:
     if fit is None:
         return None
     kind, steps = fit
-    return RunEntry(path, name, root, kind, "fitting", state, steps, None, writer, modified)
+    phase = "warmup" if kind == "warmup" else "fitting"  # a chains run's pre-chain warmup (OUT.warmup)
+    return RunEntry(path, name, root, kind, phase, state, steps, None, writer, modified)
 
 
 def find_runs(roots, max_depth: int = MAX_DEPTH) -> list[RunEntry]:

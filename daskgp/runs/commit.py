@@ -35,7 +35,9 @@ class RunDamaged(RunError):
 
 
 def digest(values: np.ndarray) -> str:
-    """A 128-bit BLAKE2b of an array's dtype, shape and bytes."""
+    """A 128-bit BLAKE2b of an array's dtype, shape and bytes. (Not :func:`daskgp.core.files.array_digest`,
+    its twin for saved models: that one hashes a 0-d array's shape as (1,), so the two differ there, and
+    either change would refuse the runs or models already written.)"""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{values.dtype.str}{values.shape}".encode())
     h.update(np.ascontiguousarray(values).tobytes())

@@ -5,8 +5,9 @@ it, and the writer's lock while a fit writes it.
 ``PATH/`` (``daskgp sgpr --out OUT`` uses ``OUT.checkpoint``):
 
 * ``daskgp-checkpoint.json``: ``{"daskgp_kind": <the family's kind>, "daskgp_fit_checkpoint": FORMAT,
-  "key": <the data and settings it belongs to>, "step": <finished steps>, "digest": <BLAKE2b of the state>,
-  "state": <the family's state as plain data (:mod:`daskgp.core.plaindata`)>}``, replaced atomically after
+  "key": <the data and settings it belongs to>, "step": <finished steps>, "digest": <BLAKE2b of the kind,
+  format, key, step and state>, "state": <the family's state as plain data (:mod:`daskgp.core.plaindata`)>}``,
+  replaced atomically after
   every step: an interruption, SIGKILL included, loses at most the step in progress;
 * ``daskgp-checkpoint.prev.json``: the commit before it (``daskgp repair PATH`` falls back to it when the
   last one is damaged);
@@ -36,11 +37,15 @@ from .lock import LOCK_NAME, RunLocked, acquire, clear_for_repair, lock_info, re
 
 __all__ = ["FitStore", "FORMAT", "MARKER", "repair_fit", "is_fit_store"]
 
-FORMAT = 2
+FORMAT = 3
 MARKER = "daskgp_fit_checkpoint"
+# format 3 (issue 56) digests everything a resume reads — the kind, the format, the key the state belongs to,
+# the finished steps and the state — where format 2 digested the state alone (an altered step count or key
+# was read as written); format 2 is still read, its digest checked as it was written.
 # format 2 (issue 32) carries the noise of SGPR, ADVGP and the GPLVM as log σ²_n where format 1 had log β:
 # a format-1 state of theirs would resume with the noise inverted, so only the kinds without a noise read it
 _FORMAT_1_KINDS = {"daskgp.gpc-checkpoint"}
+_DIGESTED = (MARK, MARKER, "key", "step", "state")  # a format-3 commit's digested fields
 HELDOUT = "daskgp-heldout.jsonl"  # held-out measurements the command line appends while the fit runs
 _OWN = {CHECKPOINT, PREVIOUS, LOCK_NAME, HELDOUT}
 
@@ -48,6 +53,14 @@ _OWN = {CHECKPOINT, PREVIOUS, LOCK_NAME, HELDOUT}
 def _state_digest(encoded) -> str:
     body = json.dumps(encoded, sort_keys=True, allow_nan=False, separators=(",", ":"))
     return hashlib.blake2b(body.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def _digest(doc: dict) -> str:
+    """The digest a commit of ``doc``'s format carries: every field a resume reads (format 3), or the state
+    alone (formats 1 and 2, as they were written)."""
+    if doc.get(MARKER) == FORMAT:
+        return _state_digest({k: doc.get(k) for k in _DIGESTED})
+    return _state_digest(doc.get("state"))
 
 
 def _leftover(entry: str) -> bool:
@@ -113,18 +126,18 @@ class FitStore:
     def _problem(self, doc) -> str | None:
         if not isinstance(doc, dict):
             return "not a JSON object"
-        if doc.get(MARKER) != FORMAT and not (doc.get(MARKER) == 1 and self.kind in _FORMAT_1_KINDS):
+        if doc.get(MARKER) not in (FORMAT, 2) and not (doc.get(MARKER) == 1 and self.kind in _FORMAT_1_KINDS):
             if doc.get(MARKER) == 1:
                 return (f"fit checkpoint format 1 (the noise as a precision, before 0.4); this daskgp reads "
-                        f"format {FORMAT}, so it cannot be resumed: start the fit afresh")
-            return (f"fit checkpoint format {doc.get(MARKER)!r}; this daskgp reads format {FORMAT}"
+                        f"formats 2 and {FORMAT}, so it cannot be resumed: start the fit afresh")
+            return (f"fit checkpoint format {doc.get(MARKER)!r}; this daskgp reads formats 2 and {FORMAT}"
                     if MARKER in doc else "not a fit checkpoint")
         if doc.get(MARK) != self.kind:
             return f"a {doc.get(MARK)!r} checkpoint, not a {self.kind!r} one"
         if not isinstance(doc.get("key"), str) or type(doc.get("step")) is not int or doc["step"] < 0:
             return "its key or step count is malformed"
-        if "state" not in doc or doc.get("digest") != _state_digest(doc["state"]):
-            return "its state does not match its digest: altered or torn"
+        if "state" not in doc or doc.get("digest") != _digest(doc):
+            return "its contents do not match its digest: altered or torn"
         return None
 
     def _read(self, name: str = CHECKPOINT) -> tuple[dict, bytes]:
@@ -200,8 +213,8 @@ class FitStore:
         if not self._writing:
             raise RuntimeError("commit a fit's checkpoint inside its writing() block")
         encoded = encode(state)
-        doc = {MARK: self.kind, MARKER: FORMAT, "key": key, "step": int(step),
-               "digest": _state_digest(encoded), "state": encoded}
+        doc = {MARK: self.kind, MARKER: FORMAT, "key": key, "step": int(step), "state": encoded}
+        doc["digest"] = _digest(doc)
         raw = json.dumps(doc, allow_nan=False).encode("utf-8")
         commit(self.path, raw, self._last)
         self._last = raw

@@ -51,10 +51,11 @@ import zarr
 
 from ..core.files import store_above
 from .commit import CHECKPOINT, PREVIOUS, RunDamaged, RunError, digest, read_document
-from .lock import LOCK_NAME, LockInfo, RunLocked, lock_info
+from .lock import LOCK_NAME, LockInfo, RunLocked, lock_info, process_alive
 
 __all__ = ["Committed", "RunError", "RunDamaged", "is_run", "read_committed", "read_run", "stored_dataset",
-           "read_checkpoint", "check_new_run_path", "check_appendable", "staging_folders", "CHECKPOINT",
+           "read_checkpoint", "check_new_run_path", "check_appendable", "staging_folders", "staged_run",
+           "CHECKPOINT",
            "PREVIOUS", "FORMAT", "KIND"]
 
 FORMAT = 3  # 3: the warmup's draws in their own groups (2 kept them in posterior, flagged in sample_stats)
@@ -157,6 +158,17 @@ def _foreign_in_group(group: str) -> list[str]:
     return out
 
 
+_STAGING = re.compile(r"(.+)\.partial-(\d+)-[0-9a-f]{6}")
+
+
+def staged_run(path) -> str | None:
+    """The run a staging folder ``PATH.partial-PID-HEX`` becomes when its first block commits (``PATH``), or
+    None when ``path`` is not named as one. Reads nothing."""
+    parent, base = os.path.split(os.path.abspath(_norm(path)))
+    m = _STAGING.fullmatch(base)
+    return os.path.join(parent, m.group(1)) if m else None
+
+
 def staging_folders(path) -> list[tuple[str, str]]:
     """The staging folders a new run at ``path`` is written in before its first block commits
     (``PATH.partial-PID-HEX``, beside it), each with its state: 'live' (its writer runs, or runs on another
@@ -176,22 +188,13 @@ def staging_folders(path) -> list[tuple[str, str]]:
             dead = info.state == "stale"
         else:  # before its lock: no such process here, and older than a writer takes to lock it (its
             # writer may run on another host that shares the storage, where the pid means nothing)
-            dead = not _alive(int(m.group(1))) and time.time() - os.path.getmtime(full) > UNLOCKED_STAGING_S
+            dead = (not process_alive(int(m.group(1)))
+                    and time.time() - os.path.getmtime(full) > UNLOCKED_STAGING_S)
         out.append((full, "live" if not dead else "foreign" if _foreign_entries(full) else "dead"))
     return out
 
 
 UNLOCKED_STAGING_S = 600.0  # an unlocked staging folder this old has lost its writer (it locks in seconds)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def check_new_run_path(path, overwrite: bool = False) -> None:

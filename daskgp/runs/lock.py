@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import psutil
 
-__all__ = ["LOCK_NAME", "LockInfo", "RunLocked", "acquire", "release", "lock_info", "clear_for_repair"]
+__all__ = ["LOCK_NAME", "LockInfo", "RunLocked", "acquire", "release", "lock_info", "clear_for_repair",
+           "process_alive"]
 
 LOCK_NAME = "daskgp-writer.lock"
 
@@ -52,6 +53,11 @@ def _process_start(pid: int) -> float | None:
         return psutil.Process(pid).create_time()
     except (psutil.Error, ValueError):
         return None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (any user's)."""
+    return _process_start(pid) is not None
 
 
 def lock_info(run_dir) -> LockInfo | None:

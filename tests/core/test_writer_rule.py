@@ -104,7 +104,7 @@ def test_a_saved_zarr_model_holding_a_users_sub_group_is_not_replaced(fitted, tm
     fitted.save(path, overwrite=True)  # ours: replaced
     xr.Dataset({"notes": ("k", np.arange(4.0))}).to_zarr(path, group="mine", mode="w")
     before = _tree(path)
-    with pytest.raises(ValueError, match="daskgp did not write it"):
+    with pytest.raises(ValueError, match="it holds 'mine', which daskgp did not write there"):
         fitted.save(path, overwrite=True)
     assert _tree(path) == before
     np.testing.assert_array_equal(xr.open_zarr(path, group="mine")["notes"].values, np.arange(4.0))
@@ -112,7 +112,7 @@ def test_a_saved_zarr_model_holding_a_users_sub_group_is_not_replaced(fitted, tm
     fitted.save(other)
     node = next(e for e in os.listdir(other) if e != "zarr.json")
     (other / node / "c" / "README").write_text("mine")  # a user's file inside an array's chunk tree
-    with pytest.raises(ValueError, match="daskgp did not write it"):
+    with pytest.raises(ValueError, match=f"holds files in its node '{node}' that daskgp did not write"):
         fitted.save(other, overwrite=True)
     assert (other / node / "c" / "README").read_text() == "mine"
 

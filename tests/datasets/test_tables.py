@@ -157,11 +157,12 @@ def test_bad_tables_are_refused_in_one_line(tmp_path, parquet_folder, plant):
     plant.assign(site=["north"] * len(plant)).to_parquet(txt, index=False)
     refused(ValueError, r"non-numeric column\(s\) site \(string|non-numeric column\(s\) site \(large_string",
             txt, target=T)
-    # a CSV glob whose values are text where the header looked numeric fails where it is read, naming the file
+    # a CSV glob whose values are text where the header looked numeric fails where its rows are counted (on
+    # the workers, before any fit), naming the file, the row and the column
     plant.iloc[:50].to_csv(tmp_path / "c-0.csv", index=False)
     plant.iloc[50:100].assign(relative_humidity="dry").to_csv(tmp_path / "c-1.csv", index=False)
-    with pytest.raises(ValueError, match=r"c-1.csv: non-numeric values in column\(s\) relative_humidity"):
-        read_table(str(tmp_path / "c-*.csv")).X.compute()
+    refused(ValueError, r"c-1.csv, its row 0, column relative_humidity: the value 'dry' is not a number",
+            str(tmp_path / "c-*.csv"))
     # NaN in one partition: the error names its file
     nan = tmp_path / "nan"
     nan.mkdir()
@@ -170,8 +171,8 @@ def test_bad_tables_are_refused_in_one_line(tmp_path, parquet_folder, plant):
         if i == 2:
             part.iloc[7, 1] = np.nan
         part.to_parquet(nan / f"p{i}.parquet", index=False)
-    with pytest.raises(ValueError, match=r"p2.parquet, its row 7, X column 1: 1 non-finite value\(s\) "
-                                         r"\(NaN or inf\) in X"):
+    with pytest.raises(ValueError, match=r"p2.parquet, its row 7, X column 1 \(exhaust_vacuum\): 1 "
+                                         r"non-finite value\(s\) \(NaN or inf\) in X"):
         read_table(nan).check_finite()
     with pytest.raises(ValueError, match="built-in data set 'concrete'"):
         daskgp.load("concrete", target="strength")
@@ -429,7 +430,8 @@ def test_a_nan_in_one_file_is_named_by_file_and_row_by_the_fit_commands(tmp_path
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]
     assert code != 0 and "Traceback" not in err, err
-    assert last.startswith("daskgp: error:") and "p1.parquet, its row 11, X column 2" in last, last
+    assert last.startswith("daskgp: error:"), last
+    assert "p1.parquet, its row 11, X column 2 (ambient_pressure)" in last, last
     assert not (tmp_path / "m.nc").exists()
 
 
@@ -448,5 +450,53 @@ def test_text_in_one_file_of_a_csv_glob_is_one_line_without_a_worker_traceback(t
     r = subprocess.run([sys.executable, "-m", "daskgp", *argv], capture_output=True, text=True, timeout=300)
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0 and "Traceback" not in r.stderr and "Compute Failed" not in r.stderr, r.stderr
-    assert lines[-1] == (f"daskgp: error: {tmp_path / 'c-1.csv'}: non-numeric values in column(s) "
-                         "relative_humidity: daskgp needs numbers"), r.stderr
+    assert lines[-1] == (f"daskgp: error: {tmp_path / 'c-1.csv'}, its row 0, column relative_humidity: the "
+                         "value 'dry' is not a number (rows counted from 0): daskgp needs numbers"), r.stderr
+
+
+def test_each_csv_and_parquet_file_is_checked_before_any_fit_and_named_by_file_row_and_column(tmp_path,
+                                                                                               plant):
+    """Issue 56, item 3: every file of a table is checked at the boundary. Before: a zero-byte CSV was
+    pandas' "No columns to parse from file" naming no file; text in one row was "non-numeric values in
+    column(s) b" found only when the fit read the file; a line with more fields than the header lost its
+    extra value silently (pandas drops it under ``usecols``); a non-UTF-8 file and a zero-byte or non-Parquet
+    ``.parquet`` file were the library's messages naming no file. Each is now one line naming the file (and
+    the row and column of a bad value), raised by ``read_table`` itself; a file holding only its header is
+    an empty part and is read as such."""
+
+    def table(name, files):
+        folder = tmp_path / name
+        folder.mkdir()
+        for k, text in enumerate(files):
+            (folder / f"p{k}.{'parquet' if isinstance(text, bytes) and name.startswith('pq') else 'csv'}") \
+                .write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+        return folder
+
+    good = plant.iloc[:30].to_csv(index=False)
+    head = good.splitlines()[0]
+    rows = good.splitlines()[1:]
+    ragged = "\n".join([head] + rows[:4] + [rows[4] + ",7.5"] + rows[5:]) + "\n"
+    text_at_17 = rows[:17] + [rows[17].replace(rows[17].split(",")[3], "n/a ", 1)] + rows[18:]
+    cases = [
+        ("empty", [good, ""], r"p1.csv is empty \(no header line\)"),
+        ("ragged", [good, ragged], r"p1.csv: line 6 has 6 fields where its header has 5"),
+        ("text", [good, "\n".join([head] + text_at_17) + "\n"],
+         r"p1.csv, its row 17, column relative_humidity: the value 'n/a ' is not a number "
+         r"\(rows counted from 0\)"),
+        ("latin1", [good, (head + "\n1,2,3,4,5\n").encode("utf-8") + "é,1,2,3,4\n".encode("latin-1")],
+         r"p1.csv: not UTF-8 text"),
+        ("pq-zero", [plant.iloc[:30].to_parquet(index=False), b""],
+         r"p1.parquet: not a readable Parquet file"),
+        ("pq-other", [plant.iloc[:30].to_parquet(index=False), b"PAR1 but not really"],
+         r"p1.parquet: not a readable Parquet file"),
+    ]
+    for name, files, match in cases:
+        folder = table(name, files)
+        src = str(folder / "*.csv") if not name.startswith("pq") else folder
+        with pytest.raises(ValueError, match=match) as e:
+            read_table(src, target=T)
+        assert "\n" not in str(e.value) and str(folder / "p1.") in str(e.value), (name, str(e.value))
+    # a file with its header alone adds no rows and no error
+    t = read_table(str(table("header-only", [good, head + "\n"]) / "*.csv"), target=T)
+    assert t.n == 30 and t.chunk_names == (str(tmp_path / "header-only" / "p0.csv"),)
+    np.testing.assert_array_equal(t.X.compute(), plant.iloc[:30][F].to_numpy(np.float64))

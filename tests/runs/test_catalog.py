@@ -138,6 +138,67 @@ def test_a_stored_run_shows_what_the_run_stores(runs_root):
     assert json.loads((root / "study" / "a" / "mh.zarr" / "zarr.json").read_text())["zarr_format"] == 3
 
 
+def test_a_new_run_opens_from_its_warmup_or_staging_folder_and_follows_it_to_its_draws(tmp_path, concrete,
+                                                                                       client):
+    """Issue 56, item 10: a run in its pre-chain warmup was listed, but opening it answered "Cannot open:
+    …/RUN.zarr.partial-… is not a daskgp run" (and its staging folder was listed as a damaged run). Now the
+    staging folder is a run 'starting', the warmup checkpoint a run's 'warmup', and either opens the run they
+    become: the page shows the warmup's stage, gradients and time from its last commit and that the chains
+    have started, then the draws once the first block commits — reading writes nothing."""
+    from daskgp.interface.stored import StoredRun, pending_run
+    from daskgp.mcmc.chains import sample
+    from daskgp.mcmc.warmup import WarmupStore, warmup_path, warmup_start
+    from daskgp.runs.draws import DrawStore, remove_dead_staging, staging_folders
+
+    out = tmp_path / "new.zarr"
+    warm = WarmupStore(warmup_path(str(out)))
+    state = {**warmup_start(np.zeros(3), np.eye(3), 0), "stage": 1, "gradients": 12, "seconds": 200.0}
+    with warm.writing():  # this process writes the warmup (its lock is live) …
+        warm.commit("key", 1, state)
+        staging = DrawStore.create(str(out), attrs={"who": "test"}, chunk=10)  # … and the chains' staging
+        try:
+            before = _tree_digest(tmp_path)
+            found = {r.name: r for r in find_runs([tmp_path])}
+            stage_name = os.path.basename(staging.path)
+            assert set(found) == {"new.zarr.warmup", stage_name}
+            w, st = found["new.zarr.warmup"], found[stage_name]
+            assert (w.kind, w.phase, w.state) == ("warmup", "warmup", "writing")
+            assert (st.kind, st.phase, st.state, st.message) == ("chains", "starting", "writing", "")
+            assert pending_run(w) == pending_run(st) == str(out)
+            view = StoredRun(pending_run(st), str(tmp_path))
+            assert view.status == (
+                f"being written by PID {os.getpid()} on {socket.gethostname()} — pre-chain warmup: "
+                "curvature, 12 gradients in 3.3 min; the chains have started; their first block is not "
+                "committed yet"
+            ), view.status
+            assert view.snapshot() == ({}, {}) and view.n_draws == 0 and not view.refresh()
+            assert _tree_digest(tmp_path) == before
+        finally:
+            staging.close()  # committed nothing: its staging folder goes
+    stopped = StoredRun(str(out), str(tmp_path))
+    assert stopped.status.startswith("stopped — pre-chain warmup: curvature, 12 gradients"), stopped.status
+    warm.remove()
+    # a writer killed before its first block leaves a dead staging folder: said so, with what removes it
+    import signal
+    import subprocess
+    import sys
+
+    killed = ("import os, signal, sys\nfrom daskgp.runs.draws import DrawStore\n"
+              "DrawStore.create(sys.argv[1], attrs={}, chunk=10)\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    assert subprocess.run([sys.executable, "-c", killed, str(out)], timeout=120).returncode == -signal.SIGKILL
+    assert os.path.basename(staging_folders(out)[0][0]).startswith("new.zarr.partial-")
+    assert StoredRun(str(out), str(tmp_path)).status == (
+        f"stopped — its writer stopped before the chains' first block ('daskgp repair {out}' removes what it "
+        "left)")
+    remove_dead_staging(out)
+    assert StoredRun(str(out), str(tmp_path)).status == "failed"  # nothing there any more: said so
+    sample(concrete.X_std[:200], concrete.y_std[:200], out=str(out), client=client, method="mh", n_chains=2,
+           n_iter=20, checkpoint_every=10, seed=1)
+    assert view.refresh() and view.n_draws == 20 and view.status == "finished — 20 of 20 draws per chain"
+    assert set(view.snapshot()[0]) == set(view.names) and view.names
+    view.close()
+
+
 WRITER_HOST = "daskgp-writer-host"
 
 

@@ -5,6 +5,7 @@ checkpoint as it mends a run."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from daskgp.advgp.server import ServerCheckpoint
 from daskgp.core.files import written_kind
 from daskgp.gpc.fit import GPCCheckpoint
 from daskgp.interface.cli import main
+from daskgp.runs import fits
 from daskgp.runs.commit import CHECKPOINT, PREVIOUS, RunDamaged, RunError
 from daskgp.runs.fits import FitStore, is_fit_store, repair_fit
 from daskgp.runs.lock import LOCK_NAME, RunLocked, lock_info
@@ -65,14 +67,21 @@ def _alter(file):  # a bit flip inside the state: still JSON, no longer its dige
     open(file, "w").write(json.dumps(doc))
 
 
-def _foreign_kind(file):
+def _blake2b(obj) -> str:  # the digest as the format documents it, computed here independently
+    body = json.dumps(obj, sort_keys=True, allow_nan=False, separators=(",", ":"))
+    return hashlib.blake2b(body.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def _foreign_kind(file):  # a whole, consistent commit of another kind (its digest its own)
     doc = json.load(open(file))
     doc["daskgp_kind"] = "daskgp.someone-elses"
+    doc["digest"] = _blake2b({k: doc[k] for k in ("daskgp_kind", "daskgp_fit_checkpoint", "key", "step",
+                                                   "state")})
     open(file, "w").write(json.dumps(doc))
 
 
 @pytest.mark.parametrize("cls", FAMILIES)
-@pytest.mark.parametrize("damage,says", [(_truncate, "truncated"), (_alter, "does not match its digest"),
+@pytest.mark.parametrize("damage,says", [(_truncate, "truncated"), (_alter, "do not match its digest"),
                                          (_foreign_kind, "not a 'daskgp."), (lambda f: open(f, "w").close(),
                                                                              "empty")])
 def test_damage_is_one_line_naming_the_file_and_repair_restores_the_previous_commit(cls, damage, says,
@@ -189,19 +198,49 @@ def test_a_fit_killed_before_its_first_commit_leaves_a_lock_the_next_fit_takes_o
 def test_a_format_1_checkpoint_resumes_only_where_the_noise_did_not_change(cls, tmp_path):
     """Format 1 carried SGPR's, ADVGP's and the GPLVM's noise as log β, format 2 as log σ²_n: resuming one
     of theirs would invert the noise, so it is refused in one line; the classifier has no noise and reads
-    it. The digest covers the state only, so the format number can be rewritten as an old writer left it."""
+    it. Formats 1 and 2 digested the state alone: the commits are rewritten as an old writer left them."""
     store = _committed(cls, tmp_path / "ck")
-    for name in (CHECKPOINT, PREVIOUS):
-        file = os.path.join(store.path, name)
-        doc = json.load(open(file))
-        doc["daskgp_fit_checkpoint"] = 1
-        json.dump(doc, open(file, "w"))
+    _as_older_format(store, 1)
     if cls is GPCCheckpoint:
         assert store.read_state("key")[0] == 2
     else:
         with pytest.raises(RunDamaged, match="format 1 .*noise as a precision.*cannot be resumed") as e:
             store.read_state("key")
         assert "\n" not in str(e.value) and CHECKPOINT in str(e.value)
+
+
+def _as_older_format(store, fmt):
+    for name in (CHECKPOINT, PREVIOUS):
+        file = os.path.join(store.path, name)
+        doc = json.load(open(file))
+        doc["daskgp_fit_checkpoint"] = fmt
+        doc["digest"] = _blake2b(doc["state"])  # formats 1 and 2: the state alone
+        json.dump(doc, open(file, "w"))
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+@pytest.mark.parametrize("field,value", [("step", 200), ("key", "another data set's key"),
+                                         ("daskgp_fit_checkpoint", 2)])
+def test_an_altered_step_count_key_or_format_is_refused_and_format_2_still_reads(cls, field, value,
+                                                                                  tmp_path):
+    """Issue 56: format 3's digest covers every field a resume reads, not the state alone — a step count
+    raised from 2 to 200 (the fit would think it had finished) or a key rewritten to match other data was
+    read as written under format 2's state-only digest. A format-2 commit as its writer left it still reads
+    (the documented older format)."""
+    store = _committed(cls, tmp_path / "ck")
+    for name in (CHECKPOINT, PREVIOUS):
+        file = os.path.join(store.path, name)
+        doc = json.load(open(file))
+        assert doc["daskgp_fit_checkpoint"] == fits.FORMAT == 3
+        doc[field] = value
+        json.dump(doc, open(file, "w"))
+    with pytest.raises(RunDamaged, match="do not match its digest") as e:
+        store.read_state(None)
+    assert "\n" not in str(e.value) and CHECKPOINT in str(e.value)
+    older = _committed(cls, tmp_path / "older")
+    _as_older_format(older, 2)
+    step, state = older.read_state("key")
+    assert step == 2 and state["info"] == {"n": 2}
 
 
 def test_the_held_out_log_is_appended_beside_the_checkpoint_and_read_back(tmp_path):

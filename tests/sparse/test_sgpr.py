@@ -335,7 +335,7 @@ def test_save_never_replaces_a_foreign_folder_and_a_damaged_model_is_refused(pro
     path = tmp_path / "model.zarr"
     est.save(path)
     (path / "precious.txt").write_text("keep")  # a user's file put inside a model: no longer replaceable
-    with pytest.raises(ValueError, match="did not write it"):
+    with pytest.raises(ValueError, match="it holds 'precious.txt', which daskgp did not write there"):
         est.save(path, overwrite=True)
     (path / "precious.txt").unlink()
     est.save(path, overwrite=True)
