@@ -259,15 +259,15 @@ def check_destination(path, kind: str, *, overwrite: bool = False, suffixes=None
                          "wrote from yours); remove it or choose another path")
     found = written_kind(raw)
     if found != kind:
-        made = f"it is a {found}" if found else "daskgp did not write it"
+        made = f"it is a {found} (not a {kind})" if found else f"daskgp did not write it (not a {kind})"
         if found is None and os.path.isfile(os.path.join(raw, "zarr.json")):
             try:
                 marked, extra = _zarr_manifest(raw)
             except (OSError, ValueError):
                 marked, extra = None, None
             if marked is not None and extra is not None:  # ours, with something of someone else's inside
-                made = f"it holds {extra} (an overwrite would delete them with the store)"
-        raise ValueError(f"refusing to overwrite {raw}: {made} (not a {kind}); choose another path")
+                made = f"it holds {extra}, which an overwrite would delete"
+        raise ValueError(f"refusing to overwrite {raw}: {made}; choose another path")
     return full
 
 
