@@ -338,6 +338,12 @@ def _single(d: dict) -> dict:
     return out
 
 
+def _hostile(d: dict) -> dict:
+    """Issue 56's hostile re-run: its case count and how many fell in each class."""
+    counts = {k.replace("-", "_").replace(" ", "_"): v for k, v in d["counts"].items()}
+    return {"n": len(d["cases"]), **counts}
+
+
 @dataclass(frozen=True)
 class Claim:
     """``template`` (str.format blanks) rendered from ``values(json)`` must appear verbatim in ``where``."""
@@ -472,6 +478,8 @@ CLAIMS = [
           "rows, with\nthe same acceptance ({accept}).", _single),
     Claim("the exact gradient on a GPU", "gpu_gradient_flights_rows150000", "README.md",
           "the exact gradient has run on one NVIDIA H200 up to {rows} rows", _gpu_rows),
+    Claim("issue 56's hostile re-run", "hostile_files", "docs/benchmarks.md",
+          "| {n} | {one_line} | {accepted} | {misleading} | {traceback} | {silent} | {loss} |", _hostile),
 ]
 
 

@@ -266,7 +266,7 @@ def check_destination(path, kind: str, *, overwrite: bool = False, suffixes=None
             except (OSError, ValueError):
                 marked, extra = None, None
             if marked is not None and extra is not None:  # ours, with something of someone else's inside
-                made = f"it holds {extra}, which an overwrite would delete"
+                made = f"it holds {extra}: an overwrite would delete what is not daskgp's"
         raise ValueError(f"refusing to overwrite {raw}: {made}; choose another path")
     return full
 
