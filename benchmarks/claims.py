@@ -338,6 +338,19 @@ def _single(d: dict) -> dict:
     return out
 
 
+def _house8l(d: dict) -> dict:
+    """The house_8L run as it stands: its sittings, hours, kept draws, ESS, R-hat and the reference bands."""
+    ref = d["reference"]
+    kept = d["draws_per_chain"] - int(d["config"]["n_adapt"])
+    sds = [r["sd_ratio"] for r in ref.values()]
+    return {"sittings": len(d["segments"]), "hours": f"{d['end_to_end_hours']:.2f}", "kept": kept,
+            "ess_bulk": f"{d['min_ess_bulk']:.0f}", "ess_tail": f"{d['min_ess_tail']:.0f}",
+            "rhat": f"{d['max_r_hat']:.3f}",
+            "mean_diff": f"{max(r['mean_diff_over_sd_ref'] for r in ref.values()):.2f}",
+            "sd_lo": f"{min(sds):.2f}", "sd_hi": f"{max(sds):.2f}",
+            "draws_per_ess": f"{4 * kept / d['min_ess_bulk']:.1f}"}
+
+
 def _hostile(d: dict) -> dict:
     """Issue 56's hostile re-run: its case count and how many fell in each class."""
     counts = {k.replace("-", "_").replace(" ", "_"): v for k, v in d["counts"].items()}
@@ -478,6 +491,10 @@ CLAIMS = [
           "rows, with\nthe same acceptance ({accept}).", _single),
     Claim("the exact gradient on a GPU", "gpu_gradient_flights_rows150000", "README.md",
           "the exact gradient has run on one NVIDIA H200 up to {rows} rows", _gpu_rows),
+    Claim("house_8L under the default sampler, as it stands", "sghmc_house8l", "docs/benchmarks.md",
+          "after {sittings} sittings ({hours} h end to end) and {kept} kept iterations per chain: min bulk "
+          "ESS {ess_bulk}, tail {ess_tail}, max R-hat {rhat}; every mean within {mean_diff} reference sd, "
+          "the sds {sd_lo}–{sd_hi}× the reference's; {draws_per_ess} draws per bulk ESS", _house8l),
     Claim("issue 56's hostile re-run", "hostile_files", "docs/benchmarks.md",
           "| {n} | {one_line} | {accepted} | {misleading} | {traceback} | {silent} | {loss} |", _hostile),
 ]
