@@ -496,7 +496,11 @@ CLAIMS = [
           "ESS {ess_bulk}, tail {ess_tail}, max R-hat {rhat}; every mean within {mean_diff} reference sd, "
           "the sds {sd_lo}–{sd_hi}× the reference's; {draws_per_ess} draws per bulk ESS", _house8l),
     Claim("issue 56's hostile re-run", "hostile_files", "docs/benchmarks.md",
-          "| {n} | {one_line} | {accepted} | {misleading} | {traceback} | {silent} | {loss} |", _hostile),
+          "| after | {n} | {one_line} | {accepted} | {misleading} | {traceback} | {silent} | {loss} | "
+          "{harness_error} |", _hostile),
+    Claim("issue 56's hostile re-run on the code before it", "hostile_files_before", "docs/benchmarks.md",
+          "| before (5e0e80b) | {n} | {one_line} | {accepted} | {misleading} | {traceback} | {silent} | "
+          "{loss} | {harness_error} |", _hostile),
 ]
 
 
