@@ -64,7 +64,6 @@ class Case:
     names: tuple = ()
     check: object = None
     api: bool = False
-    notes: str = ""
     allowed_new: tuple = field(default_factory=tuple)  # new entries a refusal may leave (none by default)
     changes: tuple = field(default_factory=tuple)  # what the command is asked to change (path prefixes)
 
