@@ -2,6 +2,7 @@
 checkpoints that are data (no pickle ever executes), damage reported in one line, and daskgp repair."""
 
 import base64
+import itertools
 import json
 import os
 import pickle
@@ -215,16 +216,22 @@ def test_a_run_of_the_previous_format_is_refused_in_one_line_and_can_be_overwrit
 
 
 # ------------------------------------------------------------------------------------------ no pickle runs
+_PREDICTIONS = itertools.count()
+
+
 def _entry_points(run, data, tmp):
     folder, ds = data
-    pred = str(tmp / "pred.csv")
+
+    def pred():  # a new CSV each call: daskgp never replaces a CSV, even with --overwrite (issue 56)
+        return str(tmp / f"pred-{next(_PREDICTIONS)}.csv")
+
     return {
         "dg.open_run": lambda: dg.open_run(run),
         "dg.resume": lambda: resume(run, X=ds.X_std, y=ds.y_std),
         "from_run": lambda: BayesianGPRegressor.from_run(run, n_predict_draws=5),
         "daskgp summary": lambda: main(["summary", run]),
-        "daskgp predict": lambda: main(["predict", run, "--x", str(folder / "new.csv"), "--out", pred,
-                                        "--draws", "5", "--overwrite"]),
+        "daskgp predict": lambda: main(["predict", run, "--x", str(folder / "new.csv"), "--out", pred(),
+                                        "--draws", "5"]),
         "daskgp sample --resume": lambda: main(["sample", "--resume", run]),
     }
 
