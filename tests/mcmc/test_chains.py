@@ -258,28 +258,19 @@ def test_the_warmup_reports_every_stage_in_order_with_its_own_counts(concrete, c
     assert seen[-1]["k"] == dt.attrs["warmup"]["gradients"] and seen[-1]["route"] == "ascent"
 
 
-def test_a_target_runs_adaptation_follows_the_noise_its_stochastic_warmup_measured(concrete, tmp_path):
+def test_a_target_runs_adaptation_follows_the_noise_its_stochastic_warmup_measured(concrete, client,
+                                                                                   tmp_path):
     """Issue 33, item 3: a target run with the adaptation left unset adapts for as long as the gradient noise
     at the mode calls for, and its layout follows: the stored n_adapt is SGHMC's rule at the noise the
     warmup stored, below the fixed 400 (64 probes halve concrete's noise of 32, λ ≈ 1.6: 250), and the
     warmup draws are that many. Stopped after its first block (the configuration is stored with it)."""
-    import dask
-    from distributed import Client, LocalCluster
-
-    from daskgp.compute.cluster import worker_environ
     from daskgp.mcmc.control import RunControl, RunStopped
     from daskgp.mcmc.samplers import get_sampler
     from daskgp.mcmc.warmup import FULL_LAPLACE
 
     control = RunControl()
     out = str(tmp_path / "r.zarr")
-    # a cluster of its own: on the suite's shared cluster, after other files' runs on the same workers, this
-    # warmup measured noise 5.8 instead of ≈ 1.6 (deterministically, in CI's order only; alone it passes) —
-    # workers' state kept between runs (segments' _OPERATORS / _KEPT) is suspected and under investigation
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):  # as the suite's
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                               dashboard_address="127.0.0.1:0", memory_limit="4GiB")
-    with cluster, Client(cluster) as client, pytest.raises(RunStopped):
+    with pytest.raises(RunStopped):
         sample(concrete.X_std, concrete.y_std, out=out, method="sghmc", n_chains=2, target_ess=100,
                n_iter=5000, checkpoint_every=10, warmup="ascent", laplace_probes=16, n_probes=64,
                client=client, control=control, on_block=lambda *block: control.stop())
