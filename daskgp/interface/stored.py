@@ -136,15 +136,15 @@ class StoredRun(RunViews):
             if info is not None and info.state in ("live", "foreign"):
                 who = f"PID {info.pid} on {info.host}"
         staged = staging_folders(self.out)
-        if any(state == "live" for _, state in staged):
+        live = any(state == "live" for _, state in staged)
+        if live:
             parts.append("the chains have started; their first block is not committed yet")
         elif staged:  # only a dead writer's (or one holding a user's file): no run will come of it
             parts.append(f"its writer stopped before the chains' first block ('daskgp repair {self.out}' "
                          "removes what it left)")
         if not parts:
             return None
-        writing = who or any(state == "live" for _, state in staged)
-        head = f"being written by {who}" if who else "being written" if writing else "stopped"
+        head = f"being written by {who}" if who else "being written" if live else "stopped"
         return f"{head} — " + "; ".join(parts)
 
     def _status(self) -> str:
