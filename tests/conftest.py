@@ -112,9 +112,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session")
 def concrete():
+    """concrete's 1,030 rows, shared by every test of a process: its arrays are read-only, so that a test or
+    a library call that wrote into them fails where it writes instead of changing later tests' data."""
     import daskgp
 
-    return daskgp.load("concrete")
+    data = daskgp.load("concrete")
+    for a in (data.X, data.y, data.X_std, data.y_std):
+        a.flags.writeable = False
+    return data
 
 
 @pytest.fixture

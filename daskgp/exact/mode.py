@@ -82,6 +82,9 @@ class StochasticAscent:
         self.gws: list[np.ndarray] = []
         self.phis: list[np.ndarray] = []
         self.lams: list[float] = []
+        # the gradient-noise covariance V (p, p) at each iterate, NaN where a gradient failed or reported
+        # none: averaged near the mode and whitened by the chains' metric, the noise the chains will see
+        self.noise_covs: list[np.ndarray] = []
         self.settled_at: int | None = None
         self.noise_eig, self.converged, self.gnorm = 0.0, False, np.inf
         self.se = np.full(len(self.phi), np.nan)
@@ -118,6 +121,7 @@ class StochasticAscent:
             self.radius = max(self.radius / 4, TRUST_MIN)
             self.phi = np.array(back, dtype=float)
             self.gws.append(np.zeros(len(self.phi)))  # no information: a zero whitened gradient
+            self.noise_covs.append(np.full((len(self.phi),) * 2, np.nan))
             self.phis.append(self.phi.copy())
             return
         self.failures = 0
@@ -127,6 +131,7 @@ class StochasticAscent:
         V = info.get("noise_cov")
         if V is not None:
             self.lams.append(float(np.linalg.eigvalsh(L.T @ V @ L).max()))
+        self.noise_covs.append(np.full((len(gw),) * 2, np.nan) if V is None else np.array(V, dtype=float))
         lam = float(np.mean(self.lams[-window:])) if self.lams else 0.0
         self.noise_eig = max(self.noise_eig, lam)
         eta = min(o["step"], o["jitter"] / np.sqrt(lam)) if lam > 0 else o["step"]
@@ -165,11 +170,22 @@ class StochasticAscent:
         return ModeResult(tail.mean(axis=0), self.k, self.converged, self.gnorm, self.noise_eig,
                           np.array(self.phis), self.se)
 
+    def noise_cov(self) -> np.ndarray | None:
+        """The mean gradient-noise covariance (p, p) in φ's coordinates over the iterates from where the
+        steps began to shrink (near the mode; the last ``window`` iterates if they never did), None where no
+        gradient there reported one. A mean over tens of probe draws: whitened by any metric afterwards, far
+        steadier than one draw's largest eigenvalue (the ``lams``), and unbiased for V near the mode."""
+        at = self.settled_at if self.settled_at is not None else max(self.k - self.settings["window"], 0)
+        V = np.array(self.noise_covs[at:]).reshape(-1, len(self.phi), len(self.phi))
+        V = V[np.all(np.isfinite(V), axis=(1, 2))]
+        return V.mean(axis=0) if len(V) else None
+
     def to_dict(self) -> dict:
         p = len(self.phi)
         return {"settings": dict(self.settings), "phi": self.phi.copy(), "M0": self.M0.copy(),
                 "gws": np.array(self.gws).reshape(-1, p), "phis": np.array(self.phis).reshape(-1, p),
                 "lams": np.array(self.lams, dtype=float), "settled_at": self.settled_at,
+                "noise_covs": np.array(self.noise_covs, dtype=float).reshape(-1, p, p),
                 "noise_eig": self.noise_eig, "converged": self.converged, "gnorm": self.gnorm,
                 "se": self.se.copy(), "phi0": self.phi0.copy(), "good": self.good.copy(),
                 "radius": self.radius, "capped": self._capped, "failures": self.failures,
@@ -182,7 +198,8 @@ class StochasticAscent:
                 "gnorm", "se")
         trusted = ("phi0", "good", "radius", "capped", "failures", "retreats")
         old = isinstance(d, dict) and "radius" not in d  # written before the trust region
-        expect_keys(d, base if old else base + trusted, "ascent state")
+        covs = ("noise_covs",) if isinstance(d, dict) and "noise_covs" in d else ()  # kept since 2026-11-30
+        expect_keys(d, (base if old else base + trusted) + covs, "ascent state")
         s = d["settings"]
         names = {"max_iter", "window", "tol", "step", "jitter", "max_abs_phi"}
         if not isinstance(s, dict) or set(s) != (names if old else names | {"trust"}):
@@ -205,6 +222,10 @@ class StochasticAscent:
         a.phis = list(expect_array(d["phis"], (k, p), "phis"))
         a.gws = list(expect_array(d["gws"], (k, p), "gws"))
         a.lams = [float(v) for v in expect_array(d["lams"], (rows(d["lams"], 1),), "lams")]
+        # a state written before the noise covariances were kept: none known (the warmup then whitens the
+        # lams' median, as it did)
+        covs = d.get("noise_covs", np.full((k, p, p), np.nan))
+        a.noise_covs = list(expect_array(covs, (k, p, p), "noise_covs", finite=False))
         at = d["settled_at"]
         a.settled_at = None if at is None else expect_int(at, "settled_at", 0, k)
         a.noise_eig = float(expect_number(d["noise_eig"], "noise_eig"))

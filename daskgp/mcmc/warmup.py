@@ -106,10 +106,13 @@ def check_warmup_state(st, p: int) -> None:
     for stage, key in _ASCENTS.items():  # a finished ascent's result, from the next stage on
         if st["stage"] > stage and st["result"] is None:
             done = st[key]
-            # a checkpoint written before noise_median was kept still reads (its run keeps its n_adapt)
-            extra = ("noise_median",) if isinstance(done, dict) and "noise_median" in done else ()
+            # a checkpoint written before noise_median (or noise_cov) was kept still reads (its run keeps
+            # its n_adapt)
+            extra = tuple(k for k in ("noise_median", "noise_cov") if isinstance(done, dict) and k in done)
             expect_keys(done, _ASCENT_KEYS + extra, key)
             expect_array(done["phi"], (p,), f"{key} phi")
+            if "noise_cov" in extra:
+                expect_array(done["noise_cov"], (p, p), f"{key} noise_cov", optional=True)
     if st["stage"] > 1 and st["result"] is None:
         expect_array(st["cov"], (p, p), "cov")
     if st["stage"] == DONE and not isinstance(st["result"], dict):
@@ -126,6 +129,23 @@ def warmup_segment(X, y, cfg_dict: dict, state: dict, run_key: str, workers: lis
                               cfg.checkpoint_every)
 
 
+def noise_in_metric(ascent: dict, cov) -> float | None:
+    """The gradient noise per gradient near the mode as the chains meet it: the largest eigenvalue of the
+    ascent's mean noise covariance V (p, p) whitened by the chains' metric ``cov`` (p, p), λ = max eig LᵀVL
+    for cov = LLᵀ. Whitening by the ascent's own metric instead — the first Laplace covariance, from a
+    quarter of the probes — made the value swing with that estimate: 1.0 to 5.8 over nine seeds on
+    concrete (64 probes), and with it the adaptation's length. An ascent stored without V: its per-gradient
+    eigenvalues' median, as before."""
+    V = ascent.get("noise_cov")
+    if V is None:
+        return ascent.get("noise_median")
+    try:
+        L = np.linalg.cholesky(np.asarray(cov, dtype=float))
+    except np.linalg.LinAlgError:  # not a metric the chains can use either: the ascent's own reading
+        return ascent.get("noise_median")
+    return float(np.linalg.eigvalsh(L.T @ np.asarray(V, dtype=float) @ L).max())
+
+
 def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget: int) -> dict:
     """The warmup ``state`` advanced by at least one gradient and at most ``budget`` (a curvature stage,
     once begun, runs whole), on the kernel operator ``op`` — released, with the run's cached rows, when the
@@ -133,8 +153,10 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
     (p, p) the Laplace covariance (the saddle-free metric where its estimate was not positive definite, M0
     after a failed ascent: 'cov_from' says which), 'iterations' (ascent gradients), 'converged',
     'grad_norm', 'noise_eig' (the largest whitened gradient-noise eigenvalue seen, a window's mean),
-    'noise_at_mode' (its median over the second ascent, whitened by the first Laplace covariance: the
-    noise per gradient near the mode) and 'seconds'. An ascent that leaves the allowed range, or fails,
+    'noise_at_mode' (the noise per gradient near the mode, in the chains' metric: the largest eigenvalue of
+    the second ascent's mean gradient-noise covariance near the mode whitened by the final covariance — by
+    the first Laplace covariance, as the median of its per-gradient eigenvalues, for a warmup checkpointed
+    before the covariances were kept) and 'seconds'. An ascent that leaves the allowed range, or fails,
     ends the warmup at the subset start with 'failed' saying why."""
     t0 = time.perf_counter()
     st = dict(state)
@@ -169,12 +191,12 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
                     tick(ascent.k - 1)
                 if ascent.done:
                     r = ascent.result()
-                    # the typical gradient noise along the ascent, near the mode for the second one: what
-                    # the chains' adaptation must average out (SamplerConfig.adapt_from_noise)
+                    # the gradient noise near the mode, for the second one: what the chains' adaptation
+                    # must average out (SamplerConfig.adapt_from_noise), whitened at the end by their metric
                     st[_ASCENTS[stage]] = {"phi": r.phi, "iterations": r.iterations, "noise_eig": r.noise_eig,
                                            "converged": bool(r.converged), "grad_norm": r.grad_norm,
                                            "noise_median": float(np.median(ascent.lams)) if ascent.lams
-                                           else 0.0}
+                                           else 0.0, "noise_cov": ascent.noise_cov()}
                     st["ascent"], st["stage"] = None, stage + 1
                 else:
                     st["ascent"] = ascent.to_dict()
@@ -212,7 +234,7 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
                             "iterations": first["iterations"] + second["iterations"],
                             "converged": second["converged"], "grad_norm": second["grad_norm"],
                             "noise_eig": max(first["noise_eig"], second["noise_eig"]),
-                            "noise_at_mode": second.get("noise_median")}
+                            "noise_at_mode": noise_in_metric(second, st["cov"])}
         st["result"] = {**st["result"], "seconds": st["seconds"], "gradients": st["gradients"]}
         release_operators(run_key, here_only=False)  # the warmup's cached kernel rows leave with it
     return st

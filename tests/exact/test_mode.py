@@ -163,6 +163,11 @@ def test_the_ascent_state_round_trips_and_a_malformed_one_is_named(concrete):
     a.step(pa)
     b.step(pb)
     assert np.array_equal(a.phi, b.phi) and a.k == b.k == 13
+    assert np.array_equal(np.array(a.noise_covs), np.array(b.noise_covs), equal_nan=True)
+    old = a.to_dict()
+    del old["noise_covs"]  # a state checkpointed before the noise covariances were kept still reads
+    c = StochasticAscent.from_dict(old, 3)
+    assert c.k == 13 and np.isnan(np.array(c.noise_covs)).all()
     bad = a.to_dict()
     bad["gws"] = bad["gws"][:-1]
     with pytest.raises(ValueError, match="gws"):
@@ -251,6 +256,47 @@ class _Gaussian:
             raise SolveBudgetExceeded(phi, 400, 400, True)
         g = -self.P @ (phi - self.m) + self.noise * self.rng.standard_normal(len(phi))
         return g, {"noise_cov": np.eye(len(phi)) * self.noise**2}
+
+
+class _ProbedGaussian(_Gaussian):
+    """The stand-in with its noise as a stochastic gradient has it: the mean of N probes' gradients, each
+    with covariance N·V, and the noise covariance it reports their sample covariance over N (a Wishart draw
+    with N − 1 degrees of freedom, unbiased for V)."""
+
+    def __init__(self, m, S, V, n_probes, seed):
+        super().__init__(m, S, 0.0, seed)
+        self.C, self.N = np.linalg.cholesky(V * n_probes), n_probes
+
+    def stochastic_grad(self, phi, k):
+        z = self.rng.standard_normal((self.N, len(phi))) @ self.C.T
+        return -self.P @ (phi - self.m) + z.mean(axis=0), {"noise_cov": np.cov(z, rowvar=False) / self.N}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_noise_at_the_mode_is_read_in_the_chains_metric(seed):
+    """The warmup's noise at the mode (what sets the chains' probes and adaptation length) is the largest
+    eigenvalue of the ascent's mean noise covariance near the mode, whitened by the chains' metric Σ:
+    λ = max eig LᵀV̄L. Here V is chosen so that LᵀVL = diag(4, 1, 0.25) for Σ = LLᵀ the stand-in's true
+    covariance, so λ = 4, well apart from the next eigenvalue (the largest eigenvalue's bias is then of
+    second order). Each reported covariance is a Wishart draw from N = 16 probes, relative sd √(2/N) per
+    diagonal entry; the mean of the K near-mode draws has relative se √(2/(N·K)), and the test allows 4 of
+    them. Power: the former reading — the median over the ascent of each draw's largest eigenvalue in the
+    ascent's own metric, here 25 Σ as a poor first Laplace estimate is — is 25 times too large."""
+    from daskgp.exact.mode import StochasticAscent
+    from daskgp.mcmc.warmup import noise_in_metric
+
+    L = np.linalg.cholesky(_S)
+    Linv = np.linalg.inv(L)
+    V = Linv.T @ np.diag([4.0, 1.0, 0.25]) @ Linv
+    a = StochasticAscent(_M + 3 * _SD, 25 * _S, max_iter=400)
+    post = _ProbedGaussian(_M, _S, V, 16, seed)
+    while not a.done:
+        a.step(post)
+    K = a.k - a.settled_at
+    lam = noise_in_metric({"noise_cov": a.noise_cov(), "noise_median": float(np.median(a.lams))}, _S)
+    assert a.settled_at is not None and abs(lam / 4.0 - 1) <= 4 * np.sqrt(2 / (16 * K)), (lam, K)
+    old = noise_in_metric({"noise_cov": None, "noise_median": float(np.median(a.lams))}, _S)
+    assert abs(old / 4.0 - 1) > 4 * np.sqrt(2 / (16 * K)), old
 
 
 # house_8L's mode and Laplace sds, rounded (benchmarks/results/house8l_reference.json)
