@@ -177,17 +177,22 @@ def test_the_ascent_state_round_trips_and_a_malformed_one_is_named(concrete):
 @pytest.mark.slow
 def test_an_ascent_stopped_on_a_plateau_climbs_on_in_the_saddle_free_metric():
     """power_plant, 2,000 random rows: from its subset MAP the warmup's first ascent stopped at φ₁ below,
-    6.5 exact sd short of the mode in the lengthscale and 3.5 nats below it, on a plateau between this
-    posterior's two modes (the other, local one is at (0.07, 0.85, −2.93): docs/guide/exact.md): the exact
-    curvature there has a negative eigenvalue, and the gradient (1.3 nats per unit log-lengthscale) is a
-    tenth of a sd in the subset's metric, which the stopping rule reads as the mode. Before, the second
-    ascent restarted there in that same metric (the curvature estimate was refused as not positive
-    definite) and stopped there again. Now the curvature estimate's saddle-free inverse |H|⁻¹ is the metric,
-    wide along the flat direction, and the ascent in it climbs to the mode. Tolerance, as in the first test
-    of this file: near the mode ‖A·u‖ ≤ g + 3.5‖se‖ for the final window's mean whitened gradient g and its
-    standard errors se, with u = L⁻¹(φ̂ − φ*) and A = LᵀΣ⁻¹L, L the metric's Cholesky factor, Σ the exact
-    covariance. Power: the ascent from φ₁ in the subset's metric — the former fallback — ends beyond 3 exact
-    sd."""
+    6.5 exact sd short of the mode in the lengthscale and 3.5 nats below it, between this posterior's two
+    modes, near the local one (≈ (2.3, 7.4, 2.2) exact sd off the mode: docs/guide/exact.md): the exact
+    curvature at φ₁ has a negative eigenvalue, and the gradient (1.3 nats per unit log-lengthscale) is a
+    tenth of a sd in the subset's metric. Before, the second ascent restarted there in that same metric
+    (a curvature estimate that is not positive definite was refused) and stopped at the local mode. Now
+    the warmup's metric there is the curvature estimate's inverse where it is positive definite and its
+    saddle-free inverse |H|⁻¹ where not (wide along the flat direction), and the ascent in it climbs to the
+    mode — not every time: a noisy ascent can still fall into the local mode.
+
+    So the test counts, over 16 probe seeds, the ascents in each metric that end at the mode (every
+    coordinate within 1.5 exact sd; the local mode is ≥ 2.2 sd off in one). Rates measured on other seeds:
+    the warmup's metric 12 of 16 (0.75), the subset metric 1 of 10 (0.1). The difference of the two counts
+    has mean 16·(0.75 − 0.1) = 10.4 and sd √(16·0.75·0.25 + 16·0.1·0.9) = 2.1; the test asks for ≥ 4,
+    3 sd below (a false alarm about 0.1 %; were the subset rate 0.25, about 5 %). Power: were the warmup's
+    metric no better (both rates 0.1), the difference has mean 0 and sd 1.7 and reaches 4 with probability
+    about 1 %. Each seed's two ascents share one probe stream (a paired comparison)."""
     import daskgp as dg
     from daskgp.core.priors import GammaPrior
     from daskgp.exact.mode import StochasticAscent, laplace_precision, saddle_free_covariance
@@ -212,32 +217,27 @@ def test_an_ascent_stopped_on_a_plateau_climbs_on_in_the_saddle_free_metric():
     assert np.linalg.eigvalsh(0.5 * (H1 + H1.T)).min() < 0  # the premise: not a mode, not concave there
 
     cfg = SamplerConfig(method="sghmc", seed=0)
+    _, H_sub_inv = subset_map(X, y, kernel, 0.3, prior=prior, size=cfg.subset_size, rng=0)
+    M_sub = H_sub_inv * cfg.subset_size / len(y)
     # the warmup's own posterior (solver, preconditioner, probes of the default sampler at 2,000 rows)
     post = _posterior(_operator(X, cfg, "test-plateau", None, None, "warmup"), y, cfg, redraw_every=1)
-    post.state.rng = np.random.default_rng(1)
-    H = laplace_precision(post, phi1, n_probes=32, rng=post.state.rng)
-    assert np.linalg.eigvalsh(H).min() < 0  # the warmup's estimate sees it too: no Laplace covariance
-    M = saddle_free_covariance(H)
-    ascent = StochasticAscent(phi1, M, max_iter=200)
-    while not ascent.done:
-        ascent.step(post)
-    res = ascent.result()
-    L = np.linalg.cholesky(M)
-    A = L.T @ np.linalg.solve(cov_star, L)
-    bound = (res.grad_norm + 3.5 * np.linalg.norm(res.grad_se)) / np.linalg.eigvalsh(A).min()
-    u = np.linalg.norm(np.linalg.solve(L, res.phi - phi_star))
-    print(f"saddle-free ascent: {res.iterations} gradients, ‖u‖ {u:.2f} < bound {bound:.2f}; off by "
-          f"{np.round((res.phi - phi_star) / sd, 2)} exact sd")
-    assert res.converged and u < bound, ((res.phi - phi_star) / sd, u, bound)
-
-    _, H_sub_inv = subset_map(X, y, kernel, 0.3, prior=prior, size=cfg.subset_size, rng=0)
-    stuck = StochasticAscent(phi1, H_sub_inv * cfg.subset_size / len(y), max_iter=200)
-    while not stuck.done:
-        stuck.step(post)
-    release_operators("test-plateau")
-    off = (stuck.result().phi - phi_star) / sd
-    print(f"subset-metric ascent: {stuck.k} gradients, off by {np.round(off, 2)} exact sd")
-    assert np.abs(off).max() > 3  # power: the former fallback stays on the plateau
+    reached = {"warmup": 0, "subset": 0}
+    try:
+        for seed in range(200, 216):  # not the seeds the rates above were measured on
+            post.state.rng = np.random.default_rng(seed)
+            H = laplace_precision(post, phi1, n_probes=32, rng=post.state.rng)
+            # the warmup's metric (advance_warmup's curvature stage)
+            M_warm = np.linalg.inv(H) if np.linalg.eigvalsh(H).min() > 0 else saddle_free_covariance(H)
+            for name, M in (("warmup", M_warm), ("subset", M_sub)):
+                ascent = StochasticAscent(phi1, M, max_iter=200)
+                while not ascent.done:
+                    ascent.step(post)
+                off = (ascent.result().phi - phi_star) / sd
+                reached[name] += bool(np.abs(off).max() < 1.5)
+                print(f"seed {seed}, {name} metric: {ascent.k} gradients, off by {np.round(off, 2)} exact sd")
+    finally:
+        release_operators("test-plateau")
+    assert reached["warmup"] - reached["subset"] >= 4, reached
 
 
 class _Gaussian:
