@@ -16,7 +16,12 @@ Per case: each ratio's geometric mean and the standard error of its log over see
 posterior means apart in their pooled sd (they sample the same posterior). ``ratio`` (top level): the
 largest case's geometric-mean wall-time ratio; ``crossover_rows``: the largest n whose every seed's
 wall-time ratio is below 1 — what ``method='auto'`` may take as HMC's ``default_max_n``.
-Resumable per (case, method, seed): results/small_n_crossover.json after every run.
+
+Resumable, within a run too: results/small_n_crossover.json after every run; a run stopped by SIGINT or
+SIGTERM (at its next safe point: the committed draws kept) is carried in benchmarks/carried/ and continued
+by the next invocation with ``daskgp.resume`` (a bimodal case, 2,000 power_plant rows, takes HMC about
+40 minutes a seed: longer than a session for the whole case). Each run records its sittings (wall time,
+draws per chain); its wall time is their sum.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ import argparse
 import json
 import math
 import os
+import shutil
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,33 +41,57 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import close_segment, load_results, paired_by_seed, write_results  # noqa: E402
+from _common import (  # noqa: E402
+    CARRIED,
+    carry_run,
+    close_segment,
+    load_results,
+    paired_by_seed,
+    resumable,
+    sitting,
+    write_results,
+)
 
 OUT = HERE / "results" / "small_n_crossover.json"
 METHODS = ("hmc", "sghmc")
 
 
-def run_one(X, y, method: str, seed: int, target_ess: int, out: Path, **options) -> dict:
+def run_one(X, y, method: str, seed: int, target_ess: int, out: Path, segments: list, save, control,
+            **options) -> dict | None:
+    """One run to the target, in this sitting: started, or continued from what an earlier sitting committed
+    (the run at ``out`` or its carried archive); its sitting appended to ``segments`` and ``save()``d as it
+    goes. Returns the run's record, or None when ``control`` stopped it (kept on disk and carried)."""
     import arviz as az
 
     import daskgp as dg
     from daskgp.compute.cluster import close_client, get_client
+    from daskgp.mcmc.control import RunStopped
 
     client = get_client(n_workers=2, threads_per_worker=1)
+    hooks, finish = sitting(out, segments, save)  # after the cluster's start: its time is left out
     try:
-        t0 = time.perf_counter()
-        dt = dg.sample(X, y, out=str(out), client=client, method=method, n_chains=4, target_ess=target_ess,
-                       seed=seed, overwrite=True, **options)
-        wall = time.perf_counter() - t0
+        if resumable(out):
+            dt = dg.resume(str(out), X=X, y=y, client=client, control=control, **hooks)
+        else:
+            dt = dg.sample(X, y, out=str(out), client=client, method=method, n_chains=4,
+                           target_ess=target_ess, seed=seed, overwrite=True, control=control, **hooks,
+                           **options)
+    except RunStopped:
+        return None
     finally:
+        finish()
+        save()
         close_client(client)  # its local cluster too: a run's idle workers would load the next run's cores
+        carry_run(out)
+    wall = sum(float(g["wall_s"]) for g in segments)
     post = dt["posterior"].to_dataset()
     names = list(dt.attrs["param_names"])
     bulk = [float(az.ess(post, method="bulk")[nm]) for nm in names]
     tail = [float(az.ess(post, method="tail")[nm]) for nm in names]
     ess = min(min(bulk), min(tail))
     logs = np.stack([np.log(post[nm].values).ravel() for nm in names], axis=-1)
-    return {"wall_seconds": wall, "elapsed_attr": float(dt.attrs["elapsed"]), "min_ess": ess,
+    return {"wall_seconds": wall, "sittings": list(segments), "elapsed_attr": float(dt.attrs["elapsed"]),
+            "min_ess": ess,
             "ess_bulk": bulk, "ess_tail": tail, "max_rhat": float(max(az.rhat(post)[nm] for nm in names)),
             "seconds_per_ess": wall / ess, "kept_draws_per_chain": int(post.sizes["draw"]),
             "warmup_draws": int(dt.attrs["warmup_draws"]), "mean_log": logs.mean(0).tolist(),
@@ -123,6 +155,18 @@ def main() -> int:
     runs_dir = HERE / "runs"
     runs_dir.mkdir(exist_ok=True)
     started = time.time()
+    from daskgp.mcmc.control import RunControl
+
+    # SIGINT / SIGTERM stop the run in flight at its next safe point (its committed draws kept and carried);
+    # set explicitly: a background job's inherited SIGINT may be ignored
+    control = RunControl()
+
+    def stop(signum, frame):
+        print(f"signal {signum}: stopping at the next safe point", flush=True)
+        threading.Thread(target=control.stop, name="crossover-stop", daemon=True).start()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
     try:
         for name in a.cases.split(","):
             X, y = case_data(name)
@@ -130,11 +174,26 @@ def main() -> int:
             for seed in seeds:  # seed-major: a stopped benchmark leaves whole pairs
                 for method in METHODS:
                     key = f"{method}/{seed}"
-                    if key in rec["runs"]:
+                    if key in rec["runs"] or control.stopped:
                         continue
                     print(f"{name} (n={len(y)}): {method}, seed {seed} …", flush=True)
-                    rec["runs"][key] = run_one(X, y, method, seed, a.target_ess,
-                                               runs_dir / f"crossover_{name}_{method}.zarr")
+                    out = runs_dir / f"crossover_{name}_{method}_{seed}.zarr"
+                    # the sittings of a run not yet at its target (continued by the next invocation)
+                    sittings = rec.setdefault("in_progress", {}).setdefault(key, [])
+                    got = run_one(X, y, method, seed, a.target_ess, out, sittings,
+                                  lambda: write_results(OUT, results), control)
+                    if got is None:
+                        print(f"  stopped after {sum(float(g['wall_s']) for g in sittings):.0f} s in "
+                              f"{len(sittings)} sittings; carried, continued by the next invocation",
+                              flush=True)
+                        continue
+                    rec["runs"][key] = got
+                    del rec["in_progress"][key]
+                    for done in (out, CARRIED / f"{out.name}.tar.gz"):  # recorded: nothing to carry on
+                        if done.is_dir():
+                            shutil.rmtree(done)
+                        elif done.exists():
+                            done.unlink()
                     summarise(rec)
                     write_results(OUT, results)
                     shown = ("wall_seconds", "min_ess", "max_rhat", "seconds_per_ess")
