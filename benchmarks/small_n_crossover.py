@@ -14,8 +14,9 @@ at the first committed block that meets it — and of seconds per ESS, which als
 it made past the target (SGHMC's blocks of 100 iterations overshoot 400 by up to half, HMC's of 25 less).
 Per case: each ratio's geometric mean and the standard error of its log over seeds, and the two samplers'
 posterior means apart in their pooled sd (they sample the same posterior). ``ratio`` (top level): the
-largest case's geometric-mean wall-time ratio; ``crossover_rows``: the largest n whose every seed's
-wall-time ratio is below 1 — what ``method='auto'`` may take as HMC's ``default_max_n``.
+largest size's worst geometric-mean wall-time ratio; ``crossover_rows``: the largest n at which every
+paired seed's wall-time ratio, in every case of that size or smaller, is below 1 — what ``method='auto'``
+may take as HMC's ``default_max_n``. ``--report`` only summarises the results file.
 
 Resumable, within a run too: results/small_n_crossover.json after every run; a run stopped by SIGINT or
 SIGTERM (at its next safe point: the committed draws kept) is carried in benchmarks/carried/ and continued
@@ -126,18 +127,32 @@ def summarise(rec: dict) -> None:
                      "mean_gap_in_pooled_sd": walls["mean_gap_in_pooled_sd"]}
 
 
+def _crossover_rows(done: list[dict]) -> int | None:
+    """The largest n at which HMC won every paired seed of every case of that size or smaller, with ≥ 3
+    seeds at that size: a case of the same size that HMC lost in any seed (a two-mode posterior beside a
+    unimodal one) ends the search below it, since 'auto' cannot tell the two apart before it runs."""
+    won = None
+    for n in sorted({c["n"] for c in done}):
+        at = [c for c in done if c["n"] == n]
+        if not all(c["paired"]["hmc_wins_every_seed"] for c in at):
+            break
+        if all(len(c["paired"]["seeds"]) >= 3 for c in at):
+            won = n
+    return won
+
+
 def _estimate(done: list[dict], won: int | None) -> float | None:
-    """Where the geometric-mean wall-time ratio crosses 1 between the largest case HMC won and the next
-    larger case, log-linear in n (HMC's gradient costs n³, SGHMC's n² per product): None without both."""
-    above = [c for c in done if won is not None and c["n"] > won]
+    """Where the geometric-mean wall-time ratio crosses 1 between the largest size HMC won and the next
+    larger size (there, the worst of its cases), log-linear in n (HMC's gradient costs n³, SGHMC's n² per
+    product): None without both."""
+    above = sorted({c["n"] for c in done if won is not None and c["n"] > won})
     if won is None or not above:
         return None
-    a = next(c for c in done if c["n"] == won)
-    b = above[0]
-    ra, rb = (math.log(c["paired"]["geometric_mean_wall_ratio"]) for c in (a, b))
+    ra = max(math.log(c["paired"]["geometric_mean_wall_ratio"]) for c in done if c["n"] == won)
+    rb = max(math.log(c["paired"]["geometric_mean_wall_ratio"]) for c in done if c["n"] == above[0])
     if rb <= 0:
         return None
-    return float(math.exp(math.log(a["n"]) - ra / (rb - ra) * (math.log(b["n"]) - math.log(a["n"]))))
+    return float(math.exp(math.log(won) - ra / (rb - ra) * (math.log(above[0]) - math.log(won))))
 
 
 def main() -> int:
@@ -146,6 +161,7 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--target-ess", type=int, default=400)
     ap.add_argument("--redo", action="store_true")
+    ap.add_argument("--report", action="store_true", help="only summarise what the results file holds")
     a = ap.parse_args()
     os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
     from fidelity import case_data
@@ -168,7 +184,7 @@ def main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
     try:
-        for name in a.cases.split(","):
+        for name in ([] if a.report else a.cases.split(",")):
             X, y = case_data(name)
             rec = results["cases"].setdefault(name, {"n": len(y), "runs": {}})
             for seed in seeds:  # seed-major: a stopped benchmark leaves whole pairs
@@ -202,16 +218,19 @@ def main() -> int:
             summarise(rec)
         done = sorted((c for c in results["cases"].values() if "paired" in c), key=lambda c: c["n"])
         if done:
-            results["ratio"] = done[-1]["paired"]["geometric_mean_wall_ratio"]
-            wins = [c["n"] for c in done if c["paired"]["hmc_wins_every_seed"]
-                    and len(c["paired"]["seeds"]) >= 3]
-            results["crossover_rows"] = max(wins) if wins else None
-            results["target_met"] = bool(wins)
+            largest = [c for c in done if c["n"] == done[-1]["n"]]
+            results["ratio"] = max(c["paired"]["geometric_mean_wall_ratio"] for c in largest)
+            results["crossover_rows"] = _crossover_rows(done)
+            results["target_met"] = results["crossover_rows"] is not None
             results["crossover_estimate_rows"] = _estimate(done, results["crossover_rows"])
             results["target"] = ("the largest n at which HMC reaches the target ESS and R-hat sooner than "
-                                 "SGHMC in every one of >= 3 paired seeds: 'auto' runs HMC up to there")
+                                 "SGHMC in every one of >= 3 paired seeds of every case of that size or "
+                                 "smaller: 'auto' runs HMC up to there")
     finally:
-        close_segment(OUT, results, started, cases=a.cases, seeds=a.seeds)
+        if not a.report:
+            close_segment(OUT, results, started, cases=a.cases, seeds=a.seeds)
+        else:
+            write_results(OUT, results)
     print(json.dumps({k: results.get(k) for k in ("ratio", "crossover_rows", "target_met")}))
     return 0
 
