@@ -39,15 +39,17 @@ def load_results(path: Path, benchmark: str, redo: bool) -> dict:
     return results
 
 
-def write_results(path: Path, results: dict) -> None:
+def write_results(path: Path, results: dict, measured: bool = True) -> None:
     """Write the results JSON whole or not at all (a killed run never leaves half a file), stamped with its
     provenance: the revision measured and a content hash of the code measured (``claims.provenance``; the
-    docs flag a result whose code has changed since)."""
+    docs flag a result whose code has changed since). ``measured`` False (a report re-summarising what
+    earlier runs measured): the provenance those runs stamped is kept."""
     if str(HERE) not in sys.path:  # scripts run as benchmarks/NAME.py have it; tests loading this file do not
         sys.path.insert(0, str(HERE))
     from claims import provenance
 
-    results["provenance"] = provenance(path.stem)
+    if measured or "provenance" not in results:
+        results["provenance"] = provenance(path.stem)
     path.parent.mkdir(exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(results, indent=1, default=float))  # numpy scalars as numbers
@@ -212,6 +214,28 @@ def sitting(out: Path, segments: list | None = None, save=None):
         return seg["wall_s"]
 
     return {"on_block": on_block, "on_warmup": warmup_carrier(out)}, finish
+
+
+def stop_on_signals():
+    """A ``RunControl`` that SIGINT or SIGTERM stops as the dashboard's Stop does — the tasks in flight
+    cancelled, the committed draws and the warmup's checkpoint kept — so that the caller's ``finally``
+    records and carries the sitting. Set explicitly: a job started in the background by a non-interactive
+    shell inherits SIGINT ignored, and Python then installs no handler of its own (a sitting once went on
+    through kill -INT)."""
+    import signal
+    import threading
+
+    from daskgp.mcmc.control import RunControl
+
+    control = RunControl()
+
+    def stop(signum, frame):
+        print(f"signal {signum}: stopping the sitting at the next safe point", flush=True)
+        threading.Thread(target=control.stop, name="sitting-stop", daemon=True).start()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return control
 
 
 def warmup_carrier(out: Path, every_s: float = 300.0):

@@ -27,9 +27,7 @@ import argparse
 import json
 import os
 import platform
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -76,7 +74,16 @@ def main(argv=None) -> int:
     out_json = HERE / "results" / f"sghmc_house8l{'_ard' if args.ard else ''}.json"
     # every sitting of the run (sessions end after 180 min; the run is carried between them in git) with
     # its wall time and the draws per chain it ended at
-    from _common import CARRIED, carry_run, resumable, sitting, start, write_results
+    from _common import (
+        CARRIED,
+        carry_run,
+        restore_run,
+        resumable,
+        sitting,
+        start,
+        stop_on_signals,
+        write_results,
+    )
 
     # a new run (none on disk, none carried) starts a new list: the JSON of an earlier, removed run is not
     # this one's
@@ -96,20 +103,9 @@ def main(argv=None) -> int:
             print(f"  {st.done} per chain, R-hat {st.rhat}, ESS {st.ess}, s/ESS {st.sec_per_ess}, "
                   f"ETA {st.eta}", flush=True)
 
-        from daskgp.mcmc.control import RunControl, RunStopped
+        from daskgp.mcmc.control import RunStopped
 
-        # SIGINT or SIGTERM ends the sitting as the dashboard's Stop does (the tasks in flight cancelled, the
-        # committed draws and the warmup's checkpoint kept), then the finally below records and carries it.
-        # Set explicitly: a job started in the background by a non-interactive shell inherits SIGINT ignored,
-        # and Python then installs no handler of its own (a sitting once went on through kill -INT).
-        control = RunControl()
-
-        def stop(signum, frame):
-            print(f"signal {signum}: stopping the sitting at the next safe point", flush=True)
-            threading.Thread(target=control.stop, name="sitting-stop", daemon=True).start()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, stop)
+        control = stop_on_signals()  # SIGINT / SIGTERM end the sitting; the finally records and carries it
         ds, _, client = start("house_8L", args.workers)
         try:
             if resumable(path):
@@ -127,6 +123,8 @@ def main(argv=None) -> int:
             close_client(client)
             carry_run(path)  # the warmup's latest checkpoint too (its carrier packs at most every 5 min)
     so_far = f"{sum(float(g['wall_s']) for g in segments):.0f} s in {len(segments)} sittings so far"
+    if args.report:
+        restore_run(path)  # a run carried between sessions is reported from its archive
     try:
         dt = open_run(str(path))
     except FileNotFoundError:
@@ -170,7 +168,8 @@ def main(argv=None) -> int:
                           "platform": platform.platform()},
               "daskgp_version": daskgp.__version__, "date": time.strftime("%Y-%m-%d %H:%M"),
               "segments": segments}
-    write_results(out_json, result)
+    if not args.report:  # a report measures nothing: the file keeps the revision that ran the sittings
+        write_results(out_json, result)
     keys = ("ratio", "target_met", "end_to_end_hours", "converged", "sec_per_ess", "min_ess_bulk",
             "max_r_hat", "reference")
     print(json.dumps({k: result[k] for k in keys}, indent=2, default=float))

@@ -32,9 +32,7 @@ import json
 import math
 import os
 import shutil
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -50,6 +48,7 @@ from _common import (  # noqa: E402
     paired_by_seed,
     resumable,
     sitting,
+    stop_on_signals,
     write_results,
 )
 
@@ -171,18 +170,7 @@ def main() -> int:
     runs_dir = HERE / "runs"
     runs_dir.mkdir(exist_ok=True)
     started = time.time()
-    from daskgp.mcmc.control import RunControl
-
-    # SIGINT / SIGTERM stop the run in flight at its next safe point (its committed draws kept and carried);
-    # set explicitly: a background job's inherited SIGINT may be ignored
-    control = RunControl()
-
-    def stop(signum, frame):
-        print(f"signal {signum}: stopping at the next safe point", flush=True)
-        threading.Thread(target=control.stop, name="crossover-stop", daemon=True).start()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, stop)
+    control = stop_on_signals()  # SIGINT / SIGTERM: the run in flight stops at its next safe point, carried
     try:
         for name in ([] if a.report else a.cases.split(",")):
             X, y = case_data(name)
@@ -230,7 +218,7 @@ def main() -> int:
         if not a.report:
             close_segment(OUT, results, started, cases=a.cases, seeds=a.seeds)
         else:
-            write_results(OUT, results)
+            write_results(OUT, results, measured=False)
     print(json.dumps({k: results.get(k) for k in ("ratio", "crossover_rows", "target_met")}))
     return 0
 
