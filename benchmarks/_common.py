@@ -130,7 +130,8 @@ def run_child(tree: Path, script: str, args: list[str], timeout: int = 1800,
 CARRIED = HERE / "carried"
 
 
-def _archive(out: Path) -> Path:
+def carried_archive(out: Path) -> Path:
+    """Where the run ``out`` is carried between sessions: benchmarks/carried/NAME.zarr.tar.gz."""
     return CARRIED / f"{out.name}.tar.gz"
 
 
@@ -154,7 +155,7 @@ def restore_run(out: Path) -> bool:
     absolute paths, links or paths out of benchmarks/runs/)."""
     import tarfile
 
-    archive = _archive(out)
+    archive = carried_archive(out)
     if _parts(out) or not archive.exists():
         return False
     out.parent.mkdir(exist_ok=True)
@@ -176,7 +177,7 @@ def carry_run(out: Path) -> Path | None:
     parts = _parts(out)
     if not parts:
         return None
-    archive = _archive(out)
+    archive = carried_archive(out)
     CARRIED.mkdir(exist_ok=True)
     tmp = archive.with_name(archive.name + ".tmp")
     with tarfile.open(tmp, "w:gz") as tar:
@@ -185,6 +186,17 @@ def carry_run(out: Path) -> Path | None:
                     filter=lambda info: None if Path(info.name).name == LOCK_NAME else info)
     os.replace(tmp, archive)
     return archive
+
+
+def discard_run(out: Path) -> None:
+    """Remove the run ``out`` once its result is recorded: the run and its warmup checkpoint on disk, and
+    its carried archive (nothing left to continue)."""
+    import shutil
+
+    for part in (out, out.with_name(out.name + ".warmup")):
+        if part.is_dir():
+            shutil.rmtree(part)
+    carried_archive(out).unlink(missing_ok=True)
 
 
 def sitting(out: Path, segments: list | None = None, save=None):

@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     # every sitting of the run (sessions end after 180 min; the run is carried between them in git) with
     # its wall time and the draws per chain it ended at
     from _common import (
-        CARRIED,
+        carried_archive,
         carry_run,
         restore_run,
         resumable,
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
 
     # a new run (none on disk, none carried) starts a new list: the JSON of an earlier, removed run is not
     # this one's
-    fresh = not resumable(path) and not (CARRIED / f"{path.name}.tar.gz").exists()
+    fresh = not resumable(path) and not carried_archive(path).exists()
     segments = [] if fresh or not out_json.exists() else json.loads(out_json.read_text()).get("segments", [])
     if not args.report:
 

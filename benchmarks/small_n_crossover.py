@@ -31,7 +31,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -41,9 +40,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import (  # noqa: E402
-    CARRIED,
     carry_run,
     close_segment,
+    discard_run,
     load_results,
     paired_by_seed,
     resumable,
@@ -193,11 +192,7 @@ def main() -> int:
                         continue
                     rec["runs"][key] = got
                     del rec["in_progress"][key]
-                    for done in (out, CARRIED / f"{out.name}.tar.gz"):  # recorded: nothing to carry on
-                        if done.is_dir():
-                            shutil.rmtree(done)
-                        elif done.exists():
-                            done.unlink()
+                    discard_run(out)  # recorded: nothing to carry on
                     summarise(rec)
                     write_results(OUT, results)
                     shown = ("wall_seconds", "min_ess", "max_rhat", "seconds_per_ess")
