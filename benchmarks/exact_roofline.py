@@ -5,7 +5,7 @@ SGHMC gradient of the exact GP posterior at three sizes, before and after a chan
 
 For each size n — concrete (1,030 rows) at its exact MAP, and 8,192 random rows and all 22,784 rows of
 house_8L at house_8L's reference MAP (``results/house8l_reference.json``) — the gradient a chain computes
-(``daskgp.mcmc.segments._posterior`` of the default ``SamplerConfig`` for n rows: probes, solver,
+(``daskgp.mcmc.segments.chain_posterior`` of the default ``SamplerConfig`` for n rows: probes, solver,
 tolerance, preconditioner rank and its kept pivots, float32 cached kernel rows; the probes a run's chains
 would use, by the sampler's rule from the gradient noise at the mode — 3 gradients there, whitened by the
 Laplace covariance, as the warmup measures it), ``--repeats`` times along a chain-like path: each θ one step
@@ -51,7 +51,7 @@ from daskgp.core.kernels import make_kernel
 from daskgp.exact.posterior import subset_map
 from daskgp.mcmc.config import SamplerConfig
 from daskgp.mcmc.layout import chain_block_rows
-from daskgp.mcmc.segments import _posterior
+from daskgp.mcmc.segments import chain_posterior
 
 n, repeats, ref_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 
@@ -98,7 +98,7 @@ op = KernelOperator(X, make_kernel(base.kernel, n_dims=X.shape[1]), 1.0, mode="l
 rule = getattr(base.sampler, "probes_from_noise", None)
 lam = None
 if rule is not None:
-    post = _posterior(op, y, base, redraw_every=base.sampler.redraw_every(base), rng=1)
+    post = chain_posterior(op, y, base, redraw_every=base.sampler.redraw_every(base), rng=1)
     lams = [float(np.linalg.eigvalsh(L.T @ post.stochastic_grad(phi, r)[1]["noise_cov"] @ L).max())
             for r in range(3)]
     lam = float(np.median(lams))
@@ -106,7 +106,7 @@ if rule is not None:
     cfg = SamplerConfig(method="sghmc", n_probes=probes, cache_dtype=base.cache_dtype)
 else:
     cfg = base
-post = _posterior(op, y, cfg, redraw_every=cfg.sampler.redraw_every(cfg), rng=0)
+post = chain_posterior(op, y, cfg, redraw_every=cfg.sampler.redraw_every(cfg), rng=0)
 t = time.perf_counter()
 post.stochastic_grad(phi, 0)  # builds the preconditioner and the cached rows at φ
 first = time.perf_counter() - t

@@ -4,8 +4,8 @@ gradient with 1 and 2 workers per chain, bytes moved, efficiency, and a communic
     python benchmarks/exact_scaling.py [--gradients 3] [--repeats 5] [--sizes 1030,4096,8192,22784]
 
 A local cluster of 2 single-threaded worker processes (this machine has 2 cores). Everything runs inside
-one task, the chain's driver, exactly as a chain's segment does (``daskgp.mcmc.segments._operator`` within
-``_products_on``): with K = 1 the products run in the driver's own process; with K = 2 they are pinned
+one task, the chain's driver, exactly as a chain's segment does (``daskgp.mcmc.segments.chain_operator``
+within ``products_on``): with K = 1 the products run in the driver's own process; with K = 2 they are pinned
 tasks on both workers, each caching the float32 kernel rows of its blocks.
 
 1. Products: house_8L rows (standardised; the first n of them), RBF at the reference MAP, V (n, 33) — the
@@ -42,10 +42,10 @@ def _driver(X, y, phi, workers, sizes, repeats, n_gradients, run_key):
 
     cfg = SamplerConfig(method="sghmc")  # the default sampler, SGHMC, and its solver settings
     out = {"products": {}, "gradients": None}
-    with segments._products_on(workers) as client:
+    with segments.products_on(workers) as client:
         for n in sizes:
             key = f"{run_key}-n{n}"
-            op = segments._operator(X[:n], cfg, key, client, workers, "chain0").with_log_params(phi)
+            op = segments.chain_operator(X[:n], cfg, key, client, workers, "chain0").with_log_params(phi)
             V = np.random.default_rng(n).standard_normal((n, K_COLUMNS))
             op.matmul(V)  # builds the cache
             moved0 = getattr(op.executor, "bytes_moved", 0)
@@ -61,7 +61,7 @@ def _driver(X, y, phi, workers, sizes, repeats, n_gradients, run_key):
             segments.release_operators(key, here_only=False)
         if n_gradients:
             key = f"{run_key}-grad"
-            op = segments._operator(X, cfg, key, client, workers, "chain0")
+            op = segments.chain_operator(X, cfg, key, client, workers, "chain0")
             in_products = [0.0]
             run = op.executor.run
 
@@ -73,7 +73,7 @@ def _driver(X, y, phi, workers, sizes, repeats, n_gradients, run_key):
                     in_products[0] += time.perf_counter() - t
 
             op.executor.run = timed
-            post = segments._posterior(op, y, cfg, redraw_every=1, rng=np.random.default_rng(0))
+            post = segments.chain_posterior(op, y, cfg, redraw_every=1, rng=np.random.default_rng(0))
             rows = []
             for g in range(n_gradients + 1):
                 in_products[0], p0 = 0.0, op.n_products

@@ -1,11 +1,14 @@
-"""Issue 32's "behaviour kept" check for the sampler registry: the draws of every built-in sampler, at a base
-git revision (checked out into a temporary worktree) and in this checkout, each in its own process on its own
-2-worker LocalCluster — 300 concrete rows, 2 chains × 200 iterations (warmup and kept), seed 3. Equal
-digests mean the refactor kept each sampler's arithmetic bit for bit, so its effective samples per second
-can differ only by the driver's overhead. No time is recorded: this is an identity check, and the two runs
-need not share a quiet machine. Writes benchmarks/results/same_draws.json.
+"""The "behaviour kept" check of a refactor (issue 32's sampler registry, issue 57's driver cut along its
+seams): the draws of every built-in sampler, at a base git revision (checked out into a temporary worktree)
+and in this checkout, each in its own process on its own 2-worker LocalCluster — 300 concrete rows, 2 chains
+× 200 iterations (warmup and kept), seed 3. A case is a method, optionally with its warmup route
+(``sghmc:ascent`` climbs by the stochastic ascent in checkpointed segments, ``sghmc:subset`` starts from the
+subset; a bare method takes its default: the exact MAP at this size). Equal digests mean the refactor kept
+each sampler's arithmetic and each route's start bit for bit, so its effective samples per second can differ
+only by the driver's overhead. No time is recorded: this is an identity check, and the two runs need not
+share a quiet machine. Writes benchmarks/results/same_draws.json (or ``--out``).
 
-    python benchmarks/same_draws.py [--base REV]
+    python benchmarks/same_draws.py [--base REV] [--cases sghmc,sgld,mh,hmc,sghmc:ascent,sghmc:subset]
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import ROOT, base_worktree, head_revision, run_child, write_results  # noqa: E402
 
-METHODS = ("sghmc", "sgld", "mh")
+CASES = ("sghmc", "sgld", "mh")  # issue 32's; a base revision before HMC knows no 'hmc'
 _CHILD = r"""
 import hashlib, json, sys, tempfile
 import numpy as np
@@ -34,14 +37,16 @@ def main():
     out = {"daskgp": daskgp.__file__}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
             Client(cl) as client, tempfile.TemporaryDirectory() as tmp:
-        for method in sys.argv[1].split(","):
-            dt = daskgp.sample(X, y, out=f"{tmp}/{method}.zarr", client=client, method=method, n_chains=2,
-                               n_iter=200, checkpoint_every=50, batch=50, subset_size=200, seed=3)
+        for case in sys.argv[1].split(","):
+            method, _, warmup = case.partition(":")
+            dt = daskgp.sample(X, y, out=f"{tmp}/{method}-{warmup}.zarr", client=client, method=method,
+                               n_chains=2, n_iter=200, checkpoint_every=50, batch=50, subset_size=200, seed=3,
+                               **({"warmup": warmup} if warmup else {}))
             h = hashlib.sha1()
             for g in ("warmup_posterior", "posterior"):
                 for name in dt.attrs["param_names"]:
                     h.update(np.ascontiguousarray(dt[g][name].values).tobytes())
-            out[method] = {"sha1": h.hexdigest()}
+            out[case] = {"sha1": h.hexdigest()}
     print("RESULT " + json.dumps(out))
 
 if __name__ == "__main__":
@@ -49,21 +54,23 @@ if __name__ == "__main__":
 """
 
 
-def _run(tree: Path) -> dict:
-    return run_child(tree, _CHILD, [",".join(METHODS)])
+def _run(tree: Path, cases) -> dict:
+    return run_child(tree, _CHILD, [",".join(cases)])
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", default="de4ca6f", help="the revision before the sampler registry")
+    ap.add_argument("--cases", default=",".join(CASES), help="method[:warmup], comma-separated")
     ap.add_argument("--out", default=str(HERE / "results" / "same_draws.json"))
     args = ap.parse_args()
+    cases = args.cases.split(",")
     t0 = time.perf_counter()
     with base_worktree(args.base) as base:
-        before, after = _run(base), _run(ROOT)
+        before, after = _run(base, cases), _run(ROOT, cases)
     results = {"benchmark": "same_draws", "base": args.base, "head": head_revision(), "cpus": os.cpu_count(),
                "before": before, "after": after, "wall_s": time.perf_counter() - t0,
-               "identical": {m: before[m]["sha1"] == after[m]["sha1"] for m in METHODS}}
+               "identical": {m: before[m]["sha1"] == after[m]["sha1"] for m in cases}}
     write_results(Path(args.out), results)
     print(json.dumps(results["identical"]))
     return 0 if all(results["identical"].values()) else 1

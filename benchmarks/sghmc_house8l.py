@@ -5,7 +5,8 @@
 house_8L standardised, RBF + noise (isotropic, or ARD with ``--ard``: 10 parameters), Gamma(2, 1) priors,
 every sampler setting the library default (``method='auto'``: SGHMC; the 'map' warmup, the probes its noise
 calls for, K⁻¹y by CG to ``mean_tol`` and the probes by ULISSE); one single-threaded worker per core;
-checkpoints every 10 iterations to benchmarks/runs/house8l_sghmc[_ard].zarr. The run is longer than a
+checkpoints every 10 iterations to benchmarks/runs/house8l_sghmc[_ard][_cC].zarr (``_cC`` for a chain count
+C other than 4: a run of its own, with its own JSON and archive). The run is longer than a
 session (hours on 2 cores): rerunning the script resumes it where it stopped (``daskgp sample --resume``
 underneath), and extends a finished run when ``--target-ess`` grows. Across sessions (each starts from a
 fresh clone) the run travels in git: it is packed into benchmarks/carried/ after every committed block (and
@@ -18,7 +19,13 @@ per effective sample, iterations per effective sample; against the reference (ex
 covariance, ``house8l_reference.json``, in log-parameters): |mean − MAP| / sd_ref and sd / sd_ref per
 parameter. Target (issue 55, item 7): ESS ≥ 100 bulk and tail for every parameter, R-hat ≤ 1.01, every
 mean within 0.3 reference sd and every sd within ±25 %, in at most 4 hours end to end on 2 cores. Writes
-benchmarks/results/sghmc_house8l.json (``ratio`` = end-to-end hours / 4, ``target_met``).
+benchmarks/results/sghmc_house8l[_ard][_cC].json (``ratio`` = end-to-end hours / 4, ``target_met``).
+
+Why two chains (``--chains 2``) can be faster to the target than four: R-hat ≤ 1.01 needs about 100
+effective samples in every chain (split R-hat − 1 ≈ 1/ESS per chain: 4 × 210 draws gave ESS 196 and R-hat
+1.020), and each chain pays its own adaptation; two chains need half the draws of four for the same R-hat,
+on the same 2 cores. R-hat over 2 chains (4 split halves) is a weaker check than over 4 (8 halves), so the
+comparison with the exact reference (means and sds) is part of the target either way.
 """
 
 from __future__ import annotations
@@ -69,9 +76,11 @@ def main(argv=None) -> int:
     from daskgp.mcmc.chains import resume, sample
     from daskgp.mcmc.diagnostics import open_run, run_summary
 
-    path = HERE / "runs" / f"house8l_sghmc{'_ard' if args.ard else ''}.zarr"
+    # a run of another chain count is another run, with its own store, archive and JSON
+    tag = ("_ard" if args.ard else "") + (f"_c{args.chains}" if args.chains != 4 else "")
+    path = HERE / "runs" / f"house8l_sghmc{tag}.zarr"
     path.parent.mkdir(exist_ok=True)
-    out_json = HERE / "results" / f"sghmc_house8l{'_ard' if args.ard else ''}.json"
+    out_json = HERE / "results" / f"sghmc_house8l{tag}.json"
     # every sitting of the run (sessions end after 180 min; the run is carried between them in git) with
     # its wall time and the draws per chain it ended at
     from _common import (

@@ -40,20 +40,20 @@ def main() -> int:
     from daskgp.exact.mode import laplace_precision
     from daskgp.exact.posterior import GPPosterior
     from daskgp.mcmc.config import SamplerConfig
-    from daskgp.mcmc.segments import _operator, _posterior, release_operators
+    from daskgp.mcmc.segments import chain_operator, chain_posterior, release_operators
 
     X, y = case_data("house8k")
     ref = json.loads((HERE / "results" / "fidelity.json").read_text())["references"]["house8k"]
     mode = np.array(ref["phi"])
     cfg = SamplerConfig(method="sghmc", seed=0).for_rows(len(y))
     cfg = cfg.for_start(len(y), mode, np.array(ref["cov"]))[0]
-    op = _operator(X, cfg, "stale-precond", None, None, "warmup")
+    op = chain_operator(X, cfg, "stale-precond", None, None, "warmup")
     out = {"n": len(y), "rank": cfg.precond_rank_for(len(y)), "points": {}}
     try:
         for label, at in (("halfway", 0.5 * (FAR + mode)), ("mode", mode)):
             row = {}
             for built, where in (("at the subset MAP", FAR), ("at the point", at)):
-                post = _posterior(op, y, cfg, redraw_every=1)
+                post = chain_posterior(op, y, cfg, redraw_every=1)
                 post.precond_every = 10**6  # kept, as far as the rule lets it
                 post.stochastic_grad(where, 0)
                 post.state.precond_iters = None  # the rule off: measure the kept one itself
@@ -63,7 +63,7 @@ def main() -> int:
                               "solve_retries": info["solve_retries"]}
             out["points"][label] = row
             print(label, json.dumps(row), flush=True)
-        post = _posterior(op, y, cfg, redraw_every=1)
+        post = chain_posterior(op, y, cfg, redraw_every=1)
         t = time.perf_counter()
         post.preconditioner_at(mode)
         out["build_seconds"] = time.perf_counter() - t

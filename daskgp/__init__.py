@@ -7,10 +7,6 @@ dask.distributed, scikit-learn, xarray, zarr and ArviZ until a model or a run ne
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
-import sys
-import warnings
 from typing import TYPE_CHECKING
 
 from ._version import __version__
@@ -53,31 +49,6 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__))
-
-
-class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Deprecated module names that now live in another layer, each importable for one release with a
-    DeprecationWarning: ``daskgp.core.datasets`` is :mod:`daskgp.datasets.loaders` since 0.4 (it goes in
-    0.5). The alias lives here, at the top, which may import any layer: a file left under ``core/`` that
-    imported ``datasets`` would point up the layers."""
-
-    MOVED = {"daskgp.core.datasets": ("daskgp.datasets.loaders",
-                                      "daskgp.core.datasets moved to daskgp.datasets")}
-
-    def find_spec(self, name, path=None, target=None):
-        return importlib.util.spec_from_loader(name, self) if name in self.MOVED else None
-
-    def create_module(self, spec):
-        target, message = self.MOVED[spec.name]
-        warnings.warn(message, DeprecationWarning, stacklevel=2)
-        return importlib.import_module(target)  # the module itself: the old name is the same object
-
-    def exec_module(self, module):
-        pass  # already executed under its own name
-
-
-if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
-    sys.meta_path.append(_MovedModules())  # after the real finders: only names no file answers
 
 
 if TYPE_CHECKING:  # the names for type checkers and IDEs

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import math
 import threading
-import warnings
 
 import numpy as np
 from array_api_compat import array_namespace, device
@@ -309,13 +308,6 @@ class KernelOperator:
         new.noise = float(np.exp(lp[-1]))
         new._owns_executor = False
         return new
-
-    def set_log_params(self, log_params) -> None:
-        """Deprecated (daskgp 0.4): move this operator to θ in place; use ``op = op.with_log_params(θ)``."""
-        warnings.warn("KernelOperator.set_log_params is deprecated: use op.with_log_params(theta), which "
-                      "returns the operator at theta", DeprecationWarning, stacklevel=2)
-        moved = self.with_log_params(log_params)
-        self.kernel, self.noise = moved.kernel, moved.noise
 
     # --- products -------------------------------------------------------------------------------------
     def matmul(self, V):

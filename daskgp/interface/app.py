@@ -17,6 +17,14 @@ import time
 
 from ..core.kernels import KERNELS
 from ..mcmc.samplers import AUTO, get_sampler, sampler_names
+from .arvizviews import (
+    ARVIZ_EVERY,
+    ARVIZ_PLOTS,
+    PPC_POINTS,
+    PPC_REPLICATES,
+    arviz_figures,
+    heldout_ppc_figure,
+)
 from .dashboard import (
     BUILTIN,
     LIMITS,
@@ -30,20 +38,7 @@ from .dashboard import (
     default_probes,
     parse_upload,
 )
-from .figures import (
-    ARVIZ_EVERY,
-    ARVIZ_PLOTS,
-    PPC_POINTS,
-    PPC_REPLICATES,
-    FitFigures,
-    RunFigures,
-    arviz_figures,
-    convergence_html,
-    diagnostics_table,
-    heldout_ppc_figure,
-    progress_text,
-    rhat_text,
-)
+from .figures import FitFigures, RunFigures, convergence_html, diagnostics_table, progress_text, rhat_text
 from .fitjob import FIT_DATASETS, FIT_LIMITS, FitJobSettings
 
 __all__ = ["create_app", "shared_client"]
@@ -400,7 +395,8 @@ def create_app(max_runs: int = MAX_RUNS, max_upload_mb: float = MAX_UPLOAD_MB, s
             return
         names = run.names
         if session["figs"] is None:
-            session["figs"] = RunFigures(names, set(stats), get_sampler(run.method))
+            session["figs"] = RunFigures(names, set(stats), get_sampler(run.method),
+                                         getattr(run.settings, "freeze_threshold", None))
             layout_figures(session["figs"], names)
         figs = session["figs"]
         D = next(iter(post.values())).shape[1]

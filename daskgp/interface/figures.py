@@ -12,6 +12,7 @@ import html
 
 import numpy as np
 
+from ..mcmc.config import SamplerConfig
 from ..mcmc.diagnostics import DEFAULT_TARGET_ESS
 
 __all__ = ["RunFigures", "COLORS", "GENERIC_MONITOR", "MAX_POINTS", "chain_lines", "chain_histograms",
@@ -126,13 +127,17 @@ class RunFigures:
     """The Bokeh figures of one run with parameters ``names``, its sample stats ``stat_names`` and its
     :class:`daskgp.mcmc.samplers.Sampler` (whose ``monitor`` names the health figures): traces with the
     warmup shaded, running mean ± 2 sd, per-chain marginals, sampler health, PSRF evolution, held-out
-    predictions and a 1-D predictive slice. ``update*`` put a run's numbers into their sources."""
+    predictions and a 1-D predictive slice. ``update*`` put a run's numbers into their sources.
+    ``freeze_threshold``: the run's SGLD freeze rule (its configuration's; None: the default), drawn beside
+    the ratio."""
 
-    def __init__(self, names, stat_names, sampler):
+    def __init__(self, names, stat_names, sampler, freeze_threshold: float | None = None):
         from bokeh.models import BoxAnnotation, ColumnDataSource, Whisker
         from bokeh.plotting import figure
 
         self.names = list(names)
+        thr = SamplerConfig.freeze_threshold if freeze_threshold is None else freeze_threshold
+        self.freeze_threshold = float(thr)
         self.trace, self.run, self.dens, self.health = {}, {}, {}, {}
         for nm in self.names:
             f = figure(height=180, width=330, title=f"trace: {nm}", x_axis_label="iteration")
@@ -160,7 +165,7 @@ class RunFigures:
                 src = ColumnDataSource({"x": [], "y": [], "color": [], "thr": []})
                 f.scatter("x", "y", color="color", source=src, size=6)
                 f.line("x", "thr", source=src, color="black", line_dash="dashed",
-                       legend_label="freeze at 0.01")
+                       legend_label=f"freeze at {self.freeze_threshold:g}")
                 _small_legend(f)
             else:
                 src = ColumnDataSource({"xs": [], "ys": [], "color": [], "label": []})
@@ -215,7 +220,8 @@ class RunFigures:
                 r = stats["ratio"]
                 c_idx, d_idx = np.nonzero(np.isfinite(r))
                 src.data = {"x": d_idx.tolist(), "y": r[c_idx, d_idx].tolist(),
-                            "color": [COLORS[c % len(COLORS)] for c in c_idx], "thr": [0.01] * len(c_idx)}
+                            "color": [COLORS[c % len(COLORS)] for c in c_idx],
+                            "thr": [self.freeze_threshold] * len(c_idx)}
             else:
                 src.data = chain_lines(stats[key])
 
@@ -242,80 +248,6 @@ class RunFigures:
                                   "map_mean": plug["mean"].values.tolist(),
                                   "map_lower": plug["lower"].values.tolist(),
                                   "map_upper": plug["upper"].values.tolist()}
-
-
-# arviz-plots draws a new Bokeh layout per call (no data sources to stream into), so these views are redrawn
-# whole when blocks have committed, at most every ARVIZ_EVERY seconds, in a background thread; the live
-# per-second traces above stay hand-built, streaming into their sources.
-ARVIZ_PLOTS = {"trace_dist": "Trace and marginal per chain (kept draws)",
-               "rank": "Rank plots (uniform when the chains agree)",
-               "ess_evolution": "Bulk and tail ESS as the draws grow",
-               "pair": "Posterior pairs"}
-ARVIZ_EVERY = 5.0
-
-
-def arviz_figures(dt, width: int = 840) -> dict:
-    """{name: Bokeh layout} of :data:`ARVIZ_PLOTS`, drawn by ArviZ (arviz-plots' Bokeh backend) from the kept
-    draws of the run ``dt`` (:func:`daskgp.mcmc.diagnostics.post_warmup`: the warmup's draws and diverged
-    chains left out, as in the run summaries), each grid's columns narrowed to fit ``width`` pixels in all
-    (arviz-plots draws 400 px a panel). ValueError while there are too few kept draws."""
-    import arviz as az
-
-    from ..mcmc.diagnostics import post_warmup
-
-    sampled, _ = post_warmup(dt)
-    draw = {"trace_dist": az.plot_trace_dist, "rank": az.plot_rank, "ess_evolution": az.plot_ess_evolution,
-            "pair": az.plot_pair}
-    out = {}
-    for name, plot in draw.items():
-        if name == "pair" and len(sampled["posterior"].data_vars) < 2:
-            continue
-        grid = plot(sampled, backend="bokeh").viz["figure"].item()
-        cols = 1 + max(c for _, _, c in grid.children)
-        for fig, _, _ in grid.children:
-            fig.width = min(fig.width or 400, width // cols - 10)
-        out[name] = grid
-    return out
-
-
-PPC_POINTS = 60  # held-out points in ArviZ's predictive interval plot: one interval each, readable at 840 px
-PPC_REPLICATES = 50  # replicated y per posterior draw
-
-
-def heldout_ppc_tree(pred, observed, *, max_points: int = PPC_POINTS, replicates: int = PPC_REPLICATES,
-                     seed: int = 0):
-    """ArviZ's layout of the held-out posterior predictive: ``posterior_predictive`` y (chain 1, draw S·K,
-    obs) — for each of the S posterior draws in ``pred`` (:func:`daskgp.exact.predict.predictive`:
-    ``draw_mean``, ``draw_var`` (S, points), y units) K = ``replicates`` draws of y* from that draw's
-    N(m_s, v_s), so the draws are the mixture predictive's — and ``observed_data`` y (``observed``, the
-    held-out targets). At most ``max_points`` held-out points, evenly spread over them ordered by predictive
-    mean (so the plot reads left to right)."""
-    import xarray as xr
-
-    means, var = np.asarray(pred["draw_mean"].values), np.asarray(pred["draw_var"].values)
-    order = np.argsort(means.mean(axis=0), kind="stable")
-    keep = order[np.unique(np.linspace(0, len(order) - 1, min(len(order), max_points)).astype(int))]
-    m, v = means[:, keep], var[:, keep]
-    rng = np.random.default_rng(seed)
-    y = m[:, None, :] + np.sqrt(v)[:, None, :] * rng.standard_normal((m.shape[0], replicates, m.shape[1]))
-    obs = {"obs": np.arange(len(keep))}
-    return xr.DataTree.from_dict({
-        "posterior_predictive": xr.Dataset({"y": (("chain", "draw", "obs"), y.reshape(1, -1, len(keep)))},
-                                           {**obs, "chain": [0], "draw": np.arange(y.shape[0] * y.shape[1])}),
-        "observed_data": xr.Dataset({"y": ("obs", np.asarray(observed, float)[keep])}, obs)})
-
-
-def heldout_ppc_figure(pred, observed, width: int = 840):
-    """ArviZ's predictive interval plot (arviz-plots ``plot_ppc_interval``, Bokeh backend: the mean, the
-    central 50 % and 95 % intervals — as the held-out figure beside it — and the observed value per held-out
-    point) of :func:`heldout_ppc_tree`."""
-    import arviz as az
-
-    grid = az.plot_ppc_interval(heldout_ppc_tree(pred, observed), backend="bokeh", ci_kind="eti",
-                                ci_probs=(0.5, 0.95)).viz["figure"].item()
-    for fig, _, _ in grid.children:
-        fig.width = min(fig.width or width, width)
-    return grid
 
 
 def _xy_figure(title: str, x_label: str, points: bool = False, **size):

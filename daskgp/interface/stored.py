@@ -92,7 +92,8 @@ class StoredRun(RunViews):
         self._dt, self._seen, self.message = dt, stamp, ""
         cfg = dt.attrs.get("config", {})
         self.settings = SimpleNamespace(method=cfg.get("method", "sghmc"), n_iter=int(cfg.get("n_iter", 0)),
-                                        kernel=cfg.get("kernel", "rbf"), ard=bool(cfg.get("ard", False)))
+                                        kernel=cfg.get("kernel", "rbf"), ard=bool(cfg.get("ard", False)),
+                                        freeze_threshold=float(cfg.get("freeze_threshold", 0.01)))
         self.method = self.settings.method  # a stored run's sampler is resolved ('auto' never stored)
         self.warmup_draws = int(dt.attrs.get("warmup_draws", 0))
         whole = whole_chains(dt)

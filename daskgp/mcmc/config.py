@@ -17,23 +17,13 @@ from ..core.fingerprint import fingerprint
 from ..core.kernels import KERNELS
 from ..core.validation import check_positive
 from ..exact.marginal import SOLVERS
-from .samplers import AUTO, Sampler, default_method, find_sampler, get_sampler, sampler_names
+from .samplers import AUTO, Sampler, default_method, find_sampler, get_sampler
 from .samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK, SGHMC_PRECOND_RANK_LARGE, SGHMC_PROBES
 
 __all__ = ["SamplerConfig", "ModelSpec", "SamplerSpec", "SolverSpec", "RunSpec", "Specs", "fingerprint",
            "check_method_fits", "check_run_size", "MAX_CHAINS", "WARMUPS", "EXACT_WARMUP_MAX_N",
            # the SGHMC sampler's settings, defined in daskgp.mcmc.samplers.sghmc
            "SGHMC_PROBES", "SGHMC_PRECOND_RANK", "LARGE_N", "SGHMC_PRECOND_RANK_LARGE"]
-
-
-def __getattr__(name: str):
-    if name == "METHODS":  # a constant until 0.4; the registry is the list now
-        import warnings
-
-        warnings.warn("daskgp.mcmc.config.METHODS is deprecated: use daskgp.mcmc.samplers.sampler_names()",
-                      DeprecationWarning, stacklevel=2)
-        return sampler_names()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # K⁻¹y's CG tolerance where it is solved apart ('cg', 'cg-ulisse'): its quadratic form's bias at 1e-4 was at
@@ -52,7 +42,7 @@ class SamplerConfig:
 
     Model: ``kernel`` ('rbf' | 'matern32' | 'matern52'), ``ard``; Gamma(``prior_shape``, ``prior_rate``)
     priors on every natural-scale parameter. Run: ``method`` (a registered sampler, or 'auto', the default:
-    the one the data's size calls for by the samplers' measured crossovers — today HMC up to 1,400 rows, SGHMC
+    the one the data's size calls for by the samplers' measured crossovers — today HMC up to 1,300 rows, SGHMC
     beyond — resolved by :meth:`for_rows` when a run starts and stored resolved), ``n_chains``, ``n_iter``
     iterations per chain, ``checkpoint_every`` iterations per block (the unit of commits and of a target's
     stopping checks; None: :data:`DEFAULT_BLOCK`, or the sampler's for a target run), ``seed``,
@@ -179,7 +169,7 @@ class SamplerConfig:
     def for_rows(self, n: int) -> SamplerConfig:
         """This configuration for data of n rows: with ``method='auto'`` the sampler its size calls for
         (:func:`daskgp.mcmc.samplers.default_method`, from the samplers' measured crossovers; today HMC up to
-        1,400 rows, SGHMC beyond) with that sampler's defaults resolved; any other method unchanged. What a
+        1,300 rows, SGHMC beyond) with that sampler's defaults resolved; any other method unchanged. What a
         run stores."""
         if self.method != AUTO:
             return self

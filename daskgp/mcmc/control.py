@@ -1,6 +1,6 @@
 """Pause, resume and stop a running chain driver from another thread (the dashboard's buttons, the CLI's
-Ctrl-C). The driver asks :meth:`RunControl._check` before each submission and registers the segments in
-flight, so stopping cancels them on the cluster at once."""
+Ctrl-C). The driver asks :meth:`RunControl.check` before each submission and registers the segments in flight
+(:meth:`RunControl.track`), so stopping cancels them on the cluster at once."""
 
 from __future__ import annotations
 
@@ -61,18 +61,21 @@ class RunControl:
         if client is not None and futures:
             client.cancel(futures)
 
-    def _check(self) -> None:
-        """Called by the driver before each submission: blocks while paused, raises once stopped."""
+    def check(self) -> None:
+        """Called by the driver before each submission: blocks while paused, raises :class:`RunStopped` once
+        stopped."""
         self._running.wait()
         if self._stopped:
             raise RunStopped("the run was stopped; its committed draws are kept")
 
-    def _track(self, client, future) -> None:
+    def track(self, client, future) -> None:
+        """A segment in flight on ``client``'s cluster: :meth:`stop` cancels it."""
         with self._lock:
             self._client = client
             self._futures.add(future)
 
-    def _untrack(self, future) -> None:
+    def untrack(self, future) -> None:
+        """A segment that returned (or failed): no longer cancelled by :meth:`stop`."""
         with self._lock:
             self._futures.discard(future)
 

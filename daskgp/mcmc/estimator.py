@@ -46,7 +46,7 @@ class BayesianGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
     kernel: 'rbf' | 'matern32' | 'matern52' (``ard``: one lengthscale per input) or a kernel object of
     :mod:`daskgp.core.kernels` (its type and its ``ard`` count; its hyperparameters are sampled); method: a
     registered sampler (:func:`daskgp.mcmc.samplers.sampler_names`: 'sghmc', 'sgld', 'mh', 'hmc') or 'auto',
-    the default: the one the data's size calls for by the samplers' measured crossovers (today HMC up to 1,400
+    the default: the one the data's size calls for by the samplers' measured crossovers (today HMC up to 1,300
     rows, SGHMC beyond; the fitted run's configuration names it);
     n_chains, n_iter: chains and iterations per chain (default 2,000); target_ess: instead sample until every
     parameter's bulk and tail ESS reach it and every R-hat < 1.01 (n_iter, default 50,000, is then a cap);

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 import arviz as az
 import numpy as np
 
-__all__ = ["Fidelity", "fidelity", "fidelity_of_run", "STEIN_TOL", "OFFSET_TOL", "KINETIC_TOL", "Z",
-           "MIN_DRAWS"]
+__all__ = ["Fidelity", "fidelity", "fidelity_of_run", "fidelity_records", "STEIN_TOL", "OFFSET_TOL",
+           "KINETIC_TOL", "Z", "MIN_DRAWS"]
 
 STEIN_TOL = 0.3  # |Tᵢ − 1|: an sd more than ≈ 15 % off (1.15² − 1 = 0.32, 1 − 0.85² = 0.28)
 OFFSET_TOL = 0.2  # a mean more than 0.2 posterior sd off
@@ -151,3 +151,9 @@ def fidelity_of_run(posterior, sample_stats, names) -> Fidelity | None:
     kin = np.asarray(sample_stats["kinetic"]) if "kinetic" in sample_stats else None
     stab = np.asarray(sample_stats["stability"]) if "stability" in sample_stats else None
     return fidelity(phi, grads, names, kin, stab)
+
+
+def fidelity_records(stats, names) -> list[str]:
+    """The sample-stats records the fidelity checks read ('grad_<name>', 'kinetic', 'stability'), those of
+    them that ``stats`` (a block's or a run's records, a mapping) holds."""
+    return [k for k in [*(f"grad_{nm}" for nm in names), "kinetic", "stability"] if k in stats]

@@ -32,7 +32,7 @@ from ..core.priors import GammaPrior
 from ..exact.posterior import GPPosterior, ProbeState, exact_log_posterior
 from .config import SamplerConfig
 from .layout import chain_block_rows
-from .samplers import get_sampler, sampler_names
+from .samplers import get_sampler
 from .samplers.base import ChainStateLike
 
 __all__ = ["ChainState", "initial_states", "run_segment", "release_operators", "RunReleased",
@@ -92,19 +92,6 @@ def initial_states(X, y, cfg: SamplerConfig, phi_init: np.ndarray, M: np.ndarray
     return states
 
 
-def __getattr__(name: str):
-    if name in ("RECORDS", "GRADIENT_RECORDS"):  # tables until 0.4; each sampler says it now
-        import warnings
-
-        warnings.warn(f"daskgp.mcmc.segments.{name} is deprecated: read a sampler's ``records`` and "
-                      "``gradient_records`` (daskgp.mcmc.samplers.get_sampler)", DeprecationWarning,
-                      stacklevel=2)
-        if name == "RECORDS":
-            return {nm: dict(get_sampler(nm).records) for nm in sampler_names()}
-        return tuple(nm for nm in sampler_names() if get_sampler(nm).gradient_records)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def progress_topic(run_key: str) -> str:
     """The Dask event topic on which a run's segments report their progress (:class:`_Ticker`)."""
     return f"daskgp-progress-{run_key}"
@@ -141,7 +128,7 @@ class _Ticker:
 WARMUP_STAGES = ("ascent", "curvature", "ascent in the curvature's metric", "final curvature")
 
 
-class _WarmupTicker:
+class WarmupTicker:
     """Reports the warmup's progress as worker events on :func:`progress_topic` (see
     :data:`WARMUP_STAGES`): at the start of every stage at once, then at most every
     :data:`PROGRESS_EVERY` seconds. Silent outside a worker."""
@@ -211,7 +198,7 @@ def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str,
     if chain.sampler.stopped:
         return {"phi": np.empty((0, p))}, chain.to_dict()
     t_start = chain.sampler.t
-    with _products_on(workers) as client:
+    with products_on(workers) as client:
         target = _Target(X, y, cfg, run_key, _Ticker(run_key, chain_index, t_start, t_start + n))
         if cfg.sampler.uses_gradient:
             # the probe state advances in place with the sampler's
@@ -231,7 +218,7 @@ def run_segment(X, y, cfg_dict: dict, M, state: dict, n: int, run_key: str,
 
 
 @contextlib.contextmanager
-def _products_on(workers):
+def products_on(workers):
     """The client through which a chain's products reach its ``workers`` (None when it computes them in its
     own process). The segment secedes from its worker's thread pool while it holds the client (distributed's
     ``worker_client``): it waits on its blocks most of the time, and a worker with one thread could not run
@@ -266,10 +253,11 @@ class _Target:
 
     def open_gradient(self, probes: ProbeState, client=None, workers=None, name: str = "chain") -> None:
         """The stochastic gradient of the run's configuration, continuing the chain's ``probes``; its
-        products on ``workers`` through ``client`` when given (:func:`_operator`)."""
+        products on ``workers`` through ``client`` when given (:func:`chain_operator`)."""
         cfg = self.cfg
-        self.operator = _operator(self.X, cfg, self.run_key, client, workers, name)
-        self.posterior = _posterior(self.operator, self.y, cfg, redraw_every=cfg.sampler.redraw_every(cfg))
+        self.operator = chain_operator(self.X, cfg, self.run_key, client, workers, name)
+        self.posterior = chain_posterior(self.operator, self.y, cfg,
+                                         redraw_every=cfg.sampler.redraw_every(cfg))
         self.posterior.state = probes
 
     def _check_released(self) -> None:
@@ -314,7 +302,7 @@ class _Target:
         return self._logp_grad(phi)
 
 
-def _posterior(op, y, cfg: SamplerConfig, redraw_every: int, rng=None) -> GPPosterior:
+def chain_posterior(op, y, cfg: SamplerConfig, redraw_every: int, rng=None) -> GPPosterior:
     """The GP log posterior of the run's model (Gamma priors) with the stochastic gradient of its solver
     settings (probes, ULISSE or CG and their tolerances, the preconditioner kept ``redraw_every`` iterations
     of the run's configuration) for the operator's n rows: one place for the chains and the warmup."""
@@ -380,7 +368,7 @@ def kept(run_key: str, name: str) -> dict:
         return _KEPT.setdefault((run_key, name), {})
 
 
-def _operator(X, cfg: SamplerConfig, run_key: str, client=None, workers=None, name: str = "chain"):
+def chain_operator(X, cfg: SamplerConfig, run_key: str, client=None, workers=None, name: str = "chain"):
     """The chain's kernel operator for the run, kept between segments (its cached kernel rows are rebuilt
     in the same memory when θ moves): computing in this process, or — given a client and two or more
     ``workers`` — on those workers, its caches named after the run and ``name`` so that the chain's next

@@ -30,11 +30,11 @@ from ..runs.fits import FitStore
 from .config import SamplerConfig
 from .segments import (
     WARMUP_STAGES,
-    _operator,
-    _posterior,
-    _products_on,
-    _WarmupTicker,
+    WarmupTicker,
+    chain_operator,
+    chain_posterior,
     kept,
+    products_on,
     release_operators,
 )
 
@@ -124,9 +124,9 @@ def warmup_segment(X, y, cfg_dict: dict, state: dict, run_key: str, workers: lis
     gradients on the run's kernel operator — in this process, or on ``workers`` (two or more) through this
     task's worker client, as a chain's segment. A pure function of its arguments; returns the new state."""
     cfg = SamplerConfig.from_dict(cfg_dict)
-    with _products_on(workers) as client:
-        return advance_warmup(y, cfg, state, run_key, _operator(X, cfg, run_key, client, workers, "warmup"),
-                              cfg.checkpoint_every)
+    with products_on(workers) as client:
+        op = chain_operator(X, cfg, run_key, client, workers, "warmup")
+        return advance_warmup(y, cfg, state, run_key, op, cfg.checkpoint_every)
 
 
 def noise_in_metric(ascent: dict, cov) -> float | None:
@@ -166,9 +166,9 @@ def advance_warmup(y, cfg: SamplerConfig, state: dict, run_key: str, op, budget:
     keep = kept(run_key, "warmup")
     post = keep.get("post")
     if post is None or post.op is not op:
-        post = keep["post"] = _posterior(op, y, cfg, redraw_every=1)
+        post = keep["post"] = chain_posterior(op, y, cfg, redraw_every=1)
     post.state = ProbeState.from_dict(st["probe_state"], op.n, post.n_probes, p)
-    tick = _WarmupTicker(run_key, float(st["seconds"]))
+    tick = WarmupTicker(run_key, float(st["seconds"]))
     post.on_solve = tick.beat  # a long solve reports its CG iterations as it goes
     spent = 0
     try:

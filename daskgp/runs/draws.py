@@ -19,27 +19,27 @@ from ..core.files import write_atomically
 from ..core.plaindata import decode, encode
 from .commit import CHECKPOINT, PREVIOUS, RunDamaged, RunError, commit, digest
 from .layout import (
-    _DATA_DIMS,
+    DATA_DIMS,
     FORMAT,
     GROUPS,
     KIND,
     LEGACY_SUFFIX,
     MARKER,
     Committed,
-    _check_is_run,
-    _Damage,
-    _damage_message,
-    _group_blocks,
-    _is_warmup,
-    _kind,
-    _norm,
-    _read_checkpoint_file,
-    _scan,
+    Damage,
     check_appendable,
+    check_is_run,
     check_new_run_path,
+    damage_message,
+    group_blocks,
+    is_warmup_group,
+    norm_path,
+    path_kind,
     read_checkpoint,
+    read_checkpoint_file,
     read_committed,
     read_run,
+    scan_blocks,
     staging_folders,
     stored_dataset,
 )
@@ -76,7 +76,7 @@ class DrawStore:
                data: dict | None = None) -> DrawStore:
         """``data``: {'X': (n, d), 'y': (n,), 'x_center', 'x_scale': (d,)} standardised training data and
         scalers, written to constant_data / observed_data (names and units in ``attrs['data_meta']``)."""
-        final = _norm(path)
+        final = norm_path(path)
         check_new_run_path(final, overwrite)
         staging = f"{final}.partial-{os.getpid()}-{secrets.token_hex(3)}"
         os.mkdir(staging)
@@ -89,7 +89,7 @@ class DrawStore:
                 group = "observed_data" if name == "y" else "constant_data"
                 grp = root.require_group(group)
                 v = np.ascontiguousarray(v, dtype=np.float64)
-                arr = grp.create_array(name, shape=v.shape, dtype=v.dtype, dimension_names=_DATA_DIMS[name])
+                arr = grp.create_array(name, shape=v.shape, dtype=v.dtype, dimension_names=DATA_DIMS[name])
                 arr[...] = v
                 store.static[f"{group}/{name}"] = digest(v)
             acquire(staging)
@@ -102,10 +102,10 @@ class DrawStore:
     def open(cls, path) -> tuple[DrawStore, Committed]:
         """Reopen a run to continue it: lock it, verify its committed draws, trim a torn append. Returns the
         store and the verified content it continues (RunError / RunLocked with one line when it cannot)."""
-        path = _norm(path)
+        path = norm_path(path)
         if not os.path.isdir(path):
             raise FileNotFoundError(f"no run to resume at {path}")
-        _check_is_run(path)
+        check_is_run(path)
         took_over = acquire(path)
         try:
             committed = read_committed(path)
@@ -115,7 +115,7 @@ class DrawStore:
             store.n_draws, store.block_ends = ckpt["n_draws"], list(ckpt["block_ends"])
             store.digests = {k: list(v) for k, v in ckpt["digests"].items()}
             store.static = dict(ckpt["static_digests"])
-            store._last = _read_checkpoint_file(path)[1]
+            store._last = read_checkpoint_file(path)[1]
             store._trim()
         except BaseException:
             release(path)
@@ -157,7 +157,7 @@ class DrawStore:
                                          dtype=v.dtype, fill_value=fill,
                                          dimension_names=("chain", "draw")[-v.ndim:])
                 elif {f"{gname}/{k}" for k in columns} != {k for k in self.digests
-                                                            if k.startswith(gname + "/")}:
+                                                           if k.startswith(gname + "/")}:
                     raise ValueError(f"the {gname} records changed between blocks: {sorted(columns)}")
                 for name, v in columns.items():
                     arr = root[f"{gname}/{name}"]
@@ -193,7 +193,7 @@ class DrawStore:
         """Put the new run, now holding a committed block, where it belongs: the run it replaces (checked
         again now) is moved aside and deleted only after the new one is in place."""
         final = self.final
-        legacy = _kind(final) == "legacy"
+        legacy = path_kind(final) == "legacy"
         if os.path.lexists(final):
             check_new_run_path(final, overwrite=True)
             aside = f"{final}.replaced-{os.getpid()}-{secrets.token_hex(3)}"
@@ -213,7 +213,7 @@ class DrawStore:
         W = self.warmup_draws
         for key in self.digests:
             arr = root[key]
-            n = min(self.n_draws, W) if _is_warmup(key) else max(self.n_draws - W, 0)
+            n = min(self.n_draws, W) if is_warmup_group(key) else max(self.n_draws - W, 0)
             if arr.shape[-1] != n:
                 cut.append(f"{key} ({arr.shape[-1]} → {n})")
                 arr.resize(arr.shape[:-1] + (n,))
@@ -267,27 +267,27 @@ def repair(path, *, salvage: bool = False, force: bool = False) -> list[str]:
     (losing one block), trims torn appends, removes leftover temporaries; with ``salvage``, cuts a run whose
     committed draws are damaged back to the intact blocks before the first damage (it can then no longer be
     resumed). Raises :class:`RunError` when the run cannot be mended."""
-    path = _norm(path)
+    path = norm_path(path)
     if not os.path.isdir(path):
         raise FileNotFoundError(f"no run at {path}")
-    _check_is_run(path)
+    check_is_run(path)
     actions = clear_for_repair(path, force)
     acquire(path)
     try:
         try:
-            ckpt, _ = _read_checkpoint_file(path)
+            ckpt, _ = read_checkpoint_file(path)
         except RunDamaged as e:
             try:
-                ckpt, raw = _read_checkpoint_file(path, PREVIOUS)
+                ckpt, raw = read_checkpoint_file(path, PREVIOUS)
             except RunDamaged as e2:
                 raise RunDamaged(f"{e}, and so is the previous one ({e2}); daskgp repair cannot rebuild "
                                  "them: sample the run again") from None
             write_atomically(os.path.join(path, CHECKPOINT), raw)
             actions.append(f"{e}: restored the previous checkpoint ({ckpt['n_draws']} draws per chain)")
-        _, damage = _scan(path, ckpt)
+        _, damage = scan_blocks(path, ckpt)
         if damage:
             if not salvage:
-                raise RunDamaged(_damage_message(path, damage, ckpt["block_ends"]))
+                raise RunDamaged(damage_message(path, damage, ckpt["block_ends"]))
             ckpt = _salvaged(path, ckpt, damage)
             actions.append(f"{min(damage, key=lambda d: d.first_bad).text}: cut the run back to its "
                            f"{ckpt['n_draws']} intact draws per chain; it can no longer be resumed")
@@ -304,16 +304,16 @@ def repair(path, *, salvage: bool = False, force: bool = False) -> list[str]:
     return actions
 
 
-def _salvaged(path: str, ckpt: dict, damage: list[_Damage]) -> dict:
+def _salvaged(path: str, ckpt: dict, damage: list[Damage]) -> dict:
     if any(d.fix for d in damage):
-        raise RunDamaged(_damage_message(path, damage, ckpt["block_ends"]))
+        raise RunDamaged(damage_message(path, damage, ckpt["block_ends"]))
     first = min(d.first_bad for d in damage)
     keep = [e for e in ckpt["block_ends"] if e <= first]
     if not keep:
-        raise RunDamaged(f"{_damage_message(path, damage, ckpt['block_ends'])}; nothing to salvage")
+        raise RunDamaged(f"{damage_message(path, damage, ckpt['block_ends'])}; nothing to salvage")
     W = ckpt["warmup_draws"]
     doc = dict(ckpt, n_draws=keep[-1], block_ends=keep, states=None,
-               digests={key: d[:len(_group_blocks(keep, W, _is_warmup(key)))]
+               digests={key: d[:len(group_blocks(keep, W, is_warmup_group(key)))]
                         for key, d in ckpt["digests"].items()},
                salvaged={"committed_draws": ckpt["n_draws"], "kept_draws": keep[-1],
                          "damage": [d.text for d in damage]})

@@ -55,8 +55,10 @@ from .lock import LOCK_NAME, LockInfo, RunLocked, lock_info, process_alive
 
 __all__ = ["Committed", "RunError", "RunDamaged", "is_run", "read_committed", "read_run", "stored_dataset",
            "read_checkpoint", "check_new_run_path", "check_appendable", "staging_folders", "staged_run",
-           "CHECKPOINT",
-           "PREVIOUS", "FORMAT", "KIND"]
+           "CHECKPOINT", "PREVIOUS", "FORMAT", "KIND",
+           # the layout's reading, which the writer (daskgp.runs.draws) shares
+           "DATA_DIMS", "Damage", "scan_blocks", "damage_message", "group_blocks", "is_warmup_group",
+           "path_kind", "norm_path", "read_checkpoint_file", "check_is_run"]
 
 FORMAT = 3  # 3: the warmup's draws in their own groups (2 kept them in posterior, flagged in sample_stats)
 KIND = "gp-hyperparameter-chains"
@@ -65,7 +67,7 @@ GROUPS = ("posterior", "sample_stats", "warmup_posterior", "warmup_sample_stats"
 # the training data the chains ran on, written once with the run (ArviZ's names): standardised X and y, their
 # scalers' centres and scales, so that a run predicts and resumes with nothing but itself
 DATA_GROUPS = ("constant_data", "observed_data")
-_DATA_DIMS = {"X": ("obs", "feature"), "x_center": ("feature",), "x_scale": ("feature",), "y": ("obs",)}
+DATA_DIMS = {"X": ("obs", "feature"), "x_center": ("feature",), "x_scale": ("feature",), "y": ("obs",)}
 LEGACY_SUFFIX = ".checkpoint"  # format 1 kept a pickle beside the store: never loaded
 _KEY = re.compile(r"^((warmup_)?(posterior|sample_stats)|constant_data|observed_data)"
                   r"/[A-Za-z_][A-Za-z0-9_]*$")
@@ -74,18 +76,18 @@ _FILE_SUFFIXES = {".nc", ".netcdf", ".nc4", ".h5", ".hdf5", ".csv", ".json", ".p
                   ".npy", ".npz", ".txt", ".zip"}
 
 
-def _is_warmup(group: str) -> bool:
+def is_warmup_group(group: str) -> bool:
     return group.startswith("warmup_")
 
 
-def _group_blocks(ends: list[int], W: int, warm: bool) -> list[tuple[int, int]]:
+def group_blocks(ends: list[int], W: int, warm: bool) -> list[tuple[int, int]]:
     """(start, end) in run draws of the blocks a group holds: the warmup groups those before draw W, the
     others the rest (a block never straddles W)."""
     return [(s, e) for s, e in zip(_block_starts(ends), ends, strict=True) if (e <= W) == warm]
 
 
 # ------------------------------------------------------------------------------------------ what is at a path
-def _norm(path) -> str:
+def norm_path(path) -> str:
     p = os.fspath(path)
     return p.rstrip("/") or p
 
@@ -101,7 +103,7 @@ def _root_attributes(path: str) -> dict | None:
         return None
 
 
-def _kind(path: str) -> str:
+def path_kind(path: str) -> str:
     """'absent' | 'empty' | 'run' | 'legacy' (format 1) | 'other' (anything else, files included)."""
     if not os.path.lexists(path):
         return "absent"
@@ -124,7 +126,7 @@ def _kind(path: str) -> str:
 def is_run(path) -> bool:
     """Whether ``path`` is a folder marked as a daskgp chains run (of any format); reads its root metadata
     only."""
-    return _kind(_norm(path)) == "run"
+    return path_kind(norm_path(path)) == "run"
 
 
 def _foreign_entries(path: str) -> list[str]:
@@ -164,7 +166,7 @@ _STAGING = re.compile(r"(.+)\.partial-(\d+)-[0-9a-f]{6}")
 def staged_run(path) -> str | None:
     """The run a staging folder ``PATH.partial-PID-HEX`` becomes when its first block commits (``PATH``), or
     None when ``path`` is not named as one. Reads nothing."""
-    parent, base = os.path.split(os.path.abspath(_norm(path)))
+    parent, base = os.path.split(os.path.abspath(norm_path(path)))
     m = _STAGING.fullmatch(base)
     return os.path.join(parent, m.group(1)) if m else None
 
@@ -174,7 +176,7 @@ def staging_folders(path) -> list[tuple[str, str]]:
     (``PATH.partial-PID-HEX``, beside it), each with its state: 'live' (its writer runs, or runs on another
     host), 'dead' (its writer is gone and it holds only a run's own entries: safe to remove) or 'foreign'
     (its writer is gone but something else was put in it: left alone). Reads only."""
-    final = _norm(path)
+    final = norm_path(path)
     parent, base = os.path.split(os.path.abspath(final))
     pattern = re.compile(re.escape(base) + r"\.partial-(\d+)-[0-9a-f]{6}")
     out = []
@@ -204,7 +206,7 @@ def check_new_run_path(path, overwrite: bool = False) -> None:
     anything that is not provably a daskgp run (or an empty folder), a run with foreign files in it, or a
     run a writer holds.
     """
-    path = _norm(path)
+    path = norm_path(path)
     if not path:
         raise ValueError("the output path is empty")
     real = os.path.realpath(path)
@@ -219,7 +221,7 @@ def check_new_run_path(path, overwrite: bool = False) -> None:
     if store is not None:  # a run inside a run (or any store) would be deleted or corrupted with it
         raise ValueError(f"refusing to write a run at {path}: it is inside the store {store}; write beside "
                          "it, not into it")
-    kind = _kind(path)
+    kind = path_kind(path)
     if kind == "absent":
         _refuse_file_suffix(path)
         parent = os.path.dirname(os.path.abspath(path))
@@ -251,8 +253,8 @@ def _refuse_file_suffix(path: str) -> None:
                          "name it e.g. run.zarr")
 
 
-def _check_is_run(path: str) -> None:
-    kind = _kind(path)
+def check_is_run(path: str) -> None:
+    kind = path_kind(path)
     if kind == "absent":
         _refuse_file_suffix(path)
         raise FileNotFoundError(f"no run at {path}")
@@ -302,7 +304,7 @@ def _problem(doc) -> str | None:
     for key, d in list(digests.items()) + [(k, [v]) for k, v in static.items()]:
         if not _KEY.match(str(key)) or not (isinstance(d, list) and all(isinstance(s, str) for s in d)):
             return f"malformed digest entry {str(key)[:40]!r}"
-        if key in digests and len(d) != (nb := len(_group_blocks(ends, W, _is_warmup(key)))):
+        if key in digests and len(d) != (nb := len(group_blocks(ends, W, is_warmup_group(key)))):
             return f"{key} has {len(d)} block digests for {nb} blocks"
     el = doc.get("elapsed")
     if not (isinstance(el, (int, float)) and not isinstance(el, bool) and math.isfinite(el) and el >= 0):
@@ -315,14 +317,14 @@ def _problem(doc) -> str | None:
     return None
 
 
-def _read_checkpoint_file(path: str, name: str = CHECKPOINT) -> tuple[dict, bytes]:
+def read_checkpoint_file(path: str, name: str = CHECKPOINT) -> tuple[dict, bytes]:
     """(decoded checkpoint, its raw bytes); RunDamaged naming the file when it is missing or malformed."""
     return read_document(path, name, _problem, decoded=("states", "a chain state"))
 
 
 def _checkpoint_hint(path: str) -> str:
     try:
-        prev, _ = _read_checkpoint_file(path, PREVIOUS)
+        prev, _ = read_checkpoint_file(path, PREVIOUS)
     except RunDamaged:
         return "daskgp repair cannot rebuild it: sample the run again"
     return (f"'daskgp repair {path}' restores the previous checkpoint ({prev['n_draws']} draws per chain; "
@@ -332,10 +334,10 @@ def _checkpoint_hint(path: str) -> str:
 def read_checkpoint(path) -> dict:
     """The last committed checkpoint of the run at ``path`` (read only): n_draws, chunk, block_ends,
     digests, elapsed, messages, states. Raises FileNotFoundError or :class:`RunError` (one line)."""
-    path = _norm(path)
-    _check_is_run(path)
+    path = norm_path(path)
+    check_is_run(path)
     try:
-        return _read_checkpoint_file(path)[0]
+        return read_checkpoint_file(path)[0]
     except RunDamaged as e:
         raise RunDamaged(f"{e}; {_checkpoint_hint(path)}") from None
 
@@ -357,7 +359,7 @@ _NO_REBUILD = "daskgp repair cannot rebuild it: sample the run again"
 
 
 @dataclass
-class _Damage:
+class Damage:
     key: str
     first_bad: int  # first draw that cannot be trusted
     text: str
@@ -376,7 +378,7 @@ def _missing_chunks(path: str, key: str, arr, start: int, end: int) -> list[str]
     return [k for k in keys if not os.path.isfile(os.path.join(path, key, k))]
 
 
-def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
+def scan_blocks(path: str, ckpt: dict) -> tuple[dict, list[Damage]]:
     """Read every committed array (read-only) and check each block against its digest."""
     ends, W = ckpt["block_ends"], ckpt["warmup_draws"]
     data: dict = {g: {} for g in GROUPS + DATA_GROUPS}
@@ -384,8 +386,8 @@ def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
     try:
         root = zarr.open_group(path, mode="r", use_consolidated=False)  # each array's own metadata
     except Exception as e:  # any failure of the metadata is damage, named below
-        return data, [_Damage("zarr.json", 0, f"{path}/zarr.json is unreadable ({type(e).__name__})",
-                              _NO_REBUILD)]
+        return data, [Damage("zarr.json", 0, f"{path}/zarr.json is unreadable ({type(e).__name__})",
+                             _NO_REBUILD)]
     held = {k.split("/")[0] for k in [*ckpt["digests"], *ckpt["static_digests"]]}
     for g in [g for g in GROUPS + DATA_GROUPS if g in held]:  # a group exists once it holds a block
         try:
@@ -393,27 +395,27 @@ def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
         except Exception:
             ok = False
         if not ok:
-            damage.append(_Damage(g, 0, f"{path}/{g}/zarr.json is missing or unreadable", _NO_REBUILD))
+            damage.append(Damage(g, 0, f"{path}/{g}/zarr.json is missing or unreadable", _NO_REBUILD))
     for key, digests in ckpt["digests"].items():
         where = f"{path}/{key}"
         group, name = key.split("/")
         # the group's blocks in its own draw numbering (the kept draws count from the warmup's end)
-        off = 0 if _is_warmup(group) else W
-        blocks = [(s - off, e - off) for s, e in _group_blocks(ends, W, _is_warmup(group))]
+        off = 0 if is_warmup_group(group) else W
+        blocks = [(s - off, e - off) for s, e in group_blocks(ends, W, is_warmup_group(group))]
         n = blocks[-1][1] if blocks else 0
         try:
             arr = root[key]
             if not isinstance(arr, zarr.Array):
                 raise TypeError("not an array")
         except Exception as e:
-            damage.append(_Damage(key, off, f"{where} is missing or its metadata is unreadable "
+            damage.append(Damage(key, off, f"{where} is missing or its metadata is unreadable "
                                             f"({type(e).__name__})", _NO_REBUILD))
             continue
         have = arr.shape[-1] if arr.ndim else 0
         if have < n:
             good = max([e for _, e in blocks if e <= have], default=0)
-            damage.append(_Damage(key, off + good,
-                                  f"{where} holds {have} draws, fewer than the {n} committed"))
+            damage.append(Damage(key, off + good,
+                                 f"{where} holds {have} draws, fewer than the {n} committed"))
             continue
         try:
             values = arr[..., :n]
@@ -423,13 +425,13 @@ def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
             try:
                 block = values[..., s:e] if values is not None else arr[..., s:e]
             except Exception as err:
-                damage.append(_Damage(key, off + s, f"{where}: draws {s}–{e - 1} cannot be read "
+                damage.append(Damage(key, off + s, f"{where}: draws {s}–{e - 1} cannot be read "
                                                     f"({type(err).__name__})"))
                 break
             if digest(block) != digests[i]:
                 missing = _missing_chunks(path, key, arr, s, e)
                 what = f"missing (chunk file {missing[0]})" if missing else "altered"
-                damage.append(_Damage(key, off + s, f"{where}: draws {s}–{e - 1} are {what}"))
+                damage.append(Damage(key, off + s, f"{where}: draws {s}–{e - 1} are {what}"))
                 break
         else:
             data[group][name] = values
@@ -441,13 +443,13 @@ def _scan(path: str, ckpt: dict) -> tuple[dict, list[_Damage]]:
         except Exception:
             ok = False
         if not ok:
-            damage.append(_Damage(key, 0, f"{path}/{key} is missing or altered"))
+            damage.append(Damage(key, 0, f"{path}/{key} is missing or altered"))
         else:
             data[group][name] = np.asarray(values)
     return data, damage
 
 
-def _damage_message(path: str, damage: list[_Damage], ends: list[int]) -> str:
+def damage_message(path: str, damage: list[Damage], ends: list[int]) -> str:
     first = min(damage, key=lambda d: (d.fix is None, d.first_bad))  # unrepairable metadata first
     keep = max([e for e in ends if e <= first.first_bad], default=0)
     more = f" (and {len(damage) - 1} more damaged arrays)" if len(damage) > 1 else ""
@@ -473,15 +475,15 @@ def _decoded_attrs(path: str) -> dict:
 def read_committed(path) -> Committed:
     """The committed, verified content of the run at ``path``; opens everything read-only and writes
     nothing. Raises FileNotFoundError, or :class:`RunError` / :class:`RunDamaged` with one line."""
-    path = _norm(path)
+    path = norm_path(path)
     if not os.path.isdir(path):
         raise FileNotFoundError(f"no run at {path}")
-    _check_is_run(path)
+    check_is_run(path)
     attrs = _decoded_attrs(path)
     ckpt = read_checkpoint(path)
-    data, damage = _scan(path, ckpt)
+    data, damage = scan_blocks(path, ckpt)
     if damage:
-        raise RunDamaged(_damage_message(path, damage, ckpt["block_ends"]))
+        raise RunDamaged(damage_message(path, damage, ckpt["block_ends"]))
     return Committed(path, attrs, ckpt, data, lock_info(path))
 
 
@@ -507,7 +509,7 @@ def read_run(path):
     meta = c.attrs.get("data_meta") or {}
     for g in DATA_GROUPS:
         if c.data[g]:
-            groups[g] = xr.Dataset({k: (_DATA_DIMS[k], v) for k, v in c.data[g].items() if k in _DATA_DIMS})
+            groups[g] = xr.Dataset({k: (DATA_DIMS[k], v) for k, v in c.data[g].items() if k in DATA_DIMS})
             if meta.get("feature_names") and "feature" in groups[g].dims:
                 groups[g] = groups[g].assign_coords(feature=list(meta["feature_names"]))
     dt = xr.DataTree.from_dict(groups)

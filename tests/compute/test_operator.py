@@ -83,9 +83,10 @@ def test_an_injected_executor_is_shared_and_left_open(concrete, rng):
     assert ex.cache and ex._pool is not None and not ex._pool._shutdown
     with pytest.raises(ValueError, match="executor holds X"):
         _op(X[:100], "rbf", False, executor=ex)
-    with pytest.warns(DeprecationWarning, match="with_log_params"):
-        own.set_log_params(own.log_params + 0.2)
-    np.testing.assert_allclose(own.matmul(V), a.with_log_params(own.log_params).matmul(V), rtol=1e-12)
+    moved = own.with_log_params(own.log_params + 0.2)  # a new operator at θ'; own stays at θ
+    np.testing.assert_allclose(moved.matmul(V), a.with_log_params(moved.log_params).matmul(V), rtol=1e-12)
+    np.testing.assert_allclose(own.matmul(V), a.matmul(V), rtol=1e-12)
+    assert not hasattr(own, "set_log_params")  # the in-place alias was retired (issue 57)
     ex.close()
 
 

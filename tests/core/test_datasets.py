@@ -104,25 +104,28 @@ def test_sample_warns_when_handed_the_datas_own_units(concrete):
     subset of their rows, with constant columns) are not."""
     import warnings
 
-    from daskgp.mcmc.chains import _warn_unless_standardised
+    from daskgp.mcmc.chains import warn_unless_standardised
 
     with pytest.warns(UserWarning, match="sample\\(\\) models standardised data"):
-        _warn_unless_standardised(concrete.X, concrete.y)
+        warn_unless_standardised(concrete.X, concrete.y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        _warn_unless_standardised(concrete.X_std, concrete.y_std)
-        _warn_unless_standardised(concrete.X_std[:100], concrete.y_std[:100])
+        warn_unless_standardised(concrete.X_std, concrete.y_std)
+        warn_unless_standardised(concrete.X_std[:100], concrete.y_std[:100])
         X = concrete.X_std[:150].copy()
         X[:, 2] = 0.0
-        _warn_unless_standardised(X, concrete.y_std[:150])
+        warn_unless_standardised(X, concrete.y_std[:150])
 
 
-def test_the_deprecated_core_alias_still_names_the_loaders_and_warns():
-    """``daskgp.core.datasets`` stays one release (CHANGELOG, 0.4) as the loaders' module, with a warning."""
+def test_the_retired_core_alias_and_run_store_aliases_are_gone():
+    """``daskgp.core.datasets``, ``daskgp.mcmc.runstore`` and ``daskgp.mcmc.runlock`` (deprecated aliases
+    since 0.4) are retired (issue 57): importing them fails; their modules are daskgp.datasets and
+    daskgp.runs."""
     import importlib
     import sys
 
-    sys.modules.pop("daskgp.core.datasets", None)
-    with pytest.warns(DeprecationWarning, match="moved to daskgp.datasets"):
-        alias = importlib.import_module("daskgp.core.datasets")
-    assert alias is datasets
+    for name in ("daskgp.core.datasets", "daskgp.mcmc.runstore", "daskgp.mcmc.runlock"):
+        sys.modules.pop(name, None)
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(name)
+    assert importlib.import_module("daskgp.datasets").load is datasets.load

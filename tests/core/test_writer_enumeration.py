@@ -43,7 +43,7 @@ WRITERS = {
     "daskgp.runs.lock:acquire": "the writer's lock file inside a run or checkpoint",
     "daskgp.runs.lock:release": "the writer's lock file inside a run or checkpoint",
     "daskgp.runs.lock:clear_for_repair": "the writer's lock file inside a run or checkpoint",
-    "daskgp.runs.layout:_scan": "read-only (zarr mode 'r')",
+    "daskgp.runs.layout:scan_blocks": "read-only (zarr mode 'r')",
     # a fit checkpoint: its path checked with the fit's outputs (check_fit_outputs, or the estimator's)
     "daskgp.runs.fits:FitStore.writing": f"{RULE}: the checkpoint, check_fit_outputs / check_destination",
     "daskgp.runs.fits:FitStore.log_heldout": "inside the checkpoint folder it holds",

@@ -198,7 +198,7 @@ def test_an_ascent_stopped_on_a_plateau_climbs_on_in_the_saddle_free_metric():
     from daskgp.exact.mode import StochasticAscent, laplace_precision, saddle_free_covariance
     from daskgp.exact.posterior import exact_log_posterior
     from daskgp.mcmc.config import SamplerConfig
-    from daskgp.mcmc.segments import _operator, _posterior, release_operators
+    from daskgp.mcmc.segments import chain_operator, chain_posterior, release_operators
 
     ds = dg.load("power_plant")
     idx = np.random.default_rng(0).choice(ds.n, 2000, replace=False)
@@ -220,7 +220,8 @@ def test_an_ascent_stopped_on_a_plateau_climbs_on_in_the_saddle_free_metric():
     _, H_sub_inv = subset_map(X, y, kernel, 0.3, prior=prior, size=cfg.subset_size, rng=0)
     M_sub = H_sub_inv * cfg.subset_size / len(y)
     # the warmup's own posterior (solver, preconditioner, probes of the default sampler at 2,000 rows)
-    post = _posterior(_operator(X, cfg, "test-plateau", None, None, "warmup"), y, cfg, redraw_every=1)
+    op = chain_operator(X, cfg, "test-plateau", None, None, "warmup")
+    post = chain_posterior(op, y, cfg, redraw_every=1)
     reached = {"warmup": 0, "subset": 0}
     try:
         for seed in range(200, 216):  # not the seeds the rates above were measured on

@@ -64,6 +64,18 @@ def test_sgld_shows_its_freeze_ratio_with_the_threshold():
     d = figs.health["ratio"][1].data
     assert sorted(zip(d["x"], d["y"], strict=True)) == [(99, 0.2), (99, 0.5), (199, 0.004), (199, 0.02)]
     assert set(d["thr"]) == {0.01}
+    assert figs.health["ratio"][0].legend[0].items[0].label.value == "freeze at 0.01"
+
+
+def test_the_freeze_line_is_the_runs_own_threshold():
+    """A run with another freeze rule (``--freeze-threshold 0.05``) draws its line and legend at 0.05 (the
+    figure said 0.01 whatever the run's rule)."""
+    ratio = np.full((1, 100), np.nan)
+    ratio[0, 49] = 0.03
+    figs = RunFigures(["noise"], {"ratio", "warmup"}, get_sampler("sgld"), freeze_threshold=0.05)
+    figs.update({"noise": np.ones((1, 100))}, {"ratio": ratio, "warmup": np.zeros((1, 100), bool)}, 0)
+    assert figs.health["ratio"][1].data["thr"] == [0.05]
+    assert figs.health["ratio"][0].legend[0].items[0].label.value == "freeze at 0.05"
 
 
 def test_predictive_and_psrf_sources_and_texts():
@@ -94,7 +106,7 @@ def test_arviz_plots_draw_the_kept_draws_of_the_run(rng):
     each grid fits the width asked for; too few kept draws is a ValueError (said in the page)."""
     from bokeh.models import ColumnDataSource
 
-    from daskgp.interface.figures import ARVIZ_PLOTS, arviz_figures
+    from daskgp.interface.arvizviews import ARVIZ_PLOTS, arviz_figures
     from daskgp.mcmc.diagnostics import split_at_warmup
 
     post, stats = _snapshot(rng)
@@ -135,7 +147,7 @@ def test_the_heldout_ppc_draws_are_the_mixture_predictive():
     variance, tolerances from their standard errors); two wrong samplers — the draws' means without their
     noise, and the variance used as a standard deviation — are rejected by the same check (its power);
     the points run in the order of their predictive mean, observed values alongside; ArviZ draws it."""
-    from daskgp.interface.figures import heldout_ppc_figure, heldout_ppc_tree
+    from daskgp.interface.arvizviews import heldout_ppc_figure, heldout_ppc_tree
 
     rng = np.random.default_rng(7)
     S, P = 10, 120

@@ -292,7 +292,7 @@ def test_a_slow_solve_beats_with_its_cg_iterations_during_one_gradient(concrete,
 
     def gradient(beat: bool):
         events.clear()
-        tick = seg._WarmupTicker("t")
+        tick = seg.WarmupTicker("t")
         tick.worker = Worker()
         tick.stage("ascent", 400)
         post = GPPosterior(Slow(X, make_kernel("rbf"), 0.3, mode="local"), y, n_probes=4, redraw_every=1,

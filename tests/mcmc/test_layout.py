@@ -173,7 +173,7 @@ def test_the_spread_operator_is_used_and_moves_only_the_right_hand_sides(concret
     X, _ = _data(concrete)
     workers = sorted(own_cluster.scheduler_info()["workers"])
     cfg = SamplerConfig(method="sghmc", n_chains=1)
-    op = segments._operator(X, cfg, "test-layout-run", own_cluster, workers, "chain0")
+    op = segments.chain_operator(X, cfg, "test-layout-run", own_cluster, workers, "chain0")
     try:
         assert isinstance(op.executor, DaskExecutor) and op.executor.workers == workers
         assert op.blocks == [(0, 256), (256, 512), (512, 600)]

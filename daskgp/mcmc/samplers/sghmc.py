@@ -32,6 +32,9 @@ SGHMC_PROBES = 32
 # correction estimates the gradient's covariance from the probes' spread, which with fewer than 8 is too
 # rough to subtract
 MIN_PROBES = 8
+# the share of κ the probes chosen from a warmup's noise take at the mode (probes_from_noise), the margin for
+# the noise along the chains: on house_8L at most 1.24× the reading; the correction fails at 2.7× (guide)
+PROBE_NOISE_SHARE = 0.75
 # and its preconditioner's rank: on concrete 300 instead of 100 cut CG from 29 to 9 iterations per gradient
 # (0.071 → 0.033 s with 32 probes) at the same gradient noise. A larger rank is not simply better: 515 cut CG
 # to 7 but the ULISSE gradients' noise grew so much that the adapted step fell from 0.55 to 0.09 (the demo
@@ -385,10 +388,9 @@ class SGHMCSampler(Sampler):
     """``method='sghmc'``: :class:`SGHMC` with 32 probes redrawn at every iteration (its noise correction
     assumes independent gradient noise), ULISSE and a rank-300 preconditioner up to :data:`LARGE_N` rows,
     K⁻¹y by CG and the probes by ULISSE ('cg-ulisse') with rank 2,000 beyond; its first step a quarter of
-    ``h_max`` (the adaptation grows it from the noise),
-    adapting over 4 batches in target-ESS mode, or fewer after a stochastic warmup whose gradient noise at
-    the mode needs fewer (:meth:`adaptation_from_noise`). Its records keep the stochastic gradient at every
-    draw."""
+    ``h_max`` (the adaptation grows it from the noise), adapting over 4 batches in target-ESS mode, or fewer
+    after a stochastic warmup whose noise at the mode needs fewer (:meth:`adaptation_from_noise`). Its
+    records keep the stochastic gradient at every draw."""
 
     name = "sghmc"
     label = "SGHMC (momentum, noise-corrected)"
@@ -415,15 +417,13 @@ class SGHMCSampler(Sampler):
 
     def probes_from_noise(self, cfg, noise: float) -> int | None:
         """The fewest probes (at least :data:`MIN_PROBES`, at most ``cfg.n_probes``) whose gradient noise
-        stays at most half of what the step ``h_max`` tolerates (b(h_max, γ)·λ ≤ κ/2): Hutchinson's variance
-        falls as 1/N_r, so λ(N) = λ·cfg.n_probes/N, and the step stays at ``h_max`` unless the noise along
-        the chains grows to twice the warmup's. Where the noise already caps the step (concrete: λ 3.2 with
-        32 probes) nothing changes; where it is far below the cap the probes — the columns of every product
-        — are cut (house_8L, 22,784 rows: λ ≈ 0.45 with 32, so 17 probes)."""
+        takes at most :data:`PROBE_NOISE_SHARE` of what the step ``h_max`` tolerates (b(h_max, γ)·λ ≤ ¾κ;
+        Hutchinson's variance falls as 1/N_r: λ(N) = λ·cfg.n_probes/N). Concrete's noise already caps the
+        step: its 32 stay; house_8L's (λ ≈ 0.45–0.56 with 32) is far below: 12–14, fewer product columns."""
         if not (np.isfinite(noise) and noise > 0):
             return None
         cap = cfg.noise_budget / _baoab_noise_gains(cfg.h_max, cfg.friction)[1]
-        want = int(np.ceil(noise * cfg.n_probes / (0.5 * cap)))
+        want = int(np.ceil(noise * cfg.n_probes / (PROBE_NOISE_SHARE * cap)))
         return int(min(cfg.n_probes, max(MIN_PROBES, want)))
 
     def solver_for(self, cfg, n: int) -> str:

@@ -1,0 +1,103 @@
+"""The house's rules a test can read from the source (issue 57): no module of the package imports another's
+private names, and no module grows past ~400 lines — the modules still above it are listed with the size they
+may not exceed, each to be cut along its seams, so that a list entry can only shrink."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "daskgp"
+MAX_LINES = 400
+# modules above MAX_LINES today, each at most its size when it was listed; cut one and drop its line
+OVERSIZE = {
+    "interface/app.py": 578,
+    "sparse/gplvm.py": 548,
+    "runs/layout.py": 546,
+    "mcmc/segments.py": 461,
+    "interface/cli_common.py": 461,
+    "mcmc/samplers/sghmc.py": 454,
+    "mcmc/config.py": 430,
+    "datasets/loaders.py": 436,
+    "sparse/sgpr.py": 431,
+    "datasets/tables.py": 424,
+    "interface/cli.py": 416,
+    "interface/dashboard.py": 412,
+    "compute/operator.py": 402,
+}
+
+
+def private_imports(source: str, module: str, package: str = "daskgp") -> list[str]:
+    """Where ``source`` (the text of the module ``module``, dotted) uses a private name (one leading
+    underscore) of another module of ``package``: ``from X import _name``, or ``mod._name`` on a module it
+    imported (``import daskgp.x as mod``, ``from . import mod``)."""
+    tree = ast.parse(source)
+    parts = module.split(".")
+    modules: set[str] = set()  # local names bound to modules of the package
+    hits = []
+
+    def absolute(node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        base = parts[:len(parts) - node.level]
+        return ".".join(base + ([node.module] if node.module else []))
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            src = absolute(node)
+            if not src.startswith(package):
+                continue
+            for a in node.names:
+                if private(a.name):
+                    hits.append(f"{module}:{node.lineno}: from {src} import {a.name}")
+                elif (PACKAGE.parent / src.replace(".", "/") / f"{a.name}.py").exists():
+                    modules.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith(package + "."):
+                    if any(private(p) for p in a.name.split(".")):
+                        hits.append(f"{module}:{node.lineno}: import {a.name}")
+                    if a.asname:
+                        modules.add(a.asname)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                and private(node.attr)):
+            hits.append(f"{module}:{node.lineno}: {node.value.id}.{node.attr}")
+    return hits
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        yield path, ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+
+
+def test_no_module_imports_another_modules_private_names():
+    hits = [h for path, mod in _modules() for h in private_imports(path.read_text(), mod)]
+    assert not hits, "\n".join(hits)
+
+
+@pytest.mark.parametrize("source, n_hits", [
+    ("from .segments import _operator\n", 1),  # the form warmup.py used before issue 57
+    ("from daskgp.runs.layout import _scan, read_run\n", 1),
+    ("from . import segments\nop = segments._operator(1)\n", 1),
+    ("import daskgp.mcmc.segments as seg\nseg._WarmupTicker\n", 1),
+    ("from .segments import run_segment\nclass A:\n    def _own(self):\n        return self._x\n", 0),
+    ("from numpy import _globals\n", 0),  # another package's business
+])
+def test_the_scan_finds_what_it_forbids(source, n_hits):
+    """Power: each forbidden form is found, and a module's own private names are not."""
+    assert len(private_imports(source, "daskgp.mcmc.warmup")) == n_hits
+
+
+def test_no_module_grows_past_its_size():
+    sizes = {str(path.relative_to(PACKAGE)): len(path.read_text().splitlines()) for path, _ in _modules()}
+    over = {m: n for m, n in sizes.items() if n > OVERSIZE.get(m, MAX_LINES)}
+    assert not over, f"over {MAX_LINES} lines (or over their listed size): {over}; cut them along a seam"
+    shrunk = {m: sizes.get(m) for m in OVERSIZE if sizes.get(m, 0) <= MAX_LINES}
+    assert not shrunk, f"cut below {MAX_LINES} lines (or gone): drop them from OVERSIZE: {shrunk}"
