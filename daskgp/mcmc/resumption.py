@@ -49,7 +49,7 @@ def warmup_to_resume(out: str) -> tuple[WarmupStore, int, dict] | None:
 
 
 def resume_plan(attrs: dict, ckpt: dict, where: str) -> tuple[SamplerConfig, list[str], np.ndarray]:
-    """The configuration, parameter names and preconditioner of a run to continue, after checking that it
+    """The configuration, parameter names and metric M (p, p) of a run to continue, after checking that it
     can be continued (not salvaged, every chain state well formed)."""
     check_appendable(where, ckpt)
     try:  # an extended run's configuration travels with its checkpoint
