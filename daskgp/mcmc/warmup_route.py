@@ -36,8 +36,8 @@ from .progress import tell
 from .segments import progress_topic
 from .warmup import DONE, FULL_LAPLACE, WarmupStore, warmup_path, warmup_segment, warmup_start
 
-__all__ = ["WarmStart", "warm_start", "rows_dtype", "tuned_from_warmup", "check_no_warmup_beside",
-           "exact_warmup", "stochastic_warmup"]
+__all__ = ["WarmStart", "warm_start", "subset_metric", "rows_dtype", "tuned_from_warmup",
+           "check_no_warmup_beside", "exact_warmup", "stochastic_warmup"]
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def warm_start(X, y, cfg: SamplerConfig, start: dict, warm_state: dict | None, s
     ends."""
     n = X.shape[0]
     phi_map, H_inv = np.asarray(start["phi_map"], dtype=float), np.asarray(start["laplace_cov"], dtype=float)
-    M = H_inv * (min(cfg.subset_size, n) / n)  # the subset's posterior covariance scaled to n data
+    M = subset_metric(H_inv, cfg, n)
     route = cfg.warmup_route(n)
     if route == "subset":
         return WarmStart(cfg, hooks, None, phi_map, H_inv, M)
@@ -80,11 +80,17 @@ def warm_start(X, y, cfg: SamplerConfig, start: dict, warm_state: dict | None, s
     return WarmStart(cfg, hooks, warm, warm["phi"], cfg.overdispersion**2 * warm["cov"], warm["cov"])
 
 
+def subset_metric(laplace_cov, cfg: SamplerConfig, n: int) -> np.ndarray:
+    """(p, p) the subset MAP's Laplace covariance scaled to n rows (× subset/n): the metric of the 'subset'
+    route and where the ascent starts (the paper's M with α scaled by subset/n)."""
+    return np.asarray(laplace_cov, dtype=float) * (min(cfg.subset_size, n) / n)
+
+
 def rows_dtype(cfg: SamplerConfig, n: int, phi_map, H_inv, on_warmup, seconds: float) -> SamplerConfig:
     """``cfg`` with its cached rows' dtype resolved from the subset MAP in its covariance scaled to n
     (:meth:`SamplerConfig.for_start`); float64 instead of float32 is said in one line (every product then
     reads twice the memory)."""
-    cfg, bound = cfg.for_start(n, phi_map, np.asarray(H_inv) * (min(cfg.subset_size, n) / n))
+    cfg, bound = cfg.for_start(n, phi_map, subset_metric(H_inv, cfg, n))
     if bound is not None and cfg.cache_dtype == "float64":
         note = (f"kernel rows cached in float64, not float32: the noise variance is small against the "
                 f"kernel's (ε₃₂·n·s/σ² up to {bound:.2g} > {FLOAT32_MAX_BOUND}), where float32 rounding "
@@ -173,7 +179,7 @@ def stochastic_warmup(X, y, cfg: SamplerConfig, start: dict, state: dict | None,
     control.check()
     n = X.shape[0]
     if state is None:
-        M_sub = np.asarray(start["laplace_cov"], dtype=float) * (min(cfg.subset_size, n) / n)
+        M_sub = subset_metric(start["laplace_cov"], cfg, n)
         state = warmup_start(start["phi_map"], M_sub, int(seed.generate_state(1)[0]))
     run_key = f"{start['fingerprint'][:12]}-warmup-{secrets.token_hex(4)}"
     (workers,) = cluster_layout(client, replace(cfg, n_chains=1), n)  # one chain: the whole cluster
