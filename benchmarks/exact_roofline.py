@@ -143,7 +143,7 @@ for r in range(1, repeats + 1):
     widths.clear()
     # a chain's step: h_max times a momentum drawn in the Laplace metric (SGHMC's whitened units), so the
     # cached rows are rebuilt and K⁻¹y's warm start is as far off as along a chain
-    at_r = at_r + base.h_max * (L @ move.standard_normal(phi.size))
+    at_r = at_r + base.settings.h_max * (L @ move.standard_normal(phi.size))
     t = time.perf_counter()
     g, info = post.stochastic_grad(at_r, r)
     secs.append(time.perf_counter() - t)

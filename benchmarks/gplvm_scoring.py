@@ -43,7 +43,8 @@ def main():
     from distributed import Client, LocalCluster
     from sklearn.datasets import load_digits
 
-    from daskgp.sparse.gplvm import GPLVMClassifier, _new_points_task
+    from daskgp.sparse.gplvm_classifier import GPLVMClassifier
+    from daskgp.sparse.gplvm_points import new_points
 
     Y, labels = load_digits(return_X_y=True)
     cases = []
@@ -63,8 +64,8 @@ def main():
                 for start in ("bound", "predictive"):
                     t0 = time.perf_counter()
                     g = np.column_stack([
-                        _new_points_task((Y[test] - mdl.y_mean_) / mdl.y_scale_, mdl.stats_, mdl.A_cols_,
-                                         mdl.posterior_, args.n_iter, start=start)[2]
+                        new_points((Y[test] - mdl.y_mean_) / mdl.y_scale_, mdl.stats_, mdl.A_cols_,
+                                   mdl.posterior_, args.n_iter, start=start)[2]
                         for mdl in clf.models_])
                     seconds = time.perf_counter() - t0
                     gains[start] = g

@@ -25,7 +25,8 @@ _WHERE = {
     ".mcmc.config": ["SamplerConfig"],
     ".mcmc.diagnostics": ["open_run", "psrf_evolution", "run_summary"],
     ".mcmc.estimator": ["BayesianGPRegressor"],
-    ".sparse.gplvm": ["BayesianGPLVM", "GPLVMClassifier"],
+    ".sparse.gplvm": ["BayesianGPLVM"],
+    ".sparse.gplvm_classifier": ["GPLVMClassifier"],
     ".sparse.sgpr": ["SparseGPRegressor"],
 }
 _LAZY = {name: module for module, names in _WHERE.items() for name in names}
@@ -63,5 +64,6 @@ if TYPE_CHECKING:  # the names for type checkers and IDEs
     from .mcmc.config import SamplerConfig
     from .mcmc.diagnostics import open_run, psrf_evolution, run_summary
     from .mcmc.estimator import BayesianGPRegressor
-    from .sparse.gplvm import BayesianGPLVM, GPLVMClassifier
+    from .sparse.gplvm import BayesianGPLVM
+    from .sparse.gplvm_classifier import GPLVMClassifier
     from .sparse.sgpr import SparseGPRegressor

@@ -16,7 +16,8 @@ from sklearn.utils.estimator_checks import estimator_checks_generator
 from daskgp.advgp.estimator import ADVGPRegressor
 from daskgp.gpc.classifier import SparseGPClassifier
 from daskgp.mcmc.estimator import BayesianGPRegressor
-from daskgp.sparse.gplvm import BayesianGPLVM, GPLVMClassifier
+from daskgp.sparse.gplvm import BayesianGPLVM
+from daskgp.sparse.gplvm_classifier import GPLVMClassifier
 from daskgp.sparse.sgpr import SparseGPRegressor
 
 SMALL_GPLVM = dict(n_components=2, n_inducing=5, n_outer=2, global_iter=5, local_iter=5)

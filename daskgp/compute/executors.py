@@ -33,7 +33,8 @@ import numpy as np
 
 from .backend import free_memory, resolve_device, to_device, to_host
 
-__all__ = ["LocalExecutor", "DaskExecutor", "cache_for", "single_threaded_blas", "release_worker_caches"]
+__all__ = ["LocalExecutor", "DaskExecutor", "executor_for", "cache_for", "single_threaded_blas",
+           "release_worker_caches"]
 
 _CONTROLLER: list = []  # threadpoolctl's view of the loaded BLAS, built once per process
 
@@ -166,6 +167,7 @@ class LocalExecutor:
         self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
         self.cache: dict = {}
         self.id = uuid.uuid4().hex
+        self.passes = 0  # operator passes run here, by every operator built on this executor
 
     @property
     def cache_ref(self) -> dict:
@@ -181,6 +183,7 @@ class LocalExecutor:
         def one(b):
             return fn(self.X, b[0], b[1], V, *rest)
 
+        self.passes += 1
         if self._pool is None:
             return [one(b) for b in blocks]
         with single_threaded_blas():  # the threads already use every core
@@ -230,6 +233,7 @@ class DaskExecutor:
         self.id = id or uuid.uuid4().hex
         self.here = _worker_address()  # this executor's process: a worker (a chain's driver task) or None
         self.bytes_moved = 0  # right-hand sides out and results back, for the scaling measurements
+        self.passes = 0  # operator passes run here, by every operator built on this executor
         self._X_future = self._place_X()
 
     def _home(self) -> list[str]:
@@ -266,6 +270,7 @@ class DaskExecutor:
     def run(self, fn, blocks: list, V, *rest) -> list:
         from concurrent.futures import CancelledError
 
+        self.passes += 1
         try:
             return self._run(fn, blocks, V, rest)
         except CancelledError:  # "lost dependencies": every replica of X or V died mid-pass; go again once
@@ -350,6 +355,16 @@ class DaskExecutor:
 
     def close(self) -> None:
         self.drop(keep_memory=False)
+
+
+def executor_for(X, mode: str, *, client=None, n_threads: int | None = None, device: str | None = None):
+    """The executor ``mode`` ('local' or 'distributed') names for X: a :class:`LocalExecutor` of
+    ``n_threads`` threads, or a :class:`DaskExecutor` on ``client``'s workers (None: the default client)."""
+    if mode == "local":
+        return LocalExecutor(X, n_threads, device)
+    if mode == "distributed":
+        return DaskExecutor(X, client, device)
+    raise ValueError(f"mode must be 'local' or 'distributed', got {mode!r}")
 
 
 def _nbytes(out) -> int:

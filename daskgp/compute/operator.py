@@ -26,7 +26,7 @@ from array_api_compat import array_namespace, device
 from ..core.kernels import Kernel
 from ..core.validation import check_positive
 from .backend import check_columns, check_matrix, dtype_name, is_numpy, to_host
-from .executors import DaskExecutor, LocalExecutor, cache_for, single_threaded_blas
+from .executors import cache_for, executor_for, single_threaded_blas
 
 __all__ = ["KernelOperator", "dense_covariance", "single_threaded_blas"]  # the last: from .executors
 
@@ -239,19 +239,18 @@ class KernelOperator:
         self.kernel, self.noise = kernel, check_positive("noise", noise)
         self.n, self.d = X.shape
         self.dtype = X.dtype
+        # one construction path: the executor is injected, or built here from ``mode`` (and then owned)
         self._owns_executor = executor is None
         if executor is None:
             if mode == "auto":
                 mode = "local" if (self.n <= local_max_n or client is None and self.n <= 4 * local_max_n) \
                     else "distributed"
-            executor = (LocalExecutor(X, n_threads, device) if mode == "local"
-                        else DaskExecutor(X, client, device))
+            executor = executor_for(X, mode, client=client, n_threads=n_threads, device=device)
         elif tuple(executor.X.shape) != tuple(X.shape):
             raise ValueError(f"the executor holds X of shape {tuple(executor.X.shape)}, not {tuple(X.shape)}")
         self.executor = executor
         self.X = executor.X
         self.device = device
-        self._counter = [0]  # operator passes, shared by the operators derived from this one
         rows = block_rows or executor.block_rows(self.n)
         self.blocks = [(i, min(i + rows, self.n)) for i in range(0, self.n, rows)]
         if cache is True or cache is False:
@@ -272,9 +271,9 @@ class KernelOperator:
 
     @property
     def n_products(self) -> int:
-        """Operator passes so far (one per matmul / matmul_grads call), counted over every operator derived
-        from the same one."""
-        return self._counter[0]
+        """Operator passes so far (one per matmul / matmul_grads call), counted by the executor: over every
+        operator on it (those derived from this one by ``with_log_params`` among them)."""
+        return self.executor.passes
 
     # --- parameters ---------------------------------------------------------------------------------
     @property
@@ -314,7 +313,6 @@ class KernelOperator:
         """K V for V (n,) or (n, k); returns the same shape, in X's namespace and dtype (V of another
         namespace is converted to it first)."""
         V2, was_1d = check_columns(V, self.n, self.X)
-        self._counter[0] += 1
         out = self.executor.run(_row_block_matmul, self.blocks, V2, self.kernel, self.noise,
                                 self.executor.cache_ref, _theta_key(self.kernel, self.noise),
                                 self.cache_dtype.name if self.use_cache else None)
@@ -327,7 +325,6 @@ class KernelOperator:
         """(K V, dKV) with dKV[j] = ∂K/∂log θ_j · V, shapes (n, k) and (p, n, k); V (n,) or (n, k); in X's
         namespace."""
         V2, was_1d = check_columns(V, self.n, self.X)
-        self._counter[0] += 1
         parts = self.executor.run(_row_block_grads, self.blocks, V2, self.kernel, self.noise)
         KV = self._concat([p[0] for p in parts], 0)
         dKV = self._concat([p[1] for p in parts], 1)

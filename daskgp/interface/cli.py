@@ -16,21 +16,20 @@ from ..mcmc.samplers import AUTO, get_sampler, sampler_names
 from .cli_advgp import advgp_command
 from .cli_common import cluster_from_args, ignore_further_interrupts, interrupt_once
 from .cli_gpc import gpc_command
-from .cli_runs import FIXED_ON_RESUME, predict_command, repair_command, sample_command, summary_command
+from .cli_runs import (
+    FIXED_ON_RESUME,
+    methods_by_size,
+    predict_command,
+    repair_command,
+    sample_command,
+    sampler_setting_arguments,
+    summary_command,
+)
 from .cli_sparse import sgpr_command
 from .doctor import doctor_command
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
 
-
-def _by_size() -> str:
-    """Which sampler method 'auto' picks, from the registry: 'sghmc at every size', or e.g. 'hmc up to
-    2,000 rows, sghmc beyond'."""
-    samplers = [get_sampler(nm) for nm in sampler_names()]
-    limits = sorted((s.default_max_n, s.name) for s in samplers if s.default_max_n is not None)
-    if len(limits) == 1:
-        return f"{limits[0][1]} at every size"
-    return ", ".join(f"{nm} up to {lim:,} rows" if np.isfinite(lim) else f"{nm} beyond" for lim, nm in limits)
 
 def _demo(args) -> int:
     from ..compute.operator import KernelOperator
@@ -201,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--method", default=SamplerConfig.method, choices=[AUTO, *sampler_names()],
                     help="the sampler: " + "; ".join(f"{nm}: {get_sampler(nm).label}"
                                                      for nm in sampler_names())
-                         + f"; {AUTO} (the default): the one the data's size calls for ({_by_size()})")
+                         + f"; {AUTO} (the default): the one the data's size calls for ({methods_by_size()})")
     sm.add_argument("--chains", type=int, default=4)
     sm.add_argument("--iterations", type=int, default=None,
                     help="iterations per chain (default 2,000; with --target-ess a cap, default 50,000); "
@@ -215,9 +214,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Hutchinson probe vectors N_r per gradient (default: the sampler's, "
                          + ", ".join(f"{get_sampler(nm).default_probes} for {nm}" for nm in sampler_names())
                          + ")")
-    sm.add_argument("--step-start", type=float, default=0.1, help="SGLD: first step size")
-    sm.add_argument("--step-end", type=float, default=1e-3, help="SGLD: last step size (if never frozen)")
-    sm.add_argument("--freeze-threshold", type=float, default=0.01, help="SGLD: freeze rule threshold")
     sm.add_argument("--checkpoint-every", type=int, default=None,
                     help="iterations per checkpoint (default 100; HMC to a target ESS: 25)")
     sm.add_argument("--warmup", choices=WARMUPS, default="map",
@@ -237,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--device", default="cpu", choices=["auto", "cpu", "gpu"],
                     help="where the chains compute: cpu, gpu (a dask-cuda cluster, cupy on every worker) or "
                          "auto (the GPU when the stack is complete); a resumed run keeps its own")
+    sampler_setting_arguments(sm)
     _cluster_arguments(sm)
     sm.set_defaults(func=sample_command, resume_defaults={n: sm.get_default(n) for n in FIXED_ON_RESUME})
 

@@ -103,8 +103,7 @@ class DashboardSettings:
     n_iter: int = 2000  # with a target ESS: the cap
     target_ess: int = 400  # 0: run the full n_iter
     n_probes: int = default_probes(SamplerConfig.method)
-    step_start: float = SamplerConfig.step_start
-    step_end: float = SamplerConfig.step_end
+    options: dict = field(default_factory=dict)  # the chosen sampler's own settings (SamplerConfig.options)
     seed: int = SamplerConfig.seed
     scheduler: str | None = None  # None: the server's local cluster; else one of allowed_schedulers
     allowed_schedulers: tuple[str, ...] = ()  # daskgp dashboard --allow-scheduler
@@ -115,8 +114,8 @@ class DashboardSettings:
         """The run's :class:`daskgp.mcmc.config.SamplerConfig` fields these settings choose."""
         return dict(method=self.method, n_chains=self.n_chains, n_iter=self.n_iter,
                     target_ess=self.target_ess or None, kernel=self.kernel, ard=self.ard,
-                    n_probes=self.n_probes, step_start=self.step_start, step_end=self.step_end,
-                    seed=self.seed, checkpoint_every=self.block, batch=min(100, self.n_iter))
+                    n_probes=self.n_probes, options=dict(self.options), seed=self.seed,
+                    checkpoint_every=self.block)
 
     def sampler_config(self) -> SamplerConfig:
         """The run's configuration, validated by :class:`SamplerConfig` itself (ValueError in one line)."""

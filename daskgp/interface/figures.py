@@ -3,7 +3,8 @@ them, computed from a run's draws and diagnostics — no Panel, no session, no b
 figure shows can be checked against the run's stored values in a test (``tests/interface/test_figures.py``).
 
 The state they draw is :class:`daskgp.interface.dashboard.LiveRun` (a run in the background, its snapshot and
-diagnostics); the page that lays them out and wires the widgets is :mod:`daskgp.interface.app`.
+diagnostics); the page that lays them out and wires the widgets is :mod:`daskgp.interface.page` (its views:
+:mod:`daskgp.interface.liveviews`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import html
 
 import numpy as np
 
-from ..mcmc.config import SamplerConfig
 from ..mcmc.diagnostics import DEFAULT_TARGET_ESS
+from ..mcmc.samplers.sgld import SGLDSettings
 
 __all__ = ["RunFigures", "COLORS", "GENERIC_MONITOR", "MAX_POINTS", "chain_lines", "chain_histograms",
            "progress_text", "convergence_html", "rhat_text", "diagnostics_table"]
@@ -136,7 +137,7 @@ class RunFigures:
         from bokeh.plotting import figure
 
         self.names = list(names)
-        thr = SamplerConfig.freeze_threshold if freeze_threshold is None else freeze_threshold
+        thr = SGLDSettings.freeze_threshold if freeze_threshold is None else freeze_threshold
         self.freeze_threshold = float(thr)
         self.trace, self.run, self.dens, self.health = {}, {}, {}, {}
         for nm in self.names:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..datasets.loaders import fitted_scaler
 from ..mcmc.diagnostics import open_run, whole_chains
+from ..mcmc.samplers.settings import legacy_options
 from ..runs.catalog import RunEntry, commit_stamp, describe
 from ..runs.layout import staged_run, staging_folders
 from ..runs.lock import lock_info
@@ -93,7 +94,7 @@ class StoredRun(RunViews):
         cfg = dt.attrs.get("config", {})
         self.settings = SimpleNamespace(method=cfg.get("method", "sghmc"), n_iter=int(cfg.get("n_iter", 0)),
                                         kernel=cfg.get("kernel", "rbf"), ard=bool(cfg.get("ard", False)),
-                                        freeze_threshold=float(cfg.get("freeze_threshold", 0.01)))
+                                        options=legacy_options(cfg).get("options") or {})
         self.method = self.settings.method  # a stored run's sampler is resolved ('auto' never stored)
         self.warmup_draws = int(dt.attrs.get("warmup_draws", 0))
         whole = whole_chains(dt)

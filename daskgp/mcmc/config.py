@@ -17,8 +17,10 @@ from ..core.fingerprint import fingerprint
 from ..core.kernels import KERNELS
 from ..core.validation import check_positive
 from ..exact.marginal import SOLVERS
-from .samplers import AUTO, Sampler, default_method, find_sampler, get_sampler
+from .samplers import AUTO, Sampler, default_method, find_sampler, get_sampler, sampler_names
+from .samplers.settings import as_options, checked_settings, legacy_options
 from .samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK, SGHMC_PRECOND_RANK_LARGE, SGHMC_PROBES
+from .sizing import MAX_CHAINS, check_method_fits, check_run_size
 
 __all__ = ["SamplerConfig", "ModelSpec", "SamplerSpec", "SolverSpec", "RunSpec", "Specs", "fingerprint",
            "check_method_fits", "check_run_size", "MAX_CHAINS", "WARMUPS", "EXACT_WARMUP_MAX_N",
@@ -49,37 +51,31 @@ class SamplerConfig:
     ``subset_size`` rows for the subset MAP/Laplace. Warmup: 'map' (default) takes the chains to the full-data
     posterior before they start — by the exact Cholesky MAP and Hessian up to :data:`EXACT_WARMUP_MAX_N` rows
     (and always for MH), beyond it, for the gradient samplers, by stochastic gradient ascent from the subset
-    MAP (at most ``warmup_iter`` gradients) and the Laplace covariance there from the stochastic gradients
-    (:mod:`daskgp.exact.mode`), which 'ascent' asks for whatever the size — and starts them overdispersed
-    around that mode, at ``overdispersion`` times its Laplace sd (the final
-    Laplace covariance from ``laplace_probes`` common probes: with 8 the sds of repeated estimates on
-    concrete ranged over 0.89–1.51 of the exact ones, with 128 over 0.92–1.05, and the SGHMC step, set from
-    the noise in that metric, follows such errors); 'subset' is
-    the paper's start, from the subset MAP with the subset Laplace covariance scaled by subset/n.
-    SGLD: step sizes ``step_start`` → ``step_end`` with exponent ``step_gamma``; freeze when the ratio over a
-    ``batch`` of gradients is below ``freeze_threshold``; ``n_probes`` Hutchinson probes redrawn every
-    ``redraw_every`` iterations; ``solver`` 'ulisse' | 'cg' | 'cg-ulisse' (K⁻¹y by CG, the probes by
-    ULISSE) with ``es_tol``, ``tol``, ``mean_tol`` (K⁻¹y's own tolerance under 'cg' and 'cg-ulisse', None:
-    ``tol``; its bias is at most 1 % of the gradient's noise at 1e-4, see
-    :func:`daskgp.exact.marginal.log_marginal_gradient`), ``beta`` and ULISSE's
-    ``roulette`` ('increment': survival follows the size of CG's steps; 'residual'; 'exponential': the
-    paper's p_i = exp(−βi), heavy-tailed in practice, see :func:`daskgp.compute.solvers.ulisse`); ``precond``
-    None | 'pivchol' of rank ``precond_rank``; the kernel rows the operator caches are kept in
-    ``cache_dtype`` (float32: every cached pass reads half the memory, see
-    :class:`daskgp.compute.operator.KernelOperator`; 'auto', the default: float32 unless the noise variance
-    is so small against the kernel's that float32 rounding would stall CG, decided by :meth:`for_start`
-    from the subset MAP and stored resolved, see :mod:`daskgp.compute.precision`); ``device`` where each
-    chain's operator computes on its worker: 'cpu' (numpy), 'gpu' (cupy: an error on a worker without
-    one) or 'auto' (the worker's GPU when it has one); the chains' states, draws and checkpoints are numpy
-    whatever the device; a chain whose ``|φ|`` exceeds ``max_abs_phi`` stops (divergence).
-    MH: ``n_adapt`` adaptation iterations (default a fifth of the run). For every method the first
-    ``n_adapt`` iterations are the run's warmup: their draws are stored apart (ArviZ's warmup groups) and
-    every summary leaves them out; SGLD's step schedule does not depend on it.
-    SGHMC (:class:`daskgp.mcmc.samplers.SGHMC`): friction ``friction`` and steps up to ``h_max`` (both in the
-    whitened units of the warmup's Laplace covariance), the step adapted over the first ``n_adapt``
-    iterations so that the gradient noise takes at most ``noise_budget`` of the momentum refresh; its probes
-    are redrawn at every iteration (the noise correction needs independent gradient noise) and its
-    preconditioner kept for ``redraw_every`` iterations.
+    MAP (at most ``warmup_iter`` gradients) and the Laplace covariance there from ``laplace_probes`` common
+    probes (:mod:`daskgp.exact.mode`; with 8 the sds of repeated estimates on concrete ranged over 0.89–1.51
+    of the exact ones, with 128 over 0.92–1.05), which 'ascent' asks for whatever the size — and starts them
+    overdispersed around that mode, at ``overdispersion`` times its Laplace sd; 'subset' is the paper's
+    start, from the subset MAP with the subset Laplace covariance scaled by subset/n.
+    ``options``: the method's own settings, plain data checked by its sampler's settings dataclass and
+    stored complete (:attr:`settings` gives them as that dataclass): SGLD's step sizes ``step_start`` →
+    ``step_end`` over ``step_iter`` iterations with exponent ``step_gamma``, frozen when the ratio over a
+    ``batch`` of gradients is below ``freeze_threshold`` (:class:`daskgp.mcmc.samplers.sgld.SGLDSettings`);
+    SGHMC's ``friction``, step cap ``h_max``, ``noise_budget`` and adaptation ``batch``
+    (:class:`daskgp.mcmc.samplers.sghmc.SGHMCSettings`). The gradient: ``n_probes`` Hutchinson probes
+    redrawn every ``redraw_every`` iterations (SGHMC: every iteration; its preconditioner then kept for
+    ``redraw_every``); ``solver`` 'ulisse' | 'cg' | 'cg-ulisse' (K⁻¹y by CG, the probes by ULISSE) with
+    ``es_tol``, ``tol``, ``mean_tol`` (K⁻¹y's own tolerance under 'cg' and 'cg-ulisse', None: ``tol``; see
+    :func:`daskgp.exact.marginal.log_marginal_gradient`), ``beta`` and ULISSE's ``roulette`` ('increment',
+    'residual', 'exponential': see :func:`daskgp.compute.solvers.ulisse`); ``precond`` None | 'pivchol' of
+    rank ``precond_rank``; the kernel rows the operator caches are kept in ``cache_dtype`` ('auto', the
+    default: float32 unless the noise variance is so small against the kernel's that float32 rounding would
+    stall CG, decided by :meth:`for_start` and stored resolved, see :mod:`daskgp.compute.precision`);
+    ``device`` where each chain's operator computes on its worker: 'cpu' (numpy), 'gpu' (cupy: an error on a
+    worker without one) or 'auto'; the chains' states, draws and checkpoints are numpy whatever the device;
+    a chain whose ``|φ|`` exceeds ``max_abs_phi`` stops (divergence).
+    Adaptation: the first ``n_adapt`` iterations (default a fifth of the run) are the run's warmup: their
+    draws are stored apart (ArviZ's warmup groups) and every summary leaves them out; SGLD's step schedule
+    does not depend on it.
     Length: ``n_iter`` iterations per chain (default 2,000); with ``target_ess`` the run instead stops at the
     first block where every parameter's bulk and tail ESS (post-warmup, all chains) reach ``target_ess`` and
     every R-hat is below ``target_rhat``, and ``n_iter`` is only its cap (default 50,000). A run's tuning
@@ -90,16 +86,12 @@ class SamplerConfig:
     covariance, the adaptation is shortened to what the gradient noise the warmup measured at the mode
     needs (:meth:`daskgp.mcmc.samplers.SGHMCSampler.adaptation_from_noise`), and the run stores the
     ``n_adapt`` it used. ``probes_from_noise`` (resolved True when ``n_probes`` is left unset): after such a
-    warmup the chains use the fewest probes whose noise leaves the step where it is
-    (:meth:`daskgp.mcmc.samplers.SGHMCSampler.probes_from_noise`), stored in the run as ``n_probes``.
-    Layout: ``workers_per_chain`` workers compute each chain's kernel products, each caching the kernel rows
-    of its row blocks (None: ⌊workers / chains⌋ from 16,384 rows, else 1; see :mod:`daskgp.mcmc.layout`).
-    The draws do not depend on it, so a run may be resumed with another.
-    Defaults left as None are resolved when the configuration is made (``n_probes``: 32 for SGHMC, whose
-    step the gradient noise caps, 4 — the paper's N_r — otherwise), and stored resolved with the run;
-    ``solver`` and ``precond_rank`` None are resolved for the data's size by :meth:`solver_for` and
-    :meth:`precond_rank_for` (SGHMC: ULISSE and 300 up to LARGE_N rows, 'cg-ulisse' and 2,000 beyond; SGLD:
-    ULISSE and 100, the paper's).
+    warmup the chains use the fewest probes whose noise leaves the step where it is, stored as ``n_probes``.
+    Layout: ``workers_per_chain`` workers compute each chain's kernel products (None: ⌊workers / chains⌋ from
+    16,384 rows, else 1; see :mod:`daskgp.mcmc.layout`); the draws do not depend on it.
+    Defaults left as None are resolved when the configuration is made and stored resolved (``n_probes``: the
+    sampler's, 32 for SGHMC, 4 — the paper's N_r — otherwise); ``solver`` and ``precond_rank`` None are
+    resolved for the data's size by :meth:`solver_for` and :meth:`precond_rank_for`.
     """
 
     method: str = AUTO
@@ -112,11 +104,7 @@ class SamplerConfig:
     seed: int = 0
     checkpoint_every: int | None = None
     subset_size: int = 500
-    step_start: float = 0.1
-    step_end: float = 1e-3
-    step_gamma: float = 0.55
-    batch: int = 100
-    freeze_threshold: float = 0.01
+    options: dict | None = None
     n_probes: int | None = None
     redraw_every: int = 20
     solver: str | None = None
@@ -134,13 +122,9 @@ class SamplerConfig:
     warmup_iter: int = 400
     laplace_probes: int = 128
     overdispersion: float = 1.5
-    friction: float = 1.5
-    h_max: float = 0.7
-    noise_budget: float = 0.5
     n_adapt: int | None = None
     adapt_from_noise: bool | None = None
     probes_from_noise: bool | None = None
-    step_iter: int | None = None
     target_ess: int | None = None
     target_rhat: float = 1.01
     workers_per_chain: int | None = None
@@ -149,9 +133,16 @@ class SamplerConfig:
         target = self.target_ess is not None
         if self.n_iter is None:
             self.n_iter = 50_000 if target else 2000
+        self.options = dict(self.options or {})
         sampler = find_sampler(self.method)  # None for an unknown name: validate() says so
         if sampler is None:
             return
+        # the method's own settings, every one present (defaults filled in): what the run stores; a
+        # malformed one is left for validate() to name
+        try:
+            self.options = as_options(checked_settings(sampler.settings, self.options, sampler.name))
+        except (TypeError, ValueError):
+            pass
         if self.checkpoint_every is None:
             self.checkpoint_every = (sampler.block_for_target(self) if target else None) or DEFAULT_BLOCK
         if self.probes_from_noise is None:  # before n_probes is resolved: was it left to the sampler?
@@ -174,7 +165,14 @@ class SamplerConfig:
         if self.method != AUTO:
             return self
         # the stochastic ascent as the warmup asks for a sampler that runs on the same gradients
-        return replace(self, method=default_method(n, gradient=self.warmup == "ascent")).validate()
+        method = default_method(n, gradient=self.warmup == "ascent")
+        own = {f for f in get_sampler(method).settings.__dataclass_fields__} \
+            if get_sampler(method).settings is not None else set()
+        foreign = sorted(set(self.options) - own)
+        if foreign:
+            raise ValueError(f"the data's size ({n} rows) calls for {method}, which has no setting "
+                             f"{foreign}: name the method those settings belong to")
+        return replace(self, method=method).validate()
 
     def for_start(self, n: int, phi, cov) -> tuple[SamplerConfig, float | None]:
         """This configuration with ``cache_dtype`` 'auto' resolved for n rows from the run's start φ (p,)
@@ -200,7 +198,7 @@ class SamplerConfig:
         sampler = None if auto else get_sampler(self.method)  # ValueError naming the registered samplers
         if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
-        for name in ("n_chains", "n_iter", "checkpoint_every", "subset_size", "batch", "n_probes",
+        for name in ("n_chains", "n_iter", "checkpoint_every", "subset_size", "n_probes",
                      "redraw_every", "warmup_iter", "laplace_probes"):
             v = getattr(self, name)
             if v is None and auto and name in ("n_probes", "checkpoint_every"):  # the sampler's, by for_rows
@@ -209,22 +207,22 @@ class SamplerConfig:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         if self.mean_tol is not None:
             check_positive("mean_tol", self.mean_tol)
-        for name in ("prior_shape", "prior_rate", "step_start", "step_end", "freeze_threshold", "es_tol",
-                     "tol", "beta", "max_abs_phi", "overdispersion", "friction", "h_max", "noise_budget"):
+        for name in ("prior_shape", "prior_rate", "es_tol", "tol", "beta", "max_abs_phi", "overdispersion"):
             check_positive(name, getattr(self, name))
-        if self.step_start < self.step_end:
-            raise ValueError(f"step_start ({self.step_start}) must be >= step_end ({self.step_end})")
-        if not 0 < self.step_gamma <= 1:
-            raise ValueError(f"step_gamma must be in (0, 1], got {self.step_gamma}")
+        if not isinstance(self.options, dict):
+            raise ValueError(f"options must be a dict of the method's settings, got {self.options!r}")
+        if sampler is not None:
+            checked_settings(sampler.settings, self.options, sampler.name)  # ValueError naming the setting
+        elif self.options:  # 'auto': each must be some sampler's (for_rows checks the chosen one's)
+            known = {f for nm in sampler_names() if get_sampler(nm).settings is not None
+                     for f in get_sampler(nm).settings.__dataclass_fields__}
+            unknown = sorted(set(self.options) - known)
+            if unknown:
+                raise ValueError(f"no sampler has the setting(s) {unknown}")
         if self.roulette not in ROULETTES:
             raise ValueError(f"roulette must be one of {ROULETTES}, got {self.roulette!r}")
         if self.solver is not None and self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS} or None (by size), got {self.solver!r}")
-        if not self.h_max < 2:
-            raise ValueError(f"h_max must be below 2 (BAOAB's stability limit in whitened units), got "
-                             f"{self.h_max}")
-        if not self.noise_budget < 1:
-            raise ValueError(f"noise_budget must be in (0, 1), got {self.noise_budget}")
         if self.warmup not in WARMUPS:
             raise ValueError(f"warmup must be one of {WARMUPS}, got {self.warmup!r}")
         if self.warmup == "ascent" and sampler is not None and not sampler.uses_gradient:
@@ -236,7 +234,7 @@ class SamplerConfig:
             raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', got {self.device!r}")
         if self.precond not in (None, "pivchol"):
             raise ValueError(f"precond must be None or 'pivchol', got {self.precond!r}")
-        for name in ("step_iter", "target_ess", "precond_rank", "workers_per_chain"):
+        for name in ("target_ess", "precond_rank", "workers_per_chain"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
@@ -256,6 +254,12 @@ class SamplerConfig:
         if sampler is not None:
             sampler.validate(self)
         return self
+
+    @property
+    def settings(self):
+        """The method's own settings (its sampler's ``settings`` dataclass, frozen) from ``options``; None
+        for a sampler without any."""
+        return checked_settings(self.sampler.settings, self.options, self.method)
 
     @property
     def sampler(self) -> Sampler:
@@ -310,6 +314,7 @@ class SamplerConfig:
         ValueError naming the closest field, instead of being dropped."""
         import difflib
 
+        d = legacy_options(d)
         known = [f.name for f in fields(cls)]
         for k in d:
             if k not in known:
@@ -342,12 +347,11 @@ class SamplerConfig:
 _PARTS = {
     "ModelSpec": ("the GP model: ``kernel``, ``ard``, the Gamma(``prior_shape``, ``prior_rate``) priors",
                   ("kernel", "ard", "prior_shape", "prior_rate")),
-    "SamplerSpec": ("the sampler and its start: ``method`` (a registered sampler), SGLD's step schedule and "
-                    "freezing, SGHMC's friction, step cap and noise budget, the adaptation length, the "
-                    "divergence bound, the warmup ('map', 'ascent' or 'subset') and its settings",
-                    ("method", "step_start", "step_end", "step_gamma", "step_iter", "batch",
-                     "freeze_threshold", "friction", "h_max", "noise_budget", "n_adapt", "adapt_from_noise",
-                     "max_abs_phi",
+    "SamplerSpec": ("the sampler and its start: ``method`` (a registered sampler) and its own settings "
+                    "(``options``: SGLD's step schedule and freezing, SGHMC's friction, step cap and noise "
+                    "budget), the adaptation length, the divergence bound, the warmup ('map', 'ascent' or "
+                    "'subset') and its settings",
+                    ("method", "options", "n_adapt", "adapt_from_noise", "max_abs_phi",
                      "warmup", "warmup_iter", "laplace_probes", "overdispersion", "subset_size")),
     "SolverSpec": ("the stochastic gradient: probes and how often they and the preconditioner are redrawn, "
                    "whether the warmup's noise may cut the probes, the solver ('ulisse' / 'cg' / "
@@ -397,34 +401,4 @@ CACHE_DTYPES = ("auto", "float32", "float64")
 # stopped 9 sd short on 2,000 rows; benchmarks/warmup_exact.py). Beyond it the ascent, whose gradients
 # cost O(n²) each, becomes the cheaper way.
 EXACT_WARMUP_MAX_N = 2000
-MAX_CHAINS = 256  # R-hat and ESS need a few chains; beyond the workers more only queue
-
-
-def check_run_size(cfg: SamplerConfig, n_params: int, memory_bytes: float | None = None) -> None:
-    """Refuse, before any work, a run whose draws would not fit: the driver keeps every chain's draws in
-    memory for its diagnostics, (p + 8) float64 numbers per draw (the parameters and the sample stats), so
-    n_chains × n_iter draws must fit in half the available memory; and at most :data:`MAX_CHAINS` chains."""
-    if cfg.n_chains > MAX_CHAINS:
-        raise ValueError(f"{cfg.n_chains} chains is more than {MAX_CHAINS}: R-hat and ESS need only a few "
-                         f"(4 by default), and chains beyond the workers only queue")
-    if memory_bytes is None:
-        import psutil
-
-        memory_bytes = psutil.virtual_memory().available
-    need = float(cfg.n_chains) * cfg.n_iter * (n_params + 8) * 8
-    if need > 0.5 * memory_bytes:
-        raise MemoryError(f"{cfg.n_chains} chains × {cfg.n_iter} iterations would hold "
-                          f"{need / 2**30:.1f} GiB of draws in memory; this machine has "
-                          f"{memory_bytes / 2**30:.1f} GiB available (fewer iterations, or a target ESS "
-                          "with a smaller cap)")
-
-
-def check_method_fits(cfg: SamplerConfig, n: int, memory_bytes: float | None = None,
-                      n_params: int | None = None) -> None:
-    """Refuse, before any work, n rows the sampler cannot take on this machine (MH: a dense Cholesky per
-    iteration must fit in memory, :meth:`daskgp.mcmc.samplers.Sampler.check_size`); and (given ``n_params``)
-    a run too big to hold (:func:`check_run_size`)."""
-    if n_params is not None:
-        check_run_size(cfg, n_params, memory_bytes)
-    cfg.sampler.check_size(cfg, n, memory_bytes)
 

@@ -55,7 +55,8 @@ class BayesianGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
     for the run (default: a temporary folder); scheduler: a dask-scheduler address (default: this process's
     current client, else a local cluster started for the fit); device: where each chain's kernel products
     run: 'cpu', 'gpu' (cupy; an error on a worker without one) or 'auto'; sampler_options: further
-    :class:`daskgp.mcmc.config.SamplerConfig` fields (e.g. step_start, n_probes; not the ones above).
+    :class:`daskgp.mcmc.config.SamplerConfig` fields (e.g. n_probes; not the ones above) and the method's own
+    settings by name (e.g. SGLD's step_start, SGHMC's friction: see its ``settings`` dataclass).
 
     Fitted attributes: ``run_`` (ArviZ DataTree of the run), ``log_draws_`` (S, p), ``x_mean_`` and
     ``x_scale_`` (d,), ``y_mean_`` and ``y_scale_`` (the standardising moments, named as in every daskgp

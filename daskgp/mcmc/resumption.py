@@ -87,7 +87,7 @@ def extended_config(cfg: SamplerConfig, n_draws: int, n_iter: int | None, target
     meet, no longer stops it); both: the new target, capped at ``n_iter``. Raises ValueError when the run
     cannot grow that way."""
     d = asdict(cfg)
-    d["n_adapt"], d["step_iter"] = cfg.adapt, cfg.step_iter
+    d["n_adapt"] = cfg.adapt  # and the options, SGLD's step_iter among them, as the run resolved them
     if n_iter is not None and target_ess is None:
         d["target_ess"] = None
     if target_ess is not None:

@@ -372,8 +372,9 @@ def chain_operator(X, cfg: SamplerConfig, run_key: str, client=None, workers=Non
     """The chain's kernel operator for the run, kept between segments (its cached kernel rows are rebuilt
     in the same memory when θ moves): computing in this process, or — given a client and two or more
     ``workers`` — on those workers, its caches named after the run and ``name`` so that the chain's next
-    segment finds them wherever it runs. Row blocks of :func:`daskgp.mcmc.layout.chain_block_rows` either
-    way, so the draws do not depend on the layout."""
+    segment finds them wherever it runs; through another client than the kept one's, an operator on a new
+    executor under the same cache name (an executor is injected, never re-pointed). Row blocks of
+    :func:`daskgp.mcmc.layout.chain_block_rows` either way, so the draws do not depend on the layout."""
     from ..compute.executors import DaskExecutor
     from ..compute.operator import KernelOperator
 
@@ -381,31 +382,30 @@ def chain_operator(X, cfg: SamplerConfig, run_key: str, client=None, workers=Non
     key = (run_key, name) if spread else (run_key, threading.get_ident())
     with _OPERATORS_LOCK:
         op = _OPERATORS.get(key)  # its executor re-pins by itself after a lost worker
-    if op is None:
-        kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
-        device = None if cfg.device == "cpu" else cfg.device
-        # a run resolves 'auto' from its start (SamplerConfig.for_start); a configuration used without a run
-        # (a test's, a benchmark's operator) gets float32, the rows' dtype before 'auto' existed
-        dtype = "float32" if cfg.cache_dtype == "auto" else cfg.cache_dtype
-        options = dict(cache_dtype=dtype, block_rows=chain_block_rows(X.shape[0]))
-        if spread:
-            # the driver's layout predates any worker lost since: the survivors, or any live worker
-            live = set(client.scheduler_info()["workers"])
-            workers = [w for w in workers if w in live] or sorted(live)
-            executor = DaskExecutor(X, client, device, workers=workers, id=f"{run_key}/{name}")
-            op = KernelOperator(X, kernel, 1.0, executor=executor, **options)
-        else:
-            try:
-                from distributed import get_worker
+    if op is not None and (not spread or op.executor.client is client):
+        return op
+    kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=X.shape[1])
+    device = None if cfg.device == "cpu" else cfg.device
+    # a run resolves 'auto' from its start (SamplerConfig.for_start); a configuration used without a run
+    # (a test's, a benchmark's operator) gets float32, the rows' dtype before 'auto' existed
+    dtype = "float32" if cfg.cache_dtype == "auto" else cfg.cache_dtype
+    options = dict(cache_dtype=dtype, block_rows=chain_block_rows(X.shape[0]))
+    if spread:
+        # the driver's layout predates any worker lost since: the survivors, or any live worker
+        live = set(client.scheduler_info()["workers"])
+        workers = [w for w in workers if w in live] or sorted(live)
+        executor = DaskExecutor(X, client, device, workers=workers, id=f"{run_key}/{name}")
+        op = KernelOperator(X, kernel, 1.0, executor=executor, **options)
+    else:
+        try:
+            from distributed import get_worker
 
-                n_threads = 1 if get_worker().state.nthreads <= 1 else None
-            except (ImportError, ValueError):
-                n_threads = None
-            op = KernelOperator(X, kernel, 1.0, mode="local", n_threads=n_threads, device=device, **options)
-        with _OPERATORS_LOCK:
-            _OPERATORS[key] = op
-    elif spread:
-        op.executor.client = client  # this segment's (the same worker's client, or another worker's)
+            n_threads = 1 if get_worker().state.nthreads <= 1 else None
+        except (ImportError, ValueError):
+            n_threads = None
+        op = KernelOperator(X, kernel, 1.0, mode="local", n_threads=n_threads, device=device, **options)
+    with _OPERATORS_LOCK:
+        _OPERATORS[key] = op
     return op
 
 

@@ -25,25 +25,19 @@ from .layout import (
     KIND,
     LEGACY_SUFFIX,
     MARKER,
-    Committed,
-    Damage,
     check_appendable,
     check_is_run,
     check_new_run_path,
-    damage_message,
     group_blocks,
     is_warmup_group,
     norm_path,
     path_kind,
     read_checkpoint,
     read_checkpoint_file,
-    read_committed,
-    read_run,
-    scan_blocks,
     staging_folders,
-    stored_dataset,
 )
 from .lock import LOCK_NAME, LockInfo, RunLocked, acquire, clear_for_repair, release
+from .reader import Committed, Damage, damage_message, read_committed, read_run, scan_blocks, stored_dataset
 
 __all__ = ["DrawStore", "Committed", "RunError", "RunDamaged", "RunLocked", "read_committed", "read_run",
            "stored_dataset", "read_checkpoint", "repair", "check_new_run_path", "check_appendable", "encode",

@@ -142,9 +142,9 @@ class ChunkedRows(RowChunks):
 
 class LocalRows:
     """The same computation as :class:`ChunkedRows` on chunks held in this process, one after another: for
-    models small enough to fit whole inside one Dask task (e.g. :class:`daskgp.sparse.gplvm.GPLVMClassifier`'s
-    per-class models, fitted as parallel tasks), where a round trip to the scheduler per map would cost more
-    than the work."""
+    models small enough to fit whole inside one Dask task (e.g. the per-class models of
+    :class:`daskgp.sparse.gplvm_classifier.GPLVMClassifier`, fitted as parallel tasks), where a round trip
+    to the scheduler per map would cost more than the work."""
 
     def __init__(self, chunks):
         self.chunks = list(chunks)

@@ -69,8 +69,8 @@ def test_cache_is_used_and_dropped_when_theta_changes(concrete, rng):
 
 def test_an_injected_executor_is_shared_and_left_open(concrete, rng):
     """Two operators on one executor (``executor=``): same products as an operator with its own; closing
-    them leaves the executor's threads and rows to its owner; the old mutating API still works, with a
-    DeprecationWarning."""
+    them leaves the executor's threads and rows to its owner, and its pass count covers both (the executor
+    counts, the operators are values); the in-place θ setter is gone."""
     from daskgp.compute.executors import LocalExecutor
 
     X = concrete.X_std
@@ -86,6 +86,7 @@ def test_an_injected_executor_is_shared_and_left_open(concrete, rng):
     moved = own.with_log_params(own.log_params + 0.2)  # a new operator at θ'; own stays at θ
     np.testing.assert_allclose(moved.matmul(V), a.with_log_params(moved.log_params).matmul(V), rtol=1e-12)
     np.testing.assert_allclose(own.matmul(V), a.matmul(V), rtol=1e-12)
+    assert a.n_products == ex.passes == 3 and own.n_products == moved.n_products == 3
     assert not hasattr(own, "set_log_params")  # the in-place alias was retired (issue 57)
     ex.close()
 

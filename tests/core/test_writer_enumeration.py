@@ -43,7 +43,7 @@ WRITERS = {
     "daskgp.runs.lock:acquire": "the writer's lock file inside a run or checkpoint",
     "daskgp.runs.lock:release": "the writer's lock file inside a run or checkpoint",
     "daskgp.runs.lock:clear_for_repair": "the writer's lock file inside a run or checkpoint",
-    "daskgp.runs.layout:scan_blocks": "read-only (zarr mode 'r')",
+    "daskgp.runs.reader:scan_blocks": "read-only (zarr mode 'r')",
     # a fit checkpoint: its path checked with the fit's outputs (check_fit_outputs, or the estimator's)
     "daskgp.runs.fits:FitStore.writing": f"{RULE}: the checkpoint, check_fit_outputs / check_destination",
     "daskgp.runs.fits:FitStore.log_heldout": "inside the checkpoint folder it holds",
@@ -51,9 +51,9 @@ WRITERS = {
     "daskgp.runs.fits:repair_fit": "repair: a stale lock inside a fit checkpoint",
     # folders daskgp makes itself
     "daskgp.datasets.loaders:_download": "the data cache (DASKGP_DATA or ~/.cache/daskgp), a data set's name",
-    "daskgp.interface.app:_new_run_folder": "a new, freshly named folder in the dashboard's runs folder",
-    "daskgp.interface.app:create_app.on_start": "the empty folder it just made, when the start is refused",
-    "daskgp.interface.app:create_app.on_fit_start": "the empty folder it just made, when a start is refused",
+    "daskgp.interface.page:_new_run_folder": "a new, freshly named folder in the dashboard's runs folder",
+    "daskgp.interface.page:RunPage.on_start": "the empty folder it just made, when the start is refused",
+    "daskgp.interface.page:RunPage.on_fit_start": "the empty folder it just made, when a start is refused",
     "daskgp.interface.dashboard:RunViews.export_summary_csv": "the page's own run folder or temporary folder",
     "daskgp.interface.dashboard:RunViews.map_log_params": "read-only (zarr mode 'r')",
     "daskgp.interface.dashboard:LiveRun.close": "its own temporary folder (tempfile.mkdtemp)",

@@ -37,10 +37,10 @@ def test_the_server_caps_an_upload_that_ignores_the_browser_check():
     gets a message, and the next upload of the session is received normally."""
     import panel as pn
 
-    from daskgp.interface.app import _capped_dropper
+    from daskgp.interface.widgets import capped_dropper
 
     messages = []
-    w = _capped_dropper(pn, 1000, messages.append)()
+    w = capped_dropper(pn, 1000, messages.append)()
 
     class Event:
         event_name = "upload_event"
@@ -59,9 +59,11 @@ def test_the_server_caps_an_upload_that_ignores_the_browser_check():
 
 @pytest.mark.parametrize("kw,msg", [
     (dict(dataset="mnist"), "unknown dataset"), (dict(dataset="upload"), "upload a CSV"),
-    (dict(n_chains=1), "chains"), (dict(n_iter=10), "iter"), (dict(step_start=1e-4, step_end=1e-2), "step"),
+    (dict(n_chains=1), "chains"), (dict(n_iter=10), "iter"),
+    (dict(method="sgld", options=dict(step_start=1e-4, step_end=1e-2)), "step"),
     (dict(kernel="linear"), "kernel"), (dict(scheduler="tcp://10.0.0.1:8786"), "only use its local cluster"),
-    (dict(method="nuts"), "method must be one of"), (dict(step_start=float("nan")), "step"),
+    (dict(method="nuts"), "method must be one of"),
+    (dict(method="sgld", options=dict(step_start=float("nan"))), "step"),
     (dict(scheduler="tcp://10.0.0.1:8786", allowed_schedulers=("tcp://10.0.0.2:8786",)),
      "not one this server"),
 ])

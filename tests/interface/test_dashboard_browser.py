@@ -132,7 +132,10 @@ def test_dashboard_end_to_end_in_chromium(served, tmp_path):
         # the server was started without --allow-scheduler: the page cannot choose a cluster
         expect(page.get_by_label("Dask cluster")).to_be_hidden()
         # invalid settings: a message in the page, nothing starts
-        start_step = page.get_by_label("SGLD step size start")
+        # (a sampler's own settings are shown, generated from its declaration, once it is chosen)
+        expect(page.get_by_label("SGLD step start")).to_be_hidden()
+        page.get_by_label("Sampler").select_option(label="SGLD (the paper's)")
+        start_step = page.get_by_label("SGLD step start")
         start_step.fill("0.00001")
         start_step.press("Enter")
         page.get_by_role("button", name="Start").click()
@@ -141,6 +144,9 @@ def test_dashboard_end_to_end_in_chromium(served, tmp_path):
         expect(page.locator(".run-status")).to_contain_text("idle")
         start_step.fill("0.1")
         start_step.press("Enter")
+        page.get_by_label("Sampler").select_option(label="By the data's size (the registry's measured "
+                                                         "crossovers)")
+        expect(page.get_by_label("SGLD step start")).to_be_hidden()
         # long enough that the chains cannot end before the pause below, however slow the page's checks on a
         # loaded machine: in one CI run the Resume button was gone 30 s after the pause, as when a run has
         # ended (600 draws, or its default ESS target of 400, reached while the page drew its screenshots);

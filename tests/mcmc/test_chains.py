@@ -115,10 +115,14 @@ def test_mh_refuses_n_beyond_memory():
 
 
 @pytest.mark.parametrize("bad,msg", [
-    (dict(method="nuts"), "method"), (dict(n_chains=0), "n_chains"), (dict(step_start=1e-4, step_end=1e-2),
-                                                                      "step_start"),
-    (dict(method="sgld", n_iter=50, batch=100), "batch"), (dict(kernel="linear"), "kernel"),
-    (dict(freeze_threshold=0), ">"), (dict(target_ess=0), "target_ess"),
+    (dict(method="nuts"), "method"), (dict(n_chains=0), "n_chains"),
+    (dict(method="sgld", options=dict(step_start=1e-4, step_end=1e-2)), "step_start"),
+    (dict(method="sgld", n_iter=50, options=dict(batch=100)), "batch"), (dict(kernel="linear"), "kernel"),
+    (dict(method="sgld", options=dict(freeze_threshold=0)), "freeze_threshold must be in"),
+    (dict(method="sghmc", options=dict(h_max=2.5)), "h_max must be in"),
+    (dict(method="sghmc", options=dict(step_start=0.1)), "sghmc has no setting 'step_start'"),
+    (dict(method="hmc", options=dict(friction=1.0)), "hmc has no settings of its own"),
+    (dict(options=dict(frction=1.0)), "no sampler has the setting"), (dict(target_ess=0), "target_ess"),
     (dict(target_rhat=1.0), "target_rhat"),
     (dict(warmup="none"), "warmup"), (dict(overdispersion=0), "overdispersion"),
     (dict(method="mh", warmup="ascent"), "warmup 'ascent' climbs by stochastic gradients"),

@@ -48,7 +48,8 @@ def test_the_parts_are_typed_frozen_and_validated_when_joined():
     with pytest.raises(TypeError):
         SolverSpec(kernel="rbf")  # a field of another part
     with pytest.raises(ValueError, match="step_start"):
-        SamplerConfig.from_specs(sampler=SamplerSpec(method="sgld", step_start=1e-4, step_end=1e-3))
+        SamplerConfig.from_specs(sampler=SamplerSpec(method="sgld", options={"step_start": 1e-4,
+                                                                             "step_end": 1e-3}))
 
 
 def test_a_target_runs_adaptation_is_left_to_the_noise_only_when_the_user_left_it_unset():
@@ -137,13 +138,14 @@ def test_the_probes_from_the_noise_are_the_fewest_that_leave_the_step_at_its_cap
 
     cfg = SamplerConfig(method="sghmc")
     sghmc = get_sampler("sghmc")
-    b = _baoab_noise_gains(cfg.h_max, cfg.friction)[1]
+    s = cfg.settings
+    b = _baoab_noise_gains(s.h_max, s.friction)[1]
     for lam in np.geomspace(0.01, 10, 60):
         n = sghmc.probes_from_noise(cfg, lam)
         assert MIN_PROBES <= n <= cfg.n_probes
 
         def ok(k, lam=lam):  # k probes' noise takes at most 3/4 of what the step h_max tolerates
-            return b * lam * cfg.n_probes / k <= 0.75 * cfg.noise_budget
+            return b * lam * cfg.n_probes / k <= 0.75 * s.noise_budget
         if MIN_PROBES < n < cfg.n_probes:
             assert ok(n) and not ok(n - 1)
         elif n == MIN_PROBES:

@@ -188,6 +188,19 @@ def test_the_spread_operator_is_used_and_moves_only_the_right_hand_sides(concret
         with single_threaded_blas():  # as on the workers (OMP_NUM_THREADS=1)
             np.testing.assert_array_equal(spread, ref.matmul(V))
         assert sorted(op.executor.cached_blocks().values()) == [1, 2]
+        # the next segment in this process: the same operator through the same client; through another
+        # client, an operator on a new executor under the same cache name (finding the rows already
+        # cached: no block rebuilt), the kept one's executor left as it was
+        assert segments.chain_operator(X, cfg, "test-layout-run", own_cluster, workers, "chain0") is op
+        from distributed import Client
+
+        with Client(own_cluster.scheduler_info()["address"], set_as_default=False) as other:
+            again = segments.chain_operator(X, cfg, "test-layout-run", other, workers, "chain0")
+            assert again is not op and again.executor.client is other and op.executor.client is own_cluster
+            assert again.executor.id == op.executor.id
+            with single_threaded_blas():
+                np.testing.assert_array_equal(again.with_log_params([0.1, 0.3, -1.0]).matmul(V), spread)
+            assert sorted(again.executor.cached_blocks().values()) == [1, 2]
     finally:
         own_cluster.run(segments.release_operators, "test-layout-run")
         segments.release_operators("test-layout-run")

@@ -15,6 +15,7 @@ from daskgp.core.random import rng_from_state
 from daskgp.mcmc.config import SamplerConfig, check_method_fits
 from daskgp.mcmc.samplers import Sampler, default_method, get_sampler, register, sampler_names, unregister
 from daskgp.mcmc.samplers.base import expect_stopped
+from daskgp.mcmc.samplers.settings import setting
 
 
 @dataclass
@@ -30,12 +31,20 @@ class _ToyState:
                 "stopped": self.stopped}
 
 
+@dataclass(frozen=True)
+class ToySettings:
+    """The toy's one tunable, declared once: the configuration, CLI and dashboard take it from here."""
+
+    jump: float = setting(0.5, "the toy's random-walk step in the metric's units", low=0)
+
+
 class ToySampler(Sampler):
-    """Random-walk Metropolis with a fixed isotropic step in the preconditioner's metric: no adaptation, so
-    a run's warmup is only the configuration's n_adapt draws."""
+    """Random-walk Metropolis with a fixed isotropic step (its ``jump`` setting) in the preconditioner's
+    metric: no adaptation, so a run's warmup is only the configuration's n_adapt draws."""
 
     name = "toyrwm"
     label = "Toy random-walk Metropolis (a test's)"
+    settings = ToySettings
     uses_gradient = False
     records = {"accepted": bool, "seconds": float, "warmup": bool}
     monitor = {"accepted": ("toy acceptance", False)}
@@ -54,7 +63,7 @@ class ToySampler(Sampler):
         t0 = state.t
         for i in range(n):
             tic = time.perf_counter()
-            prop = state.phi + 0.5 * L @ state.rng.standard_normal(len(state.phi))
+            prop = state.phi + cfg.settings.jump * L @ state.rng.standard_normal(len(state.phi))
             lp = target.log_density(prop)
             if np.log(state.rng.uniform()) < lp - state.logp:
                 state.phi, state.logp, acc[i] = prop, lp, True
@@ -120,16 +129,35 @@ def test_a_registered_sampler_runs_through_the_driver_the_store_and_resume(toy, 
 
 
 def test_a_registered_sampler_is_offered_by_the_cli_and_the_dashboard(toy):
+    """The toy's method and its own setting (``jump``, declared in this file only) reach the configuration,
+    ``daskgp sample``'s flags and help, the dashboard's inputs and the estimator without another file."""
+    import panel as pn
+
     from daskgp.interface.cli import build_parser
+    from daskgp.interface.cli_runs import sampler_options
     from daskgp.interface.dashboard import DashboardSettings
+    from daskgp.interface.page import RunPage
+    from daskgp.mcmc.estimator import BayesianGPRegressor
 
     assert "toyrwm" in sampler_names()
-    args = build_parser().parse_args(["sample", "--method", "toyrwm"])
-    assert args.method == "toyrwm"
-    assert "toyrwm" in build_parser()._subparsers._group_actions[0].choices["sample"].format_help()
-    DashboardSettings(method="toyrwm").validate()
+    args = build_parser().parse_args(["sample", "--method", "toyrwm", "--jump", "0.25"])
+    assert args.method == "toyrwm" and sampler_options(args, "toyrwm") == {"jump": 0.25}
+    with pytest.raises(ValueError, match=r"--jump \(toyrwm's\) cannot apply to --method sgld"):
+        sampler_options(args, "sgld")
+    help_text = build_parser()._subparsers._group_actions[0].choices["sample"].format_help()
+    assert "toyrwm" in help_text and "--jump" in help_text and "the toy's random-walk step" in help_text
+    DashboardSettings(method="toyrwm", options={"jump": 0.3}).validate()
+    with pytest.raises(ValueError, match="toyrwm setting jump must be in"):
+        DashboardSettings(method="toyrwm", options={"jump": -1.0}).validate()
+    page = RunPage(pn, lambda: None, 2, 1.0)
+    assert "toyrwm" in page.method.options.values() and not page.setting_inputs["toyrwm"]["jump"].visible
+    page.method.value = "toyrwm"
+    assert page.setting_inputs["toyrwm"]["jump"].visible and page._options() == {"jump": 0.5}
     cfg = SamplerConfig(method="toyrwm").validate()
-    assert cfg.sampler is toy and cfg.n_probes == ToySampler.default_probes
+    assert cfg.sampler is toy and cfg.n_probes == ToySampler.default_probes and cfg.settings == ToySettings()
+    assert SamplerConfig.from_dict({"method": "toyrwm", "jump": 0.2}).options == {"jump": 0.2}  # flat, too
+    est = BayesianGPRegressor(method="toyrwm", sampler_options={"jump": 0.2})
+    assert est._config().settings == ToySettings(jump=0.2)
     check_method_fits(cfg, 10**6)  # no size limit declared: none enforced
 
 
@@ -143,9 +171,10 @@ def test_the_builtin_samplers_facts_come_from_their_modules():
         (2000, 300, 100)
     target = {m: SamplerConfig(method=m, target_ess=400, n_iter=50_000) for m in ("sghmc", "sgld", "mh")}
     assert {m: c.adapt for m, c in target.items()} == {"sghmc": 400, "sgld": 400, "mh": 1000}
-    assert target["sgld"].step_iter == 2000 and SamplerConfig(method="sgld", n_iter=700).step_iter == 700
+    assert target["sgld"].settings.step_iter == 2000
+    assert SamplerConfig(method="sgld", n_iter=700).settings.step_iter == 700
     with pytest.raises(ValueError, match="n_iter >= batch"):
-        SamplerConfig(method="sgld", n_iter=50, batch=100).validate()
+        SamplerConfig(method="sgld", n_iter=50, options={"batch": 100}).validate()
     with pytest.raises(MemoryError, match="exact Cholesky"):
         check_method_fits(mh, 10**6, memory_bytes=2**30)
     check_method_fits(sghmc, 10**6, memory_bytes=2**30)

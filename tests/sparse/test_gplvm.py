@@ -8,7 +8,8 @@ from sklearn.datasets import load_digits
 
 from daskgp.sparse.bound import GlobalParams, bound_and_grads
 from daskgp.sparse.chunks import ChunkedRows
-from daskgp.sparse.gplvm import BayesianGPLVM, GPLVMClassifier
+from daskgp.sparse.gplvm import BayesianGPLVM
+from daskgp.sparse.gplvm_classifier import GPLVMClassifier
 
 from .dense_references import bgplvm_bound_dense
 

@@ -57,9 +57,12 @@ class Sampler:
     """A sampling method the run driver can use.
 
     Class attributes: ``name`` (the registry name: ``SamplerConfig.method``, ``daskgp sample --method``);
-    ``label`` (one line for menus and ``--help``); ``uses_gradient`` — True: it reads the stochastic gradient
-    through the kernel operator (matrix-free, any n; its chain state carries the gradient's probes and
-    warm starts, and the 'map' warmup is the stochastic one), False: the exact log density by a dense
+    ``label`` (one line for menus and ``--help``); ``settings`` (a frozen dataclass of the method's own
+    tunables, each declared by :func:`daskgp.mcmc.samplers.settings.setting`: the run's configuration holds
+    them as ``options`` and hands them over as ``cfg.settings``, and ``daskgp sample``'s flags and the
+    dashboard's inputs are generated from it; None: none); ``uses_gradient`` — True: it reads the stochastic
+    gradient through the kernel operator (matrix-free, any n; its chain state carries the gradient's probes
+    and warm starts, and the 'map' warmup is the stochastic one), False: the exact log density by a dense
     Cholesky (n limited by memory, :meth:`check_size`; the 'map' warmup is the exact MAP);
     ``default_probes`` (Hutchinson probes per gradient when the configuration leaves ``n_probes`` unset);
     ``records`` (the per-iteration sample stats :meth:`run` returns and their dtypes: every block stores the
@@ -77,6 +80,7 @@ class Sampler:
 
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
+    settings: ClassVar[type | None] = None
     uses_gradient: ClassVar[bool] = True
     default_probes: ClassVar[int] = 4
     records: ClassVar[dict[str, type]] = {}

@@ -13,17 +13,18 @@ from __future__ import annotations
 import functools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
 
-from ...core.plaindata import expect_array, expect_int, expect_keys, expect_number
-from ...core.random import rng_from_state
-from .base import Sampler, check_spd, check_start, checked_gradient, expect_stopped, solver_records
+from .base import Sampler, check_spd, checked_gradient, solver_records
+from .settings import setting
+from .sghmc_state import SGHMCResult, SGHMCState
 
-__all__ = ["SGHMC", "SGHMCState", "SGHMCResult", "whitened_hessian", "SGHMCSampler", "SGHMC_PROBES",
-           "SGHMC_PRECOND_RANK", "LARGE_N", "SGHMC_PRECOND_RANK_LARGE", "SGHMC_WINDOW", "MIN_PROBES"]
+__all__ = ["SGHMC", "SGHMCState", "SGHMCResult", "whitened_hessian", "SGHMCSampler", "SGHMCSettings",
+           "SGHMC_PROBES", "SGHMC_PRECOND_RANK", "LARGE_N", "SGHMC_PRECOND_RANK_LARGE", "SGHMC_WINDOW",
+           "MIN_PROBES"]
 
 # SGHMC's probes: on concrete the whitened gradient-noise eigenvalue λ falls 19 → 3.2 from N_r = 4 to 32 for
 # 2.6× the cost of an iteration, and the step the noise allows grows as 1/λ (benchmarks/sgld_concrete.py)
@@ -51,93 +52,6 @@ SGHMC_PRECOND_RANK = 300
 # probe sets, benchmarks/exact_roofline.py).
 LARGE_N = 5000
 SGHMC_PRECOND_RANK_LARGE = 2000
-
-
-@dataclass
-class SGHMCState:
-    """Where an SGHMC chain is: φ (p,), whitened momentum v (p,), the next iteration t, the gradient at φ
-    (p,) (None before the first), the running estimate of the gradient-noise covariance V (p, p) (natural
-    coordinates), the step h (whitened time units) and the generator; ``lam`` holds the whitened noise
-    eigenvalues seen so far in the current metric's adaptation window. ``metric`` (p, p) is the chain's own
-    metric M (None: the sampler's), ``window`` (k, 2p) the adaptation window's [φ, ĝ] pairs so far, and
-    ``curvature`` the largest eigenvalue ω² of the whitened Hessian measured last (0 before any)."""
-
-    phi: np.ndarray
-    v: np.ndarray
-    t: int
-    grad: np.ndarray | None
-    noise: np.ndarray
-    h: float
-    lam: np.ndarray
-    rng: np.random.Generator
-    stopped: str | None = None
-    metric: np.ndarray | None = None
-    window: np.ndarray | None = None
-    curvature: float = 0.0
-
-    @classmethod
-    def initial(cls, phi0, h: float, rng=None) -> SGHMCState:
-        """The state before iteration 0: momentum drawn from its stationary N(0, I)."""
-        phi = check_start(phi0)
-        rng = np.random.default_rng(rng)
-        return cls(phi, rng.standard_normal(phi.size), 0, None, np.zeros((phi.size, phi.size)), float(h),
-                   np.zeros(0), rng)
-
-    def to_dict(self) -> dict:
-        """Plain data: arrays, numbers, the bit generator's state dict."""
-        return {"phi": self.phi, "v": self.v, "t": self.t, "grad": self.grad, "noise": self.noise,
-                "h": self.h, "lam": self.lam, "rng": self.rng.bit_generator.state, "stopped": self.stopped,
-                "metric": self.metric, "window": self.window, "curvature": self.curvature}
-
-    @classmethod
-    def from_dict(cls, d: dict, p: int) -> SGHMCState:
-        """The state ``to_dict`` wrote, checked for p parameters (copies its arrays); a state written before
-        the metric adaptation existed (no 'metric', 'window', 'curvature') reads with the sampler's metric.
-        Raises ValueError naming the first malformed field."""
-        base = ("phi", "v", "t", "grad", "noise", "h", "lam", "rng", "stopped")
-        old = isinstance(d, dict) and not {"metric", "window", "curvature"} & set(d)
-        expect_keys(d, base if old else base + ("metric", "window", "curvature"), "SGHMC state")
-        lam = d["lam"]
-        if not (isinstance(lam, np.ndarray) and lam.ndim == 1):
-            raise ValueError("lam must be a 1-D float array")
-        window = d.get("window")
-        if window is not None and not (isinstance(window, np.ndarray) and window.ndim == 2):
-            raise ValueError(f"window must be a (k, {2 * p}) float array")
-        metric = expect_array(d.get("metric"), (p, p), "metric", optional=True)
-        if metric is not None:
-            check_spd(metric, p)
-        return cls(expect_array(d["phi"], (p,), "phi"), expect_array(d["v"], (p,), "v"),
-                   expect_int(d["t"], "t"), expect_array(d["grad"], (p,), "grad", optional=True),
-                   expect_array(d["noise"], (p, p), "noise"), expect_number(d["h"], "h", positive=True),
-                   expect_array(lam, lam.shape, "lam"), rng_from_state(d["rng"]),
-                   expect_stopped(d["stopped"]), metric,
-                   None if window is None else expect_array(window, (window.shape[0], 2 * p), "window"),
-                   0.0 if old else float(expect_number(d["curvature"], "curvature")))
-
-
-@dataclass
-class SGHMCResult:
-    """draws (n, p) φ after each step; per iteration: step (n,) h, noise_fraction (n,) the share of the
-    momentum refresh that the gradient noise takes (b·λ_max with b the kick-noise gain of
-    :func:`_baoab_noise_gains`; above 1 the excess heats the chain), adapting (n,) bool, seconds (n,),
-    grads (n, p) the stochastic gradient ĝ at each draw (for the Stein check of
-    :func:`daskgp.mcmc.fidelity.fidelity`), kinetic (n,) the kinetic temperature |v|²/p of the whitened
-    momentum after the step (1 − h²ω²/4 in equilibrium on a Gaussian of whitened curvature ω²; far above 1
-    the chain runs hot), stability (n,) h·ω_max, the step against the largest measured whitened curvature
-    (BAOAB is unstable from 2), plus the gradient function's numeric ``info``; ``stopped`` holds the
-    divergence message if the chain stopped early; ``state`` continues the chain."""
-
-    draws: np.ndarray
-    step: np.ndarray
-    noise_fraction: np.ndarray
-    adapting: np.ndarray
-    seconds: np.ndarray
-    info: dict = field(default_factory=dict)
-    stopped: str | None = None
-    state: SGHMCState | None = None
-    grads: np.ndarray | None = None
-    kinetic: np.ndarray | None = None
-    stability: np.ndarray | None = None
 
 
 # the metric's update per adaptation window: the regression's Hessian is shrunk towards the current metric
@@ -384,6 +298,18 @@ def _baoab_noise_gains(h: float, gamma: float) -> tuple[float, float]:
     return float(a), float(b)
 
 
+@dataclass(frozen=True)
+class SGHMCSettings:
+    """SGHMC's own settings (``SamplerConfig.options`` of a run with ``method='sghmc'``), in the whitened
+    units of the warmup's Laplace covariance."""
+
+    friction: float = setting(1.5, "friction γ of the Langevin dynamics", low=0, unit="1/time")
+    h_max: float = setting(0.7, "largest step; below 2, BAOAB's stability limit", low=0, high=2, unit="time")
+    noise_budget: float = setting(0.5, "most of the momentum refresh the gradient noise may take (κ)", low=0,
+                                  high=1)
+    batch: int = setting(100, "iterations per adaptation batch: a run to a target ESS adapts over 4", low=0)
+
+
 class SGHMCSampler(Sampler):
     """``method='sghmc'``: :class:`SGHMC` with 32 probes redrawn at every iteration (its noise correction
     assumes independent gradient noise), ULISSE and a rank-300 preconditioner up to :data:`LARGE_N` rows,
@@ -394,6 +320,7 @@ class SGHMCSampler(Sampler):
 
     name = "sghmc"
     label = "SGHMC (momentum, noise-corrected)"
+    settings = SGHMCSettings
     default_probes = SGHMC_PROBES
     records = {"step": float, "noise_fraction": float, "cg_iterations": float, "n_products": float,
                "seconds": float, "warmup": bool, "kinetic": float, "stability": float}
@@ -404,7 +331,7 @@ class SGHMCSampler(Sampler):
     default_max_n = math.inf  # the default wherever no other sampler's crossover covers n
 
     def adaptation_for_target(self, cfg) -> int:
-        return 4 * cfg.batch
+        return 4 * cfg.settings.batch
 
     def adaptation_from_noise(self, cfg, noise: float) -> int | None:
         """Whole windows of :data:`SGHMC_WINDOW`: 2 + ⌈k/window⌉ for the k = 5λ/0.25² regression pairs that
@@ -422,7 +349,8 @@ class SGHMCSampler(Sampler):
         step: its 32 stay; house_8L's (λ ≈ 0.45–0.56 with 32) is far below: 12–14, fewer product columns."""
         if not (np.isfinite(noise) and noise > 0):
             return None
-        cap = cfg.noise_budget / _baoab_noise_gains(cfg.h_max, cfg.friction)[1]
+        s = cfg.settings
+        cap = s.noise_budget / _baoab_noise_gains(s.h_max, s.friction)[1]
         want = int(np.ceil(noise * cfg.n_probes / (PROBE_NOISE_SHARE * cap)))
         return int(min(cfg.n_probes, max(MIN_PROBES, want)))
 
@@ -438,15 +366,15 @@ class SGHMCSampler(Sampler):
         return 1
 
     def initial(self, phi0, cfg, M, rng, target) -> SGHMCState:
-        return SGHMCState.initial(phi0, 0.25 * cfg.h_max, rng)
+        return SGHMCState.initial(phi0, 0.25 * cfg.settings.h_max, rng)
 
     def state_from_dict(self, d: dict, cfg, p: int) -> SGHMCState:
         return SGHMCState.from_dict(d, p)
 
     def run(self, target, cfg, M, state: SGHMCState, n: int) -> dict:
-        t_start = state.t
-        sampler = SGHMC(target.grad, len(state.phi), M=M, h=state.h, gamma=cfg.friction, n_adapt=cfg.adapt,
-                        kappa=cfg.noise_budget, h_max=cfg.h_max, max_abs_phi=cfg.max_abs_phi)
+        t_start, s = state.t, cfg.settings
+        sampler = SGHMC(target.grad, len(state.phi), M=M, h=state.h, gamma=s.friction, n_adapt=cfg.adapt,
+                        kappa=s.noise_budget, h_max=s.h_max, max_abs_phi=cfg.max_abs_phi)
         res = sampler.run(state, n)  # a failing gradient stops the chain with a message, draws kept
         k = len(res.draws)
         return {"phi": res.draws, "step": res.step, **solver_records(res.info, k), "seconds": res.seconds,

@@ -19,8 +19,9 @@ import numpy as np
 from ...core.plaindata import expect_array, expect_int, expect_keys, expect_number
 from ...core.random import rng_from_state
 from .base import Sampler, check_spd, check_start, checked_gradient, expect_stopped, solver_records
+from .settings import setting
 
-__all__ = ["StepSchedule", "SGLD", "SGLDState", "SGLDResult", "sgld", "SGLDSampler"]
+__all__ = ["StepSchedule", "SGLD", "SGLDState", "SGLDResult", "sgld", "SGLDSampler", "SGLDSettings"]
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,27 @@ def sgld(grad_fn, phi0, n_iter: int, *, M=None, schedule: StepSchedule | None = 
     return sampler.run(sampler.init(phi, rng, frozen_step), n_iter, callback)
 
 
+@dataclass(frozen=True)
+class SGLDSettings:
+    """SGLD's own settings (``SamplerConfig.options`` of a run with ``method='sgld'``): the step schedule
+    α_t from ``step_start`` to ``step_end`` over ``step_iter`` iterations with exponent ``step_gamma``
+    (whitened units of the start's metric), and the freeze rule's ``batch`` and ``freeze_threshold``."""
+
+    step_start: float = setting(0.1, "step size at the first iteration", low=0)
+    step_end: float = setting(1e-3, "step size at the end of the schedule", low=0)
+    step_gamma: float = setting(0.55, "exponent γ of the schedule α_t = a(b + t)^(−γ)", low=0, high=1,
+                                high_open=False)
+    step_iter: int | None = setting(None, "iterations the schedule spans (default: the run's length; 2,000 "
+                                    "with a target ESS)", low=0)
+    batch: int = setting(100, "gradients per judgement of the freeze rule", low=0)
+    freeze_threshold: float = setting(0.01, "freeze the step once the noise ratio of a batch falls below it",
+                                      low=0)
+
+    def check(self) -> None:
+        if self.step_start < self.step_end:
+            raise ValueError(f"step_start ({self.step_start}) must be >= step_end ({self.step_end})")
+
+
 class SGLDSampler(Sampler):
     """``method='sgld'``: the paper's SGLD through ULISSE gradients (4 probes, rank-100 preconditioner).
     SGLD has no adaptation of its own (its step freezes by the paper's rule): its ``n_adapt`` only says where
@@ -191,31 +213,34 @@ class SGLDSampler(Sampler):
 
     name = "sgld"
     label = "SGLD (the paper's)"
+    settings = SGLDSettings
     records = {"step": float, "frozen": bool, "ratio": float, "cg_iterations": float, "n_products": float,
                "seconds": float, "warmup": bool}
     monitor = {"step": ("step size", True), "ratio": ("SGLD freeze ratio", True)}
 
     def resolve(self, cfg) -> None:
-        if cfg.step_iter is None:
-            cfg.step_iter = min(2000, cfg.n_iter) if cfg.target_ess is not None else cfg.n_iter
+        if cfg.options.get("step_iter") is None:
+            span = min(2000, cfg.n_iter) if cfg.target_ess is not None else cfg.n_iter
+            cfg.options = {**cfg.options, "step_iter": span}
 
     def adaptation_for_target(self, cfg) -> int:
-        return cfg.step_iter // 5
+        return cfg.settings.step_iter // 5
 
     def validate(self, cfg) -> None:
-        if cfg.n_iter < cfg.batch:
-            raise ValueError(f"SGLD needs n_iter >= batch ({cfg.batch}) to judge the freeze rule")
+        if cfg.n_iter < cfg.settings.batch:
+            raise ValueError(f"SGLD needs n_iter >= batch ({cfg.settings.batch}) to judge the freeze rule")
 
     def initial(self, phi0, cfg, M, rng, target) -> SGLDState:
-        return SGLDState.initial(phi0, cfg.batch, rng)
+        return SGLDState.initial(phi0, cfg.settings.batch, rng)
 
     def state_from_dict(self, d: dict, cfg, p: int) -> SGLDState:
-        return SGLDState.from_dict(d, p, cfg.batch)
+        return SGLDState.from_dict(d, p, cfg.settings.batch)
 
     def run(self, target, cfg, M, state: SGLDState, n: int) -> dict:
+        s = cfg.settings
         sampler = SGLD(target.grad, len(state.phi), M=M,
-                       schedule=StepSchedule(cfg.step_start, cfg.step_end, cfg.step_iter, cfg.step_gamma),
-                       batch=cfg.batch, freeze_threshold=cfg.freeze_threshold, max_abs_phi=cfg.max_abs_phi)
+                       schedule=StepSchedule(s.step_start, s.step_end, s.step_iter, s.step_gamma),
+                       batch=s.batch, freeze_threshold=s.freeze_threshold, max_abs_phi=cfg.max_abs_phi)
         res = sampler.run(state, n)  # a failing gradient stops the chain with a message, draws kept
         return {"phi": res.draws, "step": res.step, **solver_records(res.info, len(res.draws)),
                 "seconds": res.seconds, "frozen": res.frozen, "ratio": res.ratio, "warmup": ~res.frozen}

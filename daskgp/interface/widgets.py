@@ -1,0 +1,55 @@
+"""The dashboard's widgets that are more than a Panel widget with a default: inputs generated from the
+samplers' settings declarations (:mod:`daskgp.mcmc.samplers.settings`), and a file upload the server caps.
+"""
+
+from __future__ import annotations
+
+from ..mcmc.samplers import get_sampler, sampler_names
+from ..mcmc.samplers.settings import setting_type, settings_fields
+
+__all__ = ["capped_dropper", "setting_inputs"]
+
+
+def setting_inputs(pn, method: str) -> dict:
+    """{sampler name: {setting name: input widget}} for every registered sampler's own settings, each an
+    IntInput or FloatInput at the setting's default with its help as the tooltip, labelled '<SAMPLER>
+    <setting>'; those of ``method`` (the menu's choice) visible, the others hidden."""
+    out = {}
+    for nm in sampler_names():
+        inputs = {}
+        for f in settings_fields(get_sampler(nm).settings):
+            kind = pn.widgets.IntInput if setting_type(f) is int else pn.widgets.FloatInput
+            inputs[f.name] = kind(name=f"{nm.upper()} {f.name.replace('_', ' ')}", value=f.default,
+                                  description=f.metadata.get("help"), visible=nm == method)
+        out[nm] = inputs
+    return out
+
+
+def capped_dropper(pn, max_bytes: int, rejected):
+    """A chunked file upload (Panel's FileDropper: the browser refuses files over ``max_bytes`` and shows why)
+    that the server also caps: a client that ignores the browser's check is cut off at ``max_bytes`` received,
+    its chunks dropped, and ``rejected(message)`` called."""
+
+    class CappedDropper(pn.widgets.FileDropper):
+        def _process_event(self, event):
+            data = event.data
+            if event.event_name != "upload_event":
+                return super()._process_event(event)
+            name, last = data["name"], data["chunk"] == data["total_chunks"]
+            refused = self.__dict__.setdefault("_refused", set())
+            if data["chunk"] == 1:
+                refused.discard(name)
+            if name in refused:  # the rest of a refused file: dropped as it arrives
+                if last:
+                    refused.discard(name)
+                return None
+            got = sum(len(b) for b in self._file_buffer.get(name, [])) if data["chunk"] != 1 else 0
+            if got + len(data["data"] or b"") > max_bytes:
+                self._file_buffer.pop(name, None)
+                if not last:
+                    refused.add(name)
+                rejected(f"the uploaded file is over the {max_bytes / 2**20:.3g} MB limit")
+                return None
+            return super()._process_event(event)
+
+    return CappedDropper

@@ -1,0 +1,89 @@
+"""Classification by per-class Bayesian GPLVM densities (Gal, van der Wilk & Rasmussen 2014, the MNIST
+experiment): one :class:`daskgp.sparse.gplvm.BayesianGPLVM` per class, and a new row goes to the class whose
+model gains most in its bound from it (the gain approximates log p(x | class), section 4 of the paper) plus
+the log prior of the class.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ..core.validation import ValidatedParams, at_least, fit_data, new_data
+from .gplvm import BayesianGPLVM
+
+__all__ = ["GPLVMClassifier"]
+
+
+def _fit_in_process(params: dict, Y) -> BayesianGPLVM:
+    return BayesianGPLVM(**params).fit(Y, client="in-process")
+
+
+class GPLVMClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
+    """One Bayesian GPLVM density model per class; a new row goes to the class whose model gains most in its
+    bound from it, plus the log prior of the class (Gal et al. 2014, MNIST). ``gplvm_params``: keyword
+    arguments of every :class:`BayesianGPLVM`."""
+
+    def __init__(self, gplvm_params: dict | None = None, n_iter: int = 30, scheduler: str | None = None):
+        self.gplvm_params, self.n_iter, self.scheduler = gplvm_params, n_iter, scheduler
+
+    _parameter_constraints = {"gplvm_params": [dict, None], "n_iter": [at_least(1)], "scheduler": [str, None]}
+
+    def fit(self, X, y, client=None):
+        """Fit one GPLVM per class on X (n, p) with class labels y (n,). Returns self."""
+        from sklearn.utils.multiclass import check_classification_targets
+
+        self._validate_params()
+        X, y = fit_data(self, X, y, min_rows=2, y_numeric=False)
+        check_classification_targets(y)
+        self.classes_, counts = np.unique(y, return_counts=True)
+        if len(self.classes_) < 2:
+            raise ValueError("GPLVMClassifier needs at least two classes")
+        self.log_prior_ = np.log(counts / counts.sum())
+        params = {"scheduler": self.scheduler, **(self.gplvm_params or {})}
+        unknown = sorted(set(params) - set(BayesianGPLVM().get_params()))
+        if unknown:
+            raise ValueError(f"gplvm_params has unknown key(s) {unknown}; BayesianGPLVM takes "
+                             f"{sorted(BayesianGPLVM().get_params())}")
+        BayesianGPLVM(**params).check_fits(int(counts.min()), X.shape[1])  # here, not in a worker's log
+        from ..compute.cluster import borrowed_client
+
+        # one task per class, each fitting its model inside the task: K small fits in parallel
+        with borrowed_client(client, self.scheduler) as c:
+            futures = [c.submit(_fit_in_process, params, X[y == k], pure=False) for k in self.classes_]
+            self.models_ = c.gather(futures)
+        return self
+
+    def _joint_log_scores(self, X, client=None) -> np.ndarray:
+        """(n, K) approximate log p(x | class) + log p(class) (nats)."""
+        check_is_fitted(self, "models_")
+        X = new_data(self, X)
+        from ..compute.cluster import borrowed_client
+
+        with borrowed_client(client, self.scheduler) as c:  # every (class, block of rows) pair in parallel
+            futures = [[c.submit(m.score_block, b, self.n_iter, pure=False) for b in m.row_blocks(X)]
+                       for m in self.models_]
+            scores = [np.concatenate(c.gather(fs)) for fs in futures]
+        return np.column_stack(scores) + self.log_prior_
+
+    def predict_log_proba(self, X, client=None) -> np.ndarray:
+        """(n, K) log posterior class probabilities by Bayes' rule over the per-class densities."""
+        from scipy.special import log_softmax
+
+        return log_softmax(self._joint_log_scores(X, client), axis=1)
+
+    def predict_proba(self, X, client=None) -> np.ndarray:
+        """(n, K) posterior class probabilities, columns in the order of ``classes_``."""
+        return np.exp(self.predict_log_proba(X, client))
+
+    def decision_function(self, X, client=None) -> np.ndarray:
+        """scikit-learn's convention: (n, K) log posterior odds up to a per-row constant (the joint log
+        scores); for two classes (n,), the log odds of ``classes_[1]``."""
+        scores = self._joint_log_scores(X, client)
+        return scores[:, 1] - scores[:, 0] if len(self.classes_) == 2 else scores
+
+    def predict(self, X, client=None) -> np.ndarray:
+        """(n,) the most probable class of each row."""
+        scores = self._joint_log_scores(X, client)
+        return self.classes_[np.argmax(scores, axis=1)]
