@@ -154,3 +154,44 @@ def test_the_probes_from_the_noise_are_the_fewest_that_leave_the_step_at_its_cap
             assert not ok(n - 1)
     assert sghmc.probes_from_noise(cfg, np.nan) is None and sghmc.probes_from_noise(cfg, 0.0) is None
     assert get_sampler("sgld").probes_from_noise(cfg, 0.45) is None
+
+
+# a configuration as daskgp 0.4 stored it (asdict of its SamplerConfig: the samplers' settings flat)
+_STORED_04 = {
+    "method": "sghmc", "n_chains": 4, "n_iter": 2000, "kernel": "rbf", "ard": False, "prior_shape": 2.0,
+    "prior_rate": 1.0, "seed": 0, "checkpoint_every": 100, "subset_size": 500, "step_start": 0.1,
+    "step_end": 0.001, "step_gamma": 0.55, "batch": 100, "freeze_threshold": 0.01, "n_probes": 32,
+    "redraw_every": 20, "solver": None, "es_tol": 0.01, "tol": 1e-06, "mean_tol": 0.0001, "beta": 1.0,
+    "roulette": "increment", "precond": "pivchol", "precond_rank": None, "cache_dtype": "float32",
+    "device": "cpu", "max_abs_phi": 30.0, "warmup": "map", "warmup_iter": 400, "laplace_probes": 128,
+    "overdispersion": 1.5, "friction": 1.2, "h_max": 0.6, "noise_budget": 0.4, "n_adapt": 400,
+    "adapt_from_noise": False, "probes_from_noise": False, "step_iter": None, "target_ess": None,
+    "target_rhat": 1.01, "workers_per_chain": None}
+
+
+@pytest.mark.parametrize("method,own", [
+    ("sghmc", {"friction": 1.2, "h_max": 0.6, "noise_budget": 0.4, "batch": 100}),
+    ("sgld", {"step_start": 0.1, "step_end": 0.001, "step_gamma": 0.55, "step_iter": 2000, "batch": 100,
+              "freeze_threshold": 0.01}),
+    ("mh", {}), ("hmc", {}),
+])
+def test_a_04_configuration_reads_with_its_methods_settings_in_options(method, own):
+    """0.4 stored SGLD's and SGHMC's settings as flat fields of every run: on reading, the run's own
+    sampler's move into ``options`` with their stored values (a resumed run continues with them), the
+    others — inert for that sampler in 0.4 — go; MH and HMC have none. Read twice, the same."""
+    cfg = SamplerConfig.from_dict({**_STORED_04, "method": method})
+    assert cfg.options == own and not {"friction", "step_start", "batch"} & {f.name for f in fields(cfg)}
+    assert SamplerConfig.from_dict(json.loads(json.dumps(asdict(cfg)))) == cfg
+    if own:
+        assert cfg.settings == type(cfg.settings)(**own)
+
+
+def test_a_methods_setting_given_flat_wins_and_one_of_another_method_is_refused():
+    """``sample(..., step_start=…)`` names a setting flat: it lands in ``options`` over the configuration's;
+    a setting the method does not have is refused in one line, naming the method."""
+    base = asdict(SamplerConfig(method="sgld"))
+    assert SamplerConfig.from_dict({**base, "step_start": 0.05}).settings.step_start == 0.05
+    with pytest.raises(ValueError, match="sghmc has no setting 'step_start'"):
+        SamplerConfig(method="sghmc", options={"step_start": 0.05}).validate()
+    with pytest.raises(ValueError, match="calls for hmc, which has no setting"):
+        SamplerConfig.from_dict({"friction": 1.0}).for_rows(500)
