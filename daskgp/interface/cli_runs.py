@@ -3,6 +3,7 @@ command line."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -260,9 +261,13 @@ def sampler_setting_arguments(parser) -> None:
             default = "set by the run" if f.default is None else f"{f.default:g}"
             unit = f" [{f.metadata['unit']}]" if f.metadata.get("unit") else ""
             parts.append(f"{nm}: {f.metadata.get('help', '')}{unit} (default {default})")
-        group.add_argument(flag_name(name), dest=_SETTING_DEST + name, type=setting_type(owners[0][1]),
-                           default=None, metavar=setting_type(owners[0][1]).__name__.upper(),
-                           help="; ".join(parts).replace("%", "%%"))
+        try:
+            group.add_argument(flag_name(name), dest=_SETTING_DEST + name, type=setting_type(owners[0][1]),
+                               default=None, metavar=setting_type(owners[0][1]).__name__.upper(),
+                               help="; ".join(parts).replace("%", "%%"))
+        except argparse.ArgumentError:  # a registered sampler's setting named like one of the command's flags
+            warnings.warn(f"the setting {name!r} of {', '.join(nm for nm, _ in owners)} has no flag: "
+                          f"{flag_name(name)} is the command's own", stacklevel=2)
 
 
 def _settings_given(args) -> dict:
