@@ -3,12 +3,14 @@ seams): the draws of every built-in sampler, at a base git revision (checked out
 and in this checkout, each in its own process on its own 2-worker LocalCluster — 300 concrete rows, 2 chains
 × 200 iterations (warmup and kept), seed 3. A case is a method, optionally with its warmup route
 (``sghmc:ascent`` climbs by the stochastic ascent in checkpointed segments, ``sghmc:subset`` starts from the
-subset; a bare method takes its default: the exact MAP at this size). Equal digests mean the refactor kept
+subset; a bare method takes its default: the exact MAP at this size); ``gpc:ep``, ``gpc:sep``, ``gpc:adf``
+fit the classifier (300 breast-cancer rows, m = 10, 25 iterations) and digest its evidence trace,
+hyperparameters, factor and predictions. Equal digests mean the refactor kept
 each sampler's arithmetic and each route's start bit for bit, so its effective samples per second can differ
 only by the driver's overhead. No time is recorded: this is an identity check, and the two runs need not
 share a quiet machine. Writes benchmarks/results/same_draws.json (or ``--out``).
 
-    python benchmarks/same_draws.py [--base REV] [--cases sghmc,sgld,mh,hmc,sghmc:ascent,sghmc:subset]
+    python benchmarks/same_draws.py [--base REV] [--cases sghmc,sgld,mh,hmc,sghmc:ascent,sghmc:subset,gpc:sep]
 """
 
 from __future__ import annotations
@@ -39,6 +41,17 @@ def main():
             Client(cl) as client, tempfile.TemporaryDirectory() as tmp:
         for case in sys.argv[1].split(","):
             method, _, warmup = case.partition(":")
+            if method == "gpc":  # a classifier fit: its evidence trace, hyperparameters, factor, predictions
+                from sklearn.datasets import load_breast_cancer
+                Xc, yc = load_breast_cancer(return_X_y=True)
+                clf = daskgp.SparseGPClassifier(n_inducing=10, method=warmup, max_iter=25, chunk_rows=100,
+                                                random_state=3).fit(Xc[:300], yc[:300], client=client)
+                h = hashlib.sha1()
+                for a in ([r.evidence for r in clf.records_], clf.params_.to_vector(), clf.factor_.T,
+                          clf.factor_.c, clf.predict_proba(Xc[300:])):
+                    h.update(np.ascontiguousarray(np.asarray(a, dtype=float)).tobytes())
+                out[case] = {"sha1": h.hexdigest()}
+                continue
             dt = daskgp.sample(X, y, out=f"{tmp}/{method}-{warmup}.zarr", client=client, method=method,
                                n_chains=2, n_iter=200, checkpoint_every=50, batch=50, subset_size=200, seed=3,
                                **({"warmup": warmup} if warmup else {}))

@@ -33,22 +33,40 @@ from ..core.validation import (
     standardising_moments,
 )
 from ..inducing.placement import InducingEstimator, kmeans_inducing
-from .ep import METHODS, Factor, GPCParams, Posterior
-from .fit import DEFAULT_DAMPING, Adam, EPState, GPCCheckpoint, collapsed, minibatch_damping, run_ep
+from .ep import Factor, GPCParams, Posterior
+from .fit import Adam, EPState, GPCCheckpoint, collapsed, run_ep
+from .methods import get_method, method_names
 
 __all__ = ["SparseGPClassifier"]
+
+
+class _RegisteredMethods(StrOptions):
+    """scikit-learn's constraint on ``method``: a name among the registered methods as they are when a fit
+    validates its parameters (a method registered after this module was imported is valid)."""
+
+    def __init__(self):
+        super().__init__(set())
+
+    @property
+    def options(self) -> set:
+        return set(method_names())
+
+    @options.setter
+    def options(self, value) -> None:  # StrOptions sets it once; the registry is the source
+        pass
 
 
 class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
     """Sparse GP classification (probit likelihood, FITC, a stationary ARD kernel) by expectation propagation.
 
-    n_inducing: m; method: 'ep' (a site per point, memory O(n) on the workers), 'sep' (one global factor,
-    memory O(m²)) or 'adf' (the cheap baseline that underestimates the variance); max_iter: iterations (passes
+    n_inducing: m; method: a registered update (:func:`daskgp.gpc.methods.method_names`): 'ep' (a site per
+    point, memory O(n) on the workers), 'sep' (one global factor, memory O(m²)) or 'adf' (the cheap baseline
+    that underestimates the variance); max_iter: iterations (passes
     over the data, or minibatches with ``batch_size``); chunk_rows: rows per chunk (task); batch_size: rows
     per iteration in all (None: every row, the batch mode); damping: EP's site damping, SEP's step of the
-    global factor, ADF's step of its factor (None: 0.5 for EP and ADF, 1 for SEP, see
-    :data:`daskgp.gpc.fit.DEFAULT_DAMPING`; SEP on minibatches ``|B|/min(n, 20,000)``,
-    :func:`daskgp.gpc.fit.minibatch_damping`; EP and ADF refuse to learn on minibatches);
+    global factor, ADF's step of its factor (None: the method's, 0.5 for EP and ADF, 1 for SEP; SEP on
+    minibatches ``|B|/min(n, 20,000)``, :func:`daskgp.gpc.methods.minibatch_damping`; EP and ADF refuse to
+    learn on minibatches);
     learning_rate: Adam's step on (Z, log σ², log l) (0: keep the initial hyperparameters); learn_inducing:
     also move Z; scheduler: a dask-scheduler address (default: this process's client, else a local cluster);
     random_state: k-means and minibatch seed; kernel: 'rbf', 'matern32', 'matern52'
@@ -76,7 +94,7 @@ class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
         return tags
 
     _parameter_constraints = {
-        "n_inducing": [at_least(1)], "method": [StrOptions(set(METHODS))], "max_iter": [at_least(1)],
+        "n_inducing": [at_least(1)], "method": [_RegisteredMethods()], "max_iter": [at_least(1)],
         "chunk_rows": [at_least(1)], "batch_size": [at_least(1), None],
         "damping": [real_in(0, 1, "right"), None],
         "learning_rate": [real_in(0, 1, "left")], "learn_inducing": ["boolean"], "scheduler": [str, None],
@@ -87,9 +105,7 @@ class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
     def _damping(self, n: int) -> float:
         if self.damping is not None:
             return float(self.damping)
-        if self.method == "sep" and self.batch_size is not None and self.batch_size < n:
-            return minibatch_damping(self.batch_size, n)
-        return DEFAULT_DAMPING[self.method]
+        return get_method(self.method).damping(self.batch_size, n)
 
     def _labels(self, y) -> np.ndarray:
         check_classification_targets(y)
@@ -143,6 +159,7 @@ class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
             ypm = self._labels(y)
         n, d = X.shape
         self._check_params(n)
+        method = get_method(self.method)  # a registered one: checked with the other parameters above
         seed = seed_from(self.random_state)
         ckpt, key = None, None
         if checkpoint is not None:
@@ -160,13 +177,10 @@ class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
         Xs = (X - mx) / sx
         m = int(self.n_inducing)
         minibatch = self.batch_size is not None and self.batch_size < n
-        if self.method in ("ep", "adf") and minibatch and self.learning_rate > 0:
-            # EP: most of its sites would have been made at older hyperparameters, so its evidence gradient is
-            # biased; ADF: its factor counts every minibatch again on top of the last. Both drifted to
-            # p = 0.5 on 246,468 flights rows within 300 s (test NLL 0.693); SEP's global factor is
-            # re-estimated from every minibatch instead (:func:`daskgp.gpc.fit.minibatch_damping`)
-            raise ValueError(f"{self.method.upper()} cannot learn hyperparameters on minibatches (the "
-                             "evidence gradient drifts): use method='sep' for minibatches, or "
+        if minibatch and self.learning_rate > 0 and not method.learns_on_minibatches:
+            able = [nm for nm in method_names() if get_method(nm).learns_on_minibatches]
+            raise ValueError(f"{self.method.upper()} cannot learn hyperparameters on minibatches "
+                             f"({method.minibatch_refusal}): use method={able[0]!r} for minibatches, or "
                              f"method={self.method!r} with batch_size=None")
         from ..compute.cluster import borrowed_client
 
@@ -181,7 +195,7 @@ class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
                     state = EPState(params, Factor.zero(m), adam)
                 else:
                     state, sites = resumed
-                    if self.method == "ep":
+                    if method.keeps_sites:
                         state.sites = _place_sites(c, chunks, sites, n)
 
                 def after(rec, st):
@@ -191,7 +205,7 @@ class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
                         callback(rec, st)
 
                 try:
-                    run_ep(chunks, state, self.method, max(0, int(self.max_iter) - len(state.records)),
+                    run_ep(chunks, state, method, max(0, int(self.max_iter) - len(state.records)),
                            damping=self._damping(n), learn=self.learning_rate > 0,
                            learn_inducing=bool(self.learn_inducing), batch_size=self.batch_size, seed=seed,
                            callback=after, time_budget=time_budget)

@@ -74,10 +74,9 @@ from ..inducing.features import (
 # bound's: :data:`daskgp.inducing.features.CLASSIFIER_JITTER`); a module attribute so tests can vary it.
 KMM_JITTER = CLASSIFIER_JITTER
 
-__all__ = ["METHODS", "GPCParams", "Factor", "Posterior", "ChunkResult", "chunk_pass", "tied_gradient_pass",
-           "assemble_gradient", "sep_cavity", "evidence"]
+__all__ = ["GPCParams", "Factor", "Posterior", "ChunkResult", "chunk_pass", "tied_gradient_pass",
+           "assemble_gradient"]
 
-METHODS = ("ep", "sep", "adf")
 
 
 @dataclass
@@ -307,11 +306,6 @@ def tied_gradient_pass(X, y, source: Posterior, q: Posterior, grad: bool = True)
     return ChunkResult(res.n, res.factor, res.log_z, g.grad_kmn, g.uA, g.PB, g.Ph, res.errors), sites
 
 
-def sep_cavity(global_factor: Factor, n: int) -> Factor:
-    """SEP's cavity factor q\\1 = q / t̃_g^{1/n}: (1 − 1/n)(T_g, c_g)."""
-    return global_factor.scaled(1.0 - 1.0 / n)
-
-
 def assemble_gradient(q: Posterior, source: Posterior, total: ChunkResult) -> np.ndarray:
     """∂ log Z / ∂(Z, log σ², log l) from the chunks' summed parts: the prior term
     ½ K⁻¹(E_q[uuᵀ] − K)K⁻¹ = ½((K + T)⁻¹ + ααᵀ − K⁻¹) and the data terms through K_mm (with ``source`` the
@@ -330,11 +324,3 @@ def assemble_gradient(q: Posterior, source: Posterior, total: ChunkResult) -> np
     g[m * q_] *= p.variance  # to log σ²
     g[m * q_ + 1:] *= p.lengthscales  # to log l
     return g
-
-
-def evidence(method: str, q: Posterior, source: Posterior, total: ChunkResult, n: int) -> float:
-    """The evidence approximation (nats) from the summed chunk terms: EP's log Z_EP; for SEP
-    log Z(T_g) + Σ log Z_i − n (log Z(T_g) − log Z((1 − 1/n)T_g)); for ADF log Z(T) + Σ log Z_i."""
-    if method == "sep":
-        return q.log_norm() + total.log_z - n * (q.log_norm() - source.log_norm())
-    return q.log_norm() + total.log_z

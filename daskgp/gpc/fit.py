@@ -41,38 +41,21 @@ from ..core.optim import Adam
 from ..core.random import minibatch_rows
 from ..runs.commit import CHECKPOINT, RunDamaged
 from ..runs.fits import FitStore
-from .ep import (
-    METHODS,
-    ChunkResult,
-    Factor,
-    GPCParams,
-    Posterior,
-    assemble_gradient,
-    chunk_pass,
-    evidence,
-    sep_cavity,
-)
+from .ep import ChunkResult, Factor, GPCParams, Posterior, assemble_gradient, chunk_pass
+from .methods import SEP_MEMORY_ROWS, GPCMethod, get_method, method_names, minibatch_damping
 
 __all__ = ["DEFAULT_DAMPING", "DEFAULT_SITE_PASSES", "SEP_MEMORY_ROWS", "Adam", "EPState", "GPCCheckpoint",
            "IterationRecord", "collapsed", "minibatch_damping", "minibatch_decay", "run_ep"]
 
-# EP damps its sites by half (parallel updates of every site oscillate when the sites are strong) and re-sums
-# them at the current hyperparameters, so damping costs it nothing in tracking. SEP's and ADF's factor is a
-# sum made at earlier hyperparameters: damped, it lags behind Adam's steps and its gradient drifts (2,000
-# hourly weather rows, rain / none, m = 100: at δ = 0.5 the evidence fell from −187 nats at iteration 50 to
-# −207 at 250 and the test NLL rose 0.084 → 0.089; undamped it climbed to −177). Undamped with one site pass
-# per step (below) it climbs smoothly (2,000 house_8L rows, price in the top quarter: −598 nats at iteration
-# 25, −545 at 250, above EP's −560).
-# ADF's sites are made from q itself, which already holds them, and its undamped fixed-point iteration
-# oscillates (800 of those house_8L rows: test NLL 0.32 → 0.69 between iterations 25 and 250): damped by half.
-DEFAULT_DAMPING = {"ep": 0.5, "sep": 1.0, "adf": 0.5}
+# the built-in methods' δ of a batch fit (why: in each method's module, daskgp.gpc.methods)
+DEFAULT_DAMPING = {nm: get_method(nm).default_damping for nm in method_names()}
 
 # Site-only passes before each gradient pass. The evidence gradient is exact at the fixed point; with one
 # parallel pass per Adam step EP's sites fell behind the hyperparameters and the fit came apart (MNIST-5k
 # odd/even, m = 200: evidence −569 at iteration 190, −1121 at 250, test error 41.5 %). One extra site pass
 # per step keeps them at the fixed point (evidence −530, test error 4.6 %, NLL 0.130 at 250); the same for
 # SEP's and ADF's factor (without it, undamped SEP diverged after about 60 iterations on the house_8L rows).
-DEFAULT_SITE_PASSES = {"ep": 1, "sep": 1, "adf": 1}
+DEFAULT_SITE_PASSES = {nm: get_method(nm).site_passes for nm in method_names()}
 
 # A batch fit whose evidence falls below its best by more than max(COLLAPSE_NATS, COLLAPSE_FRACTION·|best|)
 # has collapsed: with every row in each pass the evidence is the method's exact log Z approximation for its q,
@@ -87,28 +70,6 @@ COLLAPSE_NATS, COLLAPSE_FRACTION = 1.0, 0.01
 # until then the evidence is not that of a fitted q (5-iteration fits in scikit-learn's checks "collapsed"
 # from iteration 1, the prior). A fit this short keeps its last iterate.
 SETTLE_ITERATIONS = 20
-
-
-# SEP on minibatches: the paper's step |B|/n gives the global factor a memory of a whole epoch, n/|B|
-# minibatches, while Adam moves the hyperparameters at every one, so most of the factor was made at older
-# hyperparameters and the evidence gradient drifts as EP's stale sites do (flights, arrival delay > 15 min,
-# 246,468 rows, |B| = 2,000, δ = 0.008: test NLL 0.49 at 10 s, 0.52 at 120 s). A step of |B|/R, a memory of
-# R rows, keeps it current (δ = 0.1 held 0.455–0.47 over 120 s) but, constant, its noise made the fit spike
-# later (0.47 → 0.82 at 210 s). Letting δ alone decay as (1 + t)^-κ drifted again once δ fell below about
-# 0.05 (κ = 0.5: 0.47 → 0.55; κ = 0.7: → 0.60): the factor lagged Adam's constant steps. So both decay
-# together (:func:`minibatch_decay`): δ_t and Adam's step are divided by √(1 + t/E), E = n/|B| minibatches
-# (one epoch), which keeps the factor's lag behind the hyperparameters, ∝ step/δ, constant while the noise
-# of both shrinks (Robbins–Monro). Measured on the same rows: 0.468 / 0.459 / 0.454 / 0.451 at 20 / 60 /
-# 120 / 220 s, no spike. Averaging the iterates was worse (0.50: an average of factors made at different Z
-# is not the factor of the averaged Z).
-SEP_MEMORY_ROWS = 20_000
-
-
-def minibatch_damping(batch_size: int, n: int) -> float:
-    """SEP's first step of the global factor on minibatches of ``batch_size`` of ``n`` rows: |B| / min(n, R),
-    the factor's memory R = :data:`SEP_MEMORY_ROWS` rows (the paper's |B|/n when n ≤ R), at most 1; later
-    steps decay by :func:`minibatch_decay`."""
-    return min(1.0, batch_size / min(n, SEP_MEMORY_ROWS))
 
 
 def minibatch_decay(iteration: int, epoch: float) -> float:
@@ -177,12 +138,6 @@ def _pass_task(chunk, sites, batch, source: Posterior, damping: float, grad: boo
     return res, out
 
 
-def _tied_factor(factor: Factor, result: ChunkResult, damping: float, scale: float) -> Factor:
-    """SEP's and ADF's factor after a pass: (1 − δ) of the old one plus δ times the new sites' sum (a
-    minibatch's sum scaled by n/|B|, an unbiased estimate of the full sum)."""
-    return factor.scaled(1 - damping) + result.factor.scaled(damping * scale)
-
-
 def _batch_sizes(sizes, batch_size: int | None) -> list[int] | None:
     """Rows per chunk for a minibatch of ``batch_size`` rows in all, proportional to the chunks' sizes."""
     if batch_size is None or batch_size >= sum(sizes):
@@ -191,13 +146,14 @@ def _batch_sizes(sizes, batch_size: int | None) -> list[int] | None:
     return [max(1, int(round(batch_size * s / n))) for s in sizes]
 
 
-def run_ep(chunks, state: EPState, method: str, n_iter: int, *, damping: float = 0.5, learn: bool = True,
-           learn_inducing: bool = True, batch_size: int | None = None, seed: int = 0,
+def run_ep(chunks, state: EPState, method: str | GPCMethod, n_iter: int, *, damping: float = 0.5,
+           learn: bool = True, learn_inducing: bool = True, batch_size: int | None = None, seed: int = 0,
            site_passes: int | None = None, callback=None, time_budget: float | None = None) -> EPState:
-    """``n_iter`` iterations of ``method`` on ``chunks`` (:class:`~daskgp.compute.rows.RowChunks` with "X"
-    and "Y" = labels ±1), from ``state``, or fewer when ``time_budget`` seconds have passed; returns the state
-    updated. ``site_passes``: EP site updates without the gradient before each iteration's pass (None:
-    :data:`DEFAULT_SITE_PASSES`; same minibatch). ``callback(record, state)`` after each iteration.
+    """``n_iter`` iterations of ``method`` (a registered :class:`daskgp.gpc.methods.GPCMethod` or its name) on
+    ``chunks`` (:class:`~daskgp.compute.rows.RowChunks` with "X" and "Y" = labels ±1), from ``state``, or
+    fewer when ``time_budget`` seconds have passed; returns the state updated. ``site_passes``: site updates
+    without the gradient before each iteration's pass (None: the method's ``site_passes``; same minibatch).
+    ``callback(record, state)`` after each iteration.
 
     Raises FloatingPointError when an iteration's evidence, gradient or step is not finite (ADF's factor,
     which counts the data again on every pass, can get there); ``state`` then holds the last finite
@@ -205,15 +161,14 @@ def run_ep(chunks, state: EPState, method: str, n_iter: int, *, damping: float =
     import time
 
     t0 = time.perf_counter()
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    method = method if isinstance(method, GPCMethod) else get_method(method)
     if site_passes is None:
-        site_passes = DEFAULT_SITE_PASSES[method] if learn else 0
-    if method == "ep" and state.sites is None:
+        site_passes = method.site_passes if learn else 0
+    if method.keeps_sites and state.sites is None:
         state.sites = chunks.client.map(_zero_sites, chunks.futures, pure=False)
     per_chunk = _batch_sizes(chunks.sizes, batch_size)
-    # SEP on minibatches: minibatches per pass over the data, for the decay of its steps
-    epoch = chunks.n / sum(per_chunk) if per_chunk is not None and method == "sep" else None
+    # minibatches per pass over the data, for the decay of a method's steps on minibatches (SEP's)
+    epoch = chunks.n / sum(per_chunk) if per_chunk is not None and method.decays_on_minibatches else None
     for _ in range(n_iter):
         last = (state.params, state.factor, state.sites, state.adam.m, state.adam.v, state.adam.t)
         # the decay is a function of the iteration count, not kept in the state (Adam's lr is untouched)
@@ -223,9 +178,8 @@ def run_ep(chunks, state: EPState, method: str, n_iter: int, *, damping: float =
                                      per_chunk, seed, site_passes)
         except (FloatingPointError, np.linalg.LinAlgError) as e:
             state.params, state.factor, state.sites, state.adam.m, state.adam.v, state.adam.t = last
-            adf = "; ADF counts the data again on every pass" if method == "adf" else ""
-            raise FloatingPointError(f"{method.upper()} became numerically degenerate at iteration "
-                                     f"{len(state.records) + 1} ({e}){adf}") from e
+            raise FloatingPointError(f"{method.name.upper()} became numerically degenerate at iteration "
+                                     f"{len(state.records) + 1} ({e}){method.degenerate_hint}") from e
         state.records.append(rec)
         if rec.iteration > SETTLE_ITERATIONS and (
                 state.best is None or rec.evidence > state.records[state.best[0] - 1].evidence):
@@ -237,7 +191,7 @@ def run_ep(chunks, state: EPState, method: str, n_iter: int, *, damping: float =
     return state
 
 
-def _iteration(chunks, state: EPState, method: str, damping: float, decay: float, learn: bool,
+def _iteration(chunks, state: EPState, method: GPCMethod, damping: float, decay: float, learn: bool,
                learn_inducing: bool, per_chunk, seed: int,
                site_passes: int) -> tuple[IterationRecord, Posterior]:
     """One iteration of :func:`run_ep` on ``state`` (updated in place); its record and the q whose evidence
@@ -248,24 +202,27 @@ def _iteration(chunks, state: EPState, method: str, damping: float, decay: float
     batches = ([None] * len(chunks.futures) if per_chunk is None
                else [(b, [seed, it, k]) for k, b in enumerate(per_chunk)])
 
+    minibatch = per_chunk is not None
+
     def posteriors():
         q = state.posterior()
-        return q, Posterior(state.params, sep_cavity(state.factor, n)) if method == "sep" else q
+        return q, method.source(q, n)
+
+    def fold(result, sites) -> None:  # the pass's sites into the method's factor (module docstring)
+        state.factor = method.factor_after(state.factor, result, damping, n / result.n, minibatch)
+        if method.keeps_sites:
+            state.sites = sites
 
     q, source = posteriors()
     for _ in range(site_passes):
-        part, sites = _map_pass(chunks, state, source, method, damping, batches, False)
-        if method == "ep":
-            state.factor, state.sites = _ep_factor(state.factor, part, per_chunk is not None), sites
-        else:
-            state.factor = _tied_factor(state.factor, part, damping, n / part.n)
+        fold(*_map_pass(chunks, state, source, method, damping, batches, False))
         q, source = posteriors()
     total, new_sites = _map_pass(chunks, state, source, method, damping, batches, learn,
-                                 None if method == "ep" else q)
+                                 None if method.keeps_sites else q)
     rows = total.n
     scale = n / rows
     full = total if scale == 1.0 else total.scaled(scale)
-    ev = evidence(method, q, source, full, n)
+    ev = method.evidence(q, source, full, n)
     # SEP's and ADF's gradient parts are EP's at q (per-point cavities q / t̃_i): their source is q
     g = assemble_gradient(q, q, full) if learn else np.zeros(state.params.to_vector().size)
     if learn and not learn_inducing:
@@ -275,28 +232,19 @@ def _iteration(chunks, state: EPState, method: str, damping: float, decay: float
         positive = np.exp(state.params.to_vector()[m * q_:] + step[m * q_:])  # σ² and l after the step
     if not all(np.all(np.isfinite(a)) for a in (ev, g, total.factor.T, positive)):
         raise FloatingPointError("non-finite evidence, gradient or step")
-    # the factor's update (module docstring)
-    if method == "ep":
-        state.factor, state.sites = _ep_factor(state.factor, total, per_chunk is not None), new_sites
-    else:
-        state.factor = _tied_factor(state.factor, total, damping, scale)
+    fold(total, new_sites)
     if learn:
         state.params = state.params.with_vector(state.params.to_vector() + step)
     return IterationRecord(it + 1, float(ev), float(total.errors) / rows, float(np.linalg.norm(g))), q
 
 
-def _ep_factor(factor: Factor, result: ChunkResult, minibatch: bool) -> Factor:
-    """EP's q after a pass: the re-summed sites, or with a minibatch the old factor plus its sites' change."""
-    return factor + result.sites_delta if minibatch else result.factor
-
-
-def _map_pass(chunks, state: EPState, source: Posterior, method: str, damping: float, batches,
+def _map_pass(chunks, state: EPState, source: Posterior, method: GPCMethod, damping: float, batches,
               grad: bool, gradient_at: Posterior | None = None) -> tuple[ChunkResult, list | None]:
     """One map over the chunks and the tree sum of their results; lost chunks are placed again (EP's sites
     restart at zero for them) and the pass repeated."""
     client = chunks.client
     for attempt in range(4):
-        sites = state.sites if method == "ep" else [None] * len(chunks.futures)
+        sites = state.sites if method.keeps_sites else [None] * len(chunks.futures)
         # large m: q's four m × m factors go once to each worker (8 MB at m = 500), not inside every chunk's
         # task; small ones ride with the tasks and save the scatter's round trip
         big = source.params.m >= SCATTER_M
@@ -306,22 +254,22 @@ def _map_pass(chunks, state: EPState, source: Posterior, method: str, damping: f
             at = None if at is None else (src if at is source else
                                           client.scatter(at, broadcast=True, hash=False))
         futs = client.map(_pass_task, chunks.futures, sites, batches, source=src,
-                          damping=damping if method == "ep" else 1.0, grad=grad, gradient_at=at,
+                          damping=method.pass_damping(damping), grad=grad, gradient_at=at,
                           pure=False)
         try:
             total = tree_sum(client, futs).result()
-            new = client.map(operator.itemgetter(1), futs, pure=False) if method == "ep" else None
+            new = client.map(operator.itemgetter(1), futs, pure=False) if method.keeps_sites else None
             return total, new
         except (CancelledError, KilledWorker):
             if attempt == 3 or not chunks.replaceable:
                 raise
             lost = [i for i, f in enumerate(chunks.futures) if f.status != "finished"]
             log.warning("daskgp: a worker was lost with %d row chunk(s) during %s; placing them again from "
-                        "the data%s", len(lost), method.upper(),
-                        " (their EP sites restart at zero)" if method == "ep" else "")
+                        "the data%s", len(lost), method.name.upper(),
+                        " (their sites restart at zero)" if method.keeps_sites else "")
             for i, f in zip(lost, chunks.replace(lost) if lost else [], strict=True):
                 chunks.futures[i] = f
-            if method == "ep":
+            if method.keeps_sites:
                 state.sites = [s if s.status == "finished" else client.submit(_zero_sites, chunks.futures[i],
                                                                                pure=False)
                                for i, s in enumerate(state.sites)]

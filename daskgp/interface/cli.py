@@ -11,6 +11,7 @@ import numpy as np
 
 from .._version import __version__
 from ..core.kernels import KERNELS
+from ..gpc import methods as gpc
 from ..mcmc.config import EXACT_WARMUP_MAX_N, WARMUPS, SamplerConfig
 from ..mcmc.samplers import AUTO, get_sampler, sampler_names
 from .cli_advgp import advgp_command
@@ -330,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_argument("--target", default=None, help="label column of --csv or a table (default: the last)")
     gc.add_argument("--features", default=None,
                     help="a table's feature columns, comma-separated (default: all but the target)")
-    gc.add_argument("--method", choices=("ep", "sep", "adf"), default="sep")
+    gc.add_argument("--method", choices=gpc.method_names(), default="sep",
+                    help="; ".join(f"{nm}: {gpc.get_method(nm).label}" for nm in gpc.method_names()))
     gc.add_argument("--inducing", type=int, default=100, help="inducing points m")
     gc.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
                     help="stationary ARD kernel (one lengthscale per feature)")

@@ -21,10 +21,10 @@ from daskgp.gpc.ep import (
     Posterior,
     assemble_gradient,
     chunk_pass,
-    sep_cavity,
     tied_gradient_pass,
 )
 from daskgp.gpc.fit import Adam
+from daskgp.gpc.methods import sep_cavity
 from daskgp.inducing.placement import kmeans_inducing
 
 from ..run_checks import paired, row_log_loss

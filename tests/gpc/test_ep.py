@@ -9,7 +9,8 @@ from scipy.special import log_ndtr
 from sklearn.datasets import load_breast_cancer
 
 from daskgp.core.likelihoods import Probit
-from daskgp.gpc.ep import Factor, GPCParams, Posterior, assemble_gradient, chunk_pass, evidence, sep_cavity
+from daskgp.gpc.ep import Factor, GPCParams, Posterior, assemble_gradient, chunk_pass
+from daskgp.gpc.methods import get_method, sep_cavity
 from daskgp.inducing.placement import kmeans_inducing
 
 from ..sparse.dense_references import dense_kernel
@@ -39,7 +40,7 @@ def _ep(X, y, p, damping=0.8, tol=1e-12, max_iter=1000, sites=None):
 def _evidence_and_gradient(X, y, p, sites=None):
     q, sites = _ep(X, y, p, sites=sites)
     res, _ = chunk_pass(X, y, q, sites, 1.0)
-    return evidence("ep", q, q, res, len(y)), assemble_gradient(q, q, res), sites
+    return get_method("ep").evidence(q, q, res, len(y)), assemble_gradient(q, q, res), sites
 
 
 @pytest.mark.parametrize("v", [1.0, 1.7])
@@ -111,7 +112,7 @@ def test_ep_with_every_point_inducing_is_dense_ep(cancer, monkeypatch, kernel):
     res, _ = chunk_pass(X, y, q, _ep(X, y, p)[1], 1.0, grad=False)
     K = dense_kernel(kernel, X, X, p.variance, p.lengthscales) + 1e-6 * p.variance * np.eye(len(X))
     log_z, mu, Sigma = _dense_ep(K, y)
-    np.testing.assert_allclose(evidence("ep", q, q, res, 60), log_z, atol=1e-5)
+    np.testing.assert_allclose(get_method("ep").evidence(q, q, res, 60), log_z, atol=1e-5)
     Xt = X[:15] + 0.3
     Kt = dense_kernel(kernel, Xt, X, p.variance, p.lengthscales)
     Ks = Kt @ np.linalg.inv(K)
@@ -197,7 +198,7 @@ def test_seps_tied_gradient_is_nearer_the_converged_evidence_than_the_shared_cav
 
     def ev(p, g):
         q, src = Posterior(p, g), Posterior(p, sep_cavity(g, n))
-        return evidence("sep", q, src, chunk_pass(X, y, src, None, 1.0, grad=False)[0], n)
+        return get_method("sep").evidence(q, src, chunk_pass(X, y, src, None, 1.0, grad=False)[0], n)
 
     g = settle(p, Factor.zero(m), 400)
     q, src = Posterior(p, g), Posterior(p, sep_cavity(g, n))
