@@ -19,11 +19,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from dataclasses import fields
 from types import SimpleNamespace
 
 import numpy as np
 
 from ..datasets.loaders import fitted_scaler
+from ..mcmc.config import SamplerConfig
 from ..mcmc.diagnostics import open_run, whole_chains
 from ..mcmc.samplers.settings import legacy_options
 from ..runs.catalog import RunEntry, commit_stamp, describe
@@ -32,6 +34,8 @@ from ..runs.lock import lock_info
 from .dashboard import RunViews
 
 __all__ = ["StoredRun", "pending_run"]
+
+CONFIG_FIELDS = frozenset(f.name for f in fields(SamplerConfig))  # a stored run's own configuration fields
 
 
 def pending_run(entry: RunEntry) -> str | None:
@@ -94,7 +98,7 @@ class StoredRun(RunViews):
         cfg = dt.attrs.get("config", {})
         self.settings = SimpleNamespace(method=cfg.get("method", "sghmc"), n_iter=int(cfg.get("n_iter", 0)),
                                         kernel=cfg.get("kernel", "rbf"), ard=bool(cfg.get("ard", False)),
-                                        options=legacy_options(cfg).get("options") or {})
+                                        options=legacy_options(cfg, CONFIG_FIELDS).get("options") or {})
         self.method = self.settings.method  # a stored run's sampler is resolved ('auto' never stored)
         self.warmup_draws = int(dt.attrs.get("warmup_draws", 0))
         whole = whole_chains(dt)

@@ -314,8 +314,8 @@ class SamplerConfig:
         ValueError naming the closest field, instead of being dropped."""
         import difflib
 
-        d = legacy_options(d)
         known = [f.name for f in fields(cls)]
+        d = legacy_options(d, reserved=set(known))
         for k in d:
             if k not in known:
                 close = difflib.get_close_matches(str(k), known, n=1)

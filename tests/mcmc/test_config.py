@@ -195,3 +195,28 @@ def test_a_methods_setting_given_flat_wins_and_one_of_another_method_is_refused(
         SamplerConfig(method="sghmc", options={"step_start": 0.05}).validate()
     with pytest.raises(ValueError, match="calls for hmc, which has no setting"):
         SamplerConfig.from_dict({"friction": 1.0}).for_rows(500)
+
+
+def test_a_setting_named_like_a_configuration_field_is_given_through_options_only():
+    """A registered sampler may name a setting like one of the run's fields (``seed``): a flat ``seed`` stays
+    the run's, and the sampler's comes from ``options``."""
+    from dataclasses import dataclass
+
+    from daskgp.mcmc.samplers import Sampler, register, unregister
+    from daskgp.mcmc.samplers.settings import setting
+
+    @dataclass(frozen=True)
+    class Clash:
+        seed: int = setting(1, "a sampler's own seed", low=0)
+
+    class ClashSampler(Sampler):
+        name, settings, records = "clashing", Clash, {"seconds": float, "warmup": bool}
+
+    register(ClashSampler())
+    try:
+        cfg = SamplerConfig.from_dict({"method": "clashing", "seed": 5})
+        assert cfg.seed == 5 and cfg.settings == Clash(seed=1)
+        cfg = SamplerConfig.from_dict({"method": "clashing", "seed": 5, "options": {"seed": 7}})
+        assert cfg.seed == 5 and cfg.settings == Clash(seed=7)
+    finally:
+        unregister("clashing")

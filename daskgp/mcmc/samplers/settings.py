@@ -114,14 +114,15 @@ LEGACY_OPTIONS = {"step_start": 0.1, "step_end": 1e-3, "step_gamma": 0.55, "step
                   "freeze_threshold": 0.01, "friction": 1.5, "h_max": 0.7, "noise_budget": 0.5}
 
 
-def legacy_options(d: dict) -> dict:
+def legacy_options(d: dict, reserved=frozenset()) -> dict:
     """A configuration dict with the method's settings given flat — as every configuration of daskgp <= 0.4
     stored them, and as ``sample(..., step_start=…)`` may still name them — moved into ``options`` (where
     they win over what ``options`` already says): the converter that lets every stored 0.4 run resume. A
     0.4 field that is not a setting of the run's method was inert there and goes. With method 'auto', a
     setting of any registered sampler moves (the chosen one's are checked by
     :meth:`daskgp.mcmc.config.SamplerConfig.for_rows`),
-    except 0.4's fields at their 0.4 default."""
+    except 0.4's fields at their 0.4 default. ``reserved``: the configuration's own field names, never
+    taken for a setting (a sampler's setting named like one is given through ``options`` only)."""
     method = d.get("method", AUTO)
     sampler = find_sampler(method)
     if sampler is not None:
@@ -129,7 +130,7 @@ def legacy_options(d: dict) -> dict:
     else:
         own = {f for nm in sampler_names() if get_sampler(nm).settings is not None
                for f in get_sampler(nm).settings.__dataclass_fields__}
-    flat = {k: v for k, v in d.items() if k in own or k in LEGACY_OPTIONS}
+    flat = {k: v for k, v in d.items() if (k in own or k in LEGACY_OPTIONS) and k not in reserved}
     if not flat:
         return d
     out = {k: v for k, v in d.items() if k not in flat}
