@@ -16,7 +16,6 @@ OVERSIZE = {
     "sparse/gplvm.py": 448,
     "mcmc/segments.py": 461,
     "interface/cli_common.py": 461,
-    "mcmc/config.py": 404,
     "datasets/loaders.py": 436,
     "sparse/sgpr.py": 431,
     "datasets/tables.py": 424,

@@ -17,8 +17,8 @@ from ..core.fingerprint import fingerprint
 from ..core.kernels import KERNELS
 from ..core.validation import check_positive
 from ..exact.marginal import SOLVERS
-from .samplers import AUTO, Sampler, default_method, find_sampler, get_sampler, sampler_names
-from .samplers.settings import as_options, checked_settings, legacy_options
+from .samplers import AUTO, Sampler, default_method, find_sampler, get_sampler
+from .samplers.settings import as_options, checked_settings, legacy_options, setting_names
 from .samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK, SGHMC_PRECOND_RANK_LARGE, SGHMC_PROBES
 from .sizing import MAX_CHAINS, check_method_fits, check_run_size
 
@@ -166,9 +166,7 @@ class SamplerConfig:
             return self
         # the stochastic ascent as the warmup asks for a sampler that runs on the same gradients
         method = default_method(n, gradient=self.warmup == "ascent")
-        own = {f for f in get_sampler(method).settings.__dataclass_fields__} \
-            if get_sampler(method).settings is not None else set()
-        foreign = sorted(set(self.options) - own)
+        foreign = sorted(set(self.options) - setting_names(method))
         if foreign:
             raise ValueError(f"the data's size ({n} rows) calls for {method}, which has no setting "
                              f"{foreign}: name the method those settings belong to")
@@ -214,9 +212,7 @@ class SamplerConfig:
         if sampler is not None:
             checked_settings(sampler.settings, self.options, sampler.name)  # ValueError naming the setting
         elif self.options:  # 'auto': each must be some sampler's (for_rows checks the chosen one's)
-            known = {f for nm in sampler_names() if get_sampler(nm).settings is not None
-                     for f in get_sampler(nm).settings.__dataclass_fields__}
-            unknown = sorted(set(self.options) - known)
+            unknown = sorted(set(self.options) - setting_names())
             if unknown:
                 raise ValueError(f"no sampler has the setting(s) {unknown}")
         if self.roulette not in ROULETTES:

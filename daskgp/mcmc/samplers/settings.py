@@ -19,7 +19,7 @@ import numpy as np
 from .registry import AUTO, find_sampler, get_sampler, sampler_names
 
 __all__ = ["setting", "checked_settings", "settings_fields", "setting_type", "flag_name", "as_options",
-           "legacy_options", "LEGACY_OPTIONS"]
+           "legacy_options", "LEGACY_OPTIONS", "setting_names"]
 
 
 def setting(default, help: str, *, low: float | None = None, high: float | None = None,
@@ -34,6 +34,13 @@ def setting(default, help: str, *, low: float | None = None, high: float | None 
 def settings_fields(cls) -> list:
     """The fields of a settings dataclass (``cls`` None: none)."""
     return list(fields(cls)) if cls is not None else []
+
+
+def setting_names(method: str | None = None) -> set[str]:
+    """The names of the settings of the registered sampler ``method``, or (None) of every registered
+    sampler's."""
+    names = sampler_names() if method is None else [method]
+    return {f.name for nm in names for f in settings_fields(get_sampler(nm).settings)}
 
 
 def flag_name(name: str) -> str:
@@ -125,11 +132,7 @@ def legacy_options(d: dict, reserved=frozenset()) -> dict:
     taken for a setting (a sampler's setting named like one is given through ``options`` only)."""
     method = d.get("method", AUTO)
     sampler = find_sampler(method)
-    if sampler is not None:
-        own = set(sampler.settings.__dataclass_fields__) if sampler.settings is not None else set()
-    else:
-        own = {f for nm in sampler_names() if get_sampler(nm).settings is not None
-               for f in get_sampler(nm).settings.__dataclass_fields__}
+    own = setting_names(sampler.name if sampler is not None else None)
     flat = {k: v for k, v in d.items() if (k in own or k in LEGACY_OPTIONS) and k not in reserved}
     if not flat:
         return d
