@@ -13,11 +13,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "daskgp"
 MAX_LINES = 400
 # modules above MAX_LINES today, each at most its size when it was listed; cut one and drop its line
 OVERSIZE = {
-    "sparse/gplvm.py": 448,
+    "sparse/gplvm.py": 438,
     "mcmc/segments.py": 461,
     "interface/cli_common.py": 461,
     "datasets/loaders.py": 436,
-    "sparse/sgpr.py": 431,
     "datasets/tables.py": 424,
     "interface/cli.py": 415,
     "interface/dashboard.py": 412,

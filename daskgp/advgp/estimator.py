@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import RowChunks
 from ..core.fingerprint import data_token
-from ..core.kernels import kernel_name
+from ..core.kernels import ard_kernel, kernel_name
 from ..core.validation import (
     at_least,
     fit_data_or_dask,
@@ -36,14 +36,15 @@ from ..inducing.features import kmn
 from ..inducing.placement import InducingEstimator, kmeans_centres, sample_rows
 from ..inducing.stats import summed_stats
 from ..runs.commit import RunDamaged
+from ..runs.models import Saved, SavedModel
 from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
-from .server import OPTIMIZERS, ParameterServer, ServerCheckpoint
+from .server import OPTIMIZERS, ParameterServer, ServerCheckpoint, UpdateRecord
 from .start import INITS, subset_start
 
 __all__ = ["ADVGPRegressor"]
 
 
-class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
+class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimator):
     """Sparse variational GP regression with a stationary ARD kernel (RBF or Matérn) in ADVGP's weight space,
     fitted by asynchronous delayed proximal gradients on a Dask cluster.
 
@@ -67,7 +68,9 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     Fitted: ``params_`` (ADVGPParams, standardised units), ``n_iter_`` (updates), ``converged_`` (stopped by
     ``tol``), ``records_`` (per update: version, staleness, objective, seconds), ``objective_`` (nats,
     standardised y; with minibatches an estimate), ``gradients_per_partition_``, ``lost_partitions_``,
-    ``start_info_`` (the subset start's bound per row before and after, its iterations), ``n_features_in_``.
+    ``start_info_`` (the subset start's bound per row before and after, its iterations), ``kernel_`` (the
+    fitted kernel object, X and y units), ``noise_variance_`` (y units²), ``n_features_in_``. ``save(path)``
+    and ``ADVGPRegressor.load(path)`` keep a fitted model (:mod:`daskgp.runs.models`).
     """
 
     def __init__(self, n_inducing: int = 100, max_iter: int = 5000, tol: float | None = 1e-4, tau: int = 0,
@@ -180,9 +183,53 @@ class ADVGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         self.lost_partitions_ = server.lost
         self.gradients_per_partition_ = list(server.gradients)
         self.n_train_ = n
+        self._set_units()
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
         return self
+
+    def _set_units(self) -> None:
+        """``kernel_`` and ``noise_variance_`` in the data's units, from ``params_`` (standardised)."""
+        p = self.params_
+        self.kernel_ = ard_kernel(p.kernel, p.variance * self.y_scale_**2, p.lengthscales * self.x_scale_)
+        self.noise_variance_ = p.noise * self.y_scale_**2
+
+    def _fitted_state(self) -> Saved:
+        p, rec = self.params_, self.records_
+        arrays = {"Z": p.Z, "lengthscales": p.lengthscales, "mu": p.mu, "U": p.U,
+                  "x_mean": self.x_mean_, "x_scale": self.x_scale_,
+                  "gradients_per_partition": np.asarray(self.gradients_per_partition_, dtype=np.int64),
+                  "record_version": np.array([r.version for r in rec], dtype=np.int64),
+                  "record_objective": np.array([r.objective for r in rec], dtype=float),
+                  "record_seconds": np.array([r.seconds for r in rec], dtype=float),
+                  "record_partition": np.array([r.partition for r in rec], dtype=np.int64),
+                  "record_staleness": np.array([s for r in rec for s in r.staleness], dtype=np.int64),
+                  "record_contributions": np.array([len(r.staleness) for r in rec], dtype=np.int64)}
+        values = {"variance": p.variance, "noise": p.noise, "feature_map": p.feature_map, "groups": p.groups,
+                  "kernel": p.kernel, "y_mean": self.y_mean_, "y_scale": self.y_scale_,
+                  "n_iter": self.n_iter_,
+                  "converged": bool(self.converged_), "objective": self.objective_,
+                  "lost_partitions": int(self.lost_partitions_), "n_train": self.n_train_,
+                  "start_info": getattr(self, "start_info_", {})}
+        return Saved({}, arrays, values)
+
+    def _restore_fitted(self, saved: Saved) -> None:
+        a, v = saved.arrays, saved.values
+        self.params_ = ADVGPParams(a["Z"], v["variance"], a["lengthscales"], v["noise"], a["mu"], a["U"],
+                                   v["feature_map"], v["groups"], v["kernel"])
+        self.x_mean_, self.x_scale_ = a["x_mean"], a["x_scale"]
+        self.y_mean_, self.y_scale_ = v["y_mean"], v["y_scale"]
+        ends = np.cumsum(a["record_contributions"])
+        self.records_ = [UpdateRecord(int(ver), [int(s) for s in a["record_staleness"][e - c:e]], float(obj),
+                                      float(sec), int(part))
+                         for ver, obj, sec, part, c, e in zip(a["record_version"], a["record_objective"],
+                                                              a["record_seconds"], a["record_partition"],
+                                                              a["record_contributions"], ends, strict=True)]
+        self.gradients_per_partition_ = [int(g) for g in a["gradients_per_partition"]]
+        self.n_iter_, self.converged_, self.objective_ = v["n_iter"], v["converged"], v["objective"]
+        self.lost_partitions_, self.n_train_ = v["lost_partitions"], v["n_train"]
+        self.start_info_ = v["start_info"]
+        self._set_units()
 
     def _settings_key(self, seed: int, r: int) -> str:
         return (f"m={int(self.n_inducing)}|map={self.feature_map}|groups={int(self.groups)}|partitions={r}"

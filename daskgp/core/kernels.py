@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from array_api_compat import array_namespace
 
-__all__ = ["Kernel", "RBF", "Matern32", "Matern52", "make_kernel", "kernel_name", "KERNELS"]
+__all__ = ["Kernel", "RBF", "Matern32", "Matern52", "make_kernel", "ard_kernel", "kernel_name", "KERNELS"]
 
 
 def _as_positive(name: str, value) -> np.ndarray:
@@ -263,6 +263,13 @@ def make_kernel(name: str, *, variance=1.0, lengthscale=1.0, ard: bool = False, 
             raise ValueError("an ARD kernel needs n_dims (or one lengthscale per dimension)")
         ell = np.full(n_dims, ell[0])
     return cls(variance=variance, lengthscale=ell, ard=ard)
+
+
+def ard_kernel(name: str, variance, lengthscales) -> Kernel:
+    """The kernel named ``name`` with variance ``variance`` and one lengthscale per input dimension (the
+    (d,) array ``lengthscales``, d = 1 included): what a fitted estimator's ``kernel_`` is."""
+    return make_kernel(name, variance=variance, lengthscale=np.atleast_1d(lengthscales), ard=True,
+                       n_dims=np.size(lengthscales))
 
 
 def kernel_name(kernel) -> str:

@@ -23,7 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import RowChunks
-from ..core.kernels import kernel_name
+from ..core.kernels import ard_kernel, kernel_name
 from ..core.validation import (
     at_least,
     fit_data,
@@ -33,8 +33,9 @@ from ..core.validation import (
     standardising_moments,
 )
 from ..inducing.placement import InducingEstimator, kmeans_inducing
+from ..runs.models import Saved, SavedModel
 from .ep import Factor, GPCParams, Posterior
-from .fit import Adam, EPState, GPCCheckpoint, collapsed, run_ep
+from .fit import Adam, EPState, GPCCheckpoint, IterationRecord, collapsed, run_ep
 from .methods import get_method, method_names
 
 __all__ = ["SparseGPClassifier"]
@@ -56,7 +57,7 @@ class _RegisteredMethods(StrOptions):
         pass
 
 
-class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
+class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEstimator):
     """Sparse GP classification (probit likelihood, FITC, a stationary ARD kernel) by expectation propagation.
 
     n_inducing: m; method: a registered update (:func:`daskgp.gpc.methods.method_names`): 'ep' (a site per
@@ -76,7 +77,9 @@ class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
     q(u)), ``evidence_`` (nats; the log evidence approximation of the last iteration), ``records_`` (per
     iteration: evidence, training error, gradient norm), ``n_iter_``, ``n_features_in_``,
     ``best_iteration_`` (the iteration whose q the model keeps: the last, unless the fit broke down or its
-    evidence collapsed — then the best, with a ConvergenceWarning).
+    evidence collapsed — then the best, with a ConvergenceWarning), ``kernel_`` (the fitted kernel object:
+    lengthscales in X units, the variance in latent units). ``save(path)`` and
+    ``SparseGPClassifier.load(path)`` keep a fitted model (:mod:`daskgp.runs.models`).
     """
 
     def __init__(self, n_inducing: int = 100, method: str = "sep", max_iter: int = 250,
@@ -221,9 +224,42 @@ class SparseGPClassifier(InducingEstimator, ClassifierMixin, BaseEstimator):
         self.n_iter_ = len(state.records)
         self.best_iteration_ = self.n_iter_
         self._keep_best(state, broke, batch=self.batch_size is None or self.batch_size >= n)
+        self._set_units()
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
         return self
+
+    def _set_units(self) -> None:
+        p = self.params_
+        self.kernel_ = ard_kernel(p.kernel, p.variance, p.lengthscales * self.x_scale_)
+
+    def _fitted_state(self) -> Saved:
+        p, rec = self.params_, self.records_
+        arrays = {"Z": p.Z, "lengthscales": p.lengthscales, "factor_T": self.factor_.T,
+                  "factor_c": self.factor_.c, "x_mean": self.x_mean_, "x_scale": self.x_scale_,
+                  "record_iteration": np.array([r.iteration for r in rec], dtype=np.int64),
+                  "record_evidence": np.array([r.evidence for r in rec], dtype=float),
+                  "record_train_error": np.array([r.train_error for r in rec], dtype=float),
+                  "record_grad_norm": np.array([r.grad_norm for r in rec], dtype=float)}
+        values = {"variance": p.variance, "kernel": p.kernel, "evidence": self.evidence_,
+                  "n_iter": self.n_iter_, "best_iteration": self.best_iteration_}
+        if self.classes_.dtype.kind in "biuf":  # labels keep their type: numbers as an array, text as text
+            arrays["classes"] = self.classes_
+        else:
+            values["classes"] = [str(c) for c in self.classes_]
+        return Saved({}, arrays, values)
+
+    def _restore_fitted(self, saved: Saved) -> None:
+        a, v = saved.arrays, saved.values
+        self.classes_ = a["classes"] if "classes" in a else np.asarray(v["classes"])
+        self.params_ = GPCParams(a["Z"], v["variance"], a["lengthscales"], v["kernel"])
+        self.factor_ = Factor(a["factor_T"], a["factor_c"])
+        self.x_mean_, self.x_scale_ = a["x_mean"], a["x_scale"]
+        self.records_ = [IterationRecord(int(i), float(e), float(t), float(g)) for i, e, t, g in
+                         zip(a["record_iteration"], a["record_evidence"], a["record_train_error"],
+                             a["record_grad_norm"], strict=True)]
+        self.evidence_, self.n_iter_, self.best_iteration_ = v["evidence"], v["n_iter"], v["best_iteration"]
+        self._set_units()
 
     def _checkpoint_key(self, X, ypm, seed: int) -> str:
         """What a checkpoint must match: the data (:func:`daskgp.core.fingerprint.data_token`) and every

@@ -19,15 +19,29 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ..core.kernels import Kernel, kernel_name, make_kernel
+from ..core.kernels import Kernel, ard_kernel, kernel_name, make_kernel
 from ..core.validation import ValidatedParams, at_least, fit_data, new_data, real_in, seed_from
-from ..datasets import scaler_meta
+from ..datasets import fitted_scaler, scaler_meta
 from ..exact.predict import predictive
+from ..runs.models import Saved, SavedModel
 from .chains import sample
 from .config import SamplerConfig, fingerprint
 from .diagnostics import open_run, post_warmup, run_fidelity, run_summary
 
 __all__ = ["BayesianGPRegressor", "thinned_log_draws"]
+
+
+def _plain(value):
+    """A run's attributes as plain data (numpy scalars and arrays as numbers and lists)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def thinned_log_draws(dt, n_draws: int) -> np.ndarray:
@@ -40,7 +54,7 @@ def thinned_log_draws(dt, n_draws: int) -> np.ndarray:
     return np.log(flat[idx])
 
 
-class BayesianGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
+class BayesianGPRegressor(SavedModel, ValidatedParams, RegressorMixin, BaseEstimator):
     """Zero-mean GP regression with hyperparameters integrated out by MCMC.
 
     kernel: 'rbf' | 'matern32' | 'matern52' (``ard``: one lengthscale per input) or a kernel object of
@@ -62,7 +76,11 @@ class BayesianGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
     ``x_scale_`` (d,), ``y_mean_`` and ``y_scale_`` (the standardising moments, named as in every daskgp
     regressor; also as scikit-learn scalers ``x_scaler_``, ``y_scaler_``), ``X_train_``/``y_train_``
     (standardised), ``param_names_``, ``n_iter_`` (iterations per chain, warmup included),
-    ``n_features_in_`` and, for DataFrames, ``feature_names_in_``.
+    ``n_features_in_`` and, for DataFrames, ``feature_names_in_``, ``kernel_`` (the kernel at the posterior
+    median of the hyperparameters, X and y units, one lengthscale per feature) and ``noise_variance_`` (its
+    noise, y units²).
+    ``save(path)`` and ``BayesianGPRegressor.load(path)`` keep a fitted model with its run's draws in one
+    file (:mod:`daskgp.runs.models`); :meth:`from_run` reads a run's store.
     """
 
     def __init__(self, kernel="rbf", ard: bool = False, method: str = "auto", n_chains: int = 4,
@@ -167,6 +185,39 @@ class BayesianGPRegressor(ValidatedParams, RegressorMixin, BaseEstimator):
         self.n_iter_ = int(self.run_["posterior"].sizes["draw"])
         if "warmup_posterior" in self.run_.children:
             self.n_iter_ += int(self.run_["warmup_posterior"].sizes["draw"])
+        self._set_units()
+
+    def _set_units(self) -> None:
+        """``kernel_`` and ``noise_variance_`` at the posterior median of the kept draws, in the data's units
+        (the run's parameters are log variance, log lengthscale(s) and log noise of the standardised data)."""
+        cfg = self.run_.attrs["config"]
+        post = post_warmup(self.run_)[0]["posterior"].to_dataset()
+        med = {nm: float(np.nanmedian(post[nm].values)) for nm in self.param_names_}
+        ls = np.array([med[nm] for nm in self.param_names_ if nm.startswith("lengthscale")])
+        # one lengthscale per feature: an isotropic kernel of standardised inputs is ARD in X's units
+        self.kernel_ = ard_kernel(cfg["kernel"], med["variance"] * self.y_scale_**2, ls * self.x_scale_)
+        self.noise_variance_ = med["noise"] * self.y_scale_**2
+
+    def _fitted_state(self) -> Saved:
+        groups = {g: self.run_[g].to_dataset() for g in self.run_.children}
+        values = {"y_mean": self.y_mean_, "y_scale": self.y_scale_, "n_iter": self.n_iter_,
+                  "param_names": self.param_names_, "run_attrs": _plain(dict(self.run_.attrs))}
+        arrays = {"X_train": self.X_train_, "y_train": self.y_train_, "log_draws": self.log_draws_,
+                  "x_mean": self.x_mean_, "x_scale": self.x_scale_}
+        return Saved({}, arrays, values, groups)
+
+    def _restore_fitted(self, saved: Saved) -> None:
+        import xarray as xr
+
+        a, v = saved.arrays, saved.values
+        n = len(a["y_train"])
+        self._set_scalers(fitted_scaler(a["x_mean"], a["x_scale"], n),
+                          fitted_scaler([v["y_mean"]], [v["y_scale"]], n))
+        self.run_ = xr.DataTree.from_dict({f"/{g}": ds for g, ds in saved.groups.items()})
+        self.run_.attrs.update(v["run_attrs"])
+        self.X_train_, self.y_train_, self.log_draws_ = a["X_train"], a["y_train"], a["log_draws"]
+        self.param_names_, self.n_iter_ = list(v["param_names"]), int(v["n_iter"])
+        self._set_units()
 
     def predictive(self, X):
         """The mixture predictive at X (m, d) as an xarray Dataset (mean, sd, lower, upper, …; y units)."""

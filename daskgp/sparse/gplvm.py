@@ -35,7 +35,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError, aligned
-from ..core.kernels import kernel_name
+from ..core.kernels import ard_kernel, kernel_name
 from ..core.validation import (
     ValidatedParams,
     at_least,
@@ -46,59 +46,17 @@ from ..core.validation import (
     seed_from,
 )
 from ..inducing.placement import kmeans_inducing
-from ..runs.commit import CHECKPOINT, RunDamaged
-from ..runs.fits import FitStore
+from ..inducing.stats import SuffStats
+from ..runs.models import Saved, SavedModel
 from .bound import GlobalParams, bound_and_grads
 from .chunks import ChunkedRows, LocalRows
 from .fit import SparsePosterior, fit_global
+from .gplvm_checkpoint import GPLVMCheckpoint
 from .gplvm_points import new_points
 
 __all__ = ["BayesianGPLVM", "GPLVMCheckpoint"]
 
 log = logging.getLogger(__name__)
-_INFO_KEYS = ("n_evaluations", "seconds_evaluating", "local_steps_undone", "seconds_local")
-
-
-class GPLVMCheckpoint(FitStore):
-    """A GPLVM fit after its last finished round (global step + local step), in a fit checkpoint folder
-    (:class:`daskgp.runs.fits.FitStore`: one JSON commit of plain data with a digest, the previous commit,
-    the writer's lock): the global parameters' vector, every point's q(x_i) (μ, S: n × q each, gathered from
-    the workers in chunk order), the bound trace, the fit's wall seconds at each of its points (for readers
-    such as the dashboard; not read back by a resume's fit except to continue the clock) and its counters."""
-
-    kind = "daskgp.gplvm-checkpoint"
-    what = "GPLVM"
-
-    def write(self, key: str, rounds: int, theta: GlobalParams, mu, S, trace, info: dict,
-              seconds=None) -> None:
-        state = {"theta": theta.to_vector(), "mu": np.asarray(mu, float), "S": np.asarray(S, float),
-                 "trace": np.asarray(trace, float), "info": {k: info[k] for k in _INFO_KEYS}}
-        if seconds is not None and len(seconds) == len(trace):
-            state["seconds"] = np.asarray(seconds, float)
-        self.commit(key, rounds, state)
-
-    def seconds(self) -> list[float]:
-        """The wall seconds the committed trace recorded (none from a checkpoint of daskgp <= 0.5)."""
-        _, st = self.read_state(None)
-        secs = np.asarray(st.get("seconds", []), float)
-        return [float(t) for t in secs] if secs.shape == np.shape(st.get("trace")) else []
-
-    def read(self, key: str, n: int, q: int, m: int):
-        """(rounds done, θ, μ (n, q), S (n, q), trace, info) committed for ``key``. Raises
-        FileNotFoundError without a checkpoint, ValueError (one line naming the file) when it is damaged or
-        belongs to other data or settings."""
-        rounds, st = self.read_state(key)
-        try:
-            v, mu, S = (np.asarray(st[k], float) for k in ("theta", "mu", "S"))
-            trace = [float(t) for t in np.asarray(st["trace"], float)]
-            if v.shape != (m * q + q + 2,) or mu.shape != (n, q) or S.shape != (n, q):
-                raise ValueError("parameters of the wrong shape")
-            if not (np.all(np.isfinite(v)) and np.all(np.isfinite(mu)) and np.all(S > 0)):
-                raise ValueError("non-finite parameters or non-positive variances")
-            info = {k: float(st["info"][k]) for k in _INFO_KEYS}
-        except (KeyError, TypeError, ValueError) as e:
-            raise RunDamaged(f"{self.path}/{CHECKPOINT} holds {e}: start afresh without resuming") from None
-        return rounds, GlobalParams.from_vector(v, m, q), mu, S, trace, info
 
 
 def _gram_task(chunk) -> np.ndarray:
@@ -146,7 +104,7 @@ def _principal_latents(rows: list, q: int, S0: float = 0.1) -> np.ndarray:
     return rows[0].field("mu")
 
 
-class BayesianGPLVM(ValidatedParams, TransformerMixin, BaseEstimator):
+class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator):
     """Bayesian GPLVM with an RBF-ARD kernel over ``n_components`` latent dimensions, fitted on a Dask
     cluster with the local parameters kept on the workers.
 
@@ -160,7 +118,9 @@ class BayesianGPLVM(ValidatedParams, TransformerMixin, BaseEstimator):
     ``bound_`` and ``bound_trace_`` (nats, standardised Y; one entry per global iteration and per local
     step), ``trace_seconds_`` (the fit's wall seconds at each entry of the trace, s; NaN for entries of a
     resumed checkpoint that did not record them), ``lengthscales_`` (q,) (large = a latent dimension
-    switched off), ``fit_info_``.
+    switched off), ``noise_variance_`` (Y units²), ``kernel_`` (the fitted kernel object over the latent
+    space: variance in Y units², lengthscales in latent units), ``fit_info_``. ``save(path)`` and
+    ``BayesianGPLVM.load(path)`` keep a fitted model (:mod:`daskgp.runs.models`).
     """
 
     def __init__(self, n_components: int = 2, n_inducing: int = 30, n_outer: int = 10, global_iter: int = 20,
@@ -293,16 +253,45 @@ class BayesianGPLVM(ValidatedParams, TransformerMixin, BaseEstimator):
         info["seconds"] = time.perf_counter() - t_start
         self.params_, self.bound_trace_, self.fit_info_ = theta, trace, info
         self.trace_seconds_ = secs[:len(trace)]
-        self.bound_ = bound_and_grads(stats, theta, grads=False)
         self.stats_ = stats
         self.A_cols_ = n * (sd / self.y_scale_) ** 2  # Σ_i Ys_ij², from the moments
-        self.posterior_ = SparsePosterior.from_stats(theta, stats)
-        self.lengthscales_ = theta.lengthscales
-        self.noise_variance_ = self.y_scale_**2 * theta.noise
         self.n_features_in_ = p
+        self._set_fitted()
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
         return self
+
+    def _set_fitted(self) -> None:
+        """What follows from ``params_``, ``stats_`` and the moments: the bound, q(u), the units."""
+        theta = self.params_
+        self.bound_ = bound_and_grads(self.stats_, theta, grads=False)
+        self.posterior_ = SparsePosterior.from_stats(theta, self.stats_)
+        self.lengthscales_ = theta.lengthscales
+        self.noise_variance_ = self.y_scale_**2 * theta.noise
+        self.kernel_ = ard_kernel(theta.kernel, theta.variance * self.y_scale_**2, theta.lengthscales)
+
+    def _fitted_state(self) -> Saved:
+        theta, st = self.params_, self.stats_
+        arrays = {"Z": theta.Z, "lengthscales": theta.lengthscales, "embedding": self.embedding_,
+                  "embedding_var": self.embedding_var_, "y_mean": self.y_mean_, "A_cols": self.A_cols_,
+                  "stats_C": st.C, "stats_D": st.D, "bound_trace": np.asarray(self.bound_trace_, float),
+                  "trace_seconds": np.asarray(self.trace_seconds_, float)}
+        values = {"variance": theta.variance, "noise": theta.noise, "kernel": theta.kernel,
+                  "y_scale": self.y_scale_, "stats": [st.n, st.A, st.B, st.KL], "fit_info": self.fit_info_}
+        return Saved({}, arrays, values)
+
+    def _restore_fitted(self, saved: Saved) -> None:
+        a, v = saved.arrays, saved.values
+        self.params_ = GlobalParams(a["Z"], v["variance"], a["lengthscales"], noise=v["noise"],
+                                    kernel=v["kernel"])
+        n, A, B, KL = v["stats"]
+        self.stats_ = SuffStats(int(n), A, B, a["stats_C"], a["stats_D"], KL)
+        self.embedding_, self.embedding_var_ = a["embedding"], a["embedding_var"]
+        self.y_mean_, self.y_scale_, self.A_cols_ = a["y_mean"], v["y_scale"], a["A_cols"]
+        self.bound_trace_ = [float(b) for b in a["bound_trace"]]
+        self.trace_seconds_ = [float(t) for t in a["trace_seconds"]]
+        self.fit_info_ = v["fit_info"]
+        self._set_fitted()
 
     def _open_checkpoint(self, checkpoint, resume: bool, Y, seed: int):
         """(the checkpoint or None, its key, 0) after checking ``checkpoint`` against ``resume``."""

@@ -11,6 +11,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.validation import ValidatedParams, at_least, fit_data, new_data
+from ..runs.models import Saved, SavedModel, params_from_plain, plain_params
 from .gplvm import BayesianGPLVM
 
 __all__ = ["GPLVMClassifier"]
@@ -20,10 +21,14 @@ def _fit_in_process(params: dict, Y) -> BayesianGPLVM:
     return BayesianGPLVM(**params).fit(Y, client="in-process")
 
 
-class GPLVMClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
+class GPLVMClassifier(SavedModel, ValidatedParams, ClassifierMixin, BaseEstimator):
     """One Bayesian GPLVM density model per class; a new row goes to the class whose model gains most in its
     bound from it, plus the log prior of the class (Gal et al. 2014, MNIST). ``gplvm_params``: keyword
-    arguments of every :class:`BayesianGPLVM`."""
+    arguments of every :class:`BayesianGPLVM`.
+
+    Fitted: ``classes_``, ``log_prior_`` (K,), ``models_`` (one fitted :class:`BayesianGPLVM` per class, each
+    with its ``kernel_``), ``n_features_in_``. ``save(path)`` and ``GPLVMClassifier.load(path)`` keep a
+    fitted model, every class's GPLVM in the one file (:mod:`daskgp.runs.models`)."""
 
     def __init__(self, gplvm_params: dict | None = None, n_iter: int = 30, scheduler: str | None = None):
         self.gplvm_params, self.n_iter, self.scheduler = gplvm_params, n_iter, scheduler
@@ -54,6 +59,36 @@ class GPLVMClassifier(ValidatedParams, ClassifierMixin, BaseEstimator):
             futures = [c.submit(_fit_in_process, params, X[y == k], pure=False) for k in self.classes_]
             self.models_ = c.gather(futures)
         return self
+
+    def _fitted_state(self) -> Saved:
+        arrays, models = {"log_prior": self.log_prior_}, []
+        for k, m in enumerate(self.models_):
+            saved = m._fitted_state()
+            arrays.update({f"class{k}.{name}": a for name, a in saved.arrays.items()})
+            models.append({"params": plain_params({name: v for name, v in m.get_params().items()
+                                                   if name != "scheduler"}),
+                           "values": saved.values})
+        values = {"models": models}
+        if self.classes_.dtype.kind in "biuf":  # labels keep their type: numbers as an array, text as text
+            arrays["classes"] = self.classes_
+        else:
+            values["classes"] = [str(c) for c in self.classes_]
+        return Saved({}, arrays, values)
+
+    def _restore_fitted(self, saved: Saved) -> None:
+        a, v = saved.arrays, saved.values
+        self.classes_ = a["classes"] if "classes" in a else np.asarray(v["classes"])
+        self.log_prior_ = a["log_prior"]
+        self.models_ = []
+        for k, spec in enumerate(v["models"]):
+            m = BayesianGPLVM(**params_from_plain(spec["params"]), scheduler=self.scheduler)
+            prefix = f"class{k}."
+            mine = {name[len(prefix):]: x for name, x in a.items() if name.startswith(prefix)}
+            m._restore_fitted(Saved({}, mine, spec["values"]))
+            m.n_features_in_ = int(v["n_features_in"])
+            self.models_.append(m)
+        if len(self.models_) != len(self.classes_):
+            raise ValueError(f"{len(self.models_)} models for {len(self.classes_)} classes")
 
     def _joint_log_scores(self, X, client=None) -> np.ndarray:
         """(n, K) approximate log p(x | class) + log p(class) (nats)."""

@@ -27,7 +27,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.files import MANIFEST, MARK, array_digest, check_destination, replaced_atomically
-from ..core.kernels import kernel_name
+from ..core.kernels import ard_kernel, kernel_name
 from ..core.validation import (
     at_least,
     fit_data_or_dask,
@@ -38,15 +38,14 @@ from ..core.validation import (
 )
 from ..inducing.features import GlobalParams
 from ..inducing.placement import InducingEstimator, kmeans_centres, sample_rows
+from ..runs.models import store_format
 from .bound import bound_and_grads
 from .chunks import ChunkedRows
 from .fit import INITS, FitCheckpoint, ReplayDiverged, SparsePosterior, fit_global, subset_start
+from .sgpr_file import MODEL_FORMAT, attrs_digest, read_saved
 
 __all__ = ["SparseGPRegressor"]
 
-# of the saved model (``save`` / ``load``); 3: digests of every variable, coordinate and attribute load reads;
-# 2: the noise as a variance, digests of the data variables; 1 (daskgp 0.3, the noise's precision) still read
-MODEL_FORMAT = 3
 
 
 class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
@@ -67,7 +66,8 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     this process: fewer passes over all rows when each is minutes; :func:`daskgp.sparse.fit.subset_start`).
 
     Fitted attributes: ``params_`` (GlobalParams, standardised units), ``inducing_points_`` (m, d) and
-    ``lengthscales_`` (d,) in X units, ``kernel_variance_`` and ``noise_variance_`` in y units², ``bound_``
+    ``lengthscales_`` (d,) in X units, ``kernel_variance_`` and ``noise_variance_`` in y units², ``kernel_``
+    (the fitted kernel object in those units), ``bound_``
     (nats, standardised y), ``bound_trace_``, ``iteration_seconds_`` (the fit's wall seconds at each
     iteration, s; NaN where an older checkpoint did not record them), ``n_iter_`` (L-BFGS-B iterations,
     those before a resume included), ``fit_info_``, ``start_info_`` (the subset start's bound per row before
@@ -227,6 +227,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         self.lengthscales_ = theta.lengthscales * sx
         self.kernel_variance_ = theta.variance * sy**2
         self.noise_variance_ = sy**2 * theta.noise
+        self.kernel_ = ard_kernel(theta.kernel, self.kernel_variance_, self.lengthscales_)
 
     def _checkpoint_key(self, X, y, seed: int) -> str:
         """What a checkpoint must match: the data (:func:`daskgp.core.fingerprint.data_token`) and the
@@ -310,7 +311,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             ds.attrs["start_info"] = json.dumps(self.start_info_)
         ds.attrs[MARK] = ds.attrs["model"]
         ds.attrs["digests"] = json.dumps({str(k): array_digest(v.values) for k, v in ds.variables.items()})
-        ds.attrs["attrs_digest"] = _attrs_digest(ds.attrs)
+        ds.attrs["attrs_digest"] = attrs_digest(ds.attrs)
         return ds
 
     def _iteration_seconds(self) -> np.ndarray:
@@ -322,7 +323,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         """Write the fitted model to ``path``: netCDF (``.nc``) or zarr (``.zarr``), atomically (a finished
         file or none). :meth:`load` reads it back as a fitted estimator."""
         path = os.fspath(path)
-        fmt = _store_format(path)
+        fmt = store_format(path)
         check_destination(path, "daskgp.SparseGPRegressor", overwrite=overwrite, flag="path")
         ds = self.to_dataset()
         if fmt == "zarr":  # the nodes it writes: an overwrite later replaces a store holding these only
@@ -334,25 +335,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     def load(cls, path) -> SparseGPRegressor:
         """A fitted estimator from :meth:`save` (or ``daskgp sgpr``'s results file). Raises ValueError, naming
         the file, for anything else."""
-        path = os.fspath(path)
-        fmt = _store_format(path)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"no saved model at {path}")
-        try:
-            ds = xr.load_dataset(path) if fmt == "netcdf" else xr.open_zarr(path, consolidated=None).load()
-        except Exception as e:  # a truncated or foreign file: the readers raise many kinds
-            raise ValueError(f"{path} is not a readable {fmt} file ({type(e).__name__}: {e})") from None
-        if ds.attrs.get("model") != "daskgp.SparseGPRegressor":
-            raise ValueError(f"{path} holds no daskgp SparseGPRegressor (attribute 'model' is "
-                             f"{ds.attrs.get('model')!r})")
-        try:
-            fmt_no = int(ds.attrs.get("model_format", 0))
-        except (TypeError, ValueError):
-            fmt_no = 0
-        if fmt_no not in (1, 2, MODEL_FORMAT):
-            raise ValueError(f"{path} has model format {ds.attrs.get('model_format')}; this daskgp reads "
-                             f"formats 1 to {MODEL_FORMAT}")
-        _check_digests(ds, path, fmt_no)
+        ds, fmt_no = read_saved(path)
         try:
             est = cls(**json.loads(ds.attrs["params"]))
             # format 1 (daskgp 0.3) kept the noise as its precision
@@ -373,59 +356,3 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             est.feature_names_in_ = np.asarray(names, dtype=object)
         est._set_fitted(post, ds.attrs["bound"])
         return est
-
-
-# what load() reads from a saved model's attributes: covered by its digest (format 3)
-_LOAD_ATTRS = ("model", "model_format", "bound", "n_train", "n_inducing", "variance_std", "noise_std",
-               "y_mean", "y_scale", "params", "fit_info")
-
-
-def _attrs_digest(attrs) -> str:
-    """A digest of the attributes :meth:`SparseGPRegressor.load` reads, as plain text (numbers by their
-    ``repr``, so a value read back from netCDF or zarr as a numpy scalar gives the same text)."""
-    import hashlib
-
-    def plain(v):
-        if isinstance(v, bool | np.bool_):
-            return repr(bool(v))
-        if isinstance(v, int | np.integer):
-            return repr(int(v))
-        if isinstance(v, float | np.floating):
-            return repr(float(v))
-        return repr(str(v))
-
-    text = "\n".join(f"{k}={plain(attrs[k]) if k in attrs else '<absent>'}" for k in _LOAD_ATTRS)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-
-def _check_digests(ds: xr.Dataset, path: str, fmt_no: int) -> None:
-    """Refuse, naming what differs, a saved model whose arrays or attributes are not what was saved. The
-    digests are mandatory from format 2 on (daskgp >= 0.6 wrote them always); format 3 also covers the
-    coordinates (the feature names) and the attributes load reads (y's scale and mean, the noise, the
-    parameters). Format 1 (daskgp 0.3) had none and is read as it is."""
-    raw = ds.attrs.get("digests")
-    if raw is None and fmt_no >= 2:
-        raise ValueError(f"{path} has no digests (every model of format {fmt_no} was saved with them): it "
-                         "was altered or is not a daskgp model; save the model again")
-    try:
-        digests = json.loads(raw) if raw is not None else {}
-    except (TypeError, ValueError):
-        digests = None
-    bad = (["digests"] if not isinstance(digests, dict) else
-           [k for k, h in digests.items() if k not in ds.variables or array_digest(ds[k].values) != h])
-    if fmt_no >= 3:  # (variables a results file adds beside the model, such as its test predictions, are not
-        # read by load and carry no digest)
-        bad += [k for k in ("feature", "iteration") if isinstance(digests, dict) and k not in digests]
-        if ds.attrs.get("attrs_digest") != _attrs_digest(ds.attrs):
-            bad.append("the attributes")
-    if bad:
-        raise ValueError(f"{path} is damaged: {', '.join(bad)} differ from what was saved (a lost or "
-                         "altered chunk or value); save the model again")
-
-
-def _store_format(path: str) -> str:
-    if path.endswith((".nc", ".nc4", ".netcdf")):
-        return "netcdf"
-    if path.rstrip("/").endswith(".zarr"):
-        return "zarr"
-    raise ValueError(f"a saved model is a netCDF file (.nc) or a zarr store (.zarr), got {path}")

@@ -29,6 +29,7 @@ WRITERS = {
     "daskgp.interface.doctor:doctor_command": f"{RULE}: --json, check_out_path",
     "daskgp.mcmc.diagnostics:save_netcdf": f"{RULE}: check_destination",
     "daskgp.sparse.sgpr:SparseGPRegressor.save": f"{RULE}: check_destination",
+    "daskgp.runs.models:write_model": f"{RULE}: check_destination (every estimator's save)",
     # a run: check_new_run_path before its staging folder exists; then only inside the run it holds
     "daskgp.runs.draws:DrawStore.create": f"{RULE}: check_new_run_path (sample, before any work)",
     "daskgp.runs.draws:DrawStore.append": "inside the run it created and holds the lock of",

@@ -1,0 +1,201 @@
+"""One contract every daskgp estimator keeps (issue 57, item 4): ``fit(X, y)`` on a real data set, then
+``save`` to netCDF and to zarr and ``load`` back to a fitted estimator that predicts bit-identically (the
+same numbers, not close ones), with a fitted ``kernel_`` (a kernel object of :mod:`daskgp.core.kernels` in
+the data's units) and its fitted attributes restored; a saved file of another estimator, a damaged copy and
+an overwrite of a file daskgp did not write are refused in one line naming the file.
+
+Data: concrete's rows (regression, ``../shared/data``), scikit-learn's breast cancer set (classification)
+and its digits (the GPLVMs), each cut to a few hundred rows: the contract is about the files, not the fits.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_digits
+
+import daskgp as dg
+from daskgp.core.kernels import Kernel
+
+pytestmark = pytest.mark.cluster
+
+
+def _regression(concrete):
+    return concrete.X[:300], concrete.y[:300]
+
+
+def _classification():
+    d = load_breast_cancer()
+    return d.data[:300, :5], d.target[:300]
+
+
+def _digits(two_classes: bool):
+    d = load_digits()
+    keep = np.isin(d.target, [0, 1]) if two_classes else d.target == 0
+    return d.data[keep][:120], d.target[keep][:120]
+
+
+# (estimator, data, the outputs that must be identical after a round trip, fitted attributes to compare)
+CASES = {
+    "SparseGPRegressor": (lambda: dg.SparseGPRegressor(n_inducing=10, max_iter=5), "regression",
+                          ["predict"], ["bound_", "noise_variance_", "n_iter_"]),
+    "ADVGPRegressor": (lambda: dg.ADVGPRegressor(n_inducing=10, max_iter=20), "regression",
+                       ["predict"], ["objective_", "n_iter_", "converged_", "gradients_per_partition_"]),
+    "SparseGPClassifier": (lambda: dg.SparseGPClassifier(n_inducing=8, max_iter=4), "classification",
+                           ["predict_proba", "predict"],
+                           ["evidence_", "n_iter_", "best_iteration_", "classes_"]),
+    "BayesianGPRegressor": (lambda: dg.BayesianGPRegressor(method="hmc", n_chains=2, n_iter=40),
+                            "regression", ["predict"], ["n_iter_", "param_names_", "noise_variance_"]),
+    "BayesianGPLVM": (lambda: dg.BayesianGPLVM(n_inducing=8, n_outer=2, global_iter=5, local_iter=3),
+                      "digits1", ["embedding_", "predict_latent"],
+                      ["bound_", "bound_trace_", "noise_variance_"]),
+    "GPLVMClassifier": (lambda: dg.GPLVMClassifier({"n_inducing": 6, "n_outer": 1, "global_iter": 3,
+                                                   "local_iter": 2}, n_iter=5),
+                        "digits2", ["predict_proba"], ["classes_", "log_prior_"]),
+}
+
+
+@pytest.fixture(scope="module")
+def fitted(client, concrete):
+    """Each estimator fitted once on its data, with the rows it predicts at."""
+    data = {"regression": _regression(concrete), "classification": _classification(),
+            "digits1": _digits(False), "digits2": _digits(True)}
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short fits: convergence warnings say what is known
+        for name, (make, kind, _, _) in CASES.items():
+            X, y = data[kind]
+            est = make()
+            est = est.fit(X, client=client) if kind == "digits1" else est.fit(X, y, client=client)
+            out[name] = (est, X)
+    return out
+
+
+def _outputs(est, X, what: list[str], client) -> dict:
+    out = {}
+    for w in what:
+        if w == "predict" and isinstance(est, dg.SparseGPClassifier | dg.GPLVMClassifier):
+            out[w] = est.predict(X)
+        elif w == "predict":
+            out[w] = est.predict(X, return_std=True)
+        elif w == "predict_proba":
+            out[w] = est.predict_proba(X, client=client) if isinstance(est, dg.GPLVMClassifier) \
+                else est.predict_proba(X)
+        elif w == "predict_latent":
+            out[w] = est.predict_latent(est.embedding_[:20])
+        else:
+            out[w] = getattr(est, w)
+    return out
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, tuple):
+        return all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return np.array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_save_and_load_round_trip_predicts_identically(fitted, client, tmp_path, name, suffix):
+    est, X = fitted[name]
+    _, _, outputs, attrs = CASES[name]
+    path = tmp_path / f"model{suffix}"
+    est.save(path)
+    back = type(est).load(path)
+    assert back.get_params() == {**est.get_params(), **({"scheduler": None} if "scheduler" in
+                                                          est.get_params() else {})}
+    assert all(_same(x, y) for x, y in zip(_outputs(est, X, outputs, client).values(),
+                                           _outputs(back, X, outputs, client).values(), strict=True))
+    for a in attrs:
+        assert _same(getattr(est, a), getattr(back, a)), a
+    assert back.n_features_in_ == est.n_features_in_
+    # a second save over the first is the overwrite rule: refused without overwrite, done with it
+    with pytest.raises(FileExistsError, match="exists; pass overwrite=True"):
+        back.save(path)
+    back.save(path, overwrite=True)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_fitted_estimator_names_its_kernel_in_the_datas_units(fitted, name):
+    est, _ = fitted[name]
+    models = est.models_ if isinstance(est, dg.GPLVMClassifier) else [est]
+    for m in models:
+        assert isinstance(m.kernel_, Kernel)
+        assert np.all(np.isfinite(m.kernel_.lengthscale)) and m.kernel_.variance > 0
+    if isinstance(est, dg.SparseGPRegressor):  # the same numbers the labelled attributes give
+        assert est.kernel_.variance == est.kernel_variance_
+        assert np.array_equal(est.kernel_.lengthscale, est.lengthscales_)
+
+
+def test_a_saved_model_of_another_class_is_refused_naming_it(fitted, tmp_path):
+    est, _ = fitted["ADVGPRegressor"]
+    path = tmp_path / "advgp.nc"
+    est.save(path)
+    with pytest.raises(ValueError, match=r"advgp.nc holds no daskgp.SparseGPClassifier \(attribute 'model' "
+                                         r"is 'daskgp.ADVGPRegressor'\)"):
+        dg.SparseGPClassifier.load(path)
+    # nor may a save of another class replace it
+    other, _ = fitted["SparseGPClassifier"]
+    with pytest.raises(ValueError, match="refusing to overwrite"):
+        other.save(path, overwrite=True)
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_a_damaged_copy_is_refused_naming_what_differs(fitted, tmp_path, suffix):
+    """A value changed after saving (as a lost chunk reads back as fill values) must not predict."""
+    import xarray as xr
+
+    est, _ = fitted["SparseGPClassifier"]
+    path = tmp_path / f"gpc{suffix}"
+    est.save(path)
+    ds = (xr.load_dataset(path) if suffix == ".nc" else xr.open_zarr(path, consolidated=False).load())
+    ds["factor_c"].values[0] += 1.0
+    bad = tmp_path / f"bad{suffix}"
+    ds.to_netcdf(bad) if suffix == ".nc" else ds.to_zarr(bad, consolidated=False)
+    with pytest.raises(ValueError, match=r"bad\.(nc|zarr) is damaged: factor_c differ"):
+        dg.SparseGPClassifier.load(bad)
+    ds = (xr.load_dataset(path) if suffix == ".nc" else xr.open_zarr(path, consolidated=False).load())
+    ds.attrs["state"] = ds.attrs["state"].replace('"n_iter": 4', '"n_iter": 5')
+    bad2 = tmp_path / f"bad2{suffix}"
+    ds.to_netcdf(bad2) if suffix == ".nc" else ds.to_zarr(bad2, consolidated=False)
+    with pytest.raises(ValueError, match="is damaged: the attributes differ"):
+        dg.SparseGPClassifier.load(bad2)
+
+
+def test_a_missing_or_foreign_file_is_one_line(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no saved model at"):
+        dg.ADVGPRegressor.load(tmp_path / "absent.nc")
+    junk = tmp_path / "junk.nc"
+    junk.write_bytes(b"not netcdf")
+    with pytest.raises(ValueError, match="junk.nc is not a readable netcdf file"):
+        dg.ADVGPRegressor.load(junk)
+    with pytest.raises(ValueError, match="a saved model is a netCDF file"):
+        dg.ADVGPRegressor.load(tmp_path / "model.pkl")
+
+
+def test_an_unfitted_estimator_does_not_save(tmp_path):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        dg.ADVGPRegressor().save(tmp_path / "m.nc")
+    assert not os.listdir(tmp_path)
+
+
+def test_a_kernel_object_parameter_survives_the_round_trip(fitted, tmp_path, concrete):
+    """``kernel=`` given as an object (its type and hyperparameters) is stored as plain data and rebuilt."""
+    from daskgp.core.kernels import Matern32
+
+    est, _ = fitted["ADVGPRegressor"]
+    k = Matern32(variance=2.0, lengthscale=[1.0, 2.0], ard=True)
+    est2 = dg.ADVGPRegressor.load(_saved(est.set_params(kernel=k), tmp_path / "k.nc"))
+    est.set_params(kernel="rbf")
+    assert isinstance(est2.kernel, Matern32) and est2.kernel.variance == 2.0
+    assert np.array_equal(est2.kernel.lengthscale, [1.0, 2.0])
+
+
+def _saved(est, path):
+    est.save(path)
+    return path
