@@ -75,10 +75,10 @@ def _advgp(client, data, m: int, tau: int, budget: float, batch: int, partitions
                             random_state=seed, **settings)
     snaps, last = [], [-np.inf]
 
-    def snap(rec, params):
+    def snap(event):
         t = time.perf_counter() - t0
         if t - last[0] >= every:  # parameters now, RMSE afterwards: the clock does not pay for predictions
-            snaps.append((t, rec.version, params))
+            snaps.append((t, event.step, event.model))
             last[0] = t
 
     t0 = time.perf_counter()

@@ -466,7 +466,7 @@ CLAIMS = [
     Claim("NUTS as its experts run it, concrete: the table", "nuts_fair", "docs/benchmarks.md",
           "| NUTS (NumPyro), dense mass matrix, 4 × (1,000 + 1,000), 2 processes | {nuts} | 1 |\n"
           "| daskgp HMC (`method=\"hmc\"`), exact gradient, to ESS 400 | {hmc} | **{r_hmc}** |\n"
-          "| daskgp SGHMC (the default beyond 1,300 rows), to ESS 400 | {sghmc} | **{r_sghmc}** |",
+          "| daskgp SGHMC (the default beyond 1,400 rows), to ESS 400 | {sghmc} | **{r_sghmc}** |",
           _nuts_fair),
     Claim("NUTS as its experts run it, concrete: the gradients", "nuts_fair", "docs/benchmarks.md",
           "JAX autodiff {g_auto} s, hand-written {g_hand} s; daskgp's exact gradient {g_ours} s", _nuts_fair),

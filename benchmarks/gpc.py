@@ -74,7 +74,8 @@ def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=No
                                 chunk_rows=max(100, -(-len(ytr) // 4)), random_state=seed)
     curve, clock = [], {"t0": time.perf_counter(), "paused": 0.0, "next": 0.0}
 
-    def record(rec, state):  # the test NLL every ``every`` seconds of training; the clock stops meanwhile
+    def record(event):  # the test NLL every ``every`` seconds of training; the clock stops meanwhile
+        state = event.model
         t = time.perf_counter() - clock["t0"] - clock["paused"]
         if every and t >= clock["next"]:
             s = time.perf_counter()
@@ -154,7 +155,8 @@ def _memory_run(n: int, method: str, m: int, iters: int) -> dict:
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                       memory_limit="8GiB") as cl, Client(cl) as c:
 
-        def measure(rec, state):
+        def measure(event):
+            state = event.model
             factor = int(state.factor.T.nbytes + state.factor.c.nbytes)
             sites = 0
             if state.sites is not None:

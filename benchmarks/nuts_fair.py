@@ -40,7 +40,15 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import load_results, write_results  # noqa: E402
+from _common import (  # noqa: E402
+    carry_run,
+    discard_run,
+    load_results,
+    resumable,
+    sitting,
+    stop_on_signals,
+    write_results,
+)
 from nuts_peer import NAMES, RUNS, diagnostics, numpyro_python  # noqa: E402
 
 OUT = HERE / "results" / "nuts_fair.json"
@@ -155,27 +163,49 @@ def extrapolate_nuts(rec: dict, source: str) -> None:
     _save()
 
 
-def run_daskgp(name: str, X, y, rec: dict, method: str, target_ess: int, chains: int, seed: int) -> None:
+def run_daskgp(name: str, X, y, rec: dict, method: str, target_ess: int, chains: int, seed: int,
+               control=None) -> bool:
+    """daskgp's side to the target, resumable across sittings: a run stopped by SIGINT/SIGTERM (``control``)
+    is carried (benchmarks/carried/) and continued by the next invocation, every sitting's wall time
+    recorded; the side's wall time is their sum. Returns whether the side is done."""
     key = f"daskgp_{method}"
     if key in rec:
-        return
+        return True
     import daskgp as dg
     from daskgp.compute.cluster import close_client, get_client
+    from daskgp.mcmc.control import RunStopped
 
+    out = RUNS / f"nuts_fair_{name}_{method}.zarr"
+    segments = rec.setdefault("in_progress", {}).setdefault(key, [])
     client = get_client(n_workers=2, threads_per_worker=1)
+    hooks, finish = sitting(out, segments, _save)  # after the cluster's start: its time is left out
     try:
-        out = str(RUNS / f"nuts_fair_{name}_{method}.zarr")
-        t0 = time.perf_counter()
-        dt = dg.sample(X, y, out=out, client=client, method=method, n_chains=chains, target_ess=target_ess,
-                       seed=seed, overwrite=True)
-        wall = time.perf_counter() - t0
+        if resumable(out):
+            dt = dg.resume(str(out), X=X, y=y, client=client, control=control, **hooks)
+        else:
+            dt = dg.sample(X, y, out=str(out), client=client, method=method, n_chains=chains,
+                           target_ess=target_ess, seed=seed, overwrite=True, control=control, **hooks)
+    except RunStopped:
+        print(f"{name} {method}: stopped after {sum(float(g['wall_s']) for g in segments):.0f} s in "
+              f"{len(segments)} sittings; carried, continued by the next invocation", flush=True)
+        return False
     finally:
+        finish()
+        _save()
         close_client(client)  # its local cluster too: a side's idle workers would load the next side's cores
+        carry_run(out)
+    wall = sum(float(g["wall_s"]) for g in segments)
     post = dt["posterior"].to_dataset()
     phi = np.stack([np.log(post[nm].values) for nm in NAMES], axis=-1)
     rec[key] = {**diagnostics(phi, wall), "elapsed_attr": float(dt.attrs["elapsed"]),
-                "warmup_draws": int(dt.attrs["warmup_draws"]), "target_ess": target_ess}
+                "warmup_draws": int(dt.attrs["warmup_draws"]), "target_ess": target_ess,
+                "sittings": list(segments)}
+    del rec["in_progress"][key]
+    if not rec["in_progress"]:
+        del rec["in_progress"]
+    discard_run(out)  # recorded: nothing to carry on
     _save()
+    return True
 
 
 def compare(rec: dict) -> None:
@@ -211,8 +241,11 @@ def main() -> int:
 
     RESULTS.update(load_results(OUT, "nuts_fair", a.redo))
     RUNS.mkdir(exist_ok=True)
+    control = stop_on_signals()  # SIGINT/SIGTERM: the daskgp side in flight is carried, not lost
     sides = a.sides.split(",")
     for name in a.cases.split(","):
+        if control.stopped:
+            break
         X, y = case_data(name)
         rec = RESULTS["cases"].setdefault(name, {"n": len(y)})
         data = RUNS / f"nuts_{name}_data.npz"
@@ -227,8 +260,8 @@ def main() -> int:
                 gradient_costs(name, X, y, rec)
                 extrapolate_nuts(rec, a.nuts_from)
             for method in ("hmc", "sghmc"):
-                if method in sides:
-                    run_daskgp(name, X, y, rec, method, a.target_ess, a.chains, a.seed)
+                if method in sides and not control.stopped:
+                    run_daskgp(name, X, y, rec, method, a.target_ess, a.chains, a.seed, control)
             compare(rec)
         finally:
             rec.setdefault("segments", []).append({"sides": sides, "wall_seconds": time.time() - t_seg})

@@ -150,9 +150,9 @@ def run_case(address: str, folder: str, method: str, budget: float, sgpr_iter: i
         earlier = json.loads(spent_file.read_text())["seconds"] if resume and spent_file.exists() else 0.0
         t_fit = time.perf_counter()
 
-        def record(iteration, bound):
+        def record(event):
             spent_file.write_text(json.dumps({"seconds": earlier + time.perf_counter() - t_fit,
-                                              "iterations": iteration}))
+                                              "iterations": event.step}))
             if carry_run(ckpt) is not None:
                 shutil.copyfile(spent_file, carried_spent)
 

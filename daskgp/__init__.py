@@ -18,6 +18,7 @@ _WHERE = {
     ".compute.solvers": ["PivotedCholesky", "cg", "ulisse"],
     ".datasets.loaders": ["Dataset", "load", "load_csv"],
     ".datasets.tables": ["Table", "read_table"],
+    ".core.events": ["FitEvent"],
     ".core.kernels": ["RBF", "Kernel", "Matern32", "Matern52", "make_kernel"],
     ".exact.marginal": ["GradientEstimate", "exact_log_marginal", "log_marginal_gradient"],
     ".gpc.classifier": ["SparseGPClassifier"],
@@ -36,7 +37,7 @@ __all__ = ["__version__", "Dataset", "load", "load_csv", "Table", "read_table", 
            "exact_log_marginal", "log_marginal_gradient", "GradientEstimate", "SamplerConfig", "sample",
            "resume", "open_run",
            "run_summary", "psrf_evolution", "BayesianGPRegressor", "SparseGPRegressor", "BayesianGPLVM",
-           "GPLVMClassifier", "ADVGPRegressor", "SparseGPClassifier"]
+           "GPLVMClassifier", "ADVGPRegressor", "SparseGPClassifier", "FitEvent"]
 
 
 def __getattr__(name: str):
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # the names for type checkers and IDEs
     from .advgp.estimator import ADVGPRegressor
     from .compute.operator import KernelOperator
     from .compute.solvers import PivotedCholesky, cg, ulisse
+    from .core.events import FitEvent
     from .core.kernels import RBF, Kernel, Matern32, Matern52, make_kernel
     from .datasets import Dataset, Table, load, load_csv, read_table
     from .exact.marginal import GradientEstimate, exact_log_marginal, log_marginal_gradient

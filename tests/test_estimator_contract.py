@@ -58,9 +58,16 @@ CASES = {
 }
 
 
+# the estimators whose fit reports FitEvents (the sampled regressor reports its chains' RunStatus)
+EVENTS = {"SparseGPRegressor": ("sgpr", "bound", "bound_"),
+          "ADVGPRegressor": ("advgp", "-ELBO", "objective_"),
+          "SparseGPClassifier": ("sep", "log Z", "evidence_"), "BayesianGPLVM": ("gplvm", "bound", None)}
+
+
 @pytest.fixture(scope="module")
 def fitted(client, concrete):
-    """Each estimator fitted once on its data, with the rows it predicts at."""
+    """Each estimator fitted once on its data, with the rows it predicts at and the events its fit
+    reported."""
     data = {"regression": _regression(concrete), "classification": _classification(),
             "digits1": _digits(False), "digits2": _digits(True)}
     out = {}
@@ -68,10 +75,30 @@ def fitted(client, concrete):
         warnings.simplefilter("ignore")  # short fits: convergence warnings say what is known
         for name, (make, kind, _, _) in CASES.items():
             X, y = data[kind]
-            est = make()
-            est = est.fit(X, client=client) if kind == "digits1" else est.fit(X, y, client=client)
-            out[name] = (est, X)
+            est, events = make(), []
+            kw = {"callback": events.append} if name in EVENTS else {}
+            est = est.fit(X, client=client, **kw) if kind == "digits1" else est.fit(X, y, client=client, **kw)
+            out[name] = (est, X, events)
     return out
+
+
+@pytest.mark.parametrize("name", list(EVENTS))
+def test_every_fit_reports_one_event_type(fitted, name):
+    """One FitEvent per step, in order, of the method that made it, its objective named, the last one the
+    fitted objective; the clock never runs backwards."""
+    from daskgp import FitEvent
+
+    est, _, events = fitted[name]
+    method, objective, attr = EVENTS[name]
+    assert events and all(isinstance(e, FitEvent) for e in events)
+    assert [e.step for e in events] == list(range(1, len(events) + 1))
+    assert {e.method for e in events} == {method} and {e.objective_name for e in events} == {objective}
+    assert all(np.isfinite(e.objective) for e in events)
+    assert all(b.seconds >= a.seconds for a, b in zip(events, events[1:], strict=False))
+    if attr is not None and name != "SparseGPRegressor":  # (SGPR's bound_ is at the returned point)
+        assert events[-1].objective == getattr(est, attr)
+    if name == "BayesianGPLVM":
+        assert [e.objective for e in events] == est.bound_trace_
 
 
 def _outputs(est, X, what: list[str], client) -> dict:
@@ -100,7 +127,7 @@ def _same(a, b) -> bool:
 @pytest.mark.parametrize("suffix", [".nc", ".zarr"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_save_and_load_round_trip_predicts_identically(fitted, client, tmp_path, name, suffix):
-    est, X = fitted[name]
+    est, X, _ = fitted[name]
     _, _, outputs, attrs = CASES[name]
     path = tmp_path / f"model{suffix}"
     est.save(path)
@@ -120,7 +147,7 @@ def test_save_and_load_round_trip_predicts_identically(fitted, client, tmp_path,
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_every_fitted_estimator_names_its_kernel_in_the_datas_units(fitted, name):
-    est, _ = fitted[name]
+    est, _, _ = fitted[name]
     models = est.models_ if isinstance(est, dg.GPLVMClassifier) else [est]
     for m in models:
         assert isinstance(m.kernel_, Kernel)
@@ -131,14 +158,14 @@ def test_every_fitted_estimator_names_its_kernel_in_the_datas_units(fitted, name
 
 
 def test_a_saved_model_of_another_class_is_refused_naming_it(fitted, tmp_path):
-    est, _ = fitted["ADVGPRegressor"]
+    est, _, _ = fitted["ADVGPRegressor"]
     path = tmp_path / "advgp.nc"
     est.save(path)
     with pytest.raises(ValueError, match=r"advgp.nc holds no daskgp.SparseGPClassifier \(attribute 'model' "
                                          r"is 'daskgp.ADVGPRegressor'\)"):
         dg.SparseGPClassifier.load(path)
     # nor may a save of another class replace it
-    other, _ = fitted["SparseGPClassifier"]
+    other, _, _ = fitted["SparseGPClassifier"]
     with pytest.raises(ValueError, match="refusing to overwrite"):
         other.save(path, overwrite=True)
 
@@ -148,7 +175,7 @@ def test_a_damaged_copy_is_refused_naming_what_differs(fitted, tmp_path, suffix)
     """A value changed after saving (as a lost chunk reads back as fill values) must not predict."""
     import xarray as xr
 
-    est, _ = fitted["SparseGPClassifier"]
+    est, _, _ = fitted["SparseGPClassifier"]
     path = tmp_path / f"gpc{suffix}"
     est.save(path)
     ds = (xr.load_dataset(path) if suffix == ".nc" else xr.open_zarr(path, consolidated=False).load())
@@ -188,7 +215,7 @@ def test_a_kernel_object_parameter_survives_the_round_trip(fitted, tmp_path, con
     """``kernel=`` given as an object (its type and hyperparameters) is stored as plain data and rebuilt."""
     from daskgp.core.kernels import Matern32
 
-    est, _ = fitted["ADVGPRegressor"]
+    est, _, _ = fitted["ADVGPRegressor"]
     k = Matern32(variance=2.0, lengthscale=[1.0, 2.0], ard=True)
     est2 = dg.ADVGPRegressor.load(_saved(est.set_params(kernel=k), tmp_path / "k.nc"))
     est.set_params(kernel="rbf")

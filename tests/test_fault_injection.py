@@ -334,8 +334,8 @@ def test_gpc_survives_a_killed_worker(method, scheduler):
         ref = dg.SparseGPClassifier(**kw).fit(Xtr, ytr, client=client)
     killed = []
 
-    def kill_once(rec, state):
-        if rec.iteration == 4 and not killed:  # between passes: the chunks and EP's sites are what is lost
+    def kill_once(event):
+        if event.step == 4 and not killed:  # between passes: the chunks and EP's sites are what is lost
             # SEP's tasks run wherever the scheduler likes and leave a replica of every chunk they read, so
             # after four passes a single worker's death loses nothing (measured: the same task count);
             # every worker holding data is killed for SEP. EP's sites live where they were computed.
@@ -391,8 +391,8 @@ def test_a_gplvm_that_loses_a_worker_ends_where_the_undisturbed_fit_ends(schedul
     ref = dg.BayesianGPLVM(**kw).fit(Y, client=client)
     killed = []
 
-    def kill_once(step, bound):
-        if step == 8 and not killed:  # in the second round
+    def kill_once(event):
+        if event.step == 8 and not killed:  # in the second round
             killed.extend(_kill_workers_holding_data(client))
 
     g = dg.BayesianGPLVM(**kw)

@@ -22,6 +22,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import RowChunks
+from ..core.events import FitEvent, event_callback
 from ..core.fingerprint import data_token
 from ..core.kernels import ard_kernel, kernel_name
 from ..core.validation import (
@@ -110,9 +111,10 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
             keep_checkpoint: bool = False, time_budget: float | None = None):
         """Fit on X (n, d), y (n,): numpy, DataFrames, or dask arrays with known chunk sizes (a
         :class:`daskgp.Table`'s), which are read where they are, never gathered here, their row chunks the
-        partitions unless ``n_partitions`` is set. ``callback(record, params)`` after every server update (an
-        :class:`~daskgp.advgp.server.UpdateRecord` and the current :class:`ADVGPParams`); ``delays``:
-        artificial seconds per partition task (the straggler experiment).
+        partitions unless ``n_partitions`` is set. ``callback(event)`` after every server update: a
+        :class:`daskgp.FitEvent` (``objective``: −ELBO, nats; ``values``: staleness, partition; ``record``:
+        the :class:`~daskgp.advgp.server.UpdateRecord`; ``model``: the current :class:`ADVGPParams`);
+        ``delays``: artificial seconds per partition task (the straggler experiment).
 
         ``checkpoint``: a folder path (:mod:`daskgp.runs.fits`) that holds the server's state every 10
         updates (atomic commits, the previous one kept, locked while the fit writes it), tied to these data
@@ -124,6 +126,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         n, d = X.shape
         lazy = not isinstance(X, np.ndarray)
         self._check_params(n)
+        callback = event_callback(callback, lambda e: (e.record, e.model), "ADVGPRegressor")
         seed = seed_from(self.random_state)
         ckpt = None if checkpoint is None else ServerCheckpoint(os.fspath(checkpoint))
         if resume and ckpt is None:
@@ -171,7 +174,10 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                         server.restore(state)
                     except (KeyError, TypeError, ValueError) as e:
                         raise RunDamaged(f"{ckpt.path} cannot be resumed: {e}") from None
-                step = None if callback is None else (lambda rec: callback(rec, server.current))
+                step = None if callback is None else (lambda rec: callback(FitEvent(
+                    "advgp", rec.version, rec.objective, "-ELBO", rec.seconds, total=int(self.max_iter),
+                    values={"staleness": max(rec.staleness), "partition": rec.partition}, record=rec,
+                    model=server.current)))
                 server.run(int(self.max_iter), callback=step, checkpoint=ckpt, key=key,
                            time_budget=time_budget, tol=None if self.tol is None else float(self.tol))
             finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 import warnings
 
 import numpy as np
@@ -23,6 +24,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import RowChunks
+from ..core.events import FitEvent, event_callback
 from ..core.kernels import ard_kernel, kernel_name
 from ..core.validation import (
     at_least,
@@ -143,8 +145,10 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
 
     def fit(self, X, y, client=None, callback=None, time_budget: float | None = None, checkpoint=None,
             resume: bool = False, keep_checkpoint: bool = False):
-        """Fit on X (n, d), y (n,) with two classes. ``callback(record, state)`` after every iteration (an
-        :class:`~daskgp.gpc.fit.IterationRecord` and the :class:`~daskgp.gpc.fit.EPState`); ``time_budget``:
+        """Fit on X (n, d), y (n,) with two classes. ``callback(event)`` after every iteration: a
+        :class:`daskgp.FitEvent` (``objective``: log Z, nats; ``values``: train_error, grad_norm;
+        ``record``: the :class:`~daskgp.gpc.fit.IterationRecord`; ``model``: the
+        :class:`~daskgp.gpc.fit.EPState`); ``time_budget``:
         stop after this many seconds of iterations even before ``max_iter`` (benchmarks).
 
         ``checkpoint``: a folder path (or :class:`~daskgp.gpc.fit.GPCCheckpoint`; :mod:`daskgp.runs.fits`:
@@ -162,6 +166,8 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
             ypm = self._labels(y)
         n, d = X.shape
         self._check_params(n)
+        callback = event_callback(callback, lambda e: (e.record, e.model), "SparseGPClassifier")
+        t_start = time.perf_counter()
         method = get_method(self.method)  # a registered one: checked with the other parameters above
         seed = seed_from(self.random_state)
         ckpt, key = None, None
@@ -205,7 +211,10 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                     if ckpt is not None:  # an interruption loses at most the iteration in progress
                         ckpt.write(st, key, c)
                     if callback is not None:
-                        callback(rec, st)
+                        callback(FitEvent(self.method, rec.iteration, rec.evidence, "log Z",
+                                          time.perf_counter() - t_start, total=int(self.max_iter),
+                                          values={"train_error": rec.train_error, "grad_norm": rec.grad_norm},
+                                          record=rec, model=st))
 
                 try:
                     run_ep(chunks, state, method, max(0, int(self.max_iter) - len(state.records)),

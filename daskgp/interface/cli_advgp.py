@@ -21,7 +21,7 @@ from .cli_common import (
     table_rmse,
     write_results,
 )
-from .progress import advgp_progress
+from .progress import fit_progress
 
 
 def advgp_command(args) -> int:
@@ -53,18 +53,19 @@ def advgp_command(args) -> int:
         X_test = Xte.to_numpy(np.float64)
         last = {}
 
-        def test_rmse(params):
-            last["pred"] = est._predict_block(X_test, params=params)  # (mean, sd): the NLPD is logged too
+        def test_rmse(event):
+            # (mean, sd): the NLPD is logged too
+            last["pred"] = est._predict_block(X_test, params=event.model)
             return float(np.sqrt(np.mean((last["pred"][:, 0] - yte) ** 2)))
     else:  # a table's test rows stay on the workers: the RMSE once, at the end
         test_rmse = None
     if args.overwrite and not args.resume:
         ckpt.remove()
-    def log_rmse(rec, rmse):  # beside the checkpoint, for the dashboard
-        ckpt.log_heldout({"step": int(rec.version), "seconds": float(rec.seconds), "test_rmse": float(rmse),
+    def log_rmse(event, rmse):  # beside the checkpoint, for the dashboard
+        ckpt.log_heldout({"step": int(event.step), "seconds": float(event.seconds), "test_rmse": float(rmse),
                           "test_nlpd": gaussian_nlpd(yte, last["pred"][:, 0], last["pred"][:, 1])})
 
-    printer = advgp_progress(args.max_iter, test_rmse, on_metric=log_rmse)
+    printer = fit_progress(args.max_iter, "ADVGP", test_rmse, "test RMSE", "{:.3f}", on_metric=log_rmse)
     try:
         with cluster_from_args(args, stream=sys.stderr) as client:
             if not early:

@@ -25,7 +25,7 @@ from .cli_common import (
     table_in_args,
     write_table_results,
 )
-from .progress import gpc_progress
+from .progress import fit_progress
 
 KIND = "daskgp.SparseGPClassifier"  # the marker of the results file: a model SparseGPClassifier reads
 
@@ -107,18 +107,19 @@ def gpc_command(args) -> int:
     last_p1 = {}
     t_fit = time.perf_counter()
 
-    def test_error(state):
+    def test_error(event):
         from ..core.likelihoods import Probit
         from ..gpc.ep import Posterior
 
+        state = event.model
         Xs = (Xte - est.x_mean_) / est.x_scale_
         p1 = Probit.predict_proba(*Posterior(state.params, state.factor).predict_latent(Xs))
         last_p1["p1"] = p1
         return float(np.mean(np.where(p1 > 0.5, classes[1], classes[0]) != yte))
 
-    def log_error(rec, err):  # beside the checkpoint, for the dashboard: the error, NLL and calibration
+    def log_error(event, err):  # beside the checkpoint, for the dashboard: the error, NLL and calibration
         p1, positive = last_p1["p1"], yte == classes[1]
-        ckpt.log_heldout({"step": int(rec.iteration), "seconds": time.perf_counter() - t_fit,
+        ckpt.log_heldout({"step": int(event.step), "seconds": time.perf_counter() - t_fit,
                           "test_error": float(err), "test_nll": log_loss(p1, positive),
                           "calibration": calibration_bins(p1, positive)})
 
@@ -133,7 +134,8 @@ def gpc_command(args) -> int:
         est._check_params(Xtr.shape[0])  # damping, learning rate, chunk rows: refused before a cluster starts
         announce()
     # a table's test rows stay on the workers: its held-out error comes once, at the end
-    printer = gpc_progress(args.max_iter, args.method, None if table else test_error, on_metric=log_error)
+    printer = fit_progress(args.max_iter, args.method.upper(), None if table else test_error,
+                           "held-out error", on_metric=log_error)
     try:
         with cluster_from_args(args, stream=sys.stderr) as client:
             if table and not early:  # a CSV glob: its rows counted where they are read

@@ -21,7 +21,7 @@ from .cli_common import (
     table_rmse,
     write_results,
 )
-from .progress import bound_progress
+from .progress import fit_progress
 
 
 def sgpr_command(args) -> int:
@@ -46,7 +46,7 @@ def sgpr_command(args) -> int:
         ckpt.remove()
     est = SparseGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, chunk_rows=args.chunk_rows,
                             random_state=args.seed, kernel=args.kernel, init=args.init)
-    printer = bound_progress(args.max_iter)
+    printer = fit_progress(args.max_iter, "L-BFGS-B", every=1)
     try:
         with cluster_from_args(args, stream=sys.stderr) as client:
             if not early:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["chain_progress", "warmup_progress", "bound_progress", "advgp_progress", "gpc_progress",
+__all__ = ["chain_progress", "warmup_progress", "fit_progress",
            "keepalive", "QUIET_MAX"]
 
 
@@ -235,68 +235,35 @@ def warmup_progress(stream=None):
     return show
 
 
-def bound_progress(max_iter: int, stream=None):
-    """``show(iteration, bound)`` — the ``callback`` of :meth:`daskgp.SparseGPRegressor.fit`: L-BFGS-B
-    iterations and the bound (nats); ``show.done()`` ends the line."""
+# the step's values a progress line shows, with their formats (FitEvent.values holds more)
+SHOWN_VALUES = {"staleness": "{:d}", "train_error": "{:.4f}"}
+
+
+def fit_progress(total: int, title: str, metric=None, metric_name: str = "", metric_format: str = "{:.4f}",
+                 every: int = 10, stream=None, on_metric=None):
+    """``show(event)`` — the ``callback`` of every estimator's ``fit`` (a :class:`daskgp.FitEvent`): the
+    title, steps against ``total``, the objective (nats) under its name and the values of
+    :data:`SHOWN_VALUES` the step has; every ``every`` steps and at the last, ``metric(event)`` (a held-out
+    measure of ``event.model``, named ``metric_name``), handed to ``on_metric(event, value)`` too. A
+    terminal redraws one line at every step; a log gets a line every ``every`` steps and at the last.
+    ``show.done()`` ends the line."""
     stream = stream or sys.stderr
     tty = stream.isatty()
-    t0 = time.perf_counter()
+    last = {"metric": None}
 
-    def show(it, bound):
+    def show(ev):
         raise_pending_interrupt()
-        line = f"L-BFGS-B {_meter(it, max_iter, time.perf_counter() - t0, tty)}  bound {bound:12.2f}"
-        _show_line(stream, tty, line)
-
-    show.done = _line_ender(stream, tty)
-    return show
-
-
-def advgp_progress(max_updates: int, test_rmse=None, every: int = 10, stream=None, on_metric=None):
-    """``show(record, params)`` — the ``callback`` of :meth:`daskgp.ADVGPRegressor.fit`: server version,
-    the largest staleness of the update's contributions, the objective (nats) and, every ``every`` updates,
-    ``test_rmse(params)`` (y units), handed to ``on_metric(record, rmse)`` too; ``show.done()`` ends the
-    line."""
-    stream = stream or sys.stderr
-    tty = stream.isatty()
-    last = {"rmse": None}
-
-    def show(rec, params):
-        raise_pending_interrupt()
-        if test_rmse is not None and (rec.version % every == 0 or rec.version == max_updates):
-            last["rmse"] = test_rmse(params)
+        due = ev.step % every == 0 or ev.step == total
+        if metric is not None and due:
+            last["metric"] = metric(ev)
             if on_metric is not None:
-                on_metric(rec, last["rmse"])
-        r = "" if last["rmse"] is None else f"  test RMSE {last['rmse']:.3f}"
-        line = (f"ADVGP {_meter(rec.version, max_updates, rec.seconds, tty)}  staleness "
-                f"{max(rec.staleness)}  -ELBO {rec.objective:12.2f}{r}")
-        if tty or rec.version % every == 0 or rec.version == max_updates:
-            _show_line(stream, tty, line)
-
-    show.done = _line_ender(stream, tty)
-    return show
-
-
-def gpc_progress(max_iter: int, method: str, test_error=None, every: int = 10, stream=None, on_metric=None):
-    """``show(record, state)`` — the ``callback`` of :meth:`daskgp.SparseGPClassifier.fit`: iteration, the
-    evidence approximation (nats), the training error under q and, every ``every`` iterations,
-    ``test_error(state)`` (held-out error rate), handed to ``on_metric(record, error)`` too; ``show.done()``
-    ends the line."""
-    stream = stream or sys.stderr
-    tty = stream.isatty()
-    last = {"err": None}
-
-    t0 = time.perf_counter()
-
-    def show(rec, state):
-        raise_pending_interrupt()
-        if test_error is not None and (rec.iteration % every == 0 or rec.iteration == max_iter):
-            last["err"] = test_error(state)
-            if on_metric is not None:
-                on_metric(rec, last["err"])
-        e = "" if last["err"] is None else f"  held-out error {last['err']:.4f}"
-        line = (f"{method.upper()} {_meter(rec.iteration, max_iter, time.perf_counter() - t0, tty)}  log Z "
-                f"{rec.evidence:12.2f}  train error {rec.train_error:.4f}{e}")
-        if tty or rec.iteration % every == 0 or rec.iteration == max_iter:
+                on_metric(ev, last["metric"])
+        shown = "".join(f"  {name.replace('_', ' ')} {fmt.format(ev.values[name])}"
+                        for name, fmt in SHOWN_VALUES.items() if name in ev.values)
+        held = "" if last["metric"] is None else f"  {metric_name} {metric_format.format(last['metric'])}"
+        line = (f"{title} {_meter(ev.step, total, ev.seconds, tty)}  {ev.objective_name} "
+                f"{ev.objective:12.2f}{shown}{held}")
+        if tty or due:
             _show_line(stream, tty, line)
 
     show.done = _line_ender(stream, tty)

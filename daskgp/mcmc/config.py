@@ -44,7 +44,7 @@ class SamplerConfig:
 
     Model: ``kernel`` ('rbf' | 'matern32' | 'matern52'), ``ard``; Gamma(``prior_shape``, ``prior_rate``)
     priors on every natural-scale parameter. Run: ``method`` (a registered sampler, or 'auto', the default:
-    the one the data's size calls for by the samplers' measured crossovers — today HMC up to 1,300 rows, SGHMC
+    the one the data's size calls for by the samplers' measured crossovers — today HMC up to 1,400 rows, SGHMC
     beyond — resolved by :meth:`for_rows` when a run starts and stored resolved), ``n_chains``, ``n_iter``
     iterations per chain, ``checkpoint_every`` iterations per block (the unit of commits and of a target's
     stopping checks; None: :data:`DEFAULT_BLOCK`, or the sampler's for a target run), ``seed``,
@@ -160,7 +160,7 @@ class SamplerConfig:
     def for_rows(self, n: int) -> SamplerConfig:
         """This configuration for data of n rows: with ``method='auto'`` the sampler its size calls for
         (:func:`daskgp.mcmc.samplers.default_method`, from the samplers' measured crossovers; today HMC up to
-        1,300 rows, SGHMC beyond) with that sampler's defaults resolved; any other method unchanged. What a
+        1,400 rows, SGHMC beyond) with that sampler's defaults resolved; any other method unchanged. What a
         run stores."""
         if self.method != AUTO:
             return self

@@ -35,6 +35,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError, aligned
+from ..core.events import FitEvent, event_callback
 from ..core.kernels import ard_kernel, kernel_name
 from ..core.validation import (
     ValidatedParams,
@@ -157,7 +158,8 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
         """Fit on Y (n, p): numpy (no missing values), or a dask array with known chunk sizes (e.g. a Parquet
         table read on the workers, :func:`daskgp.datasets.read_table`), whose rows are then checked,
         standardised, projected and fitted where its chunks are, never gathered here; the two give the same
-        fit for the same rows. ``callback(step, bound)`` after every global iteration and local step;
+        fit for the same rows. ``callback(event)`` (a :class:`daskgp.FitEvent`: step, bound in nats) after
+        every global iteration and local step;
         ``client``: a distributed Client, or "in-process" to compute every chunk in this process (used
         inside a Dask task; numpy only).
 
@@ -168,10 +170,8 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
         round is redone (at most ``MAX_REPLACEMENTS`` times). ``checkpoint``: a folder path (or
         :class:`GPLVMCheckpoint`) committed after every round, tied to these data and settings; an existing
         one is refused unless ``resume``, which continues from it to ``n_outer`` rounds in all. Removed when
-        the fit finishes unless ``keep_checkpoint``. Returns self.
-
-        Shapes: the latent state (n, q) of every round is gathered here (the restart copy): 16·n·q bytes,
-        not the data's n·p."""
+        the fit finishes unless ``keep_checkpoint``. Returns self. Shapes: the latent state (n, q) of every
+        round is gathered here (the restart copy): 16·n·q bytes, not the data's n·p."""
         import dask.array as da
 
         from ..core.validation import column_moments, rows_or_dask
@@ -182,6 +182,7 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
         Y = rows_or_dask(self, Y, min_rows=2)
         n, p = Y.shape
         self.check_fits(n, p)
+        callback = event_callback(callback, lambda e: (e.step, e.objective), "BayesianGPLVM")
         seed = seed_from(self.random_state)
         q = int(self.n_components)
         mean, sd, overall = column_moments(Y)
@@ -204,7 +205,7 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
             del secs[len(trace) - 1:]  # a redone round cut the trace back
             secs.extend([math.nan] * (len(trace) - 1 - len(secs)) + [clock[0] + time.perf_counter()])
             if callback is not None:
-                callback(len(trace), float(F))
+                callback(FitEvent("gplvm", len(trace), float(F), "bound", secs[-1]))
 
         def commit(rounds, theta, mu, S):
             if ckpt is not None:  # an interruption loses at most the round in progress

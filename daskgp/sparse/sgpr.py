@@ -26,6 +26,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ..core.events import FitEvent, event_callback
 from ..core.files import MANIFEST, MARK, array_digest, check_destination, replaced_atomically
 from ..core.kernels import ard_kernel, kernel_name
 from ..core.validation import (
@@ -94,8 +95,9 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
 
     def fit(self, X, y, callback=None, client=None, init: GlobalParams | None = None, on_params=None,
             checkpoint=None, resume: bool = False, keep_checkpoint: bool = False, on_posterior=None):
-        """Fit on X (n, d), y (n,) (numpy or dask). ``callback(iteration, bound)`` after every L-BFGS-B
-        iteration (counting the iterations before a resume); ``client``: a distributed Client to use;
+        """Fit on X (n, d), y (n,) (numpy or dask). ``callback(event)`` after every L-BFGS-B iteration: a
+        :class:`daskgp.FitEvent` (``step``: iterations, those before a resume included; ``objective``: the
+        bound, nats); ``client``: a distributed Client to use;
         ``init``: start from these parameters (standardised units) instead of the estimator's ``init``;
         ``on_params(θ, trace)``: after every iteration.
 
@@ -113,6 +115,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         results are saved). Returns self."""
         X, y = fit_data_or_dask(self, X, y, min_rows=2)
         self._check_params(X.shape[0])
+        callback = event_callback(callback, lambda e: (e.step, e.objective), "SparseGPRegressor")
         seed = seed_from(self.random_state)
         m, q, kern = int(self.n_inducing), X.shape[1], kernel_name(self.kernel)
         ckpt, resumed, key = None, None, None
@@ -211,7 +214,8 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
 
         def progress(it, F):
             if callback is not None:
-                callback(len(previous) + it, F)
+                callback(FitEvent("sgpr", len(previous) + it, F, "bound", time.perf_counter() - t_start,
+                                  total=int(self.max_iter)))
 
         theta, trace, info = fit_global(chunks, start, max(1, int(self.max_iter) - len(previous)), self.tol,
                                         progress, fixed_inducing=not self.learn_inducing,

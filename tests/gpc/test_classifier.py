@@ -135,8 +135,8 @@ def test_minibatch_sep_and_dask_arrays(cancer, client):
 
 def _interrupt_at(iteration: int):
     """A fit callback that interrupts the fit (as Ctrl-C would) once ``iteration`` is done."""
-    def stop(rec, state):
-        if rec.iteration == iteration:
+    def stop(event):
+        if event.step == iteration:
             raise KeyboardInterrupt
     return stop
 
@@ -175,7 +175,8 @@ def test_a_degenerate_iteration_keeps_the_last_finite_model(cancer, client):
     Xtr, Xte, ytr, _ = cancer
     seen = {}
 
-    def blow_up(rec, state):
+    def blow_up(event):
+        rec, state = event.record, event.model
         if rec.iteration == 3:
             seen["params"], seen["factor"] = state.params.to_vector(), state.factor
             state.adam.lr = 1e6

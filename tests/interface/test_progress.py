@@ -5,7 +5,8 @@ import io
 
 import pytest
 
-from daskgp.interface.progress import chain_progress, gpc_progress
+from daskgp.core.events import FitEvent
+from daskgp.interface.progress import chain_progress, fit_progress
 from daskgp.mcmc.diagnostics import RunStatus
 
 
@@ -86,17 +87,30 @@ def test_the_ess_bar_grows_between_commits_from_the_live_position():
     assert "≈" not in c2 and "| 190/400 [00:50] ESS" in c2
 
 
-def test_gpc_progress_every_tenth_iteration_in_a_log():
-    from types import SimpleNamespace
+def _event(step: int, name: str = "log Z", **values) -> FitEvent:
+    return FitEvent("sep", step, -10.0 * step, name, 0.1 * step, values=values)
 
+
+def test_a_fits_progress_every_tenth_step_in_a_log():
+    """One printer for every family's FitEvent: the title, the steps, the objective by its name, the shown
+    values, and the held-out metric every tenth step and at the last."""
     log = io.StringIO()
-    show = gpc_progress(20, "sep", test_error=lambda state: 0.05, stream=log)
+    show = fit_progress(20, "SEP", metric=lambda ev: 0.05, metric_name="held-out error", stream=log)
     for it in range(1, 21):
-        show(SimpleNamespace(iteration=it, evidence=-10.0 * it, train_error=0.1), None)
+        show(_event(it, train_error=0.1, grad_norm=3.0))
     show.done()
     lines = log.getvalue().splitlines()
     assert len(lines) == 2 and "SEP |" in lines[0] and "| 20/20 [" in lines[1]
-    assert "held-out error 0.0500" in lines[1]
+    assert "log Z      -200.00  train error 0.1000  held-out error 0.0500" in lines[1]
+    assert "grad" not in lines[1]  # values outside SHOWN_VALUES stay in the event
+
+
+def test_a_fits_progress_every_step_when_asked():
+    log = io.StringIO()
+    show = fit_progress(5, "L-BFGS-B", every=1, stream=log)
+    for it in range(1, 6):
+        show(_event(it, name="bound"))
+    assert len(log.getvalue().splitlines()) == 5 and "bound " in log.getvalue()
 
 
 # the swallowed raise is the point of the test
@@ -114,7 +128,6 @@ def test_a_swallowed_ctrl_c_is_raised_again_by_the_next_progress_update():
     import sys
 
     from daskgp.interface.cli_common import ignore_further_interrupts, interrupt_once
-    from daskgp.interface.progress import bound_progress
 
     def in_gc_raising(make):
         def callback(phase, info):
@@ -131,7 +144,7 @@ def test_a_swallowed_ctrl_c_is_raised_again_by_the_next_progress_update():
         raise ValueError("a real bug")
 
     printed = []
-    show = bound_progress(10, stream=io.StringIO())
+    show = fit_progress(10, "L-BFGS-B", every=1, stream=io.StringIO())
     previous, previous_hook = signal.getsignal(signal.SIGINT), sys.unraisablehook
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.unraisablehook = lambda info: printed.append(info.exc_type)
@@ -141,9 +154,9 @@ def test_a_swallowed_ctrl_c_is_raised_again_by_the_next_progress_update():
         in_gc_raising(lambda: os.kill(os.getpid(), signal.SIGINT))
         assert printed == []
         with pytest.raises(KeyboardInterrupt):
-            show(1, -5.0)
+            show(_event(1, name="bound"))
         ignore_further_interrupts()  # the command caught it
-        show(2, -4.0)  # nothing pending any more
+        show(_event(2, name="bound"))  # nothing pending any more
         in_gc_raising(bad)
         assert printed == [ValueError]
     finally:
@@ -151,7 +164,7 @@ def test_a_swallowed_ctrl_c_is_raised_again_by_the_next_progress_update():
         signal.signal(signal.SIGINT, previous)
         hook_after, sys.unraisablehook = sys.unraisablehook, previous_hook
     assert hook_after is not previous_hook and hook_after.__name__ == "<lambda>"  # the caller's hook is back
-    show(3, -3.0)
+    show(_event(3, name="bound"))
 
 
 def test_the_warmup_lines_of_the_exact_map_and_of_the_ascent():
@@ -209,23 +222,19 @@ def test_a_failed_or_unconverged_warmup_says_so_and_never_claims_an_exact_map():
 
 
 def test_the_held_out_metric_is_handed_on_when_it_is_computed():
-    """advgp_progress / gpc_progress call on_metric(record, value) exactly when they compute the held-out
-    metric (every 10th step and the last), which the command line logs beside the checkpoint."""
-    from types import SimpleNamespace
-
-    from daskgp.interface.progress import advgp_progress
-
+    """fit_progress calls on_metric(event, value) exactly when it computes the held-out metric (every 10th
+    step and the last), which the command line logs beside the checkpoint."""
     seen = []
-    show = advgp_progress(25, test_rmse=lambda params: 3.0, stream=io.StringIO(),
-                          on_metric=lambda rec, v: seen.append((rec.version, v)))
+    show = fit_progress(25, "ADVGP", metric=lambda ev: 3.0, metric_name="test RMSE", stream=io.StringIO(),
+                        on_metric=lambda ev, v: seen.append((ev.step, v)))
     for v in range(1, 26):
-        show(SimpleNamespace(version=v, seconds=0.1 * v, staleness=[0, 1], objective=1.0), None)
+        show(_event(v, "-ELBO", staleness=1))
     assert seen == [(10, 3.0), (20, 3.0), (25, 3.0)]
     seen.clear()
-    show = gpc_progress(12, "ep", test_error=lambda state: 0.25, stream=io.StringIO(),
-                        on_metric=lambda rec, v: seen.append((rec.iteration, v)))
+    show = fit_progress(12, "EP", metric=lambda ev: 0.25, stream=io.StringIO(),
+                        on_metric=lambda ev, v: seen.append((ev.step, v)))
     for it in range(1, 13):
-        show(SimpleNamespace(iteration=it, evidence=-1.0, train_error=0.3), None)
+        show(_event(it, train_error=0.3))
     assert seen == [(10, 0.25), (12, 0.25)]
 
 

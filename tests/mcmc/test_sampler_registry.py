@@ -239,7 +239,7 @@ def test_a_broken_entry_point_is_one_warning_and_the_builtins_still_work(monkeyp
 
 def test_auto_picks_the_sampler_by_the_datas_size_and_a_run_stores_it_resolved():
     """method='auto' (the default): the sampler the registry's measured crossovers give for n rows (HMC up
-    to 1,300 rows, SGHMC beyond); the configuration for n rows is that sampler's with its defaults, so a run
+    to 1,400 rows, SGHMC beyond); the configuration for n rows is that sampler's with its defaults, so a run
     stores and resumes it."""
     from dataclasses import asdict
 
@@ -247,10 +247,10 @@ def test_auto_picks_the_sampler_by_the_datas_size_and_a_run_stores_it_resolved()
     assert cfg.method == "auto" and cfg.n_probes is None and cfg.probes_from_noise is None
     with pytest.raises(ValueError, match="for_rows"):
         cfg.sampler  # noqa: B018 — the property raises
-    assert get_sampler("hmc").default_max_n == 1300 and get_sampler("mh").default_max_n is None
-    for n in (10, 1030, 1300):  # below the measured crossover (benchmarks/small_n_crossover.py)
+    assert get_sampler("hmc").default_max_n == 1400 and get_sampler("mh").default_max_n is None
+    for n in (10, 1030, 1400):  # below the measured crossover (benchmarks/small_n_crossover.py)
         assert cfg.for_rows(n) == SamplerConfig(method="hmc")
-    for n in (1301, 1400, 22_784):
+    for n in (1401, 2000, 22_784):
         assert cfg.for_rows(n) == SamplerConfig(method="sghmc")
     # the stochastic ascent as the warmup: a sampler of the same gradients, whatever the size
     assert SamplerConfig(warmup="ascent").for_rows(1030).method == "sghmc"

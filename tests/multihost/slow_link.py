@@ -51,10 +51,10 @@ def main() -> None:
                                     random_state=a.seed, optimizer=a.optimizer)
             snaps, last, t0 = [], [-np.inf], time.perf_counter()
 
-            def snap(rec, params, snaps=snaps, last=last, t0=t0):
+            def snap(event, snaps=snaps, last=last, t0=t0):
                 s = time.perf_counter() - t0
                 if s - last[0] >= 0.5:
-                    snaps.append((s, rec.version, params))
+                    snaps.append((s, event.step, event.model))
                     last[0] = s
 
             est.fit(t.X, t.y, client=client, callback=snap, time_budget=a.budget)

@@ -45,7 +45,8 @@ def fitted(digits, client):
     Y, labels = digits
     trace = []
     g = BayesianGPLVM(n_components=3, n_inducing=15, n_outer=3, global_iter=15, local_iter=10,
-                      chunk_rows=100).fit(Y[:300], client=client, callback=lambda i, F: trace.append(F))
+                      chunk_rows=100).fit(Y[:300], client=client,
+                                          callback=lambda ev: trace.append(ev.objective))
     return g, trace
 
 
@@ -165,7 +166,7 @@ def test_an_interrupted_fit_resumes_from_its_checkpoint_to_the_undisturbed_fit(d
     whole = BayesianGPLVM(**kw).fit(Y, client=client)
     path = tmp_path / "gplvm.ckpt"
 
-    def stop_in_round_2(step, bound):
+    def stop_in_round_2(event):
         if GPLVMCheckpoint(path).iterations() == 1:  # round 1 committed: a reader never writes
             raise KeyboardInterrupt
 

@@ -131,7 +131,7 @@ def test_flights_7k_beats_mean_and_linear(flights7k, client):
     Xtr, ytr, Xte, yte = flights7k
     trace = []
     est = SparseGPRegressor(n_inducing=100, max_iter=60, chunk_rows=2000).fit(
-        Xtr, ytr, callback=lambda it, F: trace.append(F), client=client)
+        Xtr, ytr, callback=lambda ev: trace.append(ev.objective), client=client)
     rmse = float(np.sqrt(np.mean((est.predict(Xte) - yte) ** 2)))
     rmse_mean = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
     rmse_lin = float(np.sqrt(np.mean((LinearRegression().fit(Xtr, ytr).predict(Xte) - yte) ** 2)))
@@ -175,7 +175,7 @@ def test_a_fit_checkpoint_resumes_and_refuses_what_it_does_not_match(problem, cl
     with pytest.raises(ValueError, match="other data"):
         SparseGPRegressor(n_inducing=14, max_iter=12).fit(X, y, client=client, checkpoint=path, resume=True)
     seen = []
-    est.fit(X, y, client=client, checkpoint=path, resume=True, callback=lambda it, F: seen.append(it))
+    est.fit(X, y, client=client, checkpoint=path, resume=True, callback=lambda ev: seen.append(ev.step))
     assert est.bound_trace_[:3] == done and est.fit_info_["resumed_after"] == 3
     assert len(est.bound_trace_) == est.fit_info_["n_iterations"] == est.n_iter_ <= 12 and seen[0] == 4
     assert np.all(np.diff(est.bound_trace_) >= -1e-9 * np.abs(est.bound_trace_[1:]))

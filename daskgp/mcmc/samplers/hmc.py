@@ -269,11 +269,12 @@ def metric_windows(n_adapt: int) -> list[tuple[int, int]]:
 # rows (HMC 1.45x SGHMC's time on 2,000 house_8L rows, one seed, when HMC adapted 150 iterations with metric
 # windows). Since its 50-iteration step-only adaptation and single-precision inner steps HMC is ahead in
 # every seed on 1,030 and on 2,000 unimodal rows (0.44× SGHMC's time), but on the two-mode 2,000
-# power_plant rows it took 2.85× and 5.98× SGHMC's (seeds 0 and 1 of 3, 2026-11-30: its tail ESS of the
+# power_plant rows it took 2.85×, 5.98× and 1.75× SGHMC's (seeds 0–2, 2026-11-30: its tail ESS of the
 # lengthscale, which spans both modes, was the limit). 'auto' cannot tell a two-mode posterior before it
-# runs, so the limit is where the worst case crosses: about 1,310 rows, log-linear between concrete's 0.44
-# and those seeds' geometric mean 4.13 (the benchmark's crossover_estimate_rows); 1,400 after seed 0 alone.
-HMC_DEFAULT_MAX_N = 1300
+# runs, so the limit is where the worst case crosses, to the nearest hundred rows: 1,362, log-linear between
+# concrete's 0.44 and the three seeds' geometric mean 3.10 (the benchmark's crossover_estimate_rows); it was
+# 1,300 from seeds 0–1 (1,310), 1,400 from seed 0 alone (1,380).
+HMC_DEFAULT_MAX_N = 1400
 
 
 class HMCSampler(Sampler):

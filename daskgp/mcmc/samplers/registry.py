@@ -100,7 +100,7 @@ def sampler_names() -> tuple[str, ...]:
 def default_method(n: int, gradient: bool = False) -> str:
     """The sampler ``method='auto'`` runs on n rows: of the registered samplers whose ``default_max_n`` is at
     least n, the one with the smallest (the most specialised; registration order breaks ties); SGHMC has no
-    limit; HMC is the default up to 1,300 rows (:data:`daskgp.mcmc.samplers.hmc.HMC_DEFAULT_MAX_N`, from
+    limit; HMC is the default up to 1,400 rows (:data:`daskgp.mcmc.samplers.hmc.HMC_DEFAULT_MAX_N`, from
     its measured crossover with SGHMC). ``gradient``: among the stochastic-gradient
     samplers only (a run that asks for the stochastic ascent as its warmup)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
