@@ -161,8 +161,8 @@ def test_a_saved_model_of_another_class_is_refused_naming_it(fitted, tmp_path):
     est, _, _ = fitted["ADVGPRegressor"]
     path = tmp_path / "advgp.nc"
     est.save(path)
-    with pytest.raises(ValueError, match=r"advgp.nc holds no daskgp.SparseGPClassifier \(attribute 'model' "
-                                         r"is 'daskgp.ADVGPRegressor'\)"):
+    with pytest.raises(ValueError, match=r"advgp.nc holds no daskgp.saved.SparseGPClassifier \(attribute "
+                                         r"'model' is 'daskgp.saved.ADVGPRegressor'\)"):
         dg.SparseGPClassifier.load(path)
     # nor may a save of another class replace it
     other, _, _ = fitted["SparseGPClassifier"]

@@ -252,15 +252,10 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                   "record_grad_norm": np.array([r.grad_norm for r in rec], dtype=float)}
         values = {"variance": p.variance, "kernel": p.kernel, "evidence": self.evidence_,
                   "n_iter": self.n_iter_, "best_iteration": self.best_iteration_}
-        if self.classes_.dtype.kind in "biuf":  # labels keep their type: numbers as an array, text as text
-            arrays["classes"] = self.classes_
-        else:
-            values["classes"] = [str(c) for c in self.classes_]
         return Saved({}, arrays, values)
 
     def _restore_fitted(self, saved: Saved) -> None:
         a, v = saved.arrays, saved.values
-        self.classes_ = a["classes"] if "classes" in a else np.asarray(v["classes"])
         self.params_ = GPCParams(a["Z"], v["variance"], a["lengthscales"], v["kernel"])
         self.factor_ = Factor(a["factor_T"], a["factor_c"])
         self.x_mean_, self.x_scale_ = a["x_mean"], a["x_scale"]

@@ -26,7 +26,7 @@ import numpy as np
 from array_api_compat import array_namespace
 
 from ..compute.backend import like, to_host
-from ..core.kernels import KERNELS, Kernel, kernel_name
+from ..core.kernels import KERNELS, Kernel, ard_kernel, kernel_name
 
 __all__ = ["JITTER", "CLASSIFIER_JITTER", "GlobalParams", "kernel_name", "kernel_of", "kmm", "kmn",
            "kmm_backprop", "kmn_backprop", "cross_backprop", "vector_bounds"]
@@ -132,9 +132,9 @@ def vector_bounds(m: int, q: int) -> np.ndarray:
 
 
 def kernel_of(name: str, variance: float, lengthscales) -> Kernel:
-    """The ARD kernel object of registry name ``name`` (see :data:`daskgp.core.kernels.KERNELS`)."""
-    ls = np.atleast_1d(np.asarray(to_host(lengthscales), dtype=np.float64))
-    return KERNELS[name](variance=float(variance), lengthscale=ls, ard=True)
+    """The ARD kernel object of registry name ``name`` (see :data:`daskgp.core.kernels.KERNELS`), its
+    lengthscales brought to the host first (a cupy array's)."""
+    return ard_kernel(name, variance, to_host(lengthscales))
 
 
 def _kernel(theta) -> Kernel:

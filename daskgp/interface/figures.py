@@ -16,8 +16,8 @@ import numpy as np
 from ..mcmc.diagnostics import DEFAULT_TARGET_ESS
 from ..mcmc.samplers.sgld import SGLDSettings
 
-__all__ = ["RunFigures", "COLORS", "GENERIC_MONITOR", "MAX_POINTS", "chain_lines", "chain_histograms",
-           "progress_text", "convergence_html", "rhat_text", "diagnostics_table"]
+__all__ = ["RunFigures", "FitFigures", "xy_figure", "COLORS", "GENERIC_MONITOR", "MAX_POINTS", "chain_lines",
+           "chain_histograms", "progress_text", "convergence_html", "rhat_text", "diagnostics_table"]
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
           "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"]
@@ -251,7 +251,7 @@ class RunFigures:
                                   "map_upper": plug["upper"].values.tolist()}
 
 
-def _xy_figure(title: str, x_label: str, points: bool = False, **size):
+def xy_figure(title: str, x_label: str, points: bool = False, **size):
     """(a figure with one line — and its points — of a source's x and y, the source)."""
     from bokeh.models import ColumnDataSource
     from bokeh.plotting import figure
@@ -266,58 +266,31 @@ def _xy_figure(title: str, x_label: str, points: bool = False, **size):
 
 class FitFigures:
     """The Bokeh figures of a sparse fit, running or finished (:class:`daskgp.interface.fitview.StoredFit`):
-    its objective against wall seconds (SGPR, ADVGP) or steps; the held-out metrics against seconds (SGPR,
-    ADVGP: test RMSE and NLPD; GPC: test error and NLL); ADVGP's staleness histogram and updates per
-    partition; GPC's training error and calibration; the GPLVM's latent means. ``update(trace, latent,
+    its objective against wall seconds (where the family records them) or steps; the held-out metrics the
+    family logs, against seconds (:attr:`FitKind.heldout <daskgp.interface.fitkinds.FitKind.heldout>`); and
+    the family's own figures (:meth:`FitKind.extra_figures`: ADVGP's staleness histogram and updates per
+    partition, GPC's training error and calibration, the GPLVM's latent means). ``update(trace, latent,
     staleness)`` and ``update_heldout(heldout, calibration)`` put their numbers into the sources."""
 
-    def __init__(self, kind: str, what: str):
-        from bokeh.models import ColumnDataSource
-        from bokeh.plotting import figure
-
-        self.kind, self.drawn = kind, False
-        self.objective, self.src = _xy_figure(what, "step")
-        self.extra = {}
-        # the held-out measurements the command line logs against seconds: the test RMSE (SGPR, ADVGP) or
-        # error rate (GPC), and the NLPD or log loss (nats per held-out row)
-        regression = kind in ("sgpr", "advgp")
-        self.heldout, self.held_src = _xy_figure("held-out " + ("RMSE" if regression else "error rate"),
-                                                 "seconds", points=True)
-        self.nll, self.nll_src = _xy_figure("held-out " + ("NLPD (nats)" if regression else "NLL (nats)"),
-                                            "seconds", points=True)
-        if kind == "advgp":
-            self.stale_src = ColumnDataSource({"staleness": [], "count": []})
-            f = figure(height=260, width=420, title="staleness of the contributions (all updates)",
-                       x_axis_label="updates behind")
-            f.vbar(x="staleness", top="count", width=0.8, source=self.stale_src)
-            self.part_src = ColumnDataSource({"partition": [], "count": []})
-            g = figure(height=260, width=420, title="updates triggered per partition",
-                       x_axis_label="partition")
-            g.vbar(x="partition", top="count", width=0.8, source=self.part_src)
-            self.extra = {"staleness": f, "partitions": g}
-        elif kind == "gplvm":
-            self.latent_src = ColumnDataSource({"x": [], "y": []})
-            f = figure(height=320, width=420, title="latent means (first two dimensions)",
-                       x_axis_label="x₁", y_axis_label="x₂")
-            f.scatter("x", "y", source=self.latent_src, size=3, alpha=0.5)
-            self.extra = {"latent": f}
-        elif kind == "gpc":
-            f, self.err_src = _xy_figure("training error under q", "step")
-            self.cal_src = ColumnDataSource({"p": [], "freq": [], "n": []})
-            c = figure(height=300, width=320, title="calibration (held-out, latest)",
-                       x_axis_label="predicted probability", y_axis_label="observed frequency",
-                       x_range=(0, 1), y_range=(0, 1))
-            c.line([0, 1], [0, 1], line_dash="dashed", color="gray")
-            c.line("p", "freq", source=self.cal_src)
-            c.scatter("p", "freq", source=self.cal_src, size=6)
-            self.extra = {"train_error": f, "calibration": c}
+    def __init__(self, view):
+        self.view, self.kind, self.drawn = view, view.name, False
+        self.objective, self.src = xy_figure(view.what, "step")
+        extra = view.extra_figures()
+        self.sources = extra.pop("_sources", {})
+        self.extra = extra
+        self.heldout = self.nll = None
+        if view.heldout is not None:  # against seconds: the metric (RMSE, error rate) and a log density
+            _, _, metric_label, nll_label = view.heldout
+            self.heldout, self.held_src = xy_figure(f"held-out {metric_label}", "seconds", points=True)
+            self.nll, self.nll_src = xy_figure(f"held-out {nll_label}", "seconds", points=True)
 
     def update_heldout(self, heldout, calibration=None) -> None:
         """The command line's held-out log (:func:`daskgp.interface.fitview.fit_heldout`) into the sources,
-        against seconds where it has them (else steps); GPC's reliability bins: ``calibration`` (a finished
-        fit's, from its stored test predictions) or the log's latest."""
-        regression = self.kind in ("sgpr", "advgp")
-        metric, nll = ("test_rmse", "test_nlpd") if regression else ("test_error", "test_nll")
+        against seconds where it has them (else steps); the family's reliability bins (GPC): ``calibration``
+        (a finished fit's, from its stored test predictions) or the log's latest."""
+        if self.view.heldout is None:
+            return
+        metric, nll = self.view.heldout[:2]
         if len(heldout) and metric in heldout:
             timed = "seconds" in heldout and bool(np.isfinite(heldout["seconds"].astype(float)).all())
             x = np.asarray(heldout["seconds" if timed else "step"], float)
@@ -326,31 +299,11 @@ class FitFigures:
                 y = np.asarray(heldout[col], float) if col in heldout else np.full(len(x), np.nan)
                 ok = np.isfinite(y)  # a point without this metric (the regressions' final one, old logs)
                 src.data = {"x": x[ok].tolist(), "y": y[ok].tolist()}
-        if self.kind != "gpc":
-            return
-        if calibration is None and "calibration" in heldout and len(heldout):
-            calibration = heldout["calibration"].iloc[-1]
-        if calibration is not None:
-            bins = np.asarray(calibration, float).reshape(-1, 3)
-            self.cal_src.data = {"p": bins[:, 0].tolist(), "freq": bins[:, 1].tolist(),
-                                 "n": bins[:, 2].tolist()}
+        self.view.update_calibration(self.sources, heldout, calibration)
 
     def update(self, trace, latent=None, staleness=None) -> None:
         timed = "seconds" in trace  # an SGPR checkpoint of daskgp <= 0.5 has steps only
         x = trace["seconds"] if timed else trace["step"]
         self.objective.xaxis.axis_label = "seconds" if timed else "step"
         self.src.data = {"x": list(map(float, x)), "y": list(map(float, trace["objective"]))}
-        if self.kind == "advgp" and len(trace):
-            if staleness is not None:  # a finished fit's counts (its results file keeps no per-update lists)
-                values, counts = staleness
-            else:
-                values, counts = np.unique(np.concatenate([np.asarray(s, int) for s in trace["staleness"]]),
-                                           return_counts=True)
-            self.stale_src.data = {"staleness": list(map(int, values)), "count": list(map(int, counts))}
-            parts, pc = np.unique(np.asarray(trace["partition"], int), return_counts=True)
-            self.part_src.data = {"partition": parts.tolist(), "count": pc.tolist()}
-        elif self.kind == "gplvm" and latent is not None and latent.shape[1] >= 2:
-            self.latent_src.data = {"x": latent[:, 0].tolist(), "y": latent[:, 1].tolist()}
-        elif self.kind == "gpc":
-            self.err_src.data = {"x": list(map(float, trace["step"])),
-                                 "y": list(map(float, trace["train_error"]))}
+        self.view.update_extra(self.sources, trace, latent, staleness)

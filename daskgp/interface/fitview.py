@@ -35,58 +35,24 @@ import numpy as np
 import pandas as pd
 
 from ..runs.catalog import RESULT_KINDS, commit_stamp, describe
+from .fitkinds import FIT_KINDS, fit_kind
 
 __all__ = ["FIT_KINDS", "FitResults", "StoredFit", "fit_heldout", "fit_latent", "fit_results", "fit_trace"]
-
-# the catalogue's kind → (the family's checkpoint class, what its objective is)
-FIT_KINDS = {"sgpr": ("daskgp.sparse.fit:FitCheckpoint", "collapsed bound (nats)"),
-             "advgp": ("daskgp.advgp.server:ServerCheckpoint", "−ELBO estimate (nats)"),
-             "gpc": ("daskgp.gpc.fit:GPCCheckpoint", "evidence approximation (nats)"),
-             "gplvm": ("daskgp.sparse.gplvm:GPLVMCheckpoint", "bound (nats)")}
-
-
-def _store(kind: str, path: str):
-    import importlib
-
-    module, cls = FIT_KINDS[kind][0].split(":")
-    return getattr(importlib.import_module(module), cls)(path)
-
 
 def fit_trace(path: str, kind: str) -> pd.DataFrame:
     """The trace committed in the fit checkpoint at ``path`` of family ``kind`` (a key of
     :data:`FIT_KINDS`): one row per finished step, columns ``step`` and ``objective`` and, where the family
     records them, ``seconds``, ``staleness_max``, ``staleness`` (list), ``partition`` (ADVGP),
     ``train_error`` (GPC). Raises ValueError (one line) for a damaged checkpoint or another kind."""
-    if kind not in FIT_KINDS:
-        raise ValueError(f"no trace view for a {kind!r} checkpoint (known: {', '.join(FIT_KINDS)})")
-    _, state = _store(kind, path).read_state(None)
-    if kind in ("sgpr", "gplvm"):
-        trace = np.asarray(state["trace"], float)
-        out = pd.DataFrame({"step": np.arange(1, len(trace) + 1), "objective": trace})
-        secs = np.asarray(state.get("seconds", []), float)
-        if secs.shape == trace.shape and np.isfinite(secs).all():  # SGPR records them since daskgp 0.6
-            out["seconds"] = secs
-        return out
-    if kind == "advgp":
-        recs = state["records"]
-        return pd.DataFrame({"step": [int(r["version"]) for r in recs],
-                             "objective": [float(r["objective"]) for r in recs],
-                             "seconds": [float(r["seconds"]) for r in recs],
-                             "staleness": [list(map(int, r["staleness"])) for r in recs],
-                             "staleness_max": [max(map(int, r["staleness"])) for r in recs],
-                             "partition": [int(r.get("partition", -1)) for r in recs]})
-    ev = np.asarray(state["evidence"], float)
-    return pd.DataFrame({"step": np.arange(1, len(ev) + 1), "objective": ev,
-                         "train_error": np.asarray(state["train_error"], float)})
+    view = fit_kind(kind)
+    _, state = view.store(path).read_state(None)
+    return view.trace(state)
 
 
 def fit_latent(path: str, max_points: int = 5000) -> np.ndarray:
     """The Bayesian GPLVM's latent means μ (k, q) committed in its checkpoint at ``path``, at most
     ``max_points`` rows spread evenly over the n (the embedding the page draws)."""
-    _, state = _store("gplvm", path).read_state(None)
-    mu = np.asarray(state["mu"], float)
-    idx = np.unique(np.linspace(0, len(mu) - 1, min(len(mu), max_points)).astype(int)) if len(mu) else []
-    return mu[idx]
+    return fit_kind("gplvm").latent(path, max_points)
 
 
 def fit_heldout(path: str) -> pd.DataFrame:
@@ -129,28 +95,7 @@ def fit_results(path: str) -> FitResults:
     kind = RESULT_KINDS[ds.attrs[MARK]][0]
     out = FitResults(kind, pd.DataFrame(), pd.DataFrame())
     try:
-        if kind == "sgpr":
-            out.trace = pd.DataFrame({"step": ds["iteration"].values.astype(int),
-                                      "objective": ds["bound_trace"].values.astype(float)})
-            secs = ds["iteration_seconds"].values if "iteration_seconds" in ds else None
-            if secs is not None and np.isfinite(secs).all():
-                out.trace["seconds"] = secs.astype(float)
-        elif kind == "advgp":
-            out.trace = pd.DataFrame({k: ds[v].values for k, v in (
-                ("step", "update"), ("objective", "objective"), ("seconds", "seconds"),
-                ("staleness_max", "max_staleness"), ("partition", "partition"))})
-            if "contributions" in ds:
-                out.staleness = (ds["staleness"].values.astype(int), ds["contributions"].values.astype(int))
-        else:
-            out.trace = pd.DataFrame({"step": np.arange(1, ds.sizes.get("iteration", 0) + 1),
-                                      "objective": ds["evidence"].values.astype(float),
-                                      "train_error": ds["train_error"].values.astype(float)})
-            if "test_proba" in ds and "test_label" in ds:
-                from .cli_gpc import calibration_bins
-
-                # the class whose probability test_proba is, as str(classes_[1]) like the stored labels
-                positive = ds["test_label"].values.astype(str) == str(ds.attrs["positive_class"])
-                out.calibration = calibration_bins(ds["test_proba"].values, positive)
+        fit_kind(kind).results(ds, out)
     except KeyError as e:  # a variable, or an attribute such as positive_class
         raise ValueError(f"{path} is an incomplete daskgp results file (no {e})") from None
     out.heldout = _heldout_of(ds, kind, out.trace)
@@ -162,11 +107,10 @@ def _heldout_of(ds, kind: str, trace: pd.DataFrame) -> pd.DataFrame:
     last step."""
     cols = {k.removeprefix("heldout_"): ds[k].values for k in ds.data_vars if k.startswith("heldout_")}
     held = pd.DataFrame(cols)
-    metric = "test_rmse" if kind in ("sgpr", "advgp") else "test_error"
+    metric, other = fit_kind(kind).heldout[:2]  # other: not in a table's or an older file
     final = ds.attrs.get(metric)
     if final is not None and len(trace):
         last = {"step": int(trace["step"].iloc[-1]), metric: float(final)}
-        other = "test_nll" if kind == "gpc" else "test_nlpd"  # not in a table's or an older file
         if other in ds.attrs:
             last[other] = float(ds.attrs[other])
         if "seconds" in trace:
@@ -183,7 +127,8 @@ class StoredFit:
 
     def __init__(self, path: str, root: str, kind: str):
         self.out, self.root, self.kind = path, root, kind
-        self.what = FIT_KINDS[kind][1]
+        self.view = fit_kind(kind)
+        self.what = self.view.what
         self.status, self.message, self.trace, self.entry, self._seen = "opening", "", None, None, None
         self.latent, self.heldout = None, pd.DataFrame()
         self.staleness, self.calibration = None, None
@@ -207,8 +152,7 @@ class StoredFit:
             self.status = f"{self.kind} fit, finished — {self.entry.steps} steps"
         else:
             who = f"being written by {self.entry.who}" if self.entry.state == "writing" else "stopped"
-            unit = "rounds" if self.kind == "gplvm" else "steps"  # a GPLVM commits once a round
-            self.status = f"{self.kind} fit, {who} — {self.entry.steps} {unit} committed"
+            self.status = f"{self.kind} fit, {who} — {self.entry.steps} {self.view.unit} committed"
         if stamp == self._seen and self.trace is not None:
             return False
         try:
@@ -218,7 +162,7 @@ class StoredFit:
                 self.staleness, self.calibration = res.staleness, res.calibration
             else:
                 self.trace = fit_trace(self.out, self.kind)
-                self.latent = fit_latent(self.out) if self.kind == "gplvm" else None
+                self.latent = self.view.latent(self.out)
                 self.heldout = fit_heldout(self.out)
         except (OSError, ValueError) as e:
             self.status, self.message = "failed", str(e).splitlines()[0]

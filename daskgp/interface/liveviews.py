@@ -94,10 +94,10 @@ class LiveViews:
     def show_fit(self, run) -> None:
         """The views of a fit: its objective, held-out metric and family figures."""
         B = self.pn.pane.Bokeh
-        figs = self.state.fit_figs = FitFigures(run.kind, run.what)
+        figs = self.state.fit_figs = FitFigures(run.view)
         self.state.fit_state = (run.kind, run.finished)
         state = "finished" if run.finished else "in progress"
-        shown = [B(figs.objective), *([B(figs.heldout), B(figs.nll)] if run.kind != "gplvm" else []),
+        shown = [B(figs.objective), *([B(figs.heldout), B(figs.nll)] if figs.heldout is not None else []),
                  *[B(f) for f in figs.extra.values()]]
         self.column.objects = [self.pn.pane.Markdown(f"### {run.kind.upper()} fit {state}: {run.what}"),
                                self.pn.FlexBox(*shown, sizing_mode="stretch_width")]
@@ -113,8 +113,8 @@ class LiveViews:
             figs.update(run.trace, run.latent, run.staleness)
             figs.update_heldout(run.heldout, run.calibration)
             figs.drawn = True
-            self.counter.object = (f"{len(run.trace)} points of the bound (global iterations and local steps)"
-                                   if run.kind == "gplvm" else f"{len(run.trace)} steps")
+            note = run.view.trace_note or "{n} steps"
+            self.counter.object = note.format(n=len(run.trace))
 
     # ------------------------------------------------------------------------------------------ chains
     def _layout(self, figs: RunFigures, names) -> None:

@@ -7,7 +7,7 @@ The file (format 1) holds plain data only — arrays and JSON text; opening it e
 * variables: the fitted arrays, each under its name with dimensions ``<name>.0``, ``<name>.1``, …; the
   labelled datasets an estimator keeps (a sampled regressor's run) as ``<group>.<variable>`` with their
   dimensions and coordinates prefixed the same way;
-* attributes: :data:`~daskgp.core.files.MARK` and ``model`` (``daskgp.<class name>``), ``model_format``,
+* attributes: :data:`~daskgp.core.files.MARK` and ``model`` (``daskgp.saved.<class name>``), ``model_format``,
   ``params`` (the constructor's parameters as JSON: a kernel object as its name, type and hyperparameters),
   ``state`` (the fitted values that are not arrays, as :mod:`daskgp.core.plaindata` JSON), ``groups`` (each
   labelled dataset's attributes and variable names, JSON), ``digests`` (BLAKE2b of every variable) and
@@ -31,8 +31,8 @@ import xarray as xr
 from ..core.files import MANIFEST, MARK, array_digest, check_destination, replaced_atomically
 from ..core.plaindata import decode, encode
 
-__all__ = ["FORMAT", "SavedModel", "Saved", "store_format", "write_model", "read_model", "model_kind",
-           "plain_params", "params_from_plain"]
+__all__ = ["FORMAT", "SavedModel", "Saved", "store_format", "write_model", "open_saved", "read_model",
+           "model_kind", "plain_params", "params_from_plain"]
 
 FORMAT = 1
 _ATTRS = ("model", "model_format", "params", "state", "groups")  # what the attribute digest covers
@@ -50,8 +50,10 @@ class Saved:
 
 
 def model_kind(cls) -> str:
-    """The marker a saved model of ``cls`` carries: ``daskgp.<class name>``."""
-    return f"daskgp.{cls.__name__}"
+    """The marker a saved model of ``cls`` carries: ``daskgp.saved.<class name>`` (not the command line's
+    results files' ``daskgp.<class name>``: a saved model is no results file, and neither may replace the
+    other)."""
+    return f"daskgp.saved.{cls.__name__}"
 
 
 def store_format(path: str) -> str:
@@ -113,20 +115,30 @@ def write_model(path, saved: Saved, kind: str, overwrite: bool = False) -> None:
         ds.to_netcdf(tmp) if fmt == "netcdf" else ds.to_zarr(tmp, mode="w", consolidated=False)
 
 
-def read_model(path, kind: str) -> Saved:
-    """The saved model of ``kind`` at ``path``. FileNotFoundError, or ValueError naming the file: not a
-    readable netCDF/zarr, another model, a format this daskgp does not read, or damaged."""
+def open_saved(path, kind: str, consolidated: bool | None = False) -> xr.Dataset:
+    """The dataset of the saved model of ``kind`` at ``path`` (``.nc`` or ``.zarr``), in memory, its
+    attribute 'model' checked (not its digests: the format's reader checks them). FileNotFoundError, or
+    ValueError naming the file: not a readable netCDF/zarr, or another model."""
     path = os.fspath(path)
     fmt = store_format(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no saved model at {path}")
     try:
-        ds = xr.load_dataset(path) if fmt == "netcdf" else xr.open_zarr(path, consolidated=False).load()
+        ds = (xr.load_dataset(path) if fmt == "netcdf"
+              else xr.open_zarr(path, consolidated=consolidated).load())
     except Exception as e:  # a truncated or foreign file: the readers raise many kinds
         raise ValueError(f"{path} is not a readable {fmt} file ({type(e).__name__}: {e})") from None
     found = ds.attrs.get("model")
     if found != kind:
         raise ValueError(f"{path} holds no {kind} (attribute 'model' is {found!r})")
+    return ds
+
+
+def read_model(path, kind: str) -> Saved:
+    """The saved model of ``kind`` at ``path``. FileNotFoundError, or ValueError naming the file: not a
+    readable netCDF/zarr, another model, a format this daskgp does not read, or damaged."""
+    path = os.fspath(path)
+    ds = open_saved(path, kind)
     if str(ds.attrs.get("model_format")) != str(FORMAT):
         raise ValueError(f"{path} has model format {ds.attrs.get('model_format')!r}; this daskgp reads "
                          f"format {FORMAT}")
@@ -197,8 +209,10 @@ class SavedModel:
     """``save(path)`` and ``load(path)`` for an estimator that names its fitted state: ``_fitted_state()``
     returns a :class:`Saved` without ``params`` (filled here from ``get_params``) and
     ``_restore_fitted(saved)`` sets the fitted attributes on a new estimator built from the saved
-    parameters. ``_unsaved_params``: constructor parameters that belong to the machine, not the model (a
-    scheduler's address), stored as their defaults."""
+    parameters. What every estimator has is kept here: ``n_features_in_``, ``feature_names_in_`` and a
+    classifier's ``classes_`` (set before ``_restore_fitted`` runs). ``_unsaved_params``: constructor
+    parameters that belong to the machine, not the model (a scheduler's address), stored as their
+    defaults."""
 
     _unsaved_params: tuple = ("scheduler",)
 
@@ -213,6 +227,11 @@ class SavedModel:
         saved.values["n_features_in"] = int(self.n_features_in_)
         if hasattr(self, "feature_names_in_"):  # fitted on a DataFrame: predict checks the names
             saved.values["feature_names_in"] = [str(c) for c in self.feature_names_in_]
+        if hasattr(self, "classes_"):  # labels keep their type: numbers as an array, text as text
+            if self.classes_.dtype.kind in "biuf":
+                saved.arrays["classes"] = self.classes_
+            else:
+                saved.values["classes"] = [str(c) for c in self.classes_]
         saved.params = plain_params({k: v for k, v in self.get_params(deep=False).items()
                                      if k not in self._unsaved_params})
         write_model(path, saved, model_kind(type(self)), overwrite=overwrite)
@@ -224,10 +243,12 @@ class SavedModel:
         saved = read_model(path, model_kind(cls))
         try:
             est = cls(**params_from_plain(saved.params))
-            est._restore_fitted(saved)
             est.n_features_in_ = int(saved.values["n_features_in"])
             if "feature_names_in" in saved.values:
                 est.feature_names_in_ = np.asarray(saved.values["feature_names_in"], dtype=object)
+            if "classes" in saved.arrays or "classes" in saved.values:
+                est.classes_ = saved.arrays.get("classes", np.asarray(saved.values.get("classes")))
+            est._restore_fitted(saved)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{os.fspath(path)} is an incomplete {model_kind(cls)} ({type(e).__name__}: "
                              f"{e})") from None

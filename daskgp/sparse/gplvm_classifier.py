@@ -69,15 +69,10 @@ class GPLVMClassifier(SavedModel, ValidatedParams, ClassifierMixin, BaseEstimato
                                                    if name != "scheduler"}),
                            "values": saved.values})
         values = {"models": models}
-        if self.classes_.dtype.kind in "biuf":  # labels keep their type: numbers as an array, text as text
-            arrays["classes"] = self.classes_
-        else:
-            values["classes"] = [str(c) for c in self.classes_]
         return Saved({}, arrays, values)
 
     def _restore_fitted(self, saved: Saved) -> None:
         a, v = saved.arrays, saved.values
-        self.classes_ = a["classes"] if "classes" in a else np.asarray(v["classes"])
         self.log_prior_ = a["log_prior"]
         self.models_ = []
         for k, spec in enumerate(v["models"]):

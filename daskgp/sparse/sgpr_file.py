@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from ..core.files import array_digest
-from ..runs.models import store_format
+from ..runs.models import open_saved
 
 __all__ = ["MODEL_FORMAT", "LOAD_ATTRS", "attrs_digest", "check_digests", "read_saved"]
 
@@ -72,16 +72,8 @@ def read_saved(path) -> tuple[xr.Dataset, int]:
     """(the saved dataset, its format number) at ``path``, its digests checked. FileNotFoundError, or
     ValueError naming the file for anything else."""
     path = os.fspath(path)
-    fmt = store_format(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no saved model at {path}")
-    try:
-        ds = xr.load_dataset(path) if fmt == "netcdf" else xr.open_zarr(path, consolidated=None).load()
-    except Exception as e:  # a truncated or foreign file: the readers raise many kinds
-        raise ValueError(f"{path} is not a readable {fmt} file ({type(e).__name__}: {e})") from None
-    if ds.attrs.get("model") != "daskgp.SparseGPRegressor":
-        raise ValueError(f"{path} holds no daskgp SparseGPRegressor (attribute 'model' is "
-                         f"{ds.attrs.get('model')!r})")
+    # (SGPR's zarr stores are consolidated: daskgp <= 0.7 wrote them so)
+    ds = open_saved(path, "daskgp.SparseGPRegressor", consolidated=None)
     try:
         fmt_no = int(ds.attrs.get("model_format", 0))
     except (TypeError, ValueError):

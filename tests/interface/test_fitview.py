@@ -33,12 +33,12 @@ def test_sgpr_and_advgp_checkpoints_show_what_their_fits_recorded(concrete, clie
     np.testing.assert_array_equal(a["seconds"], [r.seconds for r in recs])
     assert list(a["staleness_max"]) == [max(r.staleness) for r in recs] and max(a["staleness_max"]) <= 2
 
-    figs = FitFigures("advgp", FIT_KINDS["advgp"][1])
+    figs = FitFigures(FIT_KINDS["advgp"])
     figs.update(a)
     assert figs.src.data["x"] == list(a["seconds"]) and figs.src.data["y"] == list(a["objective"])
     n_contrib = sum(len(r.staleness) for r in recs)
-    assert sum(figs.stale_src.data["count"]) == n_contrib
-    assert sum(figs.part_src.data["count"]) == len(recs)
+    assert sum(figs.sources["staleness"].data["count"]) == n_contrib
+    assert sum(figs.sources["partitions"].data["count"]) == len(recs)
 
     view = StoredFit(str(tmp_path / "s.ckpt"), str(tmp_path), "sgpr")
     assert view.status.startswith("sgpr fit, stopped") and len(view.trace) == len(sg.bound_trace_)
@@ -99,9 +99,9 @@ def test_a_gplvm_checkpoint_shows_its_bound_and_its_embedding(client, tmp_path):
     assert np.all(np.diff(t["seconds"]) > 0) and t["seconds"].iloc[-1] <= gp.fit_info_["seconds"]
     mu = fit_latent(str(tmp_path / "g.ckpt"))
     np.testing.assert_array_equal(mu, gp.embedding_)
-    figs = FitFigures("gplvm", FIT_KINDS["gplvm"][1])
+    figs = FitFigures(FIT_KINDS["gplvm"])
     figs.update(t, mu)
-    assert figs.latent_src.data["x"] == gp.embedding_[:, 0].tolist()
+    assert figs.sources["latent"].data["x"] == gp.embedding_[:, 0].tolist()
     assert len(fit_latent(str(tmp_path / "g.ckpt"), max_points=10)) == 10
 
 
@@ -135,11 +135,12 @@ def test_the_held_out_log_is_drawn(tmp_path):
     store.log_heldout({"step": 20, "seconds": 3.0, "test_error": 0.1,
                        "calibration": [[0.1, 0.1, 5], [0.9, 0.8, 7]]})
     h = fit_heldout(str(tmp_path / "c"))
-    figs = FitFigures("gpc", FIT_KINDS["gpc"][1])
+    figs = FitFigures(FIT_KINDS["gpc"])
     figs.update_heldout(h)
     assert figs.held_src.data == {"x": [1.5, 3.0], "y": [0.2, 0.1]}
     assert figs.nll_src.data == {"x": [], "y": []}  # a log without NLL (daskgp <= 0.5): no points
-    assert figs.cal_src.data["p"] == [0.1, 0.9] and figs.cal_src.data["n"] == [5.0, 7.0]
+    cal = figs.sources["calibration"].data
+    assert cal["p"] == [0.1, 0.9] and cal["n"] == [5.0, 7.0]
 
 
 FINISHED = {  # one small real fit per family, written by its command as a batch job would
@@ -191,7 +192,7 @@ def test_finished_fits_are_listed_and_drawn_from_their_results_files(finished):
         with xr.open_dataset(finished / name) as f:
             ds = f.load()
         res = fit_results(str(finished / name))
-        figs = FitFigures(res.kind, FIT_KINDS[res.kind][1])
+        figs = FitFigures(FIT_KINDS[res.kind])
         figs.update(res.trace, None, res.staleness)
         figs.update_heldout(res.heldout, res.calibration)
         held = res.heldout
@@ -217,21 +218,21 @@ def test_finished_fits_are_listed_and_drawn_from_their_results_files(finished):
             # every update counts each partition's contribution once
             assert int(res.staleness[1].sum()) == 40 * len(ds.attrs["gradients_per_partition"])
             assert len(res.staleness[0]) <= 3  # τ = 2
-            assert figs.stale_src.data["count"] == res.staleness[1].tolist()
-            assert sum(figs.part_src.data["count"]) == 40
+            assert figs.sources["staleness"].data["count"] == res.staleness[1].tolist()
+            assert sum(figs.sources["partitions"].data["count"]) == 40
             assert held["step"].tolist() == [10, 20, 30, 40]
             assert held["test_rmse"].iloc[-1] == pytest.approx(ds.attrs["test_rmse"], rel=1e-12)
             assert figs.nll_src.data["y"] == ds["heldout_test_nlpd"].values.tolist()  # its last step logged
         else:
             np.testing.assert_array_equal(res.trace["objective"], ds["evidence"].values)
-            np.testing.assert_array_equal(figs.err_src.data["y"], ds["train_error"].values)
+            np.testing.assert_array_equal(figs.sources["train_error"].data["y"], ds["train_error"].values)
             assert held["step"].tolist() == [10, 20] and held["test_error"].iloc[-1] == ds.attrs["test_error"]
             # the log's NLL at the last iteration is the results file's (the same model, the same rows)
             assert ds["heldout_test_nll"].values[-1] == pytest.approx(ds.attrs["test_nll"], rel=1e-9)
             assert figs.nll_src.data["y"] == held["test_nll"].tolist()
             positive = ds["test_label"].values.astype(str) == ds.attrs["positive_class"]
             assert res.calibration == calibration_bins(ds["test_proba"].values, positive)
-            assert sum(figs.cal_src.data["n"]) == ds.sizes["test"]
+            assert sum(figs.sources["calibration"].data["n"]) == ds.sizes["test"]
     view = StoredFit(str(finished / "sgpr.nc"), str(finished), "sgpr")
     assert view.status == "sgpr fit, finished — 25 steps" and not view.refresh()
     view.close()

@@ -356,7 +356,7 @@ def test_load_refuses_foreign_or_truncated_files(content, msg, tmp_path):
         SparseGPRegressor.load(bad)
     other = tmp_path / "other.nc"
     xr.Dataset({"a": ("x", np.arange(3.0))}).to_netcdf(other)
-    with pytest.raises(ValueError, match="holds no daskgp SparseGPRegressor"):
+    with pytest.raises(ValueError, match="holds no daskgp.SparseGPRegressor"):
         SparseGPRegressor.load(other)
     with pytest.raises(ValueError, match=r"netCDF file \(.nc\) or a zarr store"):
         SparseGPRegressor.load(tmp_path / "model.pkl")

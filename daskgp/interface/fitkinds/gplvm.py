@@ -1,0 +1,45 @@
+"""The Bayesian GPLVM's fit on the page (:class:`daskgp.sparse.gplvm_checkpoint.GPLVMCheckpoint`): the bound
+after every global iteration and local step, committed once a round, and the latent means — the embedding,
+drawn in its first two dimensions. It has no command line and no held-out log."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import FitKind, bound_trace, register
+
+
+class GPLVMKind(FitKind):
+    name = "gplvm"
+    checkpoint = "daskgp.sparse.gplvm:GPLVMCheckpoint"
+    what = "bound (nats)"
+    unit = "rounds"  # a GPLVM commits once a round
+    trace_note = "{n} points of the bound (global iterations and local steps)"
+
+    def trace(self, state):
+        return bound_trace(state)
+
+    def latent(self, path, max_points: int = 5000):
+        """The latent means μ (k, q) committed in the checkpoint at ``path``, at most ``max_points`` rows
+        spread evenly over the n."""
+        _, state = self.store(path).read_state(None)
+        mu = np.asarray(state["mu"], float)
+        idx = np.unique(np.linspace(0, len(mu) - 1, min(len(mu), max_points)).astype(int)) if len(mu) else []
+        return mu[idx]
+
+    def extra_figures(self):
+        from bokeh.models import ColumnDataSource
+        from bokeh.plotting import figure
+
+        src = ColumnDataSource({"x": [], "y": []})
+        f = figure(height=320, width=420, title="latent means (first two dimensions)", x_axis_label="x₁",
+                   y_axis_label="x₂")
+        f.scatter("x", "y", source=src, size=3, alpha=0.5)
+        return {"latent": f, "_sources": {"latent": src}}
+
+    def update_extra(self, sources, trace, latent=None, staleness=None):
+        if latent is not None and latent.shape[1] >= 2:
+            sources["latent"].data = {"x": latent[:, 0].tolist(), "y": latent[:, 1].tolist()}
+
+
+register(GPLVMKind())
