@@ -141,7 +141,7 @@ def doctor_command(args) -> int:
     otherwise."""
     from ..compute.cluster import borrowed_client, choose_device
     from ..core.validation import check_int
-    from .cli_common import check_out_path, dataset_from_args
+    from .cli.common import check_out_path, dataset_from_args
 
     check_int("--rows", args.rows, 50)
     check_int("--iterations", args.iterations, 1)

@@ -109,7 +109,7 @@ def test_calibration_bins_of_calibrated_and_overconfident_predictions():
     """The reliability bins: every held-out row in one bin; for outcomes drawn with the predicted
     probabilities, each bin's observed frequency is within 4 binomial standard errors of its mean
     prediction; predictions pushed to 0/1 (overconfident) leave the extreme bins far from it."""
-    from daskgp.interface.cli_gpc import calibration_bins
+    from daskgp.interface.cli.gpc import calibration_bins
 
     rng = np.random.default_rng(3)
     p = rng.uniform(0, 1, 20_000)
@@ -181,7 +181,7 @@ def test_finished_fits_are_listed_and_drawn_from_their_results_files(finished):
     hold those numbers."""
     import xarray as xr
 
-    from daskgp.interface.cli_gpc import calibration_bins
+    from daskgp.interface.cli.gpc import calibration_bins
     from daskgp.interface.fitview import fit_results
 
     entries = {r.name: r for r in find_runs([finished])}

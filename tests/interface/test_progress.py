@@ -127,7 +127,7 @@ def test_a_swallowed_ctrl_c_is_raised_again_by_the_next_progress_update():
     import signal
     import sys
 
-    from daskgp.interface.cli_common import ignore_further_interrupts, interrupt_once
+    from daskgp.interface.cli.common import ignore_further_interrupts, interrupt_once
 
     def in_gc_raising(make):
         def callback(phase, info):

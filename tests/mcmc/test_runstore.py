@@ -124,7 +124,7 @@ def test_a_new_run_beside_a_checkpointed_warmup_is_refused_unless_overwritten(tm
     line = _one_line_error(capsys, main(["sample", "--resume", run]))
     assert "warmup checkpoint is malformed" in line and ckpt.path in line
     assert os.path.isdir(ckpt.path)
-    with mock.patch("daskgp.interface.cli_runs.cluster_from_args", side_effect=ValueError("stop here")):
+    with mock.patch("daskgp.interface.cli.runs.cluster_from_args", side_effect=ValueError("stop here")):
         assert "stop here" in _one_line_error(capsys, main(_sample_argv(run, "--overwrite")))
     assert not os.path.exists(ckpt.path)  # removed before any cluster starts
     os.mkdir(ckpt.path)

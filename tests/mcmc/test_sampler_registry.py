@@ -134,7 +134,7 @@ def test_a_registered_sampler_is_offered_by_the_cli_and_the_dashboard(toy):
     import panel as pn
 
     from daskgp.interface.cli import build_parser
-    from daskgp.interface.cli_runs import sampler_options
+    from daskgp.interface.cli.runs import sampler_options
     from daskgp.interface.dashboard import DashboardSettings
     from daskgp.interface.page import RunPage
     from daskgp.mcmc.estimator import BayesianGPRegressor

@@ -27,7 +27,7 @@ class GPCKind(FitKind):
                                   "objective": ds["evidence"].values.astype(float),
                                   "train_error": ds["train_error"].values.astype(float)})
         if "test_proba" in ds and "test_label" in ds:
-            from ..cli_gpc import calibration_bins
+            from ..cli.gpc import calibration_bins
 
             # the class whose probability test_proba is, as str(classes_[1]) like the stored labels
             positive = ds["test_label"].values.astype(str) == str(ds.attrs["positive_class"])

@@ -12,17 +12,17 @@ import warnings
 
 import numpy as np
 
-from ..mcmc.config import SamplerConfig
-from ..mcmc.samplers import AUTO, default_method, get_sampler, sampler_names
-from ..mcmc.samplers.settings import flag_name, setting_type, settings_fields
-from .cli_common import check_out_path, cluster_from_args, dataset_from_args, print_summary, quiet_teardown
-from .progress import chain_progress, keepalive, warmup_progress
+from ...mcmc.config import SamplerConfig
+from ...mcmc.samplers import AUTO, default_method, get_sampler, sampler_names
+from ...mcmc.samplers.settings import flag_name, setting_type, settings_fields
+from ..progress import chain_progress, keepalive, warmup_progress
+from .common import check_out_path, cluster_from_args, dataset_from_args, print_summary, quiet_teardown
 
 
 def sample_command(args) -> int:
-    from ..mcmc.chains import check_no_warmup_beside, check_resumable, resume, sample, warmup_to_resume
-    from ..mcmc.control import RunControl, RunStopped
-    from ..runs.draws import check_new_run_path, remove_dead_staging
+    from ...mcmc.chains import check_no_warmup_beside, check_resumable, resume, sample, warmup_to_resume
+    from ...mcmc.control import RunControl, RunStopped
+    from ...runs.draws import check_new_run_path, remove_dead_staging
 
     ds = spec = None
     replaced = None  # the folder a new run replaces once its first block is committed (by inode)
@@ -37,7 +37,7 @@ def sample_command(args) -> int:
         out = args.resume
         warm = warmup_to_resume(out)  # a run interrupted in its warmup: that first
         if warm is not None:
-            from ..runs.lock import RunLocked, lock_info
+            from ...runs.lock import RunLocked, lock_info
 
             info = lock_info(warm[0].path)
             if info is not None and info.state != "stale":
@@ -50,7 +50,7 @@ def sample_command(args) -> int:
         else:  # before starting a cluster: intact, free, states well formed, a valid extension
             run, cfg, finished = check_resumable(out, **extend)
         if finished:
-            from ..mcmc.diagnostics import open_run
+            from ...mcmc.diagnostics import open_run
 
             what = "meets its target" if run.checkpoint["n_draws"] < cfg.n_iter else "is complete"
             print(f"daskgp: {out} {what} ({run.checkpoint['n_draws']} draws per chain)", file=sys.stderr)
@@ -100,13 +100,13 @@ def sample_command(args) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     if dt is None:
-        from ..runs.draws import RunError, read_checkpoint
+        from ...runs.draws import RunError, read_checkpoint
 
         try:  # a new run that never committed left the folder it was to replace as it was
             n = read_checkpoint(out)["n_draws"] if os.stat(out).st_ino != replaced else 0
         except (OSError, RunError):
             n = 0
-        from ..mcmc.warmup import WarmupStore, warmup_path
+        from ...mcmc.warmup import WarmupStore, warmup_path
 
         warmed = WarmupStore(warmup_path(out)).iterations() if not n else 0
         if n:
@@ -138,10 +138,10 @@ def _stop_on_first_sigint(control):
 
 
 def summary_command(args) -> int:
-    from ..mcmc.diagnostics import open_run
+    from ...mcmc.diagnostics import open_run
 
     if not os.path.isdir(args.run):
-        from ..mcmc.warmup import WarmupStore, warmup_path
+        from ...mcmc.warmup import WarmupStore, warmup_path
 
         done = WarmupStore(warmup_path(args.run)).iterations()
         if done:
@@ -154,8 +154,8 @@ def summary_command(args) -> int:
 
 
 def repair_command(args) -> int:
-    from ..runs.draws import remove_dead_staging, repair
-    from ..runs.fits import is_fit_store, repair_fit
+    from ...runs.draws import remove_dead_staging, repair
+    from ...runs.fits import is_fit_store, repair_fit
 
     staged = remove_dead_staging(args.run)  # a new run's folder left by a writer that stopped before a block
     for line in staged:
@@ -174,8 +174,8 @@ def repair_command(args) -> int:
 
 
 def predict_command(args) -> int:
-    from ..core.files import MARK, replaced_atomically, write_atomically
-    from ..mcmc.estimator import BayesianGPRegressor
+    from ...core.files import MARK, replaced_atomically, write_atomically
+    from ...mcmc.estimator import BayesianGPRegressor
 
     if not os.path.isdir(args.run):
         raise FileNotFoundError(f"no run at {args.run}")
@@ -192,8 +192,8 @@ def predict_command(args) -> int:
     est = BayesianGPRegressor.from_run(args.run, n_predict_draws=args.draws, level=args.level)
     inputs = _read_features(args.x, est) if args.x is not None else None
     if netcdf:
-        from ..mcmc.checks import predictive_tree
-        from ..runs.draws import stored_dataset
+        from ...mcmc.checks import predictive_tree
+        from ...runs.draws import stored_dataset
 
         ds = stored_dataset(est.run_)
         if ds is None:
@@ -304,8 +304,8 @@ def _refuse_fixed_on_resume(args) -> None:
 
 def _check_run_fits(opts: dict, ds) -> None:
     """The sampler's options checked against the data (sizes, memory) without any cluster."""
-    from ..core.kernels import make_kernel
-    from ..mcmc.config import check_method_fits
+    from ...core.kernels import make_kernel
+    from ...mcmc.config import check_method_fits
 
     cfg = SamplerConfig.from_dict(opts)
     kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=ds.X.shape[1])
@@ -319,7 +319,7 @@ def _read_features(path, est):
     columns by position would predict from the wrong inputs. A run fitted on bare arrays (names x0, x1, …)
     takes the columns in order, as many as it has features."""
 
-    from ..datasets import check_numeric_frame, load_spec, read_csv_frame
+    from ...datasets import check_numeric_frame, load_spec, read_csv_frame
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path}")

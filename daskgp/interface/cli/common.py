@@ -30,7 +30,7 @@ def print_summary(dt, psrf: bool = False, path: str | None = None) -> None:
     unconverged run a command to copy (:func:`continue_command`)."""
     import pandas as pd
 
-    from ..mcmc.diagnostics import DEFAULT_TARGET_ESS, post_warmup, psrf_evolution, run_fidelity, run_summary
+    from ...mcmc.diagnostics import DEFAULT_TARGET_ESS, post_warmup, psrf_evolution, run_fidelity, run_summary
 
     cfg = dt.attrs["config"]
     table, notes = run_summary(dt)
@@ -80,7 +80,7 @@ def print_summary(dt, psrf: bool = False, path: str | None = None) -> None:
 def table_in_args(args) -> bool:
     """Whether the data arguments name a table (``--data PATH``: Parquet, zarr, a CSV glob), not a built-in
     set or ``--csv FILE``."""
-    from ..datasets import names_table
+    from ...datasets import names_table
 
     return not args.csv and names_table(args.data)
 
@@ -89,14 +89,14 @@ def split_before_cluster(args) -> bool:
     """Whether ``daskgp sgpr|advgp`` split their data before a cluster starts (refusing it then costs
     nothing): data in memory, and a table read from its metadata alone (Parquet footers, zarr headers). A CSV
     glob's rows are counted where they are read, so it is split on the cluster."""
-    from ..datasets.tables import counts_rows_by_reading
+    from ...datasets.tables import counts_rows_by_reading
 
     return not (table_in_args(args) and counts_rows_by_reading(args.data))
 
 
 def announce_split(command: str, ds, Xtr, Xte, settings: str) -> None:
     """The first line of a fit on the command line: the data, where a table is read, rows, settings."""
-    from ..datasets import Table
+    from ...datasets import Table
 
     where = f" ({ds.kind}, {len(ds.chunk_names)} chunks read on the workers)" if isinstance(ds, Table) else ""
     print(f"daskgp {command}: {ds.name}{where}, {Xtr.shape[0]} training / {Xte.shape[0]} test rows, "
@@ -113,7 +113,7 @@ def dataset_from_args(args, tables: bool = False):
     """The data arguments' data set and its spec: a built-in name, ``--csv FILE``, or — where the command
     reads one (``tables``) — a table on shared storage (``--data PATH`` of Parquet, zarr or a CSV glob, with
     ``--target`` and ``--features``), read on the workers (:func:`daskgp.datasets.read_table`)."""
-    from ..datasets import load, load_csv, read_table
+    from ...datasets import load, load_csv, read_table
 
     if args.csv:
         ds = load_csv(args.csv, args.target if args.target is not None else -1)
@@ -138,7 +138,7 @@ def check_out_path(path: str, kind: str, overwrite: bool, suffixes=(".csv",), re
     """An output file path, checked before any work by the one rule of
     :func:`daskgp.core.files.check_destination` (suffix, folder, no symbolic link, not an input, and only a
     file daskgp wrote as ``kind`` replaced, with ``overwrite``); never a folder."""
-    from ..core.files import check_destination
+    from ...core.files import check_destination
 
     if os.path.isdir(path) and not os.path.islink(path):
         raise IsADirectoryError(f"{flag} {path} is a folder")
@@ -160,8 +160,8 @@ def cluster_from_args(args, stream=None):
     """``with cluster_from_args(args) as client:`` the cluster named by the cluster arguments of
     :mod:`daskgp.interface.cli` (a new local one by default, closed on exit whatever happens; a scheduler's
     cluster is left running), announced on ``stream`` (stdout by default)."""
-    from ..compute.cluster import borrowed_client, quiet_data_errors
-    from ..core.validation import DataError
+    from ...compute.cluster import borrowed_client, quiet_data_errors
+    from ...core.validation import DataError
 
     with borrowed_client(None, args.scheduler, n_workers=args.workers, timeout=args.timeout,
                          device=getattr(args, "device", "cpu")) as client:
@@ -197,8 +197,8 @@ def interrupt_once():
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         return lambda: None
 
-    from ..compute.cluster import drop_sync_cancel_bug
-    from .progress import note_interrupt
+    from ...compute.cluster import drop_sync_cancel_bug
+    from ..progress import note_interrupt
 
     drop_sync_cancel_bug()
     previous_hook = sys.unraisablehook
@@ -236,7 +236,7 @@ def ignore_further_interrupts() -> None:
     import signal
     import threading
 
-    from .progress import note_interrupt
+    from ..progress import note_interrupt
 
     note_interrupt(False)  # called where the KeyboardInterrupt was caught: it arrived
     if threading.current_thread() is threading.main_thread():
@@ -247,7 +247,7 @@ def quiet_teardown(client=None) -> None:
     """Silence the loggers that report a cluster torn down mid-computation (broken comms, cancelled tasks),
     here and on the workers: after an interruption that is expected, and the one line the command prints says
     what happened."""
-    from ..compute.cluster import quiet_logs
+    from ...compute.cluster import quiet_logs
 
     quiet_logs()
     if client is not None:
@@ -284,8 +284,8 @@ def write_test_results(res, out: str, ds, args, ytr, yte, mean, sd) -> tuple[flo
     """Add the test predictions, their RMSE (and the mean predictor's) and NLPD (nats) to a fitted model's
     Dataset ``res`` and write it to the netCDF ``out`` atomically (a finished file or none): the results file
     of ``daskgp sgpr`` and ``daskgp advgp``. Returns (test RMSE, mean-predictor RMSE), y units."""
-    from .._version import __version__
-    from ..core.files import MARK, replaced_atomically
+    from ..._version import __version__
+    from ...core.files import MARK, replaced_atomically
 
     rmse = float(np.sqrt(np.mean((mean - yte) ** 2)))
     rmse_mean = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
@@ -316,7 +316,7 @@ def write_results(res, out: str, ds, args, ytr, yte, mean, sd, reduced) -> tuple
     """The results file of ``daskgp sgpr|advgp``: :func:`write_test_results` for data in memory, or for a
     table :func:`write_table_results` with ``reduced``, its (test RMSE, mean predictor's RMSE) reduced on
     the workers while the cluster was up (:func:`table_rmse`). Returns those two."""
-    from ..datasets import Table
+    from ...datasets import Table
 
     if isinstance(ds, Table):
         write_table_results(res, out, ds, args, int(yte.shape[0]), test_rmse=reduced[0],
@@ -328,8 +328,8 @@ def write_results(res, out: str, ds, args, ytr, yte, mean, sd, reduced) -> tuple
 def write_table_results(res, out: str, table, args, n_test: int, **metrics: float) -> None:
     """A fitted model's Dataset ``res`` with the test ``metrics`` of a table (computed on the workers; the
     test rows' predictions are not gathered into the file) written to the netCDF ``out`` atomically."""
-    from .._version import __version__
-    from ..core.files import MARK, replaced_atomically
+    from ..._version import __version__
+    from ...core.files import MARK, replaced_atomically
 
     res.attrs.update(dataset=table.name, table=os.path.abspath(table.source), target=table.target_name,
                      **metrics, n_test=n_test, seed=args.seed,
@@ -345,8 +345,8 @@ def naming_table_files(ds):
     """Around a fit of a table's training split: a NaN or inf that the estimator finds is named by its
     chunk of the split; a table's error names the file and its row instead (one more pass over the table on
     the workers, only then)."""
-    from ..core.validation import NonFiniteError
-    from ..datasets import Table
+    from ...core.validation import NonFiniteError
+    from ...datasets import Table
 
     try:
         yield
@@ -370,7 +370,7 @@ def inputs_of(args) -> list[str]:
 def predictions_output(args):
     """``--predictions FOLDER`` as an :class:`daskgp.core.files.Output` (a new Parquet folder), or None;
     only with a table (data in memory keep their test predictions in ``--out``)."""
-    from ..core.files import Output
+    from ...core.files import Output
 
     path = getattr(args, "predictions", None)
     if path is None:
@@ -418,7 +418,7 @@ def check_fit_outputs(args, ckpt, kind: str) -> None:
     (new, or one it wrote with ``--overwrite``), ``--predictions`` a new folder, the checkpoint ``ckpt`` (an
     object with ``path``, ``kind`` and ``exists()``), none inside another or an input; and the checkpoint's
     state consistent with ``--resume`` — a foreign file at the checkpoint's name is never removed or read."""
-    from ..core.files import Output, check_outputs, written_kind
+    from ...core.files import Output, check_outputs, written_kind
 
     if os.path.isdir(args.out) and not os.path.islink(args.out):
         raise IsADirectoryError(f"--out {args.out} is a folder")
@@ -442,7 +442,7 @@ def check_fit_outputs(args, ckpt, kind: str) -> None:
 def split_from_args(args, tables: bool = False):
     """The data arguments' data set and its fixed split (``--test-fraction``, ``--train-size``, ``--seed``),
     checked against ``--inducing``: (ds, X_train, y_train, X_test, y_test) in original units."""
-    from ..datasets import Table, split_table, train_test
+    from ...datasets import Table, split_table, train_test
 
     ds, _ = dataset_from_args(args, tables=tables)
     train_size = (None if args.train_size in ("all", "full")

@@ -9,15 +9,15 @@ import time
 
 import numpy as np
 
-from .._version import __version__
-from ..core.kernels import KERNELS
-from ..gpc import methods as gpc
-from ..mcmc.config import EXACT_WARMUP_MAX_N, WARMUPS, SamplerConfig
-from ..mcmc.samplers import AUTO, get_sampler, sampler_names
-from .cli_advgp import advgp_command
-from .cli_common import cluster_from_args, ignore_further_interrupts, interrupt_once
-from .cli_gpc import gpc_command
-from .cli_runs import (
+from ..._version import __version__
+from ...core.kernels import KERNELS
+from ...mcmc.config import EXACT_WARMUP_MAX_N, WARMUPS, SamplerConfig
+from ...mcmc.samplers import AUTO, get_sampler, sampler_names
+from ..doctor import doctor_command
+from . import advgp, gpc, sgpr
+from .args import cluster_arguments, data_arguments
+from .common import cluster_from_args, ignore_further_interrupts, interrupt_once
+from .runs import (
     FIXED_ON_RESUME,
     methods_by_size,
     predict_command,
@@ -26,18 +26,16 @@ from .cli_runs import (
     sampler_setting_arguments,
     summary_command,
 )
-from .cli_sparse import sgpr_command
-from .doctor import doctor_command
 
 EXIT_USAGE, EXIT_ERROR = 2, 1
 
 
 def _demo(args) -> int:
-    from ..compute.operator import KernelOperator
-    from ..core.kernels import make_kernel
-    from ..core.validation import check_positive
-    from ..datasets import load
-    from ..exact.marginal import exact_log_marginal, log_marginal_gradient
+    from ...compute.operator import KernelOperator
+    from ...core.kernels import make_kernel
+    from ...core.validation import check_positive
+    from ...datasets import load
+    from ...exact.marginal import exact_log_marginal, log_marginal_gradient
 
     for name in ("variance", "lengthscale", "noise", "probes", "workers"):
         check_positive(name, getattr(args, name))
@@ -79,7 +77,7 @@ def _dashboard(args) -> int:
             raise ValueError(f"--runs {folder}: no such folder")
     import panel as pn
 
-    from .app import create_app
+    from ..app import create_app
 
     for address in args.allow_scheduler:
         if not address.startswith(("tcp://", "tls://")):
@@ -149,35 +147,6 @@ class _OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def _cluster_arguments(parser) -> None:
-    """--scheduler, --workers, --timeout: what :func:`daskgp.interface.cli_common.cluster_from_args` connects
-    to, for every subcommand that computes on a cluster."""
-    parser.add_argument("--scheduler", default=None, help="tcp://host:8786 (default: start a local cluster)")
-    parser.add_argument("--workers", type=int, default=2, help="workers of the local cluster")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
-
-
-def _data_arguments(parser, default: str) -> None:
-    """--data NAME | --csv FILE [--target COL], and --data-dir: what :func:`dataset_from_args` reads."""
-    src = parser.add_mutually_exclusive_group()
-    src.add_argument("--data", default=default,
-                     help="concrete | house_8L | power_plant | flights (sgpr also: a table, PATH of Parquet "
-                          "files, a zarr store or a CSV glob, read on the workers)")
-    src.add_argument("--csv", default=None, help="your own numeric CSV with a header row")
-    parser.add_argument("--target", default=None,
-                        help="target column of --csv or a table (default: the last)")
-    parser.add_argument("--features", default=None,
-                        help="a table's feature columns, comma-separated (default: all but the target)")
-    parser.add_argument("--data-dir", default=None,
-                        help="folder with <name>.csv (else $DASKGP_DATA, user cache)")
-
-
-def _predictions_argument(parser) -> None:
-    parser.add_argument("--predictions", default=None, metavar="FOLDER",
-                        help="with a --data table: its held-out rows' predictions as a new Parquet folder, "
-                             "one file per chunk, written by the workers")
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = _OneLineParser(prog="daskgp", description="Scalable Bayesian Gaussian processes on Dask.")
     p.add_argument("--version", action="version", version=f"daskgp {__version__}")
@@ -192,12 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--noise", type=float, default=0.3)
     d.add_argument("--probes", type=int, default=4, help="Hutchinson probe vectors N_r")
     d.add_argument("--seed", type=int, default=0)
-    _cluster_arguments(d)
+    cluster_arguments(d)
     d.add_argument("--exact-max-n", type=int, default=12_000, help="skip the exact gradient above this n")
     d.set_defaults(func=_demo)
 
     sm = sub.add_parser("sample", help="sample the GP hyperparameter posterior with chains on a Dask cluster")
-    _data_arguments(sm, "concrete")
+    data_arguments(sm, "concrete")
     sm.add_argument("--method", default=SamplerConfig.method, choices=[AUTO, *sampler_names()],
                     help="the sampler: " + "; ".join(f"{nm}: {get_sampler(nm).label}"
                                                      for nm in sampler_names())
@@ -235,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where the chains compute: cpu, gpu (a dask-cuda cluster, cupy on every worker) or "
                          "auto (the GPU when the stack is complete); a resumed run keeps its own")
     sampler_setting_arguments(sm)
-    _cluster_arguments(sm)
+    cluster_arguments(sm)
     sm.set_defaults(func=sample_command, resume_defaults={n: sm.get_default(n) for n in FIXED_ON_RESUME})
 
     su = sub.add_parser("summary", help="ArviZ summary, time per effective sample, PSRF of a run")
@@ -266,96 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--level", type=float, default=0.95, help="central interval probability")
     pr.set_defaults(func=predict_command)
 
-    sg = sub.add_parser("sgpr", help="distributed sparse variational GP regression (map-reduce bound)")
-    _data_arguments(sg, "flights")
-    sg.add_argument("--inducing", type=int, default=100, help="inducing points m")
-    sg.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
-                    help="stationary ARD kernel (one lengthscale per feature)")
-    sg.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
-    sg.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (fixed random split)")
-    sg.add_argument("--max-iter", type=int, default=200, help="L-BFGS-B iterations")
-    sg.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (one task each)")
-    sg.add_argument("--seed", type=int, default=0, help="split and k-means seed")
-    sg.add_argument("--init", choices=("kmeans", "subset"), default="kmeans",
-                    help="where the fit starts: kmeans (Z at k-means centres of a 20,000-row sample) or "
-                         "subset (then moved to the optimum of that sample's bound, in this process: a good "
-                         "fit in a few passes over the rows, which can end below the kmeans start's after "
-                         "many); a --resume needs the same --init")
-    sg.add_argument("--out", default="sgpr.nc", help="netCDF file for parameters, bound trace, predictions")
-    sg.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    _predictions_argument(sg)
-    sg.add_argument("--resume", action="store_true",
-                    help="continue from the checkpoint folder OUT.checkpoint (committed every iteration) "
-                         "after an interruption")
-    _cluster_arguments(sg)
-    sg.set_defaults(func=sgpr_command)
-
-    ad = sub.add_parser("advgp", help="asynchronous distributed variational GP regression (ADVGP)")
-    _data_arguments(ad, "flights")
-    ad.add_argument("--inducing", type=int, default=100, help="inducing points m")
-    ad.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
-                    help="stationary ARD kernel (one lengthscale per feature)")
-    ad.add_argument("--tau", type=int, default=0, help="staleness bound (0: synchronous)")
-    ad.add_argument("--max-iter", type=int, default=5000,
-                    help="the most server updates (the fit stops earlier once converged, see --tol)")
-    ad.add_argument("--tol", type=float, default=1e-4,
-                    help="stopping rule: nats per training row a window of updates must gain (0: never stop "
-                         "early)")
-    ad.add_argument("--optimizer", choices=("adam", "adadelta"), default="adam",
-                    help="adam: Adam per parameter group and natural steps on q(w); adadelta: the paper's "
-                         "algorithm")
-    ad.add_argument("--init", choices=("subset", "kmeans"), default="subset",
-                    help="where the kernel starts: subset (the collapsed bound of a 20,000-row sample, "
-                         "maximised first) or kmeans (the paper's start); a --resume continues from its "
-                         "checkpoint, which was made with the same --init")
-    ad.add_argument("--partitions", type=int, default=None, help="row partitions (default: 2 per worker)")
-    ad.add_argument("--batch", type=int, default=None,
-                    help="rows per gradient task, a minibatch of its partition (default: all of it)")
-    ad.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
-    ad.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (fixed random split)")
-    ad.add_argument("--seed", type=int, default=0, help="split and k-means seed")
-    ad.add_argument("--out", default="advgp.nc", help="netCDF results file")
-    ad.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    _predictions_argument(ad)
-    ad.add_argument("--resume", action="store_true",
-                    help="continue from the checkpoint folder OUT.checkpoint")
-    _cluster_arguments(ad)
-    ad.set_defaults(func=advgp_command)
-
-    gc = sub.add_parser("gpc", help="sparse GP classification by EP, stochastic EP or ADF")
-    src = gc.add_mutually_exclusive_group()
-    src.add_argument("--data", default="breast_cancer",
-                     help="breast_cancer | mnist_parity | flights_delayed, or a table: PATH of Parquet "
-                          "files, a zarr store or a CSV glob, read on the workers")
-    src.add_argument("--csv", default=None, help="your CSV, header row: numeric features, a label column")
-    gc.add_argument("--target", default=None, help="label column of --csv or a table (default: the last)")
-    gc.add_argument("--features", default=None,
-                    help="a table's feature columns, comma-separated (default: all but the target)")
-    gc.add_argument("--method", choices=gpc.method_names(), default="sep",
-                    help="; ".join(f"{nm}: {gpc.get_method(nm).label}" for nm in gpc.method_names()))
-    gc.add_argument("--inducing", type=int, default=100, help="inducing points m")
-    gc.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
-                    help="stationary ARD kernel (one lengthscale per feature)")
-    gc.add_argument("--max-iter", type=int, default=250, help="iterations (passes; minibatches with --batch)")
-    gc.add_argument("--batch", type=int, default=None, help="rows per iteration (default: all, batch mode)")
-    gc.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (task)")
-    gc.add_argument("--damping", type=float, default=None,
-                    help="EP damping, SEP step, ADF weight, in (0, 1] (default: 0.5 EP, 1 SEP and ADF)")
-    gc.add_argument("--learning-rate", type=float, default=0.01, help="Adam step on the hyperparameters")
-    gc.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
-    gc.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (stratified split)")
-    gc.add_argument("--seed", type=int, default=0, help="split, k-means and minibatch seed")
-    gc.add_argument("--out", default="gpc.nc", help="netCDF results file")
-    gc.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    _predictions_argument(gc)
-    gc.add_argument("--resume", action="store_true",
-                    help="continue the interrupted fit in OUT.checkpoint (the same command otherwise)")
-    _cluster_arguments(gc)
-    gc.set_defaults(func=gpc_command)
+    for family in (sgpr, advgp, gpc):  # each family's command, its flags declared in its own module
+        family.add_parser(sub)
 
     dr = sub.add_parser("doctor", help="the machine's CPU/GPU stack, and one CMVP, gradient and 20-iteration "
                                        "chain per device against the CPU (JSON report)")
-    _data_arguments(dr, "concrete")
+    data_arguments(dr, "concrete")
     dr.add_argument("--rows", type=int, default=2000, help="rows of the data set to use")
     dr.add_argument("--iterations", type=int, default=20, help="SGLD iterations of the chain check")
     dr.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"],

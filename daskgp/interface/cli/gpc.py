@@ -12,7 +12,11 @@ import warnings
 
 import numpy as np
 
-from .cli_common import (
+from ...core.kernels import KERNELS
+from ...gpc import methods as gpc_methods
+from ..progress import fit_progress
+from .args import cluster_arguments, predictions_argument
+from .common import (
     attach_heldout,
     check_fit_outputs,
     cluster_from_args,
@@ -25,7 +29,6 @@ from .cli_common import (
     table_in_args,
     write_table_results,
 )
-from .progress import fit_progress
 
 KIND = "daskgp.SparseGPClassifier"  # the marker of the results file: a model SparseGPClassifier reads
 
@@ -52,7 +55,7 @@ def _table_metrics(est, ytr, p1, yte) -> dict:
 
 
 def _data(args):
-    from ..datasets import load_classification, load_classification_csv
+    from ...datasets import load_classification, load_classification_csv
 
     if args.csv:
         return load_classification_csv(args.csv, args.target if args.target is not None else -1)
@@ -63,10 +66,10 @@ def gpc_command(args) -> int:
 
     from sklearn.model_selection import train_test_split
 
-    from .._version import __version__
-    from ..core.files import MARK, replaced_atomically
-    from ..gpc.classifier import SparseGPClassifier
-    from ..gpc.fit import GPCCheckpoint
+    from ..._version import __version__
+    from ...core.files import MARK, replaced_atomically
+    from ...gpc.classifier import SparseGPClassifier
+    from ...gpc.fit import GPCCheckpoint
 
     for name in ("inducing", "max_iter", "workers"):
         if getattr(args, name) < 1:
@@ -108,8 +111,8 @@ def gpc_command(args) -> int:
     t_fit = time.perf_counter()
 
     def test_error(event):
-        from ..core.likelihoods import Probit
-        from ..gpc.ep import Posterior
+        from ...core.likelihoods import Probit
+        from ...gpc.ep import Posterior
 
         state = event.model
         Xs = (Xte - est.x_mean_) / est.x_scale_
@@ -206,3 +209,38 @@ def calibration_bins(p1, positive, bins: int = 10) -> list:
     which = np.minimum((p1 * bins).astype(int), bins - 1)
     return [[float(p1[which == b].mean()), float(positive[which == b].mean()), int((which == b).sum())]
             for b in range(bins) if (which == b).any()]
+
+
+def add_parser(sub) -> None:
+    """``daskgp gpc``'s flags, on the subcommands ``sub`` of the command line."""
+    gc = sub.add_parser("gpc", help="sparse GP classification by EP, stochastic EP or ADF")
+    src = gc.add_mutually_exclusive_group()
+    src.add_argument("--data", default="breast_cancer",
+                     help="breast_cancer | mnist_parity | flights_delayed, or a table: PATH of Parquet "
+                          "files, a zarr store or a CSV glob, read on the workers")
+    src.add_argument("--csv", default=None, help="your CSV, header row: numeric features, a label column")
+    gc.add_argument("--target", default=None, help="label column of --csv or a table (default: the last)")
+    gc.add_argument("--features", default=None,
+                    help="a table's feature columns, comma-separated (default: all but the target)")
+    names = gpc_methods.method_names()  # every registered update, its label from the method itself
+    gc.add_argument("--method", choices=names, default="sep",
+                    help="; ".join(f"{nm}: {gpc_methods.get_method(nm).label}" for nm in names))
+    gc.add_argument("--inducing", type=int, default=100, help="inducing points m")
+    gc.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
+                    help="stationary ARD kernel (one lengthscale per feature)")
+    gc.add_argument("--max-iter", type=int, default=250, help="iterations (passes; minibatches with --batch)")
+    gc.add_argument("--batch", type=int, default=None, help="rows per iteration (default: all, batch mode)")
+    gc.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (task)")
+    gc.add_argument("--damping", type=float, default=None,
+                    help="EP damping, SEP step, ADF weight, in (0, 1] (default: 0.5 EP, 1 SEP and ADF)")
+    gc.add_argument("--learning-rate", type=float, default=0.01, help="Adam step on the hyperparameters")
+    gc.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
+    gc.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (stratified split)")
+    gc.add_argument("--seed", type=int, default=0, help="split, k-means and minibatch seed")
+    gc.add_argument("--out", default="gpc.nc", help="netCDF results file")
+    gc.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    predictions_argument(gc)
+    gc.add_argument("--resume", action="store_true",
+                    help="continue the interrupted fit in OUT.checkpoint (the same command otherwise)")
+    cluster_arguments(gc)
+    gc.set_defaults(func=gpc_command)

@@ -7,7 +7,10 @@ import sys
 
 import numpy as np
 
-from .cli_common import (
+from ...core.kernels import KERNELS
+from ..progress import fit_progress
+from .args import cluster_arguments, data_arguments, predictions_argument
+from .common import (
     announce_split,
     attach_heldout,
     check_fit_outputs,
@@ -21,14 +24,13 @@ from .cli_common import (
     table_rmse,
     write_results,
 )
-from .progress import fit_progress
 
 
 def advgp_command(args) -> int:
     import pandas as pd
 
-    from ..advgp.estimator import ADVGPRegressor
-    from ..advgp.server import ServerCheckpoint
+    from ...advgp.estimator import ADVGPRegressor
+    from ...advgp.server import ServerCheckpoint
 
     for name in ("inducing", "max_iter", "workers"):
         if getattr(args, name) < 1:
@@ -93,3 +95,38 @@ def advgp_command(args) -> int:
           f"largest staleness {max(max(r.staleness) for r in est.records_)}){lost}")
     print(f"test RMSE {rmse:.3f} {ds.target_name} (mean predictor {rmse_mean:.3f}); results in {args.out}")
     return 0
+
+
+def add_parser(sub) -> None:
+    """``daskgp advgp``'s flags, on the subcommands ``sub`` of the command line."""
+    ad = sub.add_parser("advgp", help="asynchronous distributed variational GP regression (ADVGP)")
+    data_arguments(ad, "flights")
+    ad.add_argument("--inducing", type=int, default=100, help="inducing points m")
+    ad.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
+                    help="stationary ARD kernel (one lengthscale per feature)")
+    ad.add_argument("--tau", type=int, default=0, help="staleness bound (0: synchronous)")
+    ad.add_argument("--max-iter", type=int, default=5000,
+                    help="the most server updates (the fit stops earlier once converged, see --tol)")
+    ad.add_argument("--tol", type=float, default=1e-4,
+                    help="stopping rule: nats per training row a window of updates must gain (0: never stop "
+                         "early)")
+    ad.add_argument("--optimizer", choices=("adam", "adadelta"), default="adam",
+                    help="adam: Adam per parameter group and natural steps on q(w); adadelta: the paper's "
+                         "algorithm")
+    ad.add_argument("--init", choices=("subset", "kmeans"), default="subset",
+                    help="where the kernel starts: subset (the collapsed bound of a 20,000-row sample, "
+                         "maximised first) or kmeans (the paper's start); a --resume continues from its "
+                         "checkpoint, which was made with the same --init")
+    ad.add_argument("--partitions", type=int, default=None, help="row partitions (default: 2 per worker)")
+    ad.add_argument("--batch", type=int, default=None,
+                    help="rows per gradient task, a minibatch of its partition (default: all of it)")
+    ad.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
+    ad.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (fixed random split)")
+    ad.add_argument("--seed", type=int, default=0, help="split and k-means seed")
+    ad.add_argument("--out", default="advgp.nc", help="netCDF results file")
+    ad.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    predictions_argument(ad)
+    ad.add_argument("--resume", action="store_true",
+                    help="continue from the checkpoint folder OUT.checkpoint")
+    cluster_arguments(ad)
+    ad.set_defaults(func=advgp_command)
