@@ -146,12 +146,18 @@ def test_save_and_load_round_trip_predicts_identically(fitted, client, tmp_path,
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_every_fitted_estimator_names_its_kernel_in_the_datas_units(fitted, name):
+def test_every_fitted_estimator_names_its_kernel_and_likelihood_in_the_datas_units(fitted, name):
+    from daskgp.core.likelihoods import Gaussian, Probit
+
     est, _, _ = fitted[name]
     models = est.models_ if isinstance(est, dg.GPLVMClassifier) else [est]
     for m in models:
         assert isinstance(m.kernel_, Kernel)
         assert np.all(np.isfinite(m.kernel_.lengthscale)) and m.kernel_.variance > 0
+        if isinstance(m, dg.SparseGPClassifier):
+            assert isinstance(m.likelihood_, Probit)
+        else:  # the regressions' noise, the same number as their noise_variance_ (y units²)
+            assert isinstance(m.likelihood_, Gaussian) and m.likelihood_.noise_variance == m.noise_variance_
     if isinstance(est, dg.SparseGPRegressor):  # the same numbers the labelled attributes give
         assert est.kernel_.variance == est.kernel_variance_
         assert np.array_equal(est.kernel_.lengthscale, est.lengthscales_)

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "daskgp"
 MAX_LINES = 400
 # modules above MAX_LINES today, each at most its size when it was listed; cut one and drop its line
 OVERSIZE = {
-    "sparse/gplvm.py": 438,
+    "sparse/gplvm.py": 431,
     "mcmc/segments.py": 461,
     "interface/cli/common.py": 461,
     "datasets/loaders.py": 436,

@@ -25,6 +25,7 @@ from ..compute.rows import RowChunks
 from ..core.events import FitEvent, event_callback
 from ..core.fingerprint import data_token
 from ..core.kernels import ard_kernel, kernel_name
+from ..core.likelihoods import Gaussian
 from ..core.validation import (
     at_least,
     fit_data_or_dask,
@@ -199,6 +200,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         p = self.params_
         self.kernel_ = ard_kernel(p.kernel, p.variance * self.y_scale_**2, p.lengthscales * self.x_scale_)
         self.noise_variance_ = p.noise * self.y_scale_**2
+        self.likelihood_ = Gaussian(self.noise_variance_)
 
     def _fitted_state(self) -> Saved:
         p, rec = self.params_, self.records_

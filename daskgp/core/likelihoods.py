@@ -1,5 +1,6 @@
-"""Likelihoods for the non-Gaussian models: the probit of GP classification (Rasmussen & Williams 2006,
-section 3.6; Hernández-Lobato et al. 2015/2016 for the FITC-probit model of :mod:`daskgp.gpc`).
+"""Likelihood objects (issue 57, item 1): :class:`Gaussian` — y = f + ε, ε ~ N(0, σ²_n), the regression
+families' (SGPR, ADVGP, the exact GP, the GPLVM) — and the probit of GP classification (Rasmussen &
+Williams 2006, section 3.6; Hernández-Lobato et al. 2015/2016 for the FITC-probit model of :mod:`daskgp.gpc`).
 
     p(y | f) = Φ(y f / √v),   y ∈ {−1, +1},
 
@@ -22,9 +23,37 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import log_ndtr
 
-__all__ = ["Probit", "Tilted"]
+__all__ = ["Gaussian", "Probit", "Tilted"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+@dataclass(frozen=True)
+class Gaussian:
+    """p(y | f) = N(y | f, σ²_n): ``noise_variance`` σ²_n > 0, in y units squared (what a fitted regressor's
+    ``likelihood_`` holds, in its data's units)."""
+
+    noise_variance: float
+
+    def __post_init__(self):
+        v = float(self.noise_variance)
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"noise_variance must be finite and > 0, got {self.noise_variance!r}")
+        object.__setattr__(self, "noise_variance", v)
+
+    def predict(self, mean, var):
+        """(mean, variance) of y from those of f (arrays, y units): the noise variance added."""
+        return mean, var + self.noise_variance
+
+    def log_predictive_density(self, y, mean, var) -> np.ndarray:
+        """log ∫ N(y | f, σ²_n) N(f | mean, var) df per point (nats)."""
+        total = var + self.noise_variance
+        return -0.5 * np.log(2 * np.pi * total) - 0.5 * (y - mean) ** 2 / total
+
+    def variational_expectation(self, y, mean, var) -> np.ndarray:
+        """E_{N(f | mean, var)} log N(y | f, σ²_n) per point (nats): the data term of a variational bound."""
+        s2 = self.noise_variance
+        return -0.5 * np.log(2 * np.pi * s2) - 0.5 * ((y - mean) ** 2 + var) / s2
 
 
 @dataclass

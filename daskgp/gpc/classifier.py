@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..compute.rows import RowChunks
 from ..core.events import FitEvent, event_callback
 from ..core.kernels import ard_kernel, kernel_name
+from ..core.likelihoods import Probit
 from ..core.validation import (
     at_least,
     fit_data,
@@ -241,6 +242,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     def _set_units(self) -> None:
         p = self.params_
         self.kernel_ = ard_kernel(p.kernel, p.variance, p.lengthscales * self.x_scale_)
+        self.likelihood_ = Probit()
 
     def _fitted_state(self) -> Saved:
         p, rec = self.params_, self.records_
@@ -324,8 +326,6 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     def _proba_block(self, X) -> np.ndarray:
         Xs = (np.asarray(X, float) - self.x_mean_) / self.x_scale_
         mu, var = Posterior(self.params_, self.factor_).predict_latent(Xs)
-        from ..core.likelihoods import Probit
-
         return Probit.predict_proba(mu, var)
 
     def predict_proba(self, X):

@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.kernels import Kernel, ard_kernel, kernel_name, make_kernel
+from ..core.likelihoods import Gaussian
 from ..core.validation import ValidatedParams, at_least, fit_data, new_data, real_in, seed_from
 from ..datasets import fitted_scaler, scaler_meta
 from ..exact.predict import predictive
@@ -197,6 +198,7 @@ class BayesianGPRegressor(SavedModel, ValidatedParams, RegressorMixin, BaseEstim
         # one lengthscale per feature: an isotropic kernel of standardised inputs is ARD in X's units
         self.kernel_ = ard_kernel(cfg["kernel"], med["variance"] * self.y_scale_**2, ls * self.x_scale_)
         self.noise_variance_ = med["noise"] * self.y_scale_**2
+        self.likelihood_ = Gaussian(self.noise_variance_)
 
     def _fitted_state(self) -> Saved:
         groups = {g: self.run_[g].to_dataset() for g in self.run_.children}

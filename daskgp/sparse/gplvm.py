@@ -37,15 +37,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError, aligned
 from ..core.events import FitEvent, event_callback
 from ..core.kernels import ard_kernel, kernel_name
-from ..core.validation import (
-    ValidatedParams,
-    at_least,
-    check_X,
-    is_constant,
-    new_data,
-    real_in,
-    seed_from,
-)
+from ..core.likelihoods import Gaussian
+from ..core.validation import ValidatedParams, at_least, check_X, is_constant, new_data, real_in, seed_from
 from ..inducing.placement import kmeans_inducing
 from ..inducing.stats import SuffStats
 from ..runs.models import Saved, SavedModel
@@ -269,6 +262,7 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
         self.posterior_ = SparsePosterior.from_stats(theta, self.stats_)
         self.lengthscales_ = theta.lengthscales
         self.noise_variance_ = self.y_scale_**2 * theta.noise
+        self.likelihood_ = Gaussian(self.noise_variance_)
         self.kernel_ = ard_kernel(theta.kernel, theta.variance * self.y_scale_**2, theta.lengthscales)
 
     def _fitted_state(self) -> Saved:
@@ -429,8 +423,7 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
 
 
 def __getattr__(name: str):
-    # the classifier lives in its own module (it builds on the model, never the other way); the old path
-    # still names it, so pickles and imports made before the split find it
+    # the classifier's old path (before its own module): pickles and imports made then still find it
     if name == "GPLVMClassifier":
         from .gplvm_classifier import GPLVMClassifier
 

@@ -29,6 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..core.events import FitEvent, event_callback
 from ..core.files import MANIFEST, MARK, array_digest, check_destination, replaced_atomically
 from ..core.kernels import ard_kernel, kernel_name
+from ..core.likelihoods import Gaussian
 from ..core.validation import (
     at_least,
     fit_data_or_dask,
@@ -231,6 +232,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         self.lengthscales_ = theta.lengthscales * sx
         self.kernel_variance_ = theta.variance * sy**2
         self.noise_variance_ = sy**2 * theta.noise
+        self.likelihood_ = Gaussian(self.noise_variance_)
         self.kernel_ = ard_kernel(theta.kernel, self.kernel_variance_, self.lengthscales_)
 
     def _checkpoint_key(self, X, y, seed: int) -> str:

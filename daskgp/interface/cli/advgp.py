@@ -7,9 +7,15 @@ import sys
 
 import numpy as np
 
-from ...core.kernels import KERNELS
 from ..progress import fit_progress
-from .args import cluster_arguments, data_arguments, predictions_argument
+from .args import (
+    check_counts,
+    cluster_arguments,
+    data_arguments,
+    inducing_arguments,
+    output_arguments,
+    split_arguments,
+)
 from .common import (
     announce_split,
     attach_heldout,
@@ -32,11 +38,7 @@ def advgp_command(args) -> int:
     from ...advgp.estimator import ADVGPRegressor
     from ...advgp.server import ServerCheckpoint
 
-    for name in ("inducing", "max_iter", "workers"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.batch is not None and args.batch < 1:
-        raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    check_counts(args, ("inducing", "max_iter", "workers"), optional=("batch",))
     if args.tau < 0:
         raise ValueError(f"--tau must be >= 0, got {args.tau}")
     ckpt = ServerCheckpoint(f"{args.out}.checkpoint")
@@ -101,9 +103,7 @@ def add_parser(sub) -> None:
     """``daskgp advgp``'s flags, on the subcommands ``sub`` of the command line."""
     ad = sub.add_parser("advgp", help="asynchronous distributed variational GP regression (ADVGP)")
     data_arguments(ad, "flights")
-    ad.add_argument("--inducing", type=int, default=100, help="inducing points m")
-    ad.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
-                    help="stationary ARD kernel (one lengthscale per feature)")
+    inducing_arguments(ad)
     ad.add_argument("--tau", type=int, default=0, help="staleness bound (0: synchronous)")
     ad.add_argument("--max-iter", type=int, default=5000,
                     help="the most server updates (the fit stops earlier once converged, see --tol)")
@@ -120,13 +120,8 @@ def add_parser(sub) -> None:
     ad.add_argument("--partitions", type=int, default=None, help="row partitions (default: 2 per worker)")
     ad.add_argument("--batch", type=int, default=None,
                     help="rows per gradient task, a minibatch of its partition (default: all of it)")
-    ad.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
-    ad.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (fixed random split)")
-    ad.add_argument("--seed", type=int, default=0, help="split and k-means seed")
-    ad.add_argument("--out", default="advgp.nc", help="netCDF results file")
-    ad.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    predictions_argument(ad)
-    ad.add_argument("--resume", action="store_true",
-                    help="continue from the checkpoint folder OUT.checkpoint")
+    split_arguments(ad)
+    output_arguments(ad, "advgp.nc", "netCDF results file",
+                     "continue from the checkpoint folder OUT.checkpoint")
     cluster_arguments(ad)
     ad.set_defaults(func=advgp_command)

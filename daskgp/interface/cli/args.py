@@ -3,7 +3,8 @@ table's held-out predictions."""
 
 from __future__ import annotations
 
-__all__ = ["cluster_arguments", "data_arguments", "predictions_argument"]
+__all__ = ["cluster_arguments", "data_arguments", "predictions_argument", "inducing_arguments",
+           "split_arguments", "output_arguments", "check_counts"]
 
 
 def cluster_arguments(parser) -> None:
@@ -33,3 +34,35 @@ def predictions_argument(parser) -> None:
     parser.add_argument("--predictions", default=None, metavar="FOLDER",
                         help="with a --data table: its held-out rows' predictions as a new Parquet folder, "
                              "one file per chunk, written by the workers")
+
+
+def inducing_arguments(parser) -> None:
+    """--inducing, --kernel: every sparse family's model."""
+    from ...core.kernels import KERNELS
+
+    parser.add_argument("--inducing", type=int, default=100, help="inducing points m")
+    parser.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
+                        help="stationary ARD kernel (one lengthscale per feature)")
+
+
+def split_arguments(parser, split: str = "fixed random split", seed: str = "split and k-means seed") -> None:
+    """--train-size, --test-fraction, --seed: the held-out split every fitting command makes."""
+    parser.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
+    parser.add_argument("--test-fraction", type=float, default=0.1, help=f"held-out fraction ({split})")
+    parser.add_argument("--seed", type=int, default=0, help=seed)
+
+
+def output_arguments(parser, out: str, out_help: str, resume_help: str) -> None:
+    """--out, --overwrite, --predictions, --resume: a fitting command's results file, a table's held-out
+    predictions and the checkpoint it continues from."""
+    parser.add_argument("--out", default=out, help=out_help)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    predictions_argument(parser)
+    parser.add_argument("--resume", action="store_true", help=resume_help)
+
+
+def check_counts(args, names, optional=()) -> None:
+    """Refuse, in one line naming the flag, a count below 1: ``names`` always, ``optional`` when given."""
+    for name in (*names, *(n for n in optional if getattr(args, n) is not None)):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")

@@ -12,10 +12,9 @@ import warnings
 
 import numpy as np
 
-from ...core.kernels import KERNELS
 from ...gpc import methods as gpc_methods
 from ..progress import fit_progress
-from .args import cluster_arguments, predictions_argument
+from .args import check_counts, cluster_arguments, inducing_arguments, output_arguments, split_arguments
 from .common import (
     attach_heldout,
     check_fit_outputs,
@@ -71,11 +70,7 @@ def gpc_command(args) -> int:
     from ...gpc.classifier import SparseGPClassifier
     from ...gpc.fit import GPCCheckpoint
 
-    for name in ("inducing", "max_iter", "workers"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.batch is not None and args.batch < 1:
-        raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    check_counts(args, ("inducing", "max_iter", "workers"), optional=("batch",))
     ckpt = GPCCheckpoint(f"{args.out}.checkpoint")
     check_fit_outputs(args, ckpt, KIND)  # settled before a cluster starts: refusing costs nothing
     if args.overwrite and not args.resume:
@@ -225,22 +220,15 @@ def add_parser(sub) -> None:
     names = gpc_methods.method_names()  # every registered update, its label from the method itself
     gc.add_argument("--method", choices=names, default="sep",
                     help="; ".join(f"{nm}: {gpc_methods.get_method(nm).label}" for nm in names))
-    gc.add_argument("--inducing", type=int, default=100, help="inducing points m")
-    gc.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
-                    help="stationary ARD kernel (one lengthscale per feature)")
+    inducing_arguments(gc)
     gc.add_argument("--max-iter", type=int, default=250, help="iterations (passes; minibatches with --batch)")
     gc.add_argument("--batch", type=int, default=None, help="rows per iteration (default: all, batch mode)")
     gc.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (task)")
     gc.add_argument("--damping", type=float, default=None,
                     help="EP damping, SEP step, ADF weight, in (0, 1] (default: 0.5 EP, 1 SEP and ADF)")
     gc.add_argument("--learning-rate", type=float, default=0.01, help="Adam step on the hyperparameters")
-    gc.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
-    gc.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (stratified split)")
-    gc.add_argument("--seed", type=int, default=0, help="split, k-means and minibatch seed")
-    gc.add_argument("--out", default="gpc.nc", help="netCDF results file")
-    gc.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    predictions_argument(gc)
-    gc.add_argument("--resume", action="store_true",
-                    help="continue the interrupted fit in OUT.checkpoint (the same command otherwise)")
+    split_arguments(gc, "stratified split", "split, k-means and minibatch seed")
+    output_arguments(gc, "gpc.nc", "netCDF results file",
+                     "continue the interrupted fit in OUT.checkpoint (the same command otherwise)")
     cluster_arguments(gc)
     gc.set_defaults(func=gpc_command)

@@ -6,9 +6,15 @@ import sys
 
 import numpy as np
 
-from ...core.kernels import KERNELS
 from ..progress import fit_progress
-from .args import cluster_arguments, data_arguments, predictions_argument
+from .args import (
+    check_counts,
+    cluster_arguments,
+    data_arguments,
+    inducing_arguments,
+    output_arguments,
+    split_arguments,
+)
 from .common import (
     HELDOUT_EVERY,
     announce_split,
@@ -32,9 +38,7 @@ def sgpr_command(args) -> int:
     from ...sparse.fit import FitCheckpoint
     from ...sparse.sgpr import SparseGPRegressor
 
-    for name in ("inducing", "max_iter", "chunk_rows", "workers"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    check_counts(args, ("inducing", "max_iter", "chunk_rows", "workers"))
     ckpt = FitCheckpoint(f"{args.out}.checkpoint")
     # settled before a cluster starts: refusing costs nothing
     check_fit_outputs(args, ckpt, "daskgp.SparseGPRegressor")
@@ -104,24 +108,17 @@ def add_parser(sub) -> None:
     """``daskgp sgpr``'s flags, on the subcommands ``sub`` of the command line."""
     sg = sub.add_parser("sgpr", help="distributed sparse variational GP regression (map-reduce bound)")
     data_arguments(sg, "flights")
-    sg.add_argument("--inducing", type=int, default=100, help="inducing points m")
-    sg.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),
-                    help="stationary ARD kernel (one lengthscale per feature)")
-    sg.add_argument("--train-size", default="all", help="training rows (from the non-test rows) or all")
-    sg.add_argument("--test-fraction", type=float, default=0.1, help="held-out fraction (fixed random split)")
+    inducing_arguments(sg)
+    split_arguments(sg)
     sg.add_argument("--max-iter", type=int, default=200, help="L-BFGS-B iterations")
     sg.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (one task each)")
-    sg.add_argument("--seed", type=int, default=0, help="split and k-means seed")
     sg.add_argument("--init", choices=("kmeans", "subset"), default="kmeans",
                     help="where the fit starts: kmeans (Z at k-means centres of a 20,000-row sample) or "
                          "subset (then moved to the optimum of that sample's bound, in this process: a good "
                          "fit in a few passes over the rows, which can end below the kmeans start's after "
                          "many); a --resume needs the same --init")
-    sg.add_argument("--out", default="sgpr.nc", help="netCDF file for parameters, bound trace, predictions")
-    sg.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    predictions_argument(sg)
-    sg.add_argument("--resume", action="store_true",
-                    help="continue from the checkpoint folder OUT.checkpoint (committed every iteration) "
-                         "after an interruption")
+    output_arguments(sg, "sgpr.nc", "netCDF file for parameters, bound trace, predictions",
+                     "continue from the checkpoint folder OUT.checkpoint (committed every iteration) "
+                     "after an interruption")
     cluster_arguments(sg)
     sg.set_defaults(func=sgpr_command)
