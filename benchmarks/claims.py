@@ -270,6 +270,25 @@ def _nuts_fair_sizes(d: dict) -> dict:
     return {"rows": "\n".join(rows)}
 
 
+def _shared_vocabulary(d: dict) -> dict:
+    """A before/after run of benchmarks/shared_vocabulary.py: a row per measurement, its medians and
+    ratios."""
+    labels = {"sgpr_eval_s": "SGPR bound + gradient, flights (246,468 rows, m = 100, 2 workers)",
+              "advgp_partition_s": "ADVGP partition objective + gradient (20,000 rows, m = 100)",
+              "gpc_sep_pass_s": "SEP pass with gradient (20,000 rows, m = 100)",
+              "exact_gradient_s": "exact stochastic gradient, house_8L (22,784 rows, N_r = 4, ULISSE, "
+                                  "rank 100)",
+              "concrete_s_per_ess": "concrete, seconds per effective sample of the sampling (ESS 400)"}
+    rows = []
+    for key, label in labels.items():
+        r = d["summary"][key]
+        digits = 3 if r["before_median_s"] < 1 else 2
+        rows.append(f"| {label} | {r['before_median_s']:.{digits}f} | {r['after_median_s']:.{digits}f} | "
+                    f"{' / '.join(f'{x:.2f}' for x in r['ratio_per_round'])} | **{r['ratio_median']:.2f}** |")
+    same = d["summary"]["concrete_draws_identical_before_after"]
+    return {"rows": "\n".join(rows), "base": d["base"], "identical": "identical" if same else "DIFFERENT"}
+
+
 def _mean_tol(d: dict) -> dict:
     """K⁻¹y's tolerance: the worst bias per case at 1e-4 and 1e-3, the cold iterations on 22,784 rows."""
     def worst(case: str, tol: str, key: str = "bias_over_noise_sd") -> float:
@@ -493,6 +512,10 @@ CLAIMS = [
           _nuts_fair),
     Claim("NUTS as its experts run it, the larger sizes", "nuts_fair", "docs/benchmarks.md", "{rows}",
           _nuts_fair_sizes),
+    Claim("the method as the unit costs nothing (issue 57)", "shared_vocabulary_issue57",
+          "docs/benchmarks.md", "(revision {base}) against this one ({revision})", _shared_vocabulary),
+    Claim("the method as the unit costs nothing (issue 57): the table", "shared_vocabulary_issue57",
+          "docs/benchmarks.md", "{rows}\n\nThe concrete draws are {identical}", _shared_vocabulary),
     Claim("NUTS as its experts run it, concrete: the README row", "nuts_fair", "README.md",
           "| converged exact posterior, concrete (n = 1,030), seconds per effective sample end to end "
           "(1 seed) "
