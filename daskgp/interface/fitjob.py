@@ -44,7 +44,8 @@ class FitJobSettings:
     """A fit the page may start: ``family`` (sgpr, advgp, gpc), ``dataset`` (one of
     :data:`FIT_DATASETS`' for it), ``n_inducing`` m, ``max_iter`` (L-BFGS-B iterations, server updates or
     EP iterations), ``seed``, ``scheduler`` (None: the job's own local cluster of one worker; else one of
-    ``allowed_schedulers``)."""
+    ``allowed_schedulers``), ``method`` (GPC: a registered classifier update,
+    :func:`daskgp.gpc.methods.method_names`; None: the command's default)."""
 
     family: str = "sgpr"
     dataset: str = "concrete"
@@ -53,6 +54,7 @@ class FitJobSettings:
     seed: int = 0
     scheduler: str | None = None
     allowed_schedulers: tuple = ()
+    method: str | None = None
 
     def validate(self) -> FitJobSettings:
         """Self, or ValueError in one line naming the setting."""
@@ -66,6 +68,14 @@ class FitJobSettings:
             v = getattr(self, name)
             if type(v) is not int or not lo <= v <= hi:
                 raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
+        if self.method is not None:
+            from ..gpc.methods import method_names
+
+            if self.family != "gpc":
+                raise ValueError(f"a {self.family} fit takes no method (only gpc does)")
+            if self.method not in method_names():
+                raise ValueError(f"method {self.method!r} is not a registered classifier update (one of "
+                                 f"{', '.join(method_names())})")
         if self.scheduler is not None and self.scheduler not in self.allowed_schedulers:
             raise ValueError(f"scheduler {self.scheduler!r} is not one this server may use")
         return self
@@ -75,7 +85,7 @@ class FitJobSettings:
         cluster = ["--scheduler", self.scheduler] if self.scheduler else ["--workers", "1"]
         return [sys.executable, "-m", "daskgp", self.family, "--data", self.dataset, "--inducing",
                 str(self.n_inducing), "--max-iter", str(self.max_iter), "--seed", str(self.seed), *cluster,
-                "--out", out]
+                *(["--method", self.method] if self.method is not None else []), "--out", out]
 
 
 _live: set = set()  # the fit jobs running now, across the server's sessions

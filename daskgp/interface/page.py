@@ -12,6 +12,7 @@ import os
 import threading
 
 from ..core.kernels import KERNELS
+from ..gpc.methods import method_names as gpc_method_names
 from ..mcmc.samplers import AUTO, get_sampler, sampler_names
 from .dashboard import (
     BUILTIN,
@@ -120,11 +121,13 @@ class RunPage:
         self.writer_md = pn.pane.Markdown("", css_classes=["run-writer"])
         # a sparse fit started from the page: the family's own command, a batch job in the first runs folder
         self.fit_family = pn.widgets.Select(name="Sparse fit", options={"SGPR": "sgpr", "ADVGP": "advgp",
-                                                                        "GPC (EP)": "gpc"}, visible=shown)
+                                                                        "GPC": "gpc"}, visible=shown)
+        # the classifier's update: every registered one (a third-party method too), shown for GPC
+        self.fit_method = pn.widgets.Select(name="Classifier update", options=list(gpc_method_names()),
+                                            value="sep", visible=False)
         self.fit_data = pn.widgets.Select(name="Fit dataset", options=list(FIT_DATASETS["sgpr"]),
                                           visible=shown)
-        self.fit_family.param.watch(lambda event: setattr(self.fit_data, "options",
-                                                          list(FIT_DATASETS[event.new])), "value")
+        self.fit_family.param.watch(self._on_fit_family, "value")
         self.fit_m = pn.widgets.IntInput(name="Inducing points m", value=FitJobSettings.n_inducing,
                                          start=FIT_LIMITS["n_inducing"][0], end=FIT_LIMITS["n_inducing"][1],
                                          visible=shown)
@@ -145,9 +148,14 @@ class RunPage:
                           self.seed, self.scheduler,
                           pn.Row(self.start_b, self.pause_b, self.stop_b), self.error, self.status, v.counter,
                           self.dask_md, v.dl_nc, v.dl_csv, self.run_list, self.run_path,
-                          pn.Row(self.open_b, self.list_b), self.writer_md, self.fit_family, self.fit_data,
-                          self.fit_m, self.fit_iter, self.fit_b, width=340)
+                          pn.Row(self.open_b, self.list_b), self.writer_md, self.fit_family, self.fit_method,
+                          self.fit_data, self.fit_m, self.fit_iter, self.fit_b, width=340)
         return pn.Row(setup, v.column, sizing_mode="stretch_width")
+
+    def _on_fit_family(self, event) -> None:
+        """The chosen family's datasets, and the classifier's update menu for GPC only."""
+        self.fit_data.options = list(FIT_DATASETS[event.new])
+        self.fit_method.visible = event.new == "gpc" and self.fit_family.visible
 
     # ------------------------------------------------------------------------------------------ messages
     def show_error(self, msg: str) -> None:
@@ -256,7 +264,8 @@ class RunPage:
             settings = FitJobSettings(
                 family=self.fit_family.value, dataset=self.fit_data.value, n_inducing=int(self.fit_m.value),
                 max_iter=int(self.fit_iter.value), seed=int(self.seed.value), scheduler=self._scheduler(),
-                allowed_schedulers=self.schedulers).validate()
+                allowed_schedulers=self.schedulers,
+                method=self.fit_method.value if self.fit_family.value == "gpc" else None).validate()
             folder = _new_run_folder(os.path.realpath(self.runs[0]))
             run = LiveFit(settings, folder, os.path.realpath(self.runs[0]), self.max_runs)
         except (ValueError, FitCapReached, OSError) as e:

@@ -24,25 +24,12 @@ from ..core.likelihoods import Gaussian
 from ..core.validation import ValidatedParams, at_least, fit_data, new_data, real_in, seed_from
 from ..datasets import fitted_scaler, scaler_meta
 from ..exact.predict import predictive
-from ..runs.models import Saved, SavedModel
+from ..runs.models import Saved, SavedModel, plain
 from .chains import sample
 from .config import SamplerConfig, fingerprint
 from .diagnostics import open_run, post_warmup, run_fidelity, run_summary
 
 __all__ = ["BayesianGPRegressor", "thinned_log_draws"]
-
-
-def _plain(value):
-    """A run's attributes as plain data (numpy scalars and arrays as numbers and lists)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def thinned_log_draws(dt, n_draws: int) -> np.ndarray:
@@ -203,7 +190,7 @@ class BayesianGPRegressor(SavedModel, ValidatedParams, RegressorMixin, BaseEstim
     def _fitted_state(self) -> Saved:
         groups = {g: self.run_[g].to_dataset() for g in self.run_.children}
         values = {"y_mean": self.y_mean_, "y_scale": self.y_scale_, "n_iter": self.n_iter_,
-                  "param_names": self.param_names_, "run_attrs": _plain(dict(self.run_.attrs))}
+                  "param_names": self.param_names_, "run_attrs": plain(dict(self.run_.attrs))}
         arrays = {"X_train": self.X_train_, "y_train": self.y_train_, "log_draws": self.log_draws_,
                   "x_mean": self.x_mean_, "x_scale": self.x_scale_}
         return Saved({}, arrays, values, groups)

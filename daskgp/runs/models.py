@@ -32,7 +32,7 @@ from ..core.files import MANIFEST, MARK, array_digest, check_destination, replac
 from ..core.plaindata import decode, encode
 
 __all__ = ["FORMAT", "SavedModel", "Saved", "store_format", "write_model", "open_saved", "read_model",
-           "model_kind", "plain_params", "params_from_plain"]
+           "model_kind", "plain", "plain_params", "params_from_plain"]
 
 FORMAT = 1
 _ATTRS = ("model", "model_format", "params", "state", "groups")  # what the attribute digest covers
@@ -76,7 +76,7 @@ def _dataset(saved: Saved, kind: str) -> xr.Dataset:
         a = np.asarray(a)
         variables[name] = ((tuple(f"{name}.{i}" for i in range(a.ndim))), a)
     for g, ds in saved.groups.items():
-        groups[g] = {"attrs": encode(_plain_attrs(ds.attrs)), "variables": [str(v) for v in ds.data_vars],
+        groups[g] = {"attrs": encode(plain(dict(ds.attrs))), "variables": [str(v) for v in ds.data_vars],
                      "coords": [str(c) for c in ds.coords]}
         for v in ds.variables:
             target = coords if v in ds.coords else variables
@@ -91,16 +91,18 @@ def _dataset(saved: Saved, kind: str) -> xr.Dataset:
     return ds
 
 
-def _plain_attrs(attrs: dict) -> dict:
-    """A dataset's attributes as plain data (numpy scalars and arrays become numbers and lists)."""
-    out = {}
-    for k, v in attrs.items():
-        if isinstance(v, np.ndarray):
-            v = v.tolist()
-        elif isinstance(v, np.generic):
-            v = v.item()
-        out[str(k)] = v
-    return out
+def plain(value):
+    """Attributes (of a dataset, a run) as plain data: numpy scalars and arrays become numbers and lists,
+    nested dicts, lists and tuples are converted throughout (keys become strings)."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def write_model(path, saved: Saved, kind: str, overwrite: bool = False) -> None:

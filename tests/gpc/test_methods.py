@@ -50,6 +50,31 @@ def test_a_registered_update_is_fitted_offered_and_its_name_checked(halfsep, cli
         dg.SparseGPClassifier(method="nope", **kw).fit(X, y, client=client)
 
 
+def test_a_registered_update_is_on_the_dashboards_menu_and_its_fit_job(halfsep, tmp_path):
+    """The page's sparse-fit form offers every registered update for GPC (the toy included) and hides the
+    menu for the regressions; the job it starts passes the chosen one to ``daskgp gpc --method``; a method
+    for another family, or an unknown one, is refused in one line before any job starts."""
+    import panel as pn
+
+    from daskgp.interface.fitjob import FitJobSettings
+    from daskgp.interface.page import RunPage
+
+    page = RunPage(pn, lambda: None, 2, 1.0, runs=(str(tmp_path),))
+    assert "halfsep" in page.fit_method.options and not page.fit_method.visible
+    page.fit_family.value = "gpc"
+    assert page.fit_method.visible
+    page.fit_family.value = "advgp"
+    assert not page.fit_method.visible
+    job = FitJobSettings(family="gpc", dataset="breast_cancer", method="halfsep").validate()
+    argv = job.argv("out.nc")
+    assert argv[argv.index("--method") + 1] == "halfsep"
+    assert "--method" not in FitJobSettings(family="gpc", dataset="breast_cancer").validate().argv("o.nc")
+    with pytest.raises(ValueError, match="a sgpr fit takes no method"):
+        FitJobSettings(family="sgpr", method="sep").validate()
+    with pytest.raises(ValueError, match="'nope' is not a registered classifier update"):
+        FitJobSettings(family="gpc", dataset="breast_cancer", method="nope").validate()
+
+
 def test_the_builtin_updates_declare_what_the_loop_used_to_ask_their_names():
     ep, sep, adf = (get_method(nm) for nm in ("ep", "sep", "adf"))
     assert (ep.keeps_sites, sep.keeps_sites, adf.keeps_sites) == (True, False, False)
