@@ -71,7 +71,8 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
     ``tol``), ``records_`` (per update: version, staleness, objective, seconds), ``objective_`` (nats,
     standardised y; with minibatches an estimate), ``gradients_per_partition_``, ``lost_partitions_``,
     ``start_info_`` (the subset start's bound per row before and after, its iterations), ``kernel_`` (the
-    fitted kernel object, X and y units), ``noise_variance_`` (y units²), ``n_features_in_``. ``save(path)``
+    fitted kernel object, X and y units), ``noise_variance_`` (y units²) and ``likelihood_`` (its
+    :class:`~daskgp.core.likelihoods.Gaussian`), ``n_features_in_``. ``save(path)``
     and ``ADVGPRegressor.load(path)`` keep a fitted model (:mod:`daskgp.runs.models`).
     """
 

@@ -81,8 +81,8 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     iteration: evidence, training error, gradient norm), ``n_iter_``, ``n_features_in_``,
     ``best_iteration_`` (the iteration whose q the model keeps: the last, unless the fit broke down or its
     evidence collapsed — then the best, with a ConvergenceWarning), ``kernel_`` (the fitted kernel object:
-    lengthscales in X units, the variance in latent units). ``save(path)`` and
-    ``SparseGPClassifier.load(path)`` keep a fitted model (:mod:`daskgp.runs.models`).
+    lengthscales in X units, the variance in latent units), ``likelihood_`` (the :class:`Probit`).
+    ``save(path)`` and ``SparseGPClassifier.load(path)`` keep a fitted model (:mod:`daskgp.runs.models`).
     """
 
     def __init__(self, n_inducing: int = 100, method: str = "sep", max_iter: int = 250,

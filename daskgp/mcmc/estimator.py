@@ -65,8 +65,8 @@ class BayesianGPRegressor(SavedModel, ValidatedParams, RegressorMixin, BaseEstim
     regressor; also as scikit-learn scalers ``x_scaler_``, ``y_scaler_``), ``X_train_``/``y_train_``
     (standardised), ``param_names_``, ``n_iter_`` (iterations per chain, warmup included),
     ``n_features_in_`` and, for DataFrames, ``feature_names_in_``, ``kernel_`` (the kernel at the posterior
-    median of the hyperparameters, X and y units, one lengthscale per feature) and ``noise_variance_`` (its
-    noise, y units²).
+    median of the hyperparameters, X and y units, one lengthscale per feature), ``noise_variance_`` (its
+    noise, y units²) and ``likelihood_`` (the Gaussian of that noise).
     ``save(path)`` and ``BayesianGPRegressor.load(path)`` keep a fitted model with its run's draws in one
     file (:mod:`daskgp.runs.models`); :meth:`from_run` reads a run's store.
     """

@@ -112,7 +112,7 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
     ``bound_`` and ``bound_trace_`` (nats, standardised Y; one entry per global iteration and per local
     step), ``trace_seconds_`` (the fit's wall seconds at each entry of the trace, s; NaN for entries of a
     resumed checkpoint that did not record them), ``lengthscales_`` (q,) (large = a latent dimension
-    switched off), ``noise_variance_`` (Y units²), ``kernel_`` (the fitted kernel object over the latent
+    switched off), ``noise_variance_`` (Y units²) and ``likelihood_``, ``kernel_`` (the kernel over the latent
     space: variance in Y units², lengthscales in latent units), ``fit_info_``. ``save(path)`` and
     ``BayesianGPLVM.load(path)`` keep a fitted model (:mod:`daskgp.runs.models`).
     """

@@ -69,7 +69,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
 
     Fitted attributes: ``params_`` (GlobalParams, standardised units), ``inducing_points_`` (m, d) and
     ``lengthscales_`` (d,) in X units, ``kernel_variance_`` and ``noise_variance_`` in y units², ``kernel_``
-    (the fitted kernel object in those units), ``bound_``
+    (the fitted kernel object in those units), ``likelihood_`` (the Gaussian of that noise), ``bound_``
     (nats, standardised y), ``bound_trace_``, ``iteration_seconds_`` (the fit's wall seconds at each
     iteration, s; NaN where an older checkpoint did not record them), ``n_iter_`` (L-BFGS-B iterations,
     those before a resume included), ``fit_info_``, ``start_info_`` (the subset start's bound per row before
