@@ -232,3 +232,17 @@ def test_a_kernel_object_parameter_survives_the_round_trip(fitted, tmp_path, con
 def _saved(est, path):
     est.save(path)
     return path
+
+
+def test_a_two_argument_callback_still_gets_its_04_pair(client, concrete):
+    """daskgp 0.4's callback shapes keep working for one more release, with a FutureWarning: SGPR's
+    (iteration, bound) — the same numbers as the events of a one-argument callback on the same fit."""
+    X, y = _regression(concrete)
+    pairs, events = [], []
+    def old(iteration, bound):
+        pairs.append((iteration, bound))
+
+    with pytest.warns(FutureWarning, match="SparseGPRegressor.fit: a callback of two arguments"):
+        dg.SparseGPRegressor(n_inducing=10, max_iter=4).fit(X, y, client=client, callback=old)
+    dg.SparseGPRegressor(n_inducing=10, max_iter=4).fit(X, y, client=client, callback=events.append)
+    assert pairs and pairs == [(e.step, e.objective) for e in events]
