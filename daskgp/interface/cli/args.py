@@ -62,7 +62,8 @@ def output_arguments(parser, out: str, out_help: str, resume_help: str) -> None:
 
 
 def check_counts(args, names, optional=()) -> None:
-    """Refuse, in one line naming the flag, a count below 1: ``names`` always, ``optional`` when given."""
-    for name in (*names, *(n for n in optional if getattr(args, n) is not None)):
+    """Refuse, in one line naming the flag, a count below 1: ``names`` always, ``optional`` when given (set
+    and not None)."""
+    for name in (*names, *(n for n in optional if getattr(args, n, None) is not None)):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")

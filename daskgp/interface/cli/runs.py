@@ -16,6 +16,7 @@ from ...mcmc.config import SamplerConfig
 from ...mcmc.samplers import AUTO, default_method, get_sampler, sampler_names
 from ...mcmc.samplers.settings import flag_name, setting_type, settings_fields
 from ..progress import chain_progress, keepalive, warmup_progress
+from .args import check_counts
 from .common import check_out_path, cluster_from_args, dataset_from_args, print_summary, quiet_teardown
 
 
@@ -26,11 +27,8 @@ def sample_command(args) -> int:
 
     ds = spec = None
     replaced = None  # the folder a new run replaces once its first block is committed (by inode)
-    for name in ("chains", "iterations", "probes", "checkpoint_every", "workers", "target_ess",
-                 "workers_per_chain"):
-        v = getattr(args, name, None)
-        if v is not None and v < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+    check_counts(args, (), optional=("chains", "iterations", "probes", "checkpoint_every", "workers",
+                                     "target_ess", "workers_per_chain"))
     extend = dict(n_iter=args.iterations, target_ess=args.target_ess)
     if args.resume:
         _refuse_fixed_on_resume(args)
