@@ -135,9 +135,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     X, y = rows(args.rows)
-    from daskgp.core.kernels import make_kernel
     from daskgp.core.priors import GammaPrior
     from daskgp.exact.posterior import exact_log_posterior
+    from daskgp.model.kernels import make_kernel
 
     kern, prior = make_kernel("rbf", n_dims=X.shape[1]), GammaPrior(2.0, 1.0)
 

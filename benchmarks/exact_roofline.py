@@ -47,7 +47,7 @@ import json, sys, time
 import numpy as np
 import daskgp
 from daskgp.compute.operator import KernelOperator
-from daskgp.core.kernels import make_kernel
+from daskgp.model.kernels import make_kernel
 from daskgp.exact.posterior import subset_map
 from daskgp.mcmc.config import SamplerConfig
 from daskgp.mcmc.layout import chain_block_rows

@@ -61,7 +61,7 @@ def case_data(name: str):
     GP draw with the hyperparameters of :data:`SYNTH`."""
     os.environ.setdefault("DASKGP_DATA", str(HERE.parents[0].parent / "shared" / "data"))
     import daskgp as dg
-    from daskgp.core.kernels import make_kernel
+    from daskgp.model.kernels import make_kernel
 
     source, n = CASES[name]
     if source == "synth":
@@ -84,9 +84,9 @@ def exact_reference(X, y) -> dict:
     step 1e-3) of the default model (isotropic RBF, Gamma(2, 1) priors) by dense Cholesky."""
     import scipy.optimize
 
-    from daskgp.core.kernels import make_kernel
     from daskgp.core.priors import GammaPrior
     from daskgp.exact.posterior import central_hessian, exact_log_posterior
+    from daskgp.model.kernels import make_kernel
 
     kern, prior = make_kernel("rbf", n_dims=X.shape[1]), GammaPrior(2.0, 1.0)
 

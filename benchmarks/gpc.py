@@ -66,8 +66,8 @@ def _split(name: str, quick: bool, seed: int = 0):
 def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=None, every: float = 0.0,
             seed: int = 0):
     import daskgp as dg
-    from daskgp.core.likelihoods import Probit
     from daskgp.gpc.ep import Posterior
+    from daskgp.model.likelihoods import Probit
 
     Xtr, Xte, ytr, yte = data
     est = dg.SparseGPClassifier(n_inducing=m, method=method, max_iter=iters, batch_size=batch,

@@ -131,10 +131,10 @@ def save(doc: dict) -> None:
 
 
 def reference(ds, ard: bool, doc: dict, subset: int, seed: int) -> dict:
-    from daskgp.core.kernels import make_kernel
     from daskgp.core.priors import GammaPrior
     from daskgp.exact.posterior import central_hessian, subset_map
     from daskgp.mcmc.config import SamplerConfig
+    from daskgp.model.kernels import make_kernel
 
     cfg = SamplerConfig(method="sghmc", ard=ard)
     kernel = make_kernel(cfg.kernel, ard=ard, n_dims=ds.X_std.shape[1])
@@ -189,9 +189,9 @@ def reference(ds, ard: bool, doc: dict, subset: int, seed: int) -> dict:
 
 def check(ds) -> int:
     """The blocked evaluation against the library's exact path on 3,000 rows (blocks of 1,000)."""
-    from daskgp.core.kernels import make_kernel
     from daskgp.core.priors import GammaPrior
     from daskgp.exact.posterior import exact_log_posterior
+    from daskgp.model.kernels import make_kernel
 
     X, y = ds.X_std[:3000], ds.y_std[:3000]
     for ard in (False, True):

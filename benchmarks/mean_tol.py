@@ -46,8 +46,8 @@ def measure(name: str) -> dict:
 
     from daskgp.compute.operator import KernelOperator
     from daskgp.compute.solvers import PivotedCholesky, cg
-    from daskgp.core.kernels import make_kernel
     from daskgp.exact.marginal import log_marginal_gradient
+    from daskgp.model.kernels import make_kernel
 
     X, y = case_data(name)
     phi, cov = reference(name)

@@ -49,9 +49,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     os.environ.setdefault("DASKGP_DATA", str(HERE.parents[0].parent / "shared" / "data"))
     import daskgp
-    from daskgp.core.kernels import make_kernel
     from daskgp.core.priors import GammaPrior
     from daskgp.exact.posterior import subset_map
+    from daskgp.model.kernels import make_kernel
 
     ds = daskgp.load("concrete")
     X, y = ds.X_std, ds.y_std

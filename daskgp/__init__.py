@@ -19,7 +19,7 @@ _WHERE = {
     ".datasets.loaders": ["Dataset", "load", "load_csv"],
     ".datasets.tables": ["Table", "read_table"],
     ".core.events": ["FitEvent"],
-    ".core.kernels": ["RBF", "Kernel", "Matern32", "Matern52", "make_kernel"],
+    ".model.kernels": ["RBF", "Kernel", "Matern32", "Matern52", "make_kernel"],
     ".exact.marginal": ["GradientEstimate", "exact_log_marginal", "log_marginal_gradient"],
     ".gpc.classifier": ["SparseGPClassifier"],
     ".mcmc.chains": ["resume", "sample"],
@@ -58,7 +58,6 @@ if TYPE_CHECKING:  # the names for type checkers and IDEs
     from .compute.operator import KernelOperator
     from .compute.solvers import PivotedCholesky, cg, ulisse
     from .core.events import FitEvent
-    from .core.kernels import RBF, Kernel, Matern32, Matern52, make_kernel
     from .datasets import Dataset, Table, load, load_csv, read_table
     from .exact.marginal import GradientEstimate, exact_log_marginal, log_marginal_gradient
     from .gpc.classifier import SparseGPClassifier
@@ -66,6 +65,7 @@ if TYPE_CHECKING:  # the names for type checkers and IDEs
     from .mcmc.config import SamplerConfig
     from .mcmc.diagnostics import open_run, psrf_evolution, run_summary
     from .mcmc.estimator import BayesianGPRegressor
+    from .model.kernels import RBF, Kernel, Matern32, Matern52, make_kernel
     from .sparse.gplvm import BayesianGPLVM
     from .sparse.gplvm_classifier import GPLVMClassifier
     from .sparse.sgpr import SparseGPRegressor

@@ -1,6 +1,6 @@
 """One contract every daskgp estimator keeps (issue 57, item 4): ``fit(X, y)`` on a real data set, then
 ``save`` to netCDF and to zarr and ``load`` back to a fitted estimator that predicts bit-identically (the
-same numbers, not close ones), with a fitted ``kernel_`` (a kernel object of :mod:`daskgp.core.kernels` in
+same numbers, not close ones), with a fitted ``kernel_`` (a kernel object of :mod:`daskgp.model.kernels` in
 the data's units) and its fitted attributes restored; a saved file of another estimator, a damaged copy and
 an overwrite of a file daskgp did not write are refused in one line naming the file.
 
@@ -18,7 +18,7 @@ import pytest
 from sklearn.datasets import load_breast_cancer, load_digits
 
 import daskgp as dg
-from daskgp.core.kernels import Kernel
+from daskgp.model.kernels import Kernel
 
 pytestmark = pytest.mark.cluster
 
@@ -147,7 +147,7 @@ def test_save_and_load_round_trip_predicts_identically(fitted, client, tmp_path,
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_every_fitted_estimator_names_its_kernel_and_likelihood_in_the_datas_units(fitted, name):
-    from daskgp.core.likelihoods import Gaussian, Probit
+    from daskgp.model.likelihoods import Gaussian, Probit
 
     est, _, _ = fitted[name]
     models = est.models_ if isinstance(est, dg.GPLVMClassifier) else [est]
@@ -158,6 +158,18 @@ def test_every_fitted_estimator_names_its_kernel_and_likelihood_in_the_datas_uni
             assert isinstance(m.likelihood_, Probit)
         else:  # the regressions' noise, the same number as their noise_variance_ (y units²)
             assert isinstance(m.likelihood_, Gaussian) and m.likelihood_.noise_variance == m.noise_variance_
+        # the fitted parameters are the family's named structure (standardised units): their unconstrained
+        # vector has the structure's size and reads back to the same named values
+        from daskgp.model.params import Parameters
+
+        p = m.params_
+        assert isinstance(p, Parameters)
+        v = p.to_vector()
+        assert v.shape == (p.structure().size,) and np.all(np.isfinite(v))
+        assert np.allclose(p.with_vector(v).to_vector(), v, rtol=1e-14, atol=1e-14)
+    if isinstance(est, dg.BayesianGPRegressor):  # the posterior medians, in the data's units via the scalers
+        assert est.params_.noise * est.y_scale_**2 == est.noise_variance_
+        assert est.params_.structure().entry_names() == est.param_names_
     if isinstance(est, dg.SparseGPRegressor):  # the same numbers the labelled attributes give
         assert est.kernel_.variance == est.kernel_variance_
         assert np.array_equal(est.kernel_.lengthscale, est.lengthscales_)
@@ -219,7 +231,7 @@ def test_an_unfitted_estimator_does_not_save(tmp_path):
 
 def test_a_kernel_object_parameter_survives_the_round_trip(fitted, tmp_path, concrete):
     """``kernel=`` given as an object (its type and hyperparameters) is stored as plain data and rebuilt."""
-    from daskgp.core.kernels import Matern32
+    from daskgp.model.kernels import Matern32
 
     est, _, _ = fitted["ADVGPRegressor"]
     k = Matern32(variance=2.0, lengthscale=[1.0, 2.0], ard=True)

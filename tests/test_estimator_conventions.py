@@ -13,7 +13,7 @@ import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
 import daskgp as dg
-from daskgp.core.kernels import Matern32
+from daskgp.model.kernels import Matern32
 
 ESTIMATORS = [dg.SparseGPRegressor, dg.ADVGPRegressor, dg.SparseGPClassifier, dg.BayesianGPRegressor,
               dg.BayesianGPLVM, dg.GPLVMClassifier]

@@ -24,8 +24,6 @@ from sklearn.utils.validation import check_is_fitted
 from ..compute.rows import RowChunks
 from ..core.events import FitEvent, event_callback
 from ..core.fingerprint import data_token
-from ..core.kernels import ard_kernel, kernel_name
-from ..core.likelihoods import Gaussian
 from ..core.validation import (
     at_least,
     fit_data_or_dask,
@@ -37,6 +35,8 @@ from ..core.validation import (
 from ..inducing.features import kmn
 from ..inducing.placement import InducingEstimator, kmeans_centres, sample_rows
 from ..inducing.stats import summed_stats
+from ..model.kernels import ard_kernel, kernel_name
+from ..model.likelihoods import Gaussian
 from ..runs.commit import RunDamaged
 from ..runs.models import Saved, SavedModel
 from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
@@ -62,7 +62,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
     variance relative to var y; batch_size: rows per gradient task, drawn afresh from the task's partition
     at every version and scaled to an unbiased estimate of the partition's sum (None: the whole partition,
     exact gradients); random_state: the k-means and minibatch seed; kernel: 'rbf', 'matern32', 'matern52'
-    (:data:`daskgp.core.kernels.KERNELS`) or a kernel object of those classes, with one lengthscale per
+    (:data:`daskgp.model.kernels.KERNELS`) or a kernel object of those classes, with one lengthscale per
     feature; init: where the kernel starts — 'subset' (its collapsed bound on a sample of 2·10⁴ rows
     maximised by L-BFGS-B first, :mod:`daskgp.advgp.start`) or 'kmeans' (the paper's: Z at k-means centres,
     σ² = 1, lengthscales √d, the noise at ``noise_init``, in standardised units).
@@ -72,7 +72,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
     standardised y; with minibatches an estimate), ``gradients_per_partition_``, ``lost_partitions_``,
     ``start_info_`` (the subset start's bound per row before and after, its iterations), ``kernel_`` (the
     fitted kernel object, X and y units), ``noise_variance_`` (y units²) and ``likelihood_`` (its
-    :class:`~daskgp.core.likelihoods.Gaussian`), ``n_features_in_``. ``save(path)``
+    :class:`~daskgp.model.likelihoods.Gaussian`), ``n_features_in_``. ``save(path)``
     and ``ADVGPRegressor.load(path)`` keep a fitted model (:mod:`daskgp.runs.models`).
     """
 

@@ -38,8 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ..inducing.features import GlobalParams, kmm, kmm_backprop
+from ..inducing.features import GlobalParams, global_blocks, kmm, kmm_backprop
 from ..inducing.stats import SuffStats, observed_grad, observed_stats
+from ..model.params import Block, Parameters, Structure
 
 __all__ = ["FEATURE_MAPS", "ADVGPParams", "weight_map", "partition_objective", "collapsed_objective",
            "regulariser", "prox_h", "appended_statistics", "natural_step", "optimal_q", "negative_elbo"]
@@ -48,7 +49,7 @@ FEATURE_MAPS = ("cholesky", "nystrom", "ensemble")
 
 
 @dataclass
-class ADVGPParams:
+class ADVGPParams(Parameters):
     """Z (m, q) inducing inputs; variance σ², lengthscales (q,), noise (the noise variance σ²_n; the
     objective is written in its precision :attr:`beta`) of the GP with the stationary ARD kernel named
     ``kernel`` ('rbf', 'matern32', 'matern52'); mu (k,) and U (k, k) upper
@@ -103,23 +104,11 @@ class ADVGPParams:
         """Length of the kernel part of the vector: Z, log σ², log l, log σ²_n."""
         return self.Z.size + self.Z.shape[1] + 2
 
-    def to_vector(self) -> np.ndarray:
-        iu = np.triu_indices(self.k)
-        return np.concatenate([self.Z.ravel(), [math.log(self.variance)], np.log(self.lengthscales),
-                               [math.log(self.noise)], self.mu, self.U[iu]])
-
-    def with_vector(self, v) -> ADVGPParams:
-        """The same model with the parameters of the flat vector ``v`` (see :meth:`to_vector`)."""
-        m, q, k = self.m, self.Z.shape[1], self.k
-        v = np.asarray(v, dtype=float)
-        Z = v[:m * q].reshape(m, q)
-        o = m * q
-        variance, ls, noise = math.exp(v[o]), np.exp(v[o + 1:o + 1 + q]), math.exp(v[o + 1 + q])
-        o += q + 2
-        mu = v[o:o + k]
-        U = np.zeros((k, k))
-        U[np.triu_indices(k)] = v[o + k:]
-        return ADVGPParams(Z, variance, ls, noise, mu, U, self.feature_map, self.groups, self.kernel)
+    def structure(self) -> Structure:
+        """The kernel part's blocks (:func:`daskgp.inducing.features.global_blocks`), then μ (k,) and U's
+        upper triangle (k(k+1)/2, row-major)."""
+        k = self.k
+        return Structure(global_blocks(*self.Z.shape) + (Block("mu", (k,)), Block("U", (k, k), "triu")))
 
 
 def weight_map(p: ADVGPParams):

@@ -23,8 +23,8 @@ import threading
 import numpy as np
 from array_api_compat import array_namespace, device
 
-from ..core.kernels import Kernel
 from ..core.validation import check_positive
+from ..model.kernels import Kernel
 from .backend import check_columns, check_matrix, dtype_name, is_numpy, to_host
 from .executors import cache_for, executor_for, single_threaded_blas
 
@@ -191,7 +191,7 @@ class KernelOperator:
     X : (n, d) inputs of any array-API namespace (numpy, cupy, array_api_strict; a dask array is computed
         once). Products, derivative products and kernel rows come back in X's namespace and on its device;
         float32 X gives float32 products (the solvers refuse it: see :mod:`daskgp.compute.backend`).
-    kernel : a :class:`daskgp.core.kernels.Kernel`.
+    kernel : a :class:`daskgp.model.kernels.Kernel`.
     noise : σ² > 0, the noise variance added to the diagonal (units of y²).
     client : a ``dask.distributed.Client``; with ``mode='distributed'`` and none given, one is obtained
         from :func:`daskgp.compute.cluster.get_client` (an existing default client, or a new LocalCluster).

@@ -1,2 +1,4 @@
-"""The bottom layer, shared by every model family: kernels, priors, data sets, random streams, inducing-point
-helpers, input validation, plain-data serialisation and atomic files. Imports nothing else of daskgp."""
+"""The bottom layer, shared by every model family: priors, random streams, data fingerprints, input
+validation, optimisers, plain-data serialisation, atomic files and the fit progress event. Imports nothing
+else of daskgp (the kernels, likelihoods and parameter structure are the floor above it, ``daskgp.model``).
+"""

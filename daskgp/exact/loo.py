@@ -21,8 +21,8 @@ import scipy.linalg
 
 from ..compute.operator import dense_covariance
 from ..compute.threads import blas_threads_for
-from ..core.kernels import Kernel
 from ..core.validation import check_X, check_y
+from ..model.kernels import Kernel
 
 __all__ = ["loo_log_density", "MAX_LOO_N"]
 

@@ -25,9 +25,9 @@ from ..compute.backend import check_columns, like, namespace, require_float64, t
 from ..compute.operator import KernelOperator, dense_covariance, single_threaded_blas
 from ..compute.precision import rows_dtype_for
 from ..compute.solvers import PivotedCholesky, cg, ulisse
-from ..core.kernels import Kernel
 from ..core.random import rademacher
 from ..core.validation import check_positive, check_X, check_y
+from ..model.kernels import Kernel
 
 __all__ = ["exact_log_marginal", "log_marginal_gradient", "GradientEstimate", "rademacher",
            "max_exact_n", "SOLVERS", "single_precision_ok"]

@@ -19,12 +19,12 @@ from array_api_compat import device
 
 from ..compute.backend import into, namespace, to_host
 from ..compute.operator import KernelOperator
-from ..core.kernels import Kernel
 from ..core.optim import lbfgsb
 from ..core.plaindata import expect_array, expect_int, expect_keys
 from ..core.priors import GammaPrior
 from ..core.random import rademacher, rng_from_state
 from ..core.validation import check_X, check_y
+from ..model.kernels import Kernel
 from .marginal import exact_log_marginal, log_marginal_gradient, single_precision_ok, target_like
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from scipy.special import ndtr
 from ..compute.operator import KernelOperator, dense_covariance
 from ..compute.solvers import PivotedCholesky, cg
 from ..compute.threads import SMALL_DENSE_N, blas_threads_for
-from ..core.kernels import Kernel
 from ..core.validation import check_X, check_y
+from ..model.kernels import Kernel
 
 __all__ = ["predictive", "mixture_quantiles"]
 

@@ -25,8 +25,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import RowChunks
 from ..core.events import FitEvent, event_callback
-from ..core.kernels import ard_kernel, kernel_name
-from ..core.likelihoods import Probit
 from ..core.validation import (
     at_least,
     fit_data,
@@ -36,6 +34,8 @@ from ..core.validation import (
     standardising_moments,
 )
 from ..inducing.placement import InducingEstimator, kmeans_inducing
+from ..model.kernels import ard_kernel, kernel_name
+from ..model.likelihoods import Probit
 from ..runs.models import Saved, SavedModel
 from .ep import Factor, GPCParams, Posterior
 from .fit import Adam, EPState, GPCCheckpoint, IterationRecord, collapsed, run_ep
@@ -74,7 +74,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     learning_rate: Adam's step on (Z, log σ², log l) (0: keep the initial hyperparameters); learn_inducing:
     also move Z; scheduler: a dask-scheduler address (default: this process's client, else a local cluster);
     random_state: k-means and minibatch seed; kernel: 'rbf', 'matern32', 'matern52'
-    (:data:`daskgp.core.kernels.KERNELS`) or a kernel object of those classes, one lengthscale per feature.
+    (:data:`daskgp.model.kernels.KERNELS`) or a kernel object of those classes, one lengthscale per feature.
 
     Fitted: ``classes_``, ``params_`` (GPCParams, standardised inputs), ``factor_`` (the k-space factor of
     q(u)), ``evidence_`` (nats; the log evidence approximation of the last iteration), ``records_`` (per

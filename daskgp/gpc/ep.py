@@ -8,7 +8,7 @@ FITC each label depends on u only through h_i = a_iᵀu, a_i = K⁻¹k_i (k_i = 
     p(y_i | u) = Φ(y_i a_iᵀu / √(1 + d_i)),   d_i = k_ii − k_iᵀK⁻¹k_i,
 
 the probit with its unit label noise plus FITC's conditional variance
-(:class:`daskgp.core.likelihoods.Probit`).
+(:class:`daskgp.model.likelihoods.Probit`).
 
 Approximation. Every factor touches u along one direction, so an approximate factor is
 t̃_i(u) = exp(−½ τ̃_i h_i² + ν̃_i h_i) with two numbers (τ̃_i, ν̃_i), and the approximate likelihood of any
@@ -53,22 +53,23 @@ their own sites, which removes most of that formula's bias at their fixed points
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
 
-from ..core.likelihoods import Probit
 from ..inducing.features import (
     CLASSIFIER_JITTER,
     GlobalParams,
+    global_blocks,
     kernel_name,
     kmm,
     kmm_backprop,
     kmn,
     kmn_backprop,
 )
+from ..model.likelihoods import Probit
+from ..model.params import Parameters, Structure
 
 # K_mm's jitter relative to the kernel variance, the shared layer's for classifiers (why 10× the regression
 # bound's: :data:`daskgp.inducing.features.CLASSIFIER_JITTER`); a module attribute so tests can vary it.
@@ -80,10 +81,10 @@ __all__ = ["GPCParams", "Factor", "Posterior", "ChunkResult", "chunk_pass", "tie
 
 
 @dataclass
-class GPCParams:
+class GPCParams(Parameters):
     """Z (m, q) inducing inputs, kernel variance σ² (latent units²) and ARD lengthscales (q,) of the
-    stationary ARD kernel named ``kernel`` ('rbf', 'matern32', 'matern52'). Unconstrained vector: Z, log σ²,
-    log l."""
+    stationary ARD kernel named ``kernel`` ('rbf', 'matern32', 'matern52'). Unconstrained vector
+    (:meth:`structure`): Z, log σ², log l — the sparse families' global blocks without the noise."""
 
     Z: np.ndarray
     variance: float
@@ -96,6 +97,9 @@ class GPCParams:
         self.lengthscales = np.broadcast_to(np.asarray(self.lengthscales, float), (self.Z.shape[1],)).copy()
         self.kernel = kernel_name(self.kernel)
 
+    def structure(self) -> Structure:
+        return Structure(global_blocks(*self.Z.shape, noise=False))
+
     @property
     def m(self) -> int:
         return self.Z.shape[0]
@@ -105,14 +109,6 @@ class GPCParams:
         """The kernel part as the sparse families' shared parameters (their noise variance is unused: a
         classifier has no Gaussian noise)."""
         return GlobalParams(self.Z, self.variance, self.lengthscales, noise=1.0, kernel=self.kernel)
-
-    def to_vector(self) -> np.ndarray:
-        return np.concatenate([self.Z.ravel(), [math.log(self.variance)], np.log(self.lengthscales)])
-
-    def with_vector(self, v) -> GPCParams:
-        m, q = self.Z.shape
-        v = np.asarray(v, dtype=float)
-        return GPCParams(v[:m * q].reshape(m, q), math.exp(v[m * q]), np.exp(v[m * q + 1:]), self.kernel)
 
 
 @dataclass

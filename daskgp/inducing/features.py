@@ -2,7 +2,7 @@
 (reverse-mode derivatives) with respect to the inducing inputs Z, the kernel variance σ² and the ARD
 lengthscales l.
 
-Every kernel of :mod:`daskgp.core.kernels` has the form k(x, z) = σ²·f(r²), r² = Σ_j ((x_j − z_j)/l_j)², and
+Every kernel of :mod:`daskgp.model.kernels` has the form k(x, z) = σ²·f(r²), r² = Σ_j ((x_j − z_j)/l_j)², and
 provides the block G = σ²·g(r²) with ∂k/∂log l_j = G·Δ_j², Δ_j = (x_j − z_j)/l_j. Since r² is symmetric in
 (x, z) and ∂r²/∂z_j = −2(x_j − z_j)/l_j², the same block gives every derivative this module needs: for an
 upstream gradient Ḡ = ∂F/∂K (same shape as K) and W = Ḡ ⊙ G,
@@ -19,17 +19,19 @@ Units: the caller's (the estimators standardise first). Array code follows the a
 
 from __future__ import annotations
 
-import math
 from dataclasses import KW_ONLY, dataclass
+from functools import lru_cache
 
 import numpy as np
 from array_api_compat import array_namespace
 
 from ..compute.backend import like, to_host
-from ..core.kernels import KERNELS, Kernel, ard_kernel, kernel_name
+from ..model.kernels import KERNELS, Kernel, ard_kernel, kernel_name
+from ..model.params import Block, Parameters, Structure
 
 __all__ = ["JITTER", "CLASSIFIER_JITTER", "GlobalParams", "kernel_name", "kernel_of", "kmm", "kmn",
-           "kmm_backprop", "kmn_backprop", "cross_backprop", "vector_bounds"]
+           "kmm_backprop", "kmn_backprop", "cross_backprop", "vector_bounds",
+           "global_blocks"]
 
 # K_mm's jitter, relative to the kernel variance σ², for the regression bound (SGPR, the GPLVM) and ADVGP:
 # keeps K_mm's Cholesky stable when inducing inputs cluster, and is small enough to match libraries that add
@@ -55,15 +57,32 @@ JITTER = 1e-6
 CLASSIFIER_JITTER = 1e-5
 
 
+# Box bounds of the unconstrained vector (standardised units): σ² in [1e-6, 1e6], lengthscales in
+# [1e-4, 1e13], noise variance σ²_n in [1e-8, 150]. Far outside any sensible fit, they keep a line search on
+# degenerate data from overflowing exp() inside a worker. The lengthscales' ceiling is far out because ARD
+# switches a GPLVM's unneeded latent dimensions off by sending theirs towards infinity. Z is free.
+_LOG_VARIANCE, _LOG_LENGTHSCALE, _LOG_NOISE = (-13.8, 13.8), (-9.2, 30.0), (-18.4, 5.0)
+
+
+@lru_cache(maxsize=64)
+def global_blocks(m: int, q: int, noise: bool = True) -> tuple[Block, ...]:
+    """The blocks of an inducing-point model's kernel part, in the order every sparse family stores them:
+    Z (m, q), log σ², log l (q,) and, with ``noise``, log σ²_n (a classifier has no Gaussian noise)."""
+    blocks = (Block("Z", (m, q)), Block("variance", (), "log", _LOG_VARIANCE),
+              Block("lengthscales", (q,), "log", _LOG_LENGTHSCALE))
+    return blocks + ((Block("noise", (), "log", _LOG_NOISE),) if noise else ())
+
+
 @dataclass(frozen=True)
-class GlobalParams:
+class GlobalParams(Parameters):
     """The global parameters of an inducing-point model: inducing inputs Z (m, q), kernel variance σ²
     (y units²), ARD lengthscales l (q,) (x units; a scalar is broadcast to every input dimension), the noise
     variance σ²_n (y units², keyword-only: the exact GP's and the likelihood's parameter; the bounds are
     written in its precision :attr:`beta` = 1/σ²_n) and the kernel's registry name
-    (``daskgp.core.kernels.KERNELS``: 'rbf', 'matern32', 'matern52'). Unconstrained vector: Z, log σ², log l,
-    log σ²_n; the kernel's name is structure, not a parameter. (daskgp 0.3 held the precision β here,
-    the fourth positional field; keyword-only, an old positional call fails instead of changing meaning.)"""
+    (``daskgp.model.kernels.KERNELS``: 'rbf', 'matern32', 'matern52'). Unconstrained vector
+    (:meth:`structure`, :mod:`daskgp.model.params`): Z, log σ², log l, log σ²_n; the kernel's name is
+    structure, not a parameter. (daskgp 0.3 held the precision β here, the fourth positional field;
+    keyword-only, an old positional call fails instead of changing meaning.)"""
 
     Z: np.ndarray
     variance: float
@@ -87,6 +106,9 @@ class GlobalParams:
         object.__setattr__(self, "lengthscales", np.broadcast_to(ls, (Z.shape[1],)).copy())
         object.__setattr__(self, "noise", float(self.noise))
 
+    def structure(self) -> Structure:
+        return Structure(global_blocks(*self.Z.shape))
+
     @property
     def m(self) -> int:
         return self.Z.shape[0]
@@ -96,20 +118,9 @@ class GlobalParams:
         """The noise precision 1/σ²_n (1/y units²), in which the bounds are written."""
         return 1.0 / self.noise
 
-    def to_vector(self) -> np.ndarray:
-        return np.concatenate([self.Z.ravel(), [math.log(self.variance)], np.log(self.lengthscales),
-                               [math.log(self.noise)]])
-
     @classmethod
     def from_vector(cls, v, m: int, q: int, kernel: str = "rbf") -> GlobalParams:
-        v = np.asarray(v, dtype=float)
-        Z = v[:m * q].reshape(m, q).copy()
-        return cls(Z, float(np.exp(v[m * q])), np.exp(v[m * q + 1:m * q + 1 + q]), noise=float(np.exp(v[-1])),
-                   kernel=kernel)
-
-    def with_vector(self, v) -> GlobalParams:
-        """The parameters at unconstrained vector ``v``, same shapes and kernel."""
-        return self.from_vector(v, *self.Z.shape, kernel=self.kernel)
+        return cls(**Structure(global_blocks(m, q)).unflatten(v), kernel=kernel)
 
     def grad_vector(self, dZ, dvar, dls, dbeta) -> np.ndarray:
         """Chain rule to the unconstrained vector from gradients in natural parameters (the noise's as
@@ -118,21 +129,14 @@ class GlobalParams:
                                np.asarray(dls) * self.lengthscales, [-dbeta * self.beta]])
 
 
-# Box bounds of the unconstrained vector (standardised units): σ² in [1e-6, 1e6], lengthscales in
-# [1e-4, 1e13], noise variance σ²_n in [1e-8, 150]. Far outside any sensible fit, they keep a line search on
-# degenerate data from overflowing exp() inside a worker. The lengthscales' ceiling is far out because ARD
-# switches a GPLVM's unneeded latent dimensions off by sending theirs towards infinity. Z is free.
-_LOG_VARIANCE, _LOG_LENGTHSCALE, _LOG_NOISE = (-13.8, 13.8), (-9.2, 30.0), (-18.4, 5.0)
-
-
 def vector_bounds(m: int, q: int) -> np.ndarray:
     """(m·q + q + 2, 2) L-BFGS-B bounds in the order of :meth:`GlobalParams.to_vector` (every family that
     optimises the global parameters by L-BFGS-B: SGPR's and the GPLVM's fits, ADVGP's subset start)."""
-    return np.array([(-np.inf, np.inf)] * (m * q) + [_LOG_VARIANCE] + [_LOG_LENGTHSCALE] * q + [_LOG_NOISE])
+    return Structure(global_blocks(m, q)).bounds()
 
 
 def kernel_of(name: str, variance: float, lengthscales) -> Kernel:
-    """The ARD kernel object of registry name ``name`` (see :data:`daskgp.core.kernels.KERNELS`), its
+    """The ARD kernel object of registry name ``name`` (see :data:`daskgp.model.kernels.KERNELS`), its
     lengthscales brought to the host first (a cupy array's)."""
     return ard_kernel(name, variance, to_host(lengthscales))
 

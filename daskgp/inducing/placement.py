@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.kernels import kernel_name
 from ..core.validation import ValidatedParams
+from ..model.kernels import kernel_name
 
 __all__ = ["SAMPLE_ROWS", "kmeans_centres", "kmeans_inducing", "sample_rows", "InducingEstimator"]
 

@@ -187,7 +187,7 @@ class RunViews:
             return None
 
     def _kernel(self):
-        from ..core.kernels import make_kernel
+        from ..model.kernels import make_kernel
 
         return make_kernel(self.settings.kernel, ard=self.settings.ard, n_dims=self.X_train.shape[1])
 

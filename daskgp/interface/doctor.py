@@ -65,10 +65,10 @@ def device_checks(X, y, device: str, n_iter: int = 20, seed: int = 0) -> dict:
     seconds and the numbers to compare (host numpy). X (n, d), y (n,) standardised, float64."""
     from ..compute.backend import resolve_device, to_host
     from ..compute.operator import KernelOperator
-    from ..core.kernels import make_kernel
     from ..exact.marginal import log_marginal_gradient
     from ..exact.posterior import GPPosterior
     from ..mcmc.samplers import StepSchedule, sgld
+    from ..model.kernels import make_kernel
 
     where = resolve_device(device)
     out = {"device": where}

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import threading
 
-from ..core.kernels import KERNELS
 from ..gpc.methods import method_names as gpc_method_names
 from ..mcmc.samplers import AUTO, get_sampler, sampler_names
+from ..model.kernels import KERNELS
 from .dashboard import (
     BUILTIN,
     LIMITS,

@@ -32,10 +32,10 @@ from dataclasses import asdict
 import numpy as np
 
 from .._version import __version__
-from ..core.kernels import make_kernel
 from ..core.priors import GammaPrior
 from ..core.validation import check_not_degenerate, check_X, check_y
 from ..exact.posterior import subset_map
+from ..model.kernels import make_kernel
 from ..runs.draws import DrawStore, RunError, check_new_run_path
 from .config import SamplerConfig, check_method_fits, fingerprint
 from .control import RunControl

@@ -21,9 +21,9 @@ import math
 import numpy as np
 import xarray as xr
 
-from ..core.kernels import make_kernel
 from ..exact.loo import MAX_LOO_N, loo_log_density
 from ..exact.predict import predictive
+from ..model.kernels import make_kernel
 from .diagnostics import post_warmup
 
 __all__ = ["predictive_tree", "MAX_PPC_N"]

@@ -14,9 +14,9 @@ import numpy as np
 from ..compute.precision import rows_dtype_for
 from ..compute.solvers import ROULETTES
 from ..core.fingerprint import fingerprint
-from ..core.kernels import KERNELS
 from ..core.validation import check_positive
 from ..exact.marginal import SOLVERS
+from ..model.kernels import KERNELS
 from .samplers import AUTO, Sampler, default_method, find_sampler, get_sampler
 from .samplers.settings import as_options, checked_settings, legacy_options, setting_names
 from .samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK, SGHMC_PRECOND_RANK_LARGE, SGHMC_PROBES

@@ -19,11 +19,12 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ..core.kernels import Kernel, ard_kernel, kernel_name, make_kernel
-from ..core.likelihoods import Gaussian
 from ..core.validation import ValidatedParams, at_least, fit_data, new_data, real_in, seed_from
 from ..datasets import fitted_scaler, scaler_meta
 from ..exact.predict import predictive
+from ..model.kernels import Kernel, ard_kernel, kernel_name, make_kernel
+from ..model.likelihoods import Gaussian
+from ..model.params import ExactParams
 from ..runs.models import Saved, SavedModel, plain
 from .chains import sample
 from .config import SamplerConfig, fingerprint
@@ -46,7 +47,7 @@ class BayesianGPRegressor(SavedModel, ValidatedParams, RegressorMixin, BaseEstim
     """Zero-mean GP regression with hyperparameters integrated out by MCMC.
 
     kernel: 'rbf' | 'matern32' | 'matern52' (``ard``: one lengthscale per input) or a kernel object of
-    :mod:`daskgp.core.kernels` (its type and its ``ard`` count; its hyperparameters are sampled); method: a
+    :mod:`daskgp.model.kernels` (its type and its ``ard`` count; its hyperparameters are sampled); method: a
     registered sampler (:func:`daskgp.mcmc.samplers.sampler_names`: 'sghmc', 'sgld', 'mh', 'hmc') or 'auto',
     the default: the one the data's size calls for by the samplers' measured crossovers (today HMC up to 1,300
     rows, SGHMC beyond; the fitted run's configuration names it);
@@ -66,7 +67,9 @@ class BayesianGPRegressor(SavedModel, ValidatedParams, RegressorMixin, BaseEstim
     (standardised), ``param_names_``, ``n_iter_`` (iterations per chain, warmup included),
     ``n_features_in_`` and, for DataFrames, ``feature_names_in_``, ``kernel_`` (the kernel at the posterior
     median of the hyperparameters, X and y units, one lengthscale per feature), ``noise_variance_`` (its
-    noise, y units²) and ``likelihood_`` (the Gaussian of that noise).
+    noise, y units²), ``likelihood_`` (the Gaussian of that noise) and ``params_`` (those medians in the
+    standardised units, a :class:`daskgp.model.params.ExactParams`, as every estimator's ``params_`` is its
+    family's :class:`~daskgp.model.params.Parameters`).
     ``save(path)`` and ``BayesianGPRegressor.load(path)`` keep a fitted model with its run's draws in one
     file (:mod:`daskgp.runs.models`); :meth:`from_run` reads a run's store.
     """
@@ -177,7 +180,8 @@ class BayesianGPRegressor(SavedModel, ValidatedParams, RegressorMixin, BaseEstim
 
     def _set_units(self) -> None:
         """``kernel_`` and ``noise_variance_`` at the posterior median of the kept draws, in the data's units
-        (the run's parameters are log variance, log lengthscale(s) and log noise of the standardised data)."""
+        (the run's parameters are log variance, log lengthscale(s) and log noise of the standardised data),
+        and ``params_``, the same medians in the standardised units the chains sampled."""
         cfg = self.run_.attrs["config"]
         post = post_warmup(self.run_)[0]["posterior"].to_dataset()
         med = {nm: float(np.nanmedian(post[nm].values)) for nm in self.param_names_}
@@ -186,6 +190,7 @@ class BayesianGPRegressor(SavedModel, ValidatedParams, RegressorMixin, BaseEstim
         self.kernel_ = ard_kernel(cfg["kernel"], med["variance"] * self.y_scale_**2, ls * self.x_scale_)
         self.noise_variance_ = med["noise"] * self.y_scale_**2
         self.likelihood_ = Gaussian(self.noise_variance_)
+        self.params_ = ExactParams(med["variance"], ls, med["noise"], kernel=cfg["kernel"])
 
     def _fitted_state(self) -> Saved:
         groups = {g: self.run_[g].to_dataset() for g in self.run_.children}

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.kernels import make_kernel
 from ..core.priors import GammaPrior
 from ..exact.posterior import GPPosterior, ProbeState, exact_log_posterior
+from ..model.kernels import make_kernel
 from .config import SamplerConfig
 from .layout import chain_block_rows
 from .samplers import get_sampler

@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..compute.precision import FLOAT32_MAX_BOUND
-from ..core.kernels import make_kernel
 from ..core.priors import GammaPrior
 from ..exact.posterior import subset_map
+from ..model.kernels import make_kernel
 from ..runs.fits import is_fit_store
 from .config import SamplerConfig
 from .control import RunControl, RunStopped

@@ -185,7 +185,7 @@ def _check_digests(ds: xr.Dataset, path: str) -> None:
 def plain_params(value):
     """Constructor parameters as plain data: a kernel object anywhere in them (``kernel=``, a nested
     estimator's parameters) becomes ``{"__kernel__": name, "variance", "lengthscale", "ard"}``."""
-    from ..core.kernels import Kernel
+    from ..model.kernels import Kernel
 
     if isinstance(value, Kernel):
         return {"__kernel__": type(value).name, "variance": value.variance,
@@ -197,7 +197,7 @@ def plain_params(value):
 
 def params_from_plain(value):
     """The inverse of :func:`plain_params`."""
-    from ..core.kernels import make_kernel
+    from ..model.kernels import make_kernel
 
     if isinstance(value, dict) and "__kernel__" in value:
         return make_kernel(value["__kernel__"], variance=value["variance"], lengthscale=value["lengthscale"],

@@ -33,10 +33,10 @@ import numpy as np
 from array_api_compat import array_namespace
 
 from ..compute.backend import cho_solve, cholesky, diagonal, into, like, require_float64
-from ..core.kernels import RBF
 from ..core.validation import check_X
 from ..inducing.features import JITTER, GlobalParams, kmm, kmm_backprop
 from ..inducing.stats import SuffStats, observed_grad, observed_stats
+from ..model.kernels import RBF
 
 __all__ = ["SuffStats", "BoundGrads", "GlobalParams", "rbf_ard", "kmm", "psi1_stat", "chunk_stats",
            "chunk_stats_cached", "bound_and_grads", "collapsed_bound", "chunk_global_grad",
@@ -45,7 +45,7 @@ __all__ = ["SuffStats", "BoundGrads", "GlobalParams", "rbf_ard", "kmm", "psi1_st
 
 def rbf_ard(X1, X2, variance: float, lengthscales):
     """k(x, x′) = σ²·exp(−½ Σ_q (x_q − x′_q)²/l_q²): (n1, n2), in X1's array namespace — the foundation's
-    :class:`daskgp.core.kernels.RBF` with one lengthscale per input dimension (the kernel of the
+    :class:`daskgp.model.kernels.RBF` with one lengthscale per input dimension (the kernel of the
     psi-statistics below; other kernels go through :mod:`daskgp.inducing.features`)."""
     ls = np.asarray(lengthscales, dtype=np.float64) * np.ones(X1.shape[1])
     return RBF(variance=float(variance), lengthscale=ls, ard=True)(X1, X2)

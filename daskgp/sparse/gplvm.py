@@ -36,11 +36,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError, aligned
 from ..core.events import FitEvent, event_callback
-from ..core.kernels import ard_kernel, kernel_name
-from ..core.likelihoods import Gaussian
 from ..core.validation import ValidatedParams, at_least, check_X, is_constant, new_data, real_in, seed_from
 from ..inducing.placement import kmeans_inducing
 from ..inducing.stats import SuffStats
+from ..model.kernels import ard_kernel, kernel_name
+from ..model.likelihoods import Gaussian
 from ..runs.models import Saved, SavedModel
 from .bound import GlobalParams, bound_and_grads
 from .chunks import ChunkedRows, LocalRows

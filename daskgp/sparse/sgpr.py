@@ -28,8 +28,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..core.events import FitEvent, event_callback
 from ..core.files import MANIFEST, MARK, array_digest, check_destination, replaced_atomically
-from ..core.kernels import ard_kernel, kernel_name
-from ..core.likelihoods import Gaussian
 from ..core.validation import (
     at_least,
     fit_data_or_dask,
@@ -40,6 +38,8 @@ from ..core.validation import (
 )
 from ..inducing.features import GlobalParams
 from ..inducing.placement import InducingEstimator, kmeans_centres, sample_rows
+from ..model.kernels import ard_kernel, kernel_name
+from ..model.likelihoods import Gaussian
 from ..runs.models import store_format
 from .bound import bound_and_grads
 from .chunks import ChunkedRows
@@ -61,7 +61,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     device: where the chunks' statistics are computed: 'cpu' (numpy), 'gpu' (cupy on every worker; an error
     on a worker without one) or 'auto' (each worker's GPU when it has one). The statistics are summed on the
     workers' devices and the m × m centre runs where their sum arrives; the optimiser's vector is numpy;
-    kernel: 'rbf', 'matern32', 'matern52' (:data:`daskgp.core.kernels.KERNELS`) or a kernel object of
+    kernel: 'rbf', 'matern32', 'matern52' (:data:`daskgp.model.kernels.KERNELS`) or a kernel object of
     those classes, with one lengthscale per feature; init: where the fit starts — 'kmeans' (Z at k-means
     centres of a 2·10⁴-row sample, σ² = 1, lengthscales √d, the noise at ``noise_init``, standardised
     units) or 'subset' (that start moved first to the optimum of the same sample's collapsed bound, in

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from daskgp import cg, make_kernel
-from daskgp.core.kernels import KERNELS
 from daskgp.core.plaindata import decode, encode
+from daskgp.model.kernels import KERNELS
 
 finite = st.floats(-5, 5, allow_nan=False, allow_infinity=False, width=64)
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from daskgp.core.kernels import make_kernel
 from daskgp.exact.loo import MAX_LOO_N, loo_log_density
+from daskgp.model.kernels import make_kernel
 
 
 def test_closed_form_equals_refitting_without_each_point(concrete):

@@ -8,10 +8,10 @@ import pytest
 from scipy.special import log_ndtr
 from sklearn.datasets import load_breast_cancer
 
-from daskgp.core.likelihoods import Probit
 from daskgp.gpc.ep import Factor, GPCParams, Posterior, assemble_gradient, chunk_pass
 from daskgp.gpc.methods import get_method, sep_cavity
 from daskgp.inducing.placement import kmeans_inducing
+from daskgp.model.likelihoods import Probit
 
 from ..sparse.dense_references import dense_kernel
 

@@ -298,9 +298,9 @@ def test_the_map_warmup_is_the_exact_map_up_to_its_size_and_the_ascent_beyond(co
     same call climbs by stochastic gradients instead, and ends elsewhere, within the stochastic
     gradients' noise of the exact MAP."""
     import daskgp.mcmc.config as config
-    from daskgp.core.kernels import make_kernel
     from daskgp.core.priors import GammaPrior
     from daskgp.exact.posterior import exact_log_posterior
+    from daskgp.model.kernels import make_kernel
 
     X, y = concrete.X_std[:300], concrete.y_std[:300]
     kernel = make_kernel("rbf", n_dims=X.shape[1])

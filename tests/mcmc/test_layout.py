@@ -166,9 +166,9 @@ def test_the_spread_operator_is_used_and_moves_only_the_right_hand_sides(concret
     its worker, products equal to the local operator's bit for bit; bytes moved per product are V out to
     each worker and the (rows, k) results back."""
     from daskgp.compute.executors import DaskExecutor, single_threaded_blas
-    from daskgp.core.kernels import make_kernel
     from daskgp.mcmc import segments
     from daskgp.mcmc.config import SamplerConfig
+    from daskgp.model.kernels import make_kernel
 
     X, _ = _data(concrete)
     workers = sorted(own_cluster.scheduler_info()["workers"])

@@ -13,13 +13,13 @@ CI's budget. The same check at 4,096 to 22,784 rows, with SGHMC choosing its con
 import numpy as np
 import pytest
 
-from daskgp.core.kernels import make_kernel
 from daskgp.core.priors import GammaPrior
 from daskgp.exact.posterior import subset_map
 from daskgp.mcmc.chains import sample
 from daskgp.mcmc.config import EXACT_WARMUP_MAX_N
 from daskgp.mcmc.diagnostics import run_fidelity
 from daskgp.mcmc.samplers.sghmc import LARGE_N, SGHMC_PRECOND_RANK_LARGE
+from daskgp.model.kernels import make_kernel
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from daskgp.core.kernels import Matern52
+from daskgp.model.kernels import Matern52
 from daskgp.runs.models import Saved, params_from_plain, plain, plain_params, read_model, write_model
 
 

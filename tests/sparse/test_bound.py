@@ -113,7 +113,7 @@ def test_a_wrong_kernel_derivative_fails_the_finite_difference_check(small, monk
     """Power of the check above: the Matérn 3/2 bound's gradient computed with the RBF's derivative block
     (G = K, as the code was before kernels were shared) misses the finite differences by far more than the
     tolerance."""
-    from daskgp.core.kernels import Matern32
+    from daskgp.model.kernels import Matern32
 
     X, y, Z, s2, ls, beta = small
     X, y = X[:120], y[:120]

@@ -259,7 +259,7 @@ def test_a_matern_fit_names_its_kernel_resumes_and_saves_it(problem, client, tmp
     """kernel='matern32' and kernel=Matern32() fit the same model; its parameters, checkpoint and saved file
     carry the kernel (a loaded model predicts identically); an RBF checkpoint does not resume a Matérn fit;
     an unknown kernel is one clear error before any work."""
-    from daskgp.core.kernels import Matern32
+    from daskgp.model.kernels import Matern32
 
     X, y, _ = problem
     X, y = X[:200], y[:200]

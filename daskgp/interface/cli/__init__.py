@@ -10,9 +10,9 @@ import time
 import numpy as np
 
 from ..._version import __version__
-from ...core.kernels import KERNELS
 from ...mcmc.config import EXACT_WARMUP_MAX_N, WARMUPS, SamplerConfig
 from ...mcmc.samplers import AUTO, get_sampler, sampler_names
+from ...model.kernels import KERNELS
 from ..doctor import doctor_command
 from . import advgp, gpc, sgpr
 from .args import cluster_arguments, data_arguments
@@ -32,10 +32,10 @@ EXIT_USAGE, EXIT_ERROR = 2, 1
 
 def _demo(args) -> int:
     from ...compute.operator import KernelOperator
-    from ...core.kernels import make_kernel
     from ...core.validation import check_positive
     from ...datasets import load
     from ...exact.marginal import exact_log_marginal, log_marginal_gradient
+    from ...model.kernels import make_kernel
 
     for name in ("variance", "lengthscale", "noise", "probes", "workers"):
         check_positive(name, getattr(args, name))

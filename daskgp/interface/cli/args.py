@@ -38,7 +38,7 @@ def predictions_argument(parser) -> None:
 
 def inducing_arguments(parser) -> None:
     """--inducing, --kernel: every sparse family's model."""
-    from ...core.kernels import KERNELS
+    from ...model.kernels import KERNELS
 
     parser.add_argument("--inducing", type=int, default=100, help="inducing points m")
     parser.add_argument("--kernel", default="rbf", choices=sorted(KERNELS),

@@ -106,8 +106,8 @@ def gpc_command(args) -> int:
     t_fit = time.perf_counter()
 
     def test_error(event):
-        from ...core.likelihoods import Probit
         from ...gpc.ep import Posterior
+        from ...model.likelihoods import Probit
 
         state = event.model
         Xs = (Xte - est.x_mean_) / est.x_scale_

@@ -302,8 +302,8 @@ def _refuse_fixed_on_resume(args) -> None:
 
 def _check_run_fits(opts: dict, ds) -> None:
     """The sampler's options checked against the data (sizes, memory) without any cluster."""
-    from ...core.kernels import make_kernel
     from ...mcmc.config import check_method_fits
+    from ...model.kernels import make_kernel
 
     cfg = SamplerConfig.from_dict(opts)
     kernel = make_kernel(cfg.kernel, ard=cfg.ard, n_dims=ds.X.shape[1])

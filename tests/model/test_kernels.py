@@ -2,7 +2,7 @@ import array_api_strict as xps
 import numpy as np
 import pytest
 
-from daskgp.core.kernels import KERNELS, make_kernel
+from daskgp.model.kernels import KERNELS, make_kernel
 
 KERNEL_CASES = [("rbf", False), ("rbf", True), ("matern32", False), ("matern32", True),
                 ("matern52", False), ("matern52", True)]

@@ -280,5 +280,5 @@ def kernel_name(kernel) -> str:
         return type(kernel).name
     if isinstance(kernel, str) and kernel.lower() in KERNELS:
         return kernel.lower()
-    raise ValueError(f"kernel must be one of {sorted(KERNELS)} or a kernel object of daskgp.core.kernels, "
+    raise ValueError(f"kernel must be one of {sorted(KERNELS)} or a kernel object of daskgp.model.kernels, "
                      f"got {kernel!r}")

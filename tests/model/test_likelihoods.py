@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from daskgp.core.likelihoods import Gaussian
+from daskgp.model.likelihoods import Gaussian
 
 
 def test_the_predictive_adds_the_noise_and_its_density_is_the_normals():
