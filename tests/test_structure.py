@@ -15,9 +15,6 @@ MAX_LINES = 400
 # modules above MAX_LINES today, each at most its size when it was listed; cut one and drop its line
 OVERSIZE = {
     "sparse/gplvm.py": 431,
-    "mcmc/segments.py": 461,
-    "interface/cli/common.py": 461,
-    "datasets/loaders.py": 436,
     "datasets/tables.py": 424,
     "interface/dashboard.py": 412,
 }
@@ -26,8 +23,8 @@ OVERSIZE = {
 # The floors of docs/architecture.md: a package imports only packages on lower floors; packages on one floor
 # (the four families; exact and inducing; compute and datasets) never import each other. The run store sits
 # above the data sets it reads a run's training data back into.
-FLOORS = {"core": 0, "model": 1, "compute": 2, "datasets": 2, "runs": 3, "exact": 4, "inducing": 4,
-          "advgp": 5, "gpc": 5, "mcmc": 5, "sparse": 5, "interface": 6}
+FLOORS = {"core": 0, "model": 1, "inference": 1, "compute": 2, "datasets": 2, "runs": 3, "exact": 4,
+          "inducing": 4, "advgp": 5, "gpc": 5, "mcmc": 5, "sparse": 5, "interface": 6}
 
 
 def upward_imports(source: str, module: str) -> list[str]:

@@ -22,26 +22,22 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import RowChunks
+from ..core.constraints import at_least, one_of_registered, real_in
 from ..core.events import FitEvent, event_callback
 from ..core.fingerprint import data_token
-from ..core.validation import (
-    at_least,
-    fit_data_or_dask,
-    new_data,
-    real_in,
-    seed_from,
-    standardising_moments,
-)
+from ..core.validation import fit_data_or_dask, new_data, seed_from, standardising_moments
 from ..inducing.features import kmn
 from ..inducing.placement import InducingEstimator, kmeans_centres, sample_rows
 from ..inducing.stats import summed_stats
+from ..inference.settings import checked_settings
 from ..model.kernels import ard_kernel, kernel_name
 from ..model.likelihoods import Gaussian
 from ..runs.commit import RunDamaged
 from ..runs.models import Saved, SavedModel
 from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
-from .server import OPTIMIZERS, ParameterServer, ServerCheckpoint, UpdateRecord
+from .server import ParameterServer, ServerCheckpoint, UpdateRecord
 from .start import INITS, subset_start
+from .updates import get_update, update_names
 
 __all__ = ["ADVGPRegressor"]
 
@@ -57,7 +53,12 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
     (eq. 11), 'nystrom' (eq. 21) or 'ensemble' (eq. 22, with ``groups``); optimizer: 'adam' (Adam with its
     own step size for the inducing inputs, ``inducing_rate``, and for log σ², log l, log σ²_n,
     ``learning_rate``; natural-gradient steps of size ``q_step`` on q(w)) or 'adadelta' (the paper's
-    Algorithm 1: ADADELTA with ε = ``adadelta_eps`` and the proximal step on q(w)); scheduler: a
+    Algorithm 1: ADADELTA with ε = ``adadelta_eps`` and the proximal step on q(w)) — or any update
+    registered in :mod:`daskgp.advgp.updates` (``learning_rate``, ``inducing_rate``, ``q_step`` and
+    ``adadelta_eps`` set the chosen update's settings of those names, ``eps`` for the last; the others
+    are inert); update_options: the chosen update's settings by name (its settings dataclass's fields,
+    checked against their declarations; they win over the keywords above: how a registered update's own
+    settings are given); scheduler: a
     dask-scheduler address (default: this process's client, else a local cluster); noise_init: initial noise
     variance relative to var y; batch_size: rows per gradient task, drawn afresh from the task's partition
     at every version and scaled to an unbiased estimate of the partition's sum (None: the whole partition,
@@ -81,7 +82,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                  optimizer: str = "adam", learning_rate: float = 0.02, inducing_rate: float = 0.02,
                  q_step: float = 0.5, scheduler: str | None = None, noise_init: float = 0.5,
                  adadelta_eps: float = 1e-6, batch_size: int | None = None, random_state=0, kernel="rbf",
-                 init: str = "subset"):
+                 init: str = "subset", update_options: dict | None = None):
         self.n_inducing, self.max_iter, self.tau, self.n_partitions = n_inducing, max_iter, tau, n_partitions
         self.tol = tol
         self.feature_map, self.groups, self.scheduler = feature_map, groups, scheduler
@@ -89,6 +90,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         self.q_step = q_step
         self.noise_init, self.adadelta_eps, self.random_state = noise_init, adadelta_eps, random_state
         self.batch_size, self.kernel, self.init = batch_size, kernel, init
+        self.update_options = update_options
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -100,14 +102,20 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         "n_inducing": [at_least(1)], "max_iter": [at_least(1)], "tol": [real_in(0, None, "left"), None],
         "tau": [at_least(0)], "n_partitions": [at_least(1), None],
         "feature_map": [StrOptions(set(FEATURE_MAPS))], "groups": [at_least(1)],
-        "optimizer": [StrOptions(set(OPTIMIZERS))], "learning_rate": [real_in(0, 1, "left")],
+        "optimizer": [one_of_registered(update_names)], "learning_rate": [real_in(0, 1, "left")],
         "inducing_rate": [real_in(0, 1, "left")], "q_step": [real_in(0, 1, "right")],
         "scheduler": [str, None], "noise_init": [real_in(0, 10)],  # relative to var y
         "adadelta_eps": [real_in(0, None)], "batch_size": [at_least(1), None],
         "random_state": ["random_state"],
         "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
-        "init": [StrOptions(set(INITS))],
+        "init": [StrOptions(set(INITS))], "update_options": [dict, None],
     }
+
+    def _check_params(self, n: int) -> None:
+        super()._check_params(n)
+        # the chosen update's own settings, checked against its declarations before any cluster or data
+        update = get_update(self.optimizer)
+        checked_settings(update.settings, self.update_options, f"the {update.name!r} update")
 
     def fit(self, X, y, client=None, callback=None, delays=None, checkpoint=None, resume: bool = False,
             keep_checkpoint: bool = False, time_budget: float | None = None):
@@ -167,10 +175,12 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                         p0, info = subset_start(Xsub, ysub, p0)
                         self.start_info_.update(info)
                     p0.mu, p0.U = optimal_q(summed_stats(chunks, p0.inducing), p0)
+                # the step settings of every built-in update; the chosen update takes those it declares
                 server = ParameterServer(chunks, p0, int(self.tau), delays, eps=float(self.adadelta_eps),
                                          batch_size=self.batch_size, seed=seed, optimizer=self.optimizer,
                                          learning_rate=float(self.learning_rate),
-                                         inducing_rate=float(self.inducing_rate), q_step=float(self.q_step))
+                                         inducing_rate=float(self.inducing_rate), q_step=float(self.q_step),
+                                         options=self.update_options)
                 if state is not None:
                     try:
                         server.restore(state)
@@ -246,7 +256,8 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                 f"|eps={float(self.adadelta_eps)!r}|batch={self.batch_size}|opt={self.optimizer}"
                 f"|lr={self.learning_rate!r}|zlr={self.inducing_rate!r}|q_step={self.q_step!r}"
                 + ("" if kernel_name(self.kernel) == "rbf" else f"|kernel={kernel_name(self.kernel)}")
-                + ("" if self.init == "kmeans" else f"|init={self.init}"))
+                + ("" if self.init == "kmeans" else f"|init={self.init}")
+                + ("" if not self.update_options else f"|options={sorted(self.update_options.items())!r}"))
 
     def to_dataset(self) -> xr.Dataset:
         """The fitted model as labelled arrays: inducing points and lengthscales (X units), variances (y units

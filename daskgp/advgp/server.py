@@ -26,20 +26,23 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import CancelledError
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import numpy as np
 from distributed import KilledWorker
 
-from ..core.optim import Adadelta, Adam  # Adadelta stays importable from here
+from ..core.optim import Adadelta, Adam  # noqa: F401 — both stay importable from here
 from ..core.random import minibatch_rows
+from ..inference.settings import checked_settings
 from ..runs.fits import FitStore
-from .model import ADVGPParams, appended_statistics, natural_step, partition_objective, prox_h, regulariser
+from .model import ADVGPParams, partition_objective, regulariser
+from .updates import get_update, update_names
 
 __all__ = ["OPTIMIZERS", "Adadelta", "ArrivalOrder", "ParameterServer", "ServerCheckpoint", "UpdateRecord"]
 
-# 'adam': Adam with one step size per group on the kernel part and natural-gradient steps on q(w), the
-# default; 'adadelta': the paper's Algorithm 1 (ADADELTA on everything, then the Euclidean prox on q(w))
+# the built-in updates (daskgp.advgp.updates): 'adam', Adam with one step size per group on the kernel part
+# and natural-gradient steps on q(w), the default; 'adadelta', the paper's Algorithm 1 (ADADELTA on
+# everything, then the Euclidean prox on q(w)). update_names() lists every registered one.
 OPTIMIZERS = ("adam", "adadelta")
 
 # plateaus of the objective before a fit with Adam stops: its step sizes are halved at each earlier one
@@ -92,17 +95,21 @@ class ServerCheckpoint(FitStore):
         self.every = int(every)
 
     def write(self, key: str, theta, version: int, opt, records: list, template: dict,
-              plateaus: int = 0, step_scale: float = 1.0) -> None:
+              plateaus: int = 0, step_scale: float = 1.0, update: str | None = None) -> None:
+        """Commit the server's state; ``opt``: the optimiser state of the update named ``update``, stored
+        under that name (None: 'adadelta' or 'adam' by the state's type, as 0.4 called it)."""
+        if update is None:
+            update = "adadelta" if isinstance(opt, Adadelta) else "adam"
         state = {"version": int(version), "theta": np.asarray(theta, float), "plateaus": int(plateaus),
-                 "step_scale": float(step_scale),
-                 ("adadelta" if isinstance(opt, Adadelta) else "adam"): opt.to_dict(),
+                 "step_scale": float(step_scale), str(update): opt.to_dict(),
                  "template": {k: v for k, v in template.items() if k in ("feature_map", "groups", "kernel")},
                  "records": [dict(r.__dict__) for r in records]}
         self.commit(key, int(version), state)
 
     def read(self, key: str) -> dict:
         """The state committed for ``key``: 'version', 'theta', 'plateaus', 'step_scale', the optimiser's
-        ('adadelta' or 'adam'), 'template', 'records' (:meth:`ParameterServer.restore` checks them)."""
+        under its update's name ('adam', 'adadelta'), 'template', 'records' (:meth:`ParameterServer.restore`
+        checks them)."""
         return self.read_state(key)[1]
 
 
@@ -150,20 +157,20 @@ class ParameterServer:
     """Drive ADVGP on the partitions ``chunks`` (a :class:`daskgp.compute.rows.RowChunks` with "X" and "Y"
     per chunk) from ``params`` with staleness bound ``tau``. ``delays``: artificial seconds per task, per
     partition (None: none). ``arrivals``: an :class:`ArrivalOrder` to take the gradients in its order rather
-    than as they complete (None: as they complete). Call :meth:`run`.
+    than as they complete (None: as they complete). ``optimizer``: the registered update's name
+    (:mod:`daskgp.advgp.updates`) and ``options`` its settings (plain data, checked against its settings
+    dataclass: ``learning_rate``, ``inducing_rate``, ``q_step`` for 'adam'; ``rho``, ``eps`` for
+    'adadelta'); 0.4's keywords ``rho``, ``eps``, ``learning_rate``, ``inducing_rate`` and ``q_step`` still
+    set the update's settings of those names (and are inert for an update without them). Call :meth:`run`.
     """
 
     chunks: object
     params: ADVGPParams
     tau: int = 0
     delays: list | None = None
-    rho: float = 0.95
-    eps: float = 1e-6
     batch_size: int | None = None
     optimizer: str = "adadelta"
-    learning_rate: float = 0.02
-    inducing_rate: float = 0.02
-    q_step: float = 0.5
+    options: dict | None = None
     seed: int = 0
     records: list = field(default_factory=list)
     lost: int = 0  # partitions placed again after a lost worker
@@ -172,8 +179,14 @@ class ParameterServer:
     step_scale: float = 1.0  # the factor on Adam's step sizes and the natural step, halved at each plateau
     gradients: list = field(default_factory=list)  # gradients received per partition
     arrivals: ArrivalOrder | None = None
+    # 0.4's keywords for the built-in updates' settings (None: the update's default or ``options``')
+    rho: InitVar[float | None] = None
+    eps: InitVar[float | None] = None
+    learning_rate: InitVar[float | None] = None
+    inducing_rate: InitVar[float | None] = None
+    q_step: InitVar[float | None] = None
 
-    def __post_init__(self):
+    def __post_init__(self, rho, eps, learning_rate, inducing_rate, q_step):
         if not isinstance(self.tau, (int, np.integer)) or isinstance(self.tau, bool) or self.tau < 0:
             raise ValueError(f"tau must be an integer >= 0, got {self.tau!r}")
         r = len(self.chunks.futures)
@@ -184,29 +197,18 @@ class ParameterServer:
                          "lengthscales": self.params.lengthscales, "noise": self.params.noise,
                          "mu": self.params.mu, "U": self.params.U, "feature_map": self.params.feature_map,
                          "groups": self.params.groups, "kernel": self.params.kernel}
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.optimizer not in update_names():
+            raise ValueError(f"optimizer must be one of {update_names()}, got {self.optimizer!r}")
+        self.update = get_update(self.optimizer)
+        legacy = {"rho": rho, "eps": eps, "learning_rate": learning_rate, "inducing_rate": inducing_rate,
+                  "q_step": q_step}
+        own = {f for f in (self.update.settings.__dataclass_fields__ if self.update.settings else ())}
+        values = {k: v for k, v in legacy.items() if v is not None and k in own}
+        self.settings = checked_settings(self.update.settings, {**values, **(self.options or {})},
+                                         f"the {self.optimizer!r} update")
         self.theta = self.params.to_vector()
         self.version = 0
-        self._kernel_part = self.params.n_kernel
-        self.ada = self._new_optimizer()
-
-    def _new_optimizer(self):
-        if self.optimizer == "adadelta":
-            return Adadelta(self.theta.size, self.rho, self.eps)
-        return Adam(self._kernel_part, self._rates())
-
-    def _rates(self) -> np.ndarray:
-        """Adam's step per kernel coordinate: Z (standardised x units) apart from log σ², log l, log σ²_n;
-        times the step scale the plateaus have set (:meth:`converged_at`)."""
-        lr = np.full(self._kernel_part, float(self.learning_rate))
-        lr[:self.params.Z.size] = float(self.inducing_rate)
-        return lr * self._scale()
-
-    def _scale(self) -> float:
-        """The factor on the step sizes from the plateaus' halvings (:meth:`converged_at`); each update
-        further divides its steps by 1 + the mean delay of the gradients it sums (:meth:`_apply`)."""
-        return self.step_scale
+        self.ada = self.update.new_state(self, self.settings)
 
     def restore(self, state: dict) -> None:
         """Continue from a checkpoint's state (:meth:`ServerCheckpoint.read`)."""
@@ -215,11 +217,9 @@ class ParameterServer:
             raise ValueError("the checkpoint's parameters do not fit this model")
         self.theta, self.version = theta, int(state["version"])
         self.plateaus, self.step_scale = int(state.get("plateaus", 0)), float(state.get("step_scale", 1.0))
-        name = "adadelta" if self.optimizer == "adadelta" else "adam"
-        if name not in state:
+        if self.update.name not in state:
             raise ValueError(f"the checkpoint was written by another optimizer than {self.optimizer!r}")
-        self.ada = (Adadelta.from_dict(state["adadelta"]) if name == "adadelta"
-                    else Adam.from_dict(state["adam"], self._rates()))
+        self.ada = self.update.state_from_dict(state[self.update.name], self, self.settings)
         self.records = [UpdateRecord(**r) for r in state["records"]]
 
     @property
@@ -235,32 +235,8 @@ class ParameterServer:
         and 5.0 over 600 updates; divided by 1 + τ = 9 it held 4.24–4.31 but crawled (flights with two
         straggling partitions: at τ = 5, 1,035 updates in 90 s ended at 38.92 minutes against τ = 0's 38.52
         from 304)."""
-        o, k = self._kernel_part, self.params.k
         shrink = 1.0 / (1.0 + float(delay))
-        if self.optimizer == "adam":
-            # the kernel part: Adam per group; q(w): a natural-gradient step from the partitions' summed
-            # natural parameters (the tasks send those instead of q's gradient)
-            C, D = appended_statistics(grad, self.params)
-            theta = self.theta.copy()
-            # q(w) first, with the W and β the newest statistics were made at (τ = 0: all of them), then
-            # the kernel part along its gradient
-            mu, U = natural_step(self.params.with_vector(theta), C, D,
-                                 float(self.q_step) * self._scale() * shrink)
-            theta[o:o + k], theta[o + k:] = mu, U[np.triu_indices(k)]
-            theta[:o] -= self.ada.step(grad[:o]) * shrink
-            self.theta = theta
-            self.version += 1
-            return
-        delta, rate = self.ada.step(grad)
-        theta = self.theta + delta
-        stepped = self.params.with_vector(theta)
-        iu = np.triu_indices(k)
-        rate_mu = rate[o:o + k]
-        rate_U = np.ones((k, k))
-        rate_U[iu] = rate[o + k:]
-        mu, U = prox_h(stepped.mu, stepped.U, (rate_mu, rate_U))
-        theta[o:o + k], theta[o + k:] = mu, U[iu]
-        self.theta = theta
+        self.theta = self.update.apply(self, self.settings, grad, shrink)
         self.version += 1
 
     def converged_at(self, tol: float) -> bool:
@@ -287,10 +263,10 @@ class ParameterServer:
         if (-slope + 2 * se) * w >= tol * self.chunks.n:
             return False
         self.plateaus += 1
-        if self.optimizer == "adadelta" or self.plateaus >= PLATEAUS:
+        if not self.update.halves_on_plateau or self.plateaus >= PLATEAUS:
             return True
         self.step_scale *= 0.5
-        self.ada.lr = self._rates()
+        self.update.rescale(self, self.settings)
         return False
 
     def run(self, max_updates: int, *, time_budget: float | None = None, callback=None,
@@ -312,7 +288,7 @@ class ParameterServer:
             # the minibatch's seed names the partition and the version: reproducible, new at every version
             batch = None if self.batch_size is None else (int(self.batch_size), [self.seed, k, self.version])
             f = client.submit(_partition_task, self.chunks.futures[k], self.theta, self.template,
-                              self.delays[k], batch, self.optimizer == "adam", pure=False)
+                              self.delays[k], batch, self.update.natural_tasks, pure=False)
             meta[f] = (k, self.version)
             return f
 
@@ -374,7 +350,7 @@ class ParameterServer:
 
     def _write(self, checkpoint: ServerCheckpoint, key: str) -> None:
         checkpoint.write(key, self.theta, self.version, self.ada, self.records, self.template, self.plateaus,
-                         self.step_scale)
+                         self.step_scale, update=self.update.name)
 
     def _replace(self, k: int) -> None:
         """Partition k's data were lost with a worker: place them again from the source (or fail in one

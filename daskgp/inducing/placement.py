@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.validation import ValidatedParams
+from ..core.constraints import ValidatedParams
 from ..model.kernels import kernel_name
 
 __all__ = ["SAMPLE_ROWS", "kmeans_centres", "kmeans_inducing", "sample_rows", "InducingEstimator"]

@@ -20,8 +20,9 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from ..datasets.loaders import CLASSIFICATION
+from ..datasets.classification import CLASSIFICATION
 from ..runs.commit import CHECKPOINT
+from .fitkinds import fit_kind
 from .fitview import StoredFit
 
 __all__ = ["FIT_DATASETS", "FIT_LIMITS", "FitJobSettings", "LiveFit", "FitCapReached"]
@@ -44,8 +45,9 @@ class FitJobSettings:
     """A fit the page may start: ``family`` (sgpr, advgp, gpc), ``dataset`` (one of
     :data:`FIT_DATASETS`' for it), ``n_inducing`` m, ``max_iter`` (L-BFGS-B iterations, server updates or
     EP iterations), ``seed``, ``scheduler`` (None: the job's own local cluster of one worker; else one of
-    ``allowed_schedulers``), ``method`` (GPC: a registered classifier update,
-    :func:`daskgp.gpc.methods.method_names`; None: the command's default)."""
+    ``allowed_schedulers``), ``method`` (one of the family's registered methods —
+    :meth:`daskgp.interface.fitkinds.FitKind.methods`: GPC's classifier updates, ADVGP's server updates —
+    passed by the family's flag; None: the command's default)."""
 
     family: str = "sgpr"
     dataset: str = "concrete"
@@ -69,13 +71,13 @@ class FitJobSettings:
             if type(v) is not int or not lo <= v <= hi:
                 raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
         if self.method is not None:
-            from ..gpc.methods import method_names
-
-            if self.family != "gpc":
-                raise ValueError(f"a {self.family} fit takes no method (only gpc does)")
-            if self.method not in method_names():
-                raise ValueError(f"method {self.method!r} is not a registered classifier update (one of "
-                                 f"{', '.join(method_names())})")
+            methods = fit_kind(self.family).methods()
+            if methods is None:
+                offered = [k for k in FIT_DATASETS if fit_kind(k).methods() is not None]
+                raise ValueError(f"a {self.family} fit takes no method (only {' and '.join(offered)} do)")
+            if self.method not in methods.names():
+                raise ValueError(f"method {self.method!r} is not a registered {methods.what} (one of "
+                                 f"{', '.join(methods.names())})")
         if self.scheduler is not None and self.scheduler not in self.allowed_schedulers:
             raise ValueError(f"scheduler {self.scheduler!r} is not one this server may use")
         return self
@@ -85,7 +87,8 @@ class FitJobSettings:
         cluster = ["--scheduler", self.scheduler] if self.scheduler else ["--workers", "1"]
         return [sys.executable, "-m", "daskgp", self.family, "--data", self.dataset, "--inducing",
                 str(self.n_inducing), "--max-iter", str(self.max_iter), "--seed", str(self.seed), *cluster,
-                *(["--method", self.method] if self.method is not None else []), "--out", out]
+                *([fit_kind(self.family).method_flag, self.method] if self.method is not None else []),
+                "--out", out]
 
 
 _live: set = set()  # the fit jobs running now, across the server's sessions

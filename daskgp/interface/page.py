@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import threading
 
-from ..gpc.methods import method_names as gpc_method_names
 from ..mcmc.samplers import AUTO, get_sampler, sampler_names
 from ..model.kernels import KERNELS
 from .dashboard import (
@@ -26,6 +25,7 @@ from .dashboard import (
     parse_upload,
 )
 from .fitjob import FIT_DATASETS, FIT_LIMITS, FitJobSettings
+from .fitkinds import fit_kind
 from .liveviews import LiveViews, PageState
 from .widgets import capped_dropper, setting_inputs
 
@@ -122,9 +122,9 @@ class RunPage:
         # a sparse fit started from the page: the family's own command, a batch job in the first runs folder
         self.fit_family = pn.widgets.Select(name="Sparse fit", options={"SGPR": "sgpr", "ADVGP": "advgp",
                                                                         "GPC": "gpc"}, visible=shown)
-        # the classifier's update: every registered one (a third-party method too), shown for GPC
-        self.fit_method = pn.widgets.Select(name="Classifier update", options=list(gpc_method_names()),
-                                            value="sep", visible=False)
+        # the family's method: every registered one (a third-party method too), shown for a family that
+        # has a registry of them (GPC's classifier updates, ADVGP's server updates)
+        self.fit_method = pn.widgets.Select(name="Method", options=[], visible=False)
         self.fit_data = pn.widgets.Select(name="Fit dataset", options=list(FIT_DATASETS["sgpr"]),
                                           visible=shown)
         self.fit_family.param.watch(self._on_fit_family, "value")
@@ -153,9 +153,16 @@ class RunPage:
         return pn.Row(setup, v.column, sizing_mode="stretch_width")
 
     def _on_fit_family(self, event) -> None:
-        """The chosen family's datasets, and the classifier's update menu for GPC only."""
+        """The chosen family's datasets, and its methods' menu where it has a registry of them (the first,
+        its default, chosen)."""
         self.fit_data.options = list(FIT_DATASETS[event.new])
-        self.fit_method.visible = event.new == "gpc" and self.fit_family.visible
+        kind = fit_kind(event.new)
+        methods = kind.methods()
+        names = [] if methods is None else list(methods.names())
+        self.fit_method.name, self.fit_method.options = kind.method_label, names
+        if names:
+            self.fit_method.value = kind.default_method or names[0]
+        self.fit_method.visible = bool(names) and self.fit_family.visible
 
     # ------------------------------------------------------------------------------------------ messages
     def show_error(self, msg: str) -> None:
@@ -265,7 +272,7 @@ class RunPage:
                 family=self.fit_family.value, dataset=self.fit_data.value, n_inducing=int(self.fit_m.value),
                 max_iter=int(self.fit_iter.value), seed=int(self.seed.value), scheduler=self._scheduler(),
                 allowed_schedulers=self.schedulers,
-                method=self.fit_method.value if self.fit_family.value == "gpc" else None).validate()
+                method=self.fit_method.value if self.fit_method.options else None).validate()
             folder = _new_run_folder(os.path.realpath(self.runs[0]))
             run = LiveFit(settings, folder, os.path.realpath(self.runs[0]), self.max_runs)
         except (ValueError, FitCapReached, OSError) as e:

@@ -122,7 +122,7 @@ class StoredRun(RunViews):
         """The status of a run not yet at ``out`` — its pre-chain warmup (stage, gradients, seconds, from the
         warmup's last commit) and whether its chains have started (a live staging folder) — or None when
         neither is there."""
-        from ..mcmc.segments import WARMUP_STAGES
+        from ..mcmc.ticker import WARMUP_STAGES
         from ..mcmc.warmup import DONE, WarmupStore, warmup_path
 
         parts, who = [], ""

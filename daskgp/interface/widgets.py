@@ -1,11 +1,11 @@
 """The dashboard's widgets that are more than a Panel widget with a default: inputs generated from the
-samplers' settings declarations (:mod:`daskgp.mcmc.samplers.settings`), and a file upload the server caps.
+samplers' settings declarations (:mod:`daskgp.inference.settings`), and a file upload the server caps.
 """
 
 from __future__ import annotations
 
+from ..inference.settings import setting_type, settings_fields
 from ..mcmc.samplers import get_sampler, sampler_names
-from ..mcmc.samplers.settings import setting_type, settings_fields
 
 __all__ = ["capped_dropper", "setting_inputs"]
 

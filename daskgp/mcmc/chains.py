@@ -78,7 +78,7 @@ def sample(X, y, config: SamplerConfig | None = None, *, out: str, client=None,
     control: a :class:`RunControl` to pause / resume / stop the run from another thread;
     on_warmup(event): before the chains, the warmup's progress — a dict {'stage', 'k' (gradients done in the
     stage), 'cap' (its most), 'seconds' (in the stage), 'total' (since the warmup began)}, first with stage
-    'subset MAP' (on the client), then the stages of :data:`daskgp.mcmc.segments.WARMUP_STAGES` (from the
+    'subset MAP' (on the client), then the stages of :data:`daskgp.mcmc.ticker.WARMUP_STAGES` (from the
     worker, about every second; on the client's event loop).
     Returns the run as an ArviZ DataTree (see :func:`daskgp.mcmc.diagnostics.open_run`).
     """

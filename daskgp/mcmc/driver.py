@@ -30,7 +30,8 @@ from .diagnostics import run_status
 from .fidelity import fidelity_records
 from .layout import chain_layout
 from .progress import LiveProgress
-from .segments import block_arrays, progress_topic, release_operators, run_segment
+from .segments import block_arrays, release_operators, run_segment
+from .ticker import progress_topic
 
 __all__ = ["RunHooks", "drive", "cluster_layout", "release_on_workers", "SEGMENT_RETRIES"]
 

@@ -19,7 +19,8 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ..core.validation import ValidatedParams, at_least, fit_data, new_data, real_in, seed_from
+from ..core.constraints import ValidatedParams, at_least, real_in
+from ..core.validation import fit_data, new_data, seed_from
 from ..datasets import fitted_scaler, scaler_meta
 from ..exact.predict import predictive
 from ..model.kernels import Kernel, ard_kernel, kernel_name, make_kernel

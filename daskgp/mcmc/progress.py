@@ -1,5 +1,5 @@
 """A run's progress as the user sees it between committed blocks: the chains' segments report their
-iterations as worker events (:func:`daskgp.mcmc.segments.progress_topic`), and :class:`LiveProgress` turns
+iterations as worker events (:func:`daskgp.mcmc.ticker.progress_topic`), and :class:`LiveProgress` turns
 them, with each committed block's :class:`daskgp.mcmc.diagnostics.RunStatus`, into calls of the user's
 ``progress(status)``; :func:`tell` hands a warmup's events to its ``on_warmup``. Both run on the client's
 event loop, where a failing display must not touch the run."""

@@ -3,7 +3,7 @@ tasks of at most ``checkpoint_every`` gradients each, its state committed by the
 (:class:`WarmupStore`), so that an interruption — Ctrl-C, SIGKILL, a lost worker — costs at most one
 segment, and a resumed warmup ends where an uninterrupted one does, bit for bit.
 
-The stages (:data:`daskgp.mcmc.segments.WARMUP_STAGES`; Filippone & Engler 2015, eq. 5 gradients, as in
+The stages (:data:`daskgp.mcmc.ticker.WARMUP_STAGES`; Filippone & Engler 2015, eq. 5 gradients, as in
 :mod:`daskgp.exact.mode`): stochastic gradient ascent from the subset MAP in the subset's Laplace metric
 (:class:`daskgp.exact.mode.StochasticAscent`); the Laplace covariance there from common-probe differences of
 the gradient (:func:`daskgp.exact.mode.laplace_covariance`); a second ascent in that metric; the Laplace
@@ -29,14 +29,13 @@ from ..exact.posterior import ProbeState
 from ..runs.fits import FitStore
 from .config import SamplerConfig
 from .segments import (
-    WARMUP_STAGES,
-    WarmupTicker,
     chain_operator,
     chain_posterior,
     kept,
     products_on,
     release_operators,
 )
+from .ticker import WARMUP_STAGES, WarmupTicker
 
 __all__ = ["warmup_start", "warmup_segment", "advance_warmup", "WarmupStore", "warmup_path", "DONE",
            "FULL_LAPLACE"]

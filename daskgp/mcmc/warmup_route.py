@@ -33,7 +33,7 @@ from .config import SamplerConfig
 from .control import RunControl, RunStopped
 from .driver import SEGMENT_RETRIES, RunHooks, cluster_layout, release_on_workers
 from .progress import tell
-from .segments import progress_topic
+from .ticker import progress_topic
 from .warmup import DONE, FULL_LAPLACE, WarmupStore, warmup_path, warmup_segment, warmup_start
 
 __all__ = ["WarmStart", "warm_start", "subset_metric", "rows_dtype", "tuned_from_warmup",

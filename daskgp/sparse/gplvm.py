@@ -6,10 +6,9 @@ Fitting alternates the paper's two map-reduce steps:
 - **global**: L-BFGS-B over (Z, σ², l, β) with the local parameters fixed, every evaluation a map of the
   chunks' psi-statistics, a tree reduce, and a map of their gradient contributions
   (:func:`daskgp.sparse.fit.fit_global`);
-- **local**: every chunk optimises its own (μ_i, S_i) on its worker, all chunks in parallel, with the other
+- **local**: every chunk optimises its own (μ_i, S_i) on its worker, all chunks in parallel, the other
   chunks' statistics fixed (:meth:`daskgp.sparse.chunks.ChunkedRows.local_step`). A parallel block step
-  could in principle lower the joint bound, so a local step that does is undone (the bound trace never
-  decreases).
+  could lower the joint bound, so a local step that does is undone (the bound trace never decreases).
 
 The q(x_i) live only on the workers, so after every round the fit gathers them once: that copy is the
 round's restart point when a worker is lost (the chunks are placed again from it and the round is redone,
@@ -35,8 +34,9 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError, aligned
+from ..core.constraints import ValidatedParams, at_least, real_in
 from ..core.events import FitEvent, event_callback
-from ..core.validation import ValidatedParams, at_least, check_X, is_constant, new_data, real_in, seed_from
+from ..core.validation import check_X, is_constant, new_data, seed_from
 from ..inducing.placement import kmeans_inducing
 from ..inducing.stats import SuffStats
 from ..model.kernels import ard_kernel, kernel_name

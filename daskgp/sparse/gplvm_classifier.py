@@ -10,7 +10,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..core.validation import ValidatedParams, at_least, fit_data, new_data
+from ..core.constraints import ValidatedParams, at_least
+from ..core.validation import fit_data, new_data
 from ..runs.models import Saved, SavedModel, params_from_plain, plain_params
 from .gplvm import BayesianGPLVM
 

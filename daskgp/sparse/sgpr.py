@@ -26,16 +26,10 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ..core.constraints import at_least, real_in
 from ..core.events import FitEvent, event_callback
 from ..core.files import MANIFEST, MARK, array_digest, check_destination, replaced_atomically
-from ..core.validation import (
-    at_least,
-    fit_data_or_dask,
-    new_data,
-    real_in,
-    seed_from,
-    standardising_moments,
-)
+from ..core.validation import fit_data_or_dask, new_data, seed_from, standardising_moments
 from ..inducing.features import GlobalParams
 from ..inducing.placement import InducingEstimator, kmeans_centres, sample_rows
 from ..model.kernels import ard_kernel, kernel_name

@@ -93,7 +93,7 @@ def test_flights_delayed_labels_arrivals_more_than_15_minutes_late():
     """The classification task's label is arr_delay > 15 minutes on the data's own minutes (it once undid a
     scaler that the minutes had never had, and labelled every arrival later than about 20 s as delayed:
     41 % of the rows instead of the 21 % that are more than 15 minutes late)."""
-    d = datasets.load_classification("flights_delayed")
+    d = daskgp.datasets.load_classification("flights_delayed")
     ds = daskgp.load("flights")
     assert np.array_equal(d.y == "delayed", ds.y > 15) and np.array_equal(d.X, ds.X)
     assert 0.18 < np.mean(d.y == "delayed") < 0.25

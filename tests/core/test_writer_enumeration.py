@@ -21,9 +21,9 @@ WRITERS = {
     "daskgp.core.files:replaced_atomically": "primitive",
     "daskgp.core.files:write_atomically": "primitive",
     # every user-given path
-    "daskgp.interface.cli.common:write_table_predictions": f"{RULE}: --predictions, check_fit_outputs",
-    "daskgp.interface.cli.common:write_table_results": f"{RULE}: --out, check_fit_outputs",
-    "daskgp.interface.cli.common:write_test_results": f"{RULE}: --out, check_fit_outputs",
+    "daskgp.interface.cli.results:write_table_predictions": f"{RULE}: --predictions, check_fit_outputs",
+    "daskgp.interface.cli.results:write_table_results": f"{RULE}: --out, check_fit_outputs",
+    "daskgp.interface.cli.results:write_test_results": f"{RULE}: --out, check_fit_outputs",
     "daskgp.interface.cli.gpc:gpc_command": f"{RULE}: --out, check_fit_outputs",
     "daskgp.interface.cli.runs:predict_command": f"{RULE}: --out, check_out_path",
     "daskgp.interface.doctor:doctor_command": f"{RULE}: --json, check_out_path",

@@ -51,25 +51,29 @@ def test_a_registered_update_is_fitted_offered_and_its_name_checked(halfsep, cli
 
 
 def test_a_registered_update_is_on_the_dashboards_menu_and_its_fit_job(halfsep, tmp_path):
-    """The page's sparse-fit form offers every registered update for GPC (the toy included) and hides the
-    menu for the regressions; the job it starts passes the chosen one to ``daskgp gpc --method``; a method
-    for another family, or an unknown one, is refused in one line before any job starts."""
+    """The page's sparse-fit form offers every registered update for GPC (the toy included, SEP chosen as
+    the command's default), ADVGP's server updates for ADVGP and no menu for SGPR; the job it starts passes
+    the chosen one to ``daskgp gpc --method``; a method for a family without any, or an unknown one, is
+    refused in one line before any job starts."""
     import panel as pn
 
     from daskgp.interface.fitjob import FitJobSettings
     from daskgp.interface.page import RunPage
 
     page = RunPage(pn, lambda: None, 2, 1.0, runs=(str(tmp_path),))
-    assert "halfsep" in page.fit_method.options and not page.fit_method.visible
+    assert not page.fit_method.visible  # SGPR first: one way to fit
     page.fit_family.value = "gpc"
-    assert page.fit_method.visible
+    assert page.fit_method.visible and "halfsep" in page.fit_method.options
+    assert page.fit_method.value == "sep" and page.fit_method.name == "Classifier update"
     page.fit_family.value = "advgp"
+    assert page.fit_method.visible and page.fit_method.options[:2] == ["adam", "adadelta"]
+    page.fit_family.value = "sgpr"
     assert not page.fit_method.visible
     job = FitJobSettings(family="gpc", dataset="breast_cancer", method="halfsep").validate()
     argv = job.argv("out.nc")
     assert argv[argv.index("--method") + 1] == "halfsep"
     assert "--method" not in FitJobSettings(family="gpc", dataset="breast_cancer").validate().argv("o.nc")
-    with pytest.raises(ValueError, match="a sgpr fit takes no method"):
+    with pytest.raises(ValueError, match="a sgpr fit takes no method \\(only advgp and gpc do\\)"):
         FitJobSettings(family="sgpr", method="sep").validate()
     with pytest.raises(ValueError, match="'nope' is not a registered classifier update"):
         FitJobSettings(family="gpc", dataset="breast_cancer", method="nope").validate()

@@ -275,7 +275,7 @@ def test_a_slow_solve_beats_with_its_cg_iterations_during_one_gradient(concrete,
 
     import numpy as np
 
-    import daskgp.mcmc.segments as seg
+    import daskgp.mcmc.ticker as ticker
     from daskgp import KernelOperator, make_kernel
     from daskgp.exact.posterior import GPPosterior
     from daskgp.interface.progress import warmup_progress
@@ -296,12 +296,12 @@ def test_a_slow_solve_beats_with_its_cg_iterations_during_one_gradient(concrete,
         def log_event(self, topic, msg):
             events.append(msg)
 
-    monkeypatch.setattr(seg, "HEARTBEAT_EVERY", 0.1)
+    monkeypatch.setattr(ticker, "HEARTBEAT_EVERY", 0.1)
     X, y = concrete.X_std[:300], concrete.y_std[:300]
 
     def gradient(beat: bool):
         events.clear()
-        tick = seg.WarmupTicker("t")
+        tick = ticker.WarmupTicker("t")
         tick.worker = Worker()
         tick.stage("ascent", 400)
         post = GPPosterior(Slow(X, make_kernel("rbf"), 0.3, mode="local"), y, n_probes=4, redraw_every=1,

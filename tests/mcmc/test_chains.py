@@ -220,10 +220,10 @@ def test_progress_moves_between_blocks_with_the_workers_events(concrete, client,
     chains, beyond the committed count and rising; the last call is the committed end of the run. The
     workers' PROGRESS_EVERY is set to 0.05 s for this test, so that even a machine ten times faster than a
     2-core CI runner reports several times during the run (the default, 1 s, gave 2–5 events here)."""
-    from daskgp.mcmc import segments
+    from daskgp.mcmc import ticker
 
     def every(seconds):
-        segments.PROGRESS_EVERY = seconds
+        ticker.PROGRESS_EVERY = seconds
 
     X, y = concrete.X_std, concrete.y_std
     seen = []
@@ -232,7 +232,7 @@ def test_progress_moves_between_blocks_with_the_workers_events(concrete, client,
         sample(X, y, out=str(tmp_path / "r.zarr"), method="sgld", n_chains=2, n_iter=400,
                checkpoint_every=400, warmup="subset", client=client, progress=seen.append)
     finally:
-        client.run(every, segments.PROGRESS_EVERY)
+        client.run(every, ticker.PROGRESS_EVERY)
     live = [(s.done, s.running) for s in seen if s.running is not None]
     assert len(live) >= 2, [(s.done, s.running) for s in seen]
     assert all(done < running < 400 for done, running in live), live
@@ -245,7 +245,7 @@ def test_the_warmup_reports_every_stage_in_order_with_its_own_counts(concrete, c
     the climb ('ascent': on 1,030 rows 'map' would take the exact MAP) and the curvature estimates in
     order (a stage's first event at its start, k = 0), its counts never beyond the stage's cap, and a
     closing 'done' with the ascent gradients the run's warmup attribute records."""
-    from daskgp.mcmc.segments import WARMUP_STAGES
+    from daskgp.mcmc.ticker import WARMUP_STAGES
 
     seen = []
     dt = sample(concrete.X_std, concrete.y_std, out=str(tmp_path / "r.zarr"), method="sghmc", n_chains=2,

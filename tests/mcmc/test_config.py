@@ -202,8 +202,8 @@ def test_a_setting_named_like_a_configuration_field_is_given_through_options_onl
     the run's, and the sampler's comes from ``options``."""
     from dataclasses import dataclass
 
+    from daskgp.inference.settings import setting
     from daskgp.mcmc.samplers import Sampler, register, unregister
-    from daskgp.mcmc.samplers.settings import setting
 
     @dataclass(frozen=True)
     class Clash:

@@ -12,10 +12,10 @@ import pytest
 
 from daskgp.core.plaindata import expect_array, expect_int, expect_keys, expect_number
 from daskgp.core.random import rng_from_state
+from daskgp.inference.settings import setting
 from daskgp.mcmc.config import SamplerConfig, check_method_fits
 from daskgp.mcmc.samplers import Sampler, default_method, get_sampler, register, sampler_names, unregister
 from daskgp.mcmc.samplers.base import expect_stopped
-from daskgp.mcmc.samplers.settings import setting
 
 
 @dataclass
@@ -204,7 +204,7 @@ def test_an_entry_point_sampler_is_found_on_first_lookup(monkeypatch):
     ep = importlib.metadata.EntryPoint("toyrwm", f"{__name__}:ToySampler", registry.ENTRY_POINT_GROUP)
     monkeypatch.setattr(importlib.metadata, "entry_points",
                         lambda group=None: [ep] if group == registry.ENTRY_POINT_GROUP else [])
-    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    monkeypatch.setattr(registry.SAMPLERS, "entry_points_loaded", False)
     try:
         assert isinstance(get_sampler("toyrwm"), ToySampler)
         assert SamplerConfig(method="toyrwm").validate().sampler.label.startswith("Toy")
@@ -231,7 +231,7 @@ def test_a_broken_entry_point_is_one_warning_and_the_builtins_still_work(monkeyp
     bad = importlib.metadata.EntryPoint("nosuch", "no_such_module_anywhere:S", registry.ENTRY_POINT_GROUP)
     monkeypatch.setattr(importlib.metadata, "entry_points",
                         lambda group=None: [bad] if group == registry.ENTRY_POINT_GROUP else [])
-    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    monkeypatch.setattr(registry.SAMPLERS, "entry_points_loaded", False)
     with pytest.warns(RuntimeWarning, match="'nosuch' .* was not registered: ModuleNotFoundError"):
         assert sampler_names() == ("sghmc", "sgld", "mh", "hmc")
     assert get_sampler("sghmc").name == "sghmc"

@@ -12,25 +12,27 @@ evidence approximation is (:meth:`GPCMethod.evidence`), and whether it keeps a s
 
 from __future__ import annotations
 
-import threading
 from typing import ClassVar
 
-__all__ = ["GPCMethod", "register", "unregister", "get_method", "method_names"]
+from ...inference.method import Method
+from ...inference.registry import Registry
+
+__all__ = ["GPCMethod", "register", "unregister", "get_method", "method_names", "GPC_METHODS",
+           "ENTRY_POINT_GROUP"]
 
 
-class GPCMethod:
-    """A classifier update. Class attributes: ``name`` (``SparseGPClassifier(method=…)``, ``daskgp gpc
-    --method``), ``label`` (one line for ``--help``), ``default_damping`` (δ of a batch fit when the
-    estimator leaves ``damping`` unset), ``site_passes`` (site-only passes before each gradient pass when
-    learning), ``keeps_sites`` (a site per point, kept beside its chunk on the workers, checkpointed, and
-    restarted at zero for a chunk placed again after a lost worker), ``learns_on_minibatches`` (False: the
-    estimator refuses to learn hyperparameters on minibatches, and says why: ``minibatch_refusal``),
-    ``decays_on_minibatches`` (δ and Adam's step decay as 1/√(1 + t/E) on minibatches:
-    :func:`daskgp.gpc.fit.minibatch_decay`) and ``degenerate_hint`` (appended to the message of a fit
-    that became numerically degenerate)."""
+class GPCMethod(Method):
+    """A classifier update: the 'gpc' family's :class:`daskgp.inference.Method`. Class attributes: ``name``
+    (``SparseGPClassifier(method=…)``, ``daskgp gpc --method``), ``label`` (one line for ``--help``),
+    ``default_damping`` (δ of a batch fit when the estimator leaves ``damping`` unset), ``site_passes``
+    (site-only passes before each gradient pass when learning), ``keeps_sites`` (a site per point, kept
+    beside its chunk on the workers, checkpointed, and restarted at zero for a chunk placed again after a
+    lost worker), ``learns_on_minibatches`` (False: the estimator refuses to learn hyperparameters on
+    minibatches, and says why: ``minibatch_refusal``), ``decays_on_minibatches`` (δ and Adam's step decay
+    as 1/√(1 + t/E) on minibatches: :func:`daskgp.gpc.fit.minibatch_decay`) and ``degenerate_hint``
+    (appended to the message of a fit that became numerically degenerate)."""
 
-    name: ClassVar[str] = ""
-    label: ClassVar[str] = ""
+    family: ClassVar[str] = "gpc"
     default_damping: ClassVar[float] = 1.0
     site_passes: ClassVar[int] = 1
     keeps_sites: ClassVar[bool] = False
@@ -64,44 +66,29 @@ class GPCMethod:
         """The evidence approximation (nats) from the chunks' summed terms ``total``: log Z(q) + Σ log Z_i."""
         return q.log_norm() + total.log_z
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r}>"
 
-
-_REGISTRY: dict[str, GPCMethod] = {}
-_LOCK = threading.Lock()
+ENTRY_POINT_GROUP = "daskgp.gpc_methods"
+# the family's registry in the one registry of every family's methods (daskgp.inference.registry)
+GPC_METHODS = Registry("gpc", GPCMethod, ENTRY_POINT_GROUP, "classifier update")
 
 
 def register(method: GPCMethod, *, replace: bool = False) -> GPCMethod:
-    """Make ``method`` available under its ``name`` to the estimator, the training loop and ``daskgp gpc``;
-    a name already taken raises ValueError unless ``replace``."""
-    if not isinstance(method, GPCMethod):
-        raise TypeError(f"a classifier method must be a GPCMethod, got {type(method).__name__}")
-    if not method.name.isidentifier() or method.name != method.name.lower():
-        raise ValueError(f"a method's name must be a lower-case identifier, got {method.name!r}")
-    with _LOCK:
-        if method.name in _REGISTRY and not replace and _REGISTRY[method.name] is not method:
-            raise ValueError(f"a classifier method named {method.name!r} is already registered")
-        _REGISTRY[method.name] = method
-    return method
+    """Make ``method`` available under its ``name`` to the estimator, the training loop and ``daskgp gpc``
+    (or declare it as an entry point in the ``daskgp.gpc_methods`` group); a name already taken raises
+    ValueError unless ``replace``."""
+    return GPC_METHODS.register(method, replace=replace)
 
 
 def unregister(name: str) -> None:
     """Forget the method ``name`` (a no-op where there is none)."""
-    with _LOCK:
-        _REGISTRY.pop(name, None)
+    GPC_METHODS.unregister(name)
 
 
 def get_method(name: str) -> GPCMethod:
     """The registered method ``name``; ValueError naming the registered ones otherwise."""
-    with _LOCK:
-        method = _REGISTRY.get(name) if isinstance(name, str) else None
-    if method is None:
-        raise ValueError(f"method must be one of {method_names()}, got {name!r}")
-    return method
+    return GPC_METHODS.get(name)
 
 
 def method_names() -> tuple[str, ...]:
     """The registered methods' names, in registration order."""
-    with _LOCK:
-        return tuple(_REGISTRY)
+    return GPC_METHODS.names()

@@ -7,26 +7,25 @@ import sys
 
 import numpy as np
 
+from ...advgp.updates import ADVGP_UPDATES
 from ..progress import fit_progress
 from .args import (
     check_counts,
     cluster_arguments,
     data_arguments,
     inducing_arguments,
+    method_options,
+    method_setting_arguments,
     output_arguments,
     split_arguments,
 )
-from .common import (
-    announce_split,
+from .common import announce_split, cluster_from_args, split_before_cluster, split_from_args, table_in_args
+from .results import (
     attach_heldout,
     check_fit_outputs,
-    cluster_from_args,
     gaussian_nlpd,
     naming_table_files,
     save_predictions,
-    split_before_cluster,
-    split_from_args,
-    table_in_args,
     table_rmse,
     write_results,
 )
@@ -47,7 +46,9 @@ def advgp_command(args) -> int:
     table, early = table_in_args(args), split_before_cluster(args)
     est = ADVGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, tau=args.tau,
                          n_partitions=args.partitions, batch_size=args.batch, random_state=args.seed,
-                         optimizer=args.optimizer, tol=args.tol or None, kernel=args.kernel, init=args.init)
+                         optimizer=args.optimizer, tol=args.tol or None, kernel=args.kernel, init=args.init,
+                         update_options=method_options(args, ADVGP_UPDATES, args.optimizer, "--optimizer")
+                         or None)
     if early:
         ds, Xtr, ytr, Xte, yte = split_from_args(args, tables=True)
         est._check_params(Xtr.shape[0])  # --partitions and the rest: refused before a cluster starts
@@ -110,9 +111,9 @@ def add_parser(sub) -> None:
     ad.add_argument("--tol", type=float, default=1e-4,
                     help="stopping rule: nats per training row a window of updates must gain (0: never stop "
                          "early)")
-    ad.add_argument("--optimizer", choices=("adam", "adadelta"), default="adam",
-                    help="adam: Adam per parameter group and natural steps on q(w); adadelta: the paper's "
-                         "algorithm")
+    updates = ADVGP_UPDATES.methods()
+    ad.add_argument("--optimizer", choices=[u.name for u in updates], default=updates[0].name,
+                    help="the server's update: " + "; ".join(f"{u.name}: {u.label}" for u in updates))
     ad.add_argument("--init", choices=("subset", "kmeans"), default="subset",
                     help="where the kernel starts: subset (the collapsed bound of a 20,000-row sample, "
                          "maximised first) or kmeans (the paper's start); a --resume continues from its "
@@ -120,6 +121,8 @@ def add_parser(sub) -> None:
     ad.add_argument("--partitions", type=int, default=None, help="row partitions (default: 2 per worker)")
     ad.add_argument("--batch", type=int, default=None,
                     help="rows per gradient task, a minibatch of its partition (default: all of it)")
+    method_setting_arguments(ad, ADVGP_UPDATES, "the update's own settings (each applies to the updates it "
+                                                "names)")
     split_arguments(ad)
     output_arguments(ad, "advgp.nc", "netCDF results file",
                      "continue from the checkpoint folder OUT.checkpoint")

@@ -1,10 +1,19 @@
 """The argument groups several ``daskgp`` commands share: the cluster to compute on, the data to read, a
-table's held-out predictions."""
+table's held-out predictions, and the flags of a family's methods' own settings, generated from their
+declarations (:mod:`daskgp.inference.settings`)."""
 
 from __future__ import annotations
 
+import argparse
+import warnings
+
+from ...inference.settings import flag_name, setting_type, settings_fields
+
 __all__ = ["cluster_arguments", "data_arguments", "predictions_argument", "inducing_arguments",
-           "split_arguments", "output_arguments", "check_counts"]
+           "split_arguments", "output_arguments", "check_counts", "method_setting_arguments",
+           "method_options", "settings_given"]
+
+_SETTING_DEST = "setting_"  # the argparse destination of a method's setting: setting_<name>
 
 
 def cluster_arguments(parser) -> None:
@@ -67,3 +76,59 @@ def check_counts(args, names, optional=()) -> None:
     for name in (*names, *(n for n in optional if getattr(args, n, None) is not None)):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+
+
+def _setting_owners(registry) -> dict:
+    """{setting name: [(method name, field)]} over ``registry``'s methods, in its order."""
+    owners: dict = {}
+    for method in registry.methods():
+        for f in settings_fields(method.settings):
+            owners.setdefault(f.name, []).append((method.name, f))
+    return owners
+
+
+def method_setting_arguments(parser, registry, title: str) -> None:
+    """One flag per setting of every method of ``registry`` (a :class:`daskgp.inference.Registry`), generated
+    from the settings declarations (:func:`daskgp.inference.settings.setting`): its help, type and default
+    are the declaration's; a name two methods share is one flag. Left out: the method's default. ``title``:
+    the help's group title."""
+    owners = _setting_owners(registry)
+    if not owners:
+        return
+    group = parser.add_argument_group(title)
+    for name, fs in owners.items():
+        parts = []
+        for nm, f in fs:
+            default = "set by the run" if f.default is None else f"{f.default:g}"
+            unit = f" [{f.metadata['unit']}]" if f.metadata.get("unit") else ""
+            parts.append(f"{nm}: {f.metadata.get('help', '')}{unit} (default {default})")
+        try:
+            group.add_argument(flag_name(name), dest=_SETTING_DEST + name, type=setting_type(fs[0][1]),
+                               default=None, metavar=setting_type(fs[0][1]).__name__.upper(),
+                               help="; ".join(parts).replace("%", "%%"))
+        except argparse.ArgumentError:  # a registered method's setting named like one of the command's flags
+            warnings.warn(f"the setting {name!r} of {', '.join(nm for nm, _ in fs)} has no flag: "
+                          f"{flag_name(name)} is the command's own", stacklevel=2)
+
+
+def settings_given(args) -> dict:
+    """{setting name: value} of the method-setting flags given (left out: None)."""
+    return {k[len(_SETTING_DEST):]: v for k, v in vars(args).items()
+            if k.startswith(_SETTING_DEST) and v is not None}
+
+
+def method_options(args, registry, method: str, flag: str = "--method") -> dict:
+    """{setting: value} of the setting flags given on the command line (:func:`method_setting_arguments`),
+    for ``method`` of ``registry`` (chosen by ``flag``): a flag of a setting the method does not have is
+    refused in one line, naming whose it is."""
+    given = settings_given(args)
+    own = {f.name for f in settings_fields(registry.get(method).settings)}
+    owners = _setting_owners(registry)
+    foreign = sorted(set(given) - own)
+    if foreign:
+        whose = ", ".join(f"{flag_name(k)} ({' and '.join(nm for nm, _ in owners.get(k, []))}'s)"
+                          for k in foreign)
+        raise ValueError(f"{whose} cannot apply to {flag} {method}, which has "
+                         + (f"the settings {', '.join(flag_name(k) for k in sorted(own))}" if own
+                            else "no settings of its own"))
+    return given

@@ -16,16 +16,18 @@ from ...gpc import methods as gpc_methods
 from ..progress import fit_progress
 from .args import check_counts, cluster_arguments, inducing_arguments, output_arguments, split_arguments
 from .common import (
-    attach_heldout,
-    check_fit_outputs,
     cluster_from_args,
-    naming_table_files,
     positive_int,
     refuse_features_without_table,
-    save_predictions,
     split_before_cluster,
     split_from_args,
     table_in_args,
+)
+from .results import (
+    attach_heldout,
+    check_fit_outputs,
+    naming_table_files,
+    save_predictions,
     write_table_results,
 )
 

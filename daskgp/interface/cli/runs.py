@@ -3,7 +3,6 @@ command line."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
@@ -13,10 +12,10 @@ import warnings
 import numpy as np
 
 from ...mcmc.config import SamplerConfig
-from ...mcmc.samplers import AUTO, default_method, get_sampler, sampler_names
-from ...mcmc.samplers.settings import flag_name, setting_type, settings_fields
+from ...mcmc.samplers import AUTO, default_method
+from ...mcmc.samplers.registry import SAMPLERS
 from ..progress import chain_progress, keepalive, warmup_progress
-from .args import check_counts
+from .args import check_counts, method_options, method_setting_arguments, settings_given
 from .common import check_out_path, cluster_from_args, dataset_from_args, print_summary, quiet_teardown
 
 
@@ -226,22 +225,12 @@ CHECKS_KIND = "daskgp.predictive-checks"  # the marker of `predict --out F.nc` (
 # (and every sampler's own settings, :func:`sampler_setting_arguments`)
 FIXED_ON_RESUME = ("method", "chains", "kernel", "ard", "probes", "checkpoint_every", "seed", "data", "csv",
                    "target", "data_dir", "warmup", "out", "overwrite")
-_SETTING_DEST = "setting_"  # the argparse destination of a sampler's setting: setting_<name>
-
-
-def _setting_owners() -> dict:
-    """{setting name: [(sampler name, field)]} over the registered samplers, in the registry's order."""
-    owners: dict = {}
-    for nm in sampler_names():
-        for f in settings_fields(get_sampler(nm).settings):
-            owners.setdefault(f.name, []).append((nm, f))
-    return owners
 
 
 def methods_by_size() -> str:
     """Which sampler method 'auto' picks, from the registry: 'sghmc at every size', or e.g. 'hmc up to
     2,000 rows, sghmc beyond'."""
-    samplers = [get_sampler(nm) for nm in sampler_names()]
+    samplers = SAMPLERS.methods()
     limits = sorted((s.default_max_n, s.name) for s in samplers if s.default_max_n is not None)
     if len(limits) == 1:
         return f"{limits[0][1]} at every size"
@@ -250,50 +239,22 @@ def methods_by_size() -> str:
 
 def sampler_setting_arguments(parser) -> None:
     """One flag per setting of every registered sampler (``--step-start``, ``--friction``, …), generated from
-    the samplers' settings declarations (:func:`daskgp.mcmc.samplers.settings.setting`): its help, type and
-    default are the declaration's; a name two samplers share is one flag. Left out: the sampler's default."""
-    group = parser.add_argument_group("the sampler's own settings (each applies to the samplers it names)")
-    for name, owners in _setting_owners().items():
-        parts = []
-        for nm, f in owners:
-            default = "set by the run" if f.default is None else f"{f.default:g}"
-            unit = f" [{f.metadata['unit']}]" if f.metadata.get("unit") else ""
-            parts.append(f"{nm}: {f.metadata.get('help', '')}{unit} (default {default})")
-        try:
-            group.add_argument(flag_name(name), dest=_SETTING_DEST + name, type=setting_type(owners[0][1]),
-                               default=None, metavar=setting_type(owners[0][1]).__name__.upper(),
-                               help="; ".join(parts).replace("%", "%%"))
-        except argparse.ArgumentError:  # a registered sampler's setting named like one of the command's flags
-            warnings.warn(f"the setting {name!r} of {', '.join(nm for nm, _ in owners)} has no flag: "
-                          f"{flag_name(name)} is the command's own", stacklevel=2)
-
-
-def _settings_given(args) -> dict:
-    """{setting name: value} of the sampler-setting flags given (left out: None)."""
-    return {k[len(_SETTING_DEST):]: v for k, v in vars(args).items()
-            if k.startswith(_SETTING_DEST) and v is not None}
+    the samplers' settings declarations (:func:`method_setting_arguments`). Left out: the sampler's
+    default."""
+    method_setting_arguments(parser, SAMPLERS,
+                             "the sampler's own settings (each applies to the samplers it names)")
 
 
 def sampler_options(args, method: str) -> dict:
     """The sampler settings given on the command line, for a run of ``method``: a flag of a setting the method
     does not have is refused in one line, naming whose it is."""
-    given = _settings_given(args)
-    own = {f.name for f in settings_fields(get_sampler(method).settings)}
-    owners = _setting_owners()
-    foreign = sorted(set(given) - own)
-    if foreign:
-        whose = ", ".join(f"{flag_name(k)} ({' and '.join(nm for nm, _ in owners.get(k, []))}'s)"
-                          for k in foreign)
-        raise ValueError(f"{whose} cannot apply to --method {method}, which has "
-                         + (f"the settings {', '.join(flag_name(k) for k in sorted(own))}" if own
-                            else "no settings of its own"))
-    return given
+    return method_options(args, SAMPLERS, method)
 
 
 def _refuse_fixed_on_resume(args) -> None:
     """``args.resume_defaults``: the parser's defaults of :data:`FIXED_ON_RESUME` (set by the parser)."""
     given = [n for n in FIXED_ON_RESUME if getattr(args, n) != args.resume_defaults[n]]
-    given += list(_settings_given(args))
+    given += list(settings_given(args))
     if given:
         flags = ", ".join("--" + n.replace("_", "-") for n in given)
         raise ValueError(f"{flags} cannot change a run being resumed (it continues with its own settings and "

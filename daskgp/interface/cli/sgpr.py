@@ -15,18 +15,14 @@ from .args import (
     output_arguments,
     split_arguments,
 )
-from .common import (
+from .common import announce_split, cluster_from_args, split_before_cluster, split_from_args, table_in_args
+from .results import (
     HELDOUT_EVERY,
-    announce_split,
     attach_heldout,
     check_fit_outputs,
-    cluster_from_args,
     gaussian_nlpd,
     naming_table_files,
     save_predictions,
-    split_before_cluster,
-    split_from_args,
-    table_in_args,
     table_rmse,
     write_results,
 )

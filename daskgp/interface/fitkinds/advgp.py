@@ -16,6 +16,13 @@ class ADVGPKind(FitKind):
     checkpoint = "daskgp.advgp.server:ServerCheckpoint"
     what = "−ELBO estimate (nats)"
     heldout = REGRESSION_HELDOUT
+    method_flag = "--optimizer"
+    method_label = "Server update"
+
+    def methods(self):
+        from ...advgp.updates import ADVGP_UPDATES
+
+        return ADVGP_UPDATES
 
     def trace(self, state):
         recs = state["records"]

@@ -21,7 +21,9 @@ class FitKind:
     ``checkpoint``: its checkpoint class as 'module:Class'; ``what``: its objective in words (nats);
     ``unit``: what a commit of the checkpoint is ('steps', a GPLVM's 'rounds'); ``heldout``: the held-out
     metrics the command line logs — (metric column, log-density column, metric label, log-density label) —
-    or None; ``trace_note``: how the step counter reads (None: 'N steps')."""
+    or None; ``trace_note``: how the step counter reads (None: 'N steps'); ``method_flag`` and
+    ``method_label``: the family command's flag that picks one of its registered methods and the page's
+    menu label, ``default_method`` the command's default (see :meth:`methods`)."""
 
     name = ""
     checkpoint = ""
@@ -29,6 +31,14 @@ class FitKind:
     unit = "steps"
     heldout: tuple[str, str, str, str] | None = None
     trace_note: str | None = None
+    method_flag = "--method"
+    method_label = "Method"
+    default_method: str | None = None  # the command's default method (None: the registry's first)
+
+    def methods(self):
+        """The family's registry of methods (a :class:`daskgp.inference.Registry`) whose every method the
+        page's fit form offers (a third-party one too), or None: the family has one way to fit."""
+        return None
 
     def store(self, path: str):
         """The family's checkpoint (a :class:`daskgp.runs.fits.FitStore`) at ``path``, read-only use."""

@@ -16,6 +16,13 @@ class GPCKind(FitKind):
     checkpoint = "daskgp.gpc.fit:GPCCheckpoint"
     what = "evidence approximation (nats)"
     heldout = ("test_error", "test_nll", "error rate", "NLL (nats)")
+    method_label = "Classifier update"
+    default_method = "sep"
+
+    def methods(self):
+        from ...gpc.methods import GPC_METHODS
+
+        return GPC_METHODS
 
     def trace(self, state):
         ev = np.asarray(state["evidence"], float)

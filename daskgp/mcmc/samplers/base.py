@@ -19,6 +19,8 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
+from ...inference.method import Method
+
 __all__ = ["Sampler", "Target", "ChainStateLike", "expect_stopped", "check_spd", "checked_gradient",
            "check_start", "solver_records"]
 
@@ -53,12 +55,12 @@ class ChainStateLike(Protocol):
     def to_dict(self) -> dict: ...
 
 
-class Sampler:
-    """A sampling method the run driver can use.
+class Sampler(Method):
+    """A sampling method the run driver can use: the 'mcmc' family's :class:`daskgp.inference.Method`.
 
     Class attributes: ``name`` (the registry name: ``SamplerConfig.method``, ``daskgp sample --method``);
     ``label`` (one line for menus and ``--help``); ``settings`` (a frozen dataclass of the method's own
-    tunables, each declared by :func:`daskgp.mcmc.samplers.settings.setting`: the run's configuration holds
+    tunables, each declared by :func:`daskgp.inference.settings.setting`: the run's configuration holds
     them as ``options`` and hands them over as ``cfg.settings``, and ``daskgp sample``'s flags and the
     dashboard's inputs are generated from it; None: none); ``uses_gradient`` — True: it reads the stochastic
     gradient through the kernel operator (matrix-free, any n; its chain state carries the gradient's probes
@@ -78,9 +80,7 @@ class Sampler:
     a gradient sampler with the paper's solver settings (ULISSE, rank-100 preconditioner).
     """
 
-    name: ClassVar[str] = ""
-    label: ClassVar[str] = ""
-    settings: ClassVar[type | None] = None
+    family: ClassVar[str] = "mcmc"
     uses_gradient: ClassVar[bool] = True
     default_probes: ClassVar[int] = 4
     records: ClassVar[dict[str, type]] = {}
@@ -153,9 +153,6 @@ class Sampler:
         every entry of :attr:`records` (k,), k ≤ n (shorter only when the chain stopped: ``state.stopped``
         says why, the draws so far kept)."""
         raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r}>"
 
 
 def solver_records(info: dict, k: int) -> dict:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from ...inference.settings import setting
 from .base import Sampler, check_spd, checked_gradient, solver_records
-from .settings import setting
 from .sghmc_state import SGHMCResult, SGHMCState
 
 __all__ = ["SGHMC", "SGHMCState", "SGHMCResult", "whitened_hessian", "SGHMCSampler", "SGHMCSettings",

@@ -18,8 +18,8 @@ import numpy as np
 
 from ...core.plaindata import expect_array, expect_int, expect_keys, expect_number
 from ...core.random import rng_from_state
+from ...inference.settings import setting
 from .base import Sampler, check_spd, check_start, checked_gradient, expect_stopped, solver_records
-from .settings import setting
 
 __all__ = ["StepSchedule", "SGLD", "SGLDState", "SGLDResult", "sgld", "SGLDSampler", "SGLDSettings"]
 
