@@ -19,6 +19,7 @@ _WHERE = {
     ".datasets.loaders": ["Dataset", "load", "load_csv"],
     ".datasets.tables": ["Table", "read_table"],
     ".core.events": ["FitEvent"],
+    ".core.runtime": ["FitRuntime"],
     ".model.kernels": ["RBF", "Kernel", "Matern32", "Matern52", "make_kernel"],
     ".exact.marginal": ["GradientEstimate", "exact_log_marginal", "log_marginal_gradient"],
     ".gpc.classifier": ["SparseGPClassifier"],
@@ -37,7 +38,7 @@ __all__ = ["__version__", "Dataset", "load", "load_csv", "Table", "read_table", 
            "exact_log_marginal", "log_marginal_gradient", "GradientEstimate", "SamplerConfig", "sample",
            "resume", "open_run",
            "run_summary", "psrf_evolution", "BayesianGPRegressor", "SparseGPRegressor", "BayesianGPLVM",
-           "GPLVMClassifier", "ADVGPRegressor", "SparseGPClassifier", "FitEvent"]
+           "GPLVMClassifier", "ADVGPRegressor", "SparseGPClassifier", "FitEvent", "FitRuntime"]
 
 
 def __getattr__(name: str):
@@ -58,6 +59,7 @@ if TYPE_CHECKING:  # the names for type checkers and IDEs
     from .compute.operator import KernelOperator
     from .compute.solvers import PivotedCholesky, cg, ulisse
     from .core.events import FitEvent
+    from .core.runtime import FitRuntime
     from .datasets import Dataset, Table, load, load_csv, read_table
     from .exact.marginal import GradientEstimate, exact_log_marginal, log_marginal_gradient
     from .gpc.classifier import SparseGPClassifier

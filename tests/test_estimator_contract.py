@@ -64,6 +64,9 @@ EVENTS = {"SparseGPRegressor": ("sgpr", "bound", "bound_"),
           "SparseGPClassifier": ("sep", "log Z", "evidence_"), "BayesianGPLVM": ("gplvm", "bound", None)}
 
 
+TARGETS: dict = {}  # the targets each estimator of the fixture was fitted to (None: the GPLVM's)
+
+
 @pytest.fixture(scope="module")
 def fitted(client, concrete):
     """Each estimator fitted once on its data, with the rows it predicts at and the events its fit
@@ -79,6 +82,7 @@ def fitted(client, concrete):
             kw = {"callback": events.append} if name in EVENTS else {}
             est = est.fit(X, client=client, **kw) if kind == "digits1" else est.fit(X, y, client=client, **kw)
             out[name] = (est, X, events)
+            TARGETS[name] = y
     return out
 
 
@@ -258,3 +262,35 @@ def test_a_two_argument_callback_still_gets_its_04_pair(client, concrete):
         dg.SparseGPRegressor(n_inducing=10, max_iter=4).fit(X, y, client=client, callback=old)
     dg.SparseGPRegressor(n_inducing=10, max_iter=4).fit(X, y, client=client, callback=events.append)
     assert pairs and pairs == [(e.step, e.objective) for e in events]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_fit_takes_its_runtime_as_one_object(fitted, client, name):
+    """``fit(X, y, runtime=FitRuntime(...))`` is the keywords' fit: the same predictions, bit for bit, and
+    the same events; giving a runtime field also as a keyword, or one the family's fit has no use for, is
+    refused in one line before anything is fitted."""
+    import inspect
+
+    from daskgp import FitRuntime
+
+    est, X, events = fitted[name]
+    make, kind, outputs, _ = CASES[name]
+    assert inspect.signature(type(est).fit).parameters["runtime"].kind is inspect.Parameter.KEYWORD_ONLY
+    y = None if kind == "digits1" else TARGETS[name]
+    seen = []
+    rt = FitRuntime(client=client, callback=seen.append if name in EVENTS else None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = make().fit(X, runtime=rt) if y is None else make().fit(X, y, runtime=rt)
+    first, second = _outputs(est, X, outputs, client), _outputs(again, X, outputs, client)
+    for out in outputs:
+        assert np.array_equal(np.asarray(first[out]), np.asarray(second[out])), out
+    if name in EVENTS:
+        assert [(e.step, e.objective) for e in seen] == [(e.step, e.objective) for e in events]
+    args = (X,) if y is None else (X, y)
+    with pytest.raises(ValueError, match=r"\.fit: give client in the runtime or as keywords, not both"):
+        make().fit(*args, client=client, runtime=rt)
+    if name in ("GPLVMClassifier", "BayesianGPRegressor", "BayesianGPLVM", "SparseGPRegressor"):
+        with pytest.raises(ValueError, match=rf"{name}\.fit takes no time_budget"):
+            make().fit(*args, runtime=FitRuntime(client=client, time_budget=5.0))
+

@@ -25,6 +25,7 @@ from ..compute.rows import RowChunks
 from ..core.constraints import at_least, one_of_registered, real_in
 from ..core.events import FitEvent, event_callback
 from ..core.fingerprint import data_token
+from ..core.runtime import FitRuntime, fit_runtime
 from ..core.validation import fit_data_or_dask, new_data, seed_from, standardising_moments
 from ..inducing.features import kmn
 from ..inducing.placement import InducingEstimator, kmeans_centres, sample_rows
@@ -118,7 +119,8 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         checked_settings(update.settings, self.update_options, f"the {update.name!r} update")
 
     def fit(self, X, y, client=None, callback=None, delays=None, checkpoint=None, resume: bool = False,
-            keep_checkpoint: bool = False, time_budget: float | None = None):
+            keep_checkpoint: bool = False, time_budget: float | None = None, *,
+            runtime: FitRuntime | None = None):
         """Fit on X (n, d), y (n,): numpy, DataFrames, or dask arrays with known chunk sizes (a
         :class:`daskgp.Table`'s), which are read where they are, never gathered here, their row chunks the
         partitions unless ``n_partitions`` is set. ``callback(event)`` after every server update: a
@@ -131,7 +133,12 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         and settings; an existing one is refused unless ``resume``, which continues from it to ``max_iter``
         updates in all. It is removed when the fit finishes unless ``keep_checkpoint``. ``time_budget``: stop
         after this many seconds of updates even before ``max_iter`` (benchmarks at a fixed wall time).
-        Returns self."""
+        ``runtime``: a :class:`daskgp.FitRuntime` with these keywords instead (not both). Returns self."""
+        rt = fit_runtime(runtime, "ADVGPRegressor", client=client, callback=callback,
+                         checkpoint=checkpoint, resume=resume, keep_checkpoint=keep_checkpoint,
+                         time_budget=time_budget)
+        client, callback, checkpoint = rt.client, rt.callback, rt.checkpoint
+        resume, keep_checkpoint, time_budget = rt.resume, rt.keep_checkpoint, rt.time_budget
         X, y = fit_data_or_dask(self, X, y)
         n, d = X.shape
         lazy = not isinstance(X, np.ndarray)

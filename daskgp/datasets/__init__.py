@@ -19,10 +19,9 @@ from .loaders import (
     names_table,
     read_csv_frame,
     scaler_meta,
-    split_indices,
-    train_test,
 )
-from .tables import Table, is_table_path, read_table, split_table
+from .splits import split_indices, split_table, train_test
+from .tables import Table, is_table_path, read_table
 
 __all__ = ["CLASSIFICATION", "DATASETS", "FLIGHT_FEATURES", "Dataset", "Labelled", "check_numeric_frame",
            "data_dirs", "fitted_scaler", "images", "load", "load_classification", "load_classification_csv",

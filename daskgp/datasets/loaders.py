@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     import pandas as pd
     from sklearn.preprocessing import StandardScaler
 
-__all__ = ["Dataset", "load", "load_csv", "names_table", "load_spec", "split_indices", "train_test",
-           "DATASETS", "scaler_meta", "fitted_scaler", "data_dirs", "read_csv_frame", "check_numeric_frame",
-           "read_frame", "target_column", "load_flights", "FLIGHT_FEATURES"]
+__all__ = ["Dataset", "load", "load_csv", "names_table", "load_spec", "DATASETS", "scaler_meta",
+           "fitted_scaler", "data_dirs", "read_csv_frame", "check_numeric_frame", "read_frame",
+           "target_column", "load_flights", "FLIGHT_FEATURES"]
 
 
 def _uci_excel(member_suffix: str):
@@ -341,26 +341,3 @@ def load_spec(spec: dict) -> Dataset:
     if "csv" in spec:
         return load_csv(spec["csv"], spec.get("target", -1))
     raise ValueError("this run was started from arrays, not a named data set or CSV: pass X and y to resume")
-
-
-def split_indices(n: int, test_fraction: float = 0.1, train_size: int | None = None,
-                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The one train/test split of the project: (train rows, test rows), each sorted. ``test_fraction`` of
-    the n rows are held out (the same rows for every ``train_size``); ``train_size`` rows are drawn from the
-    rest (None: all of it), nested: the 7K training set is inside the 70K one."""
-    if not 0 < test_fraction < 1:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    perm = np.random.default_rng(seed).permutation(n)
-    n_test = max(1, int(round(test_fraction * n)))
-    test, rest = perm[:n_test], perm[n_test:]
-    if train_size is not None:
-        if not 1 <= train_size <= len(rest):
-            raise ValueError(f"train_size must be in 1..{len(rest)}, got {train_size}")
-        rest = rest[:train_size]
-    return np.sort(rest), np.sort(test)
-
-
-def train_test(ds: Dataset, test_fraction: float = 0.1, train_size: int | None = None, seed: int = 0):
-    """A fixed random split (:func:`split_indices`) in original units: (X_train, y_train, X_test, y_test)."""
-    train, test = split_indices(ds.n, test_fraction, train_size, seed)
-    return ds.X[train], ds.y[train], ds.X[test], ds.y[test]

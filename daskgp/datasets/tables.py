@@ -31,7 +31,7 @@ from ..core.validation import DataError, check_finite_chunks
 if TYPE_CHECKING:
     import dask.array as da
 
-__all__ = ["Table", "read_table", "is_table_path", "split_table", "counts_rows_by_reading"]
+__all__ = ["Table", "read_table", "is_table_path", "counts_rows_by_reading"]
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 _GLOB_CHARS = set("*?[")
@@ -378,47 +378,3 @@ def _read_zarr(path: str, target, features, label: str) -> Table:
     starts = np.cumsum((0,) + X.chunks[0])
     chunk_names = tuple(f"{path} rows {a:,}–{b - 1:,}" for a, b in zip(starts[:-1], starts[1:], strict=True))
     return Table(label, X, y, tuple(feats), tcol, "zarr", path, chunk_names)
-
-
-# --- the train/test split of a table, decided row by row where the rows are ------------------------------
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _is_test(start: int, stop: int, seed: int, test_fraction: float) -> np.ndarray:
-    """(stop − start,) bool: which of the table's rows start … stop−1 are test rows. A hash (splitmix64) of
-    the row's index and the seed against ``test_fraction``: the same rows whatever the files' sizes."""
-    with np.errstate(over="ignore"):
-        z = np.arange(start, stop, dtype=np.uint64) + np.uint64(seed) * _MIX + _MIX
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53 < test_fraction
-
-
-def _rows_of(block, test: bool, seed: int, test_fraction: float, block_info=None):
-    start, stop = block_info[0]["array-location"][0]
-    keep = _is_test(start, stop, seed, test_fraction)
-    return block[keep if test else ~keep]
-
-
-def split_table(table: Table, test_fraction: float = 0.1, seed: int = 0):
-    """(X_train, y_train, X_test, y_test): dask arrays with known chunk sizes, a row held out when a hash of
-    its index and ``seed`` falls below ``test_fraction`` (so about that fraction, the same rows however the
-    table is split into files; not the permutation :func:`daskgp.datasets.split_indices` draws for data in
-    memory). The counts per chunk come from the row indices alone: no row is read to split."""
-    if not 0 < test_fraction < 1:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    starts = np.cumsum((0,) + table.X.chunks[0])
-    n_test = tuple(int(_is_test(a, b, seed, test_fraction).sum()) for a, b in zip(starts[:-1], starts[1:],
-                                                                                 strict=True))
-    n_train = tuple(int(b - a) - t for a, b, t in zip(starts[:-1], starts[1:], n_test, strict=True))
-    if sum(n_test) == 0 or sum(n_train) == 0:
-        raise ValueError(f"test fraction {test_fraction} leaves {sum(n_train)} training and {sum(n_test)} "
-                         f"test rows of {table.n}")
-    X = table.X.rechunk({1: -1})
-    out = []
-    for test, counts in ((False, n_train), (True, n_test)):
-        kw = dict(test=test, seed=seed, test_fraction=test_fraction, dtype=np.float64)
-        out += [X.map_blocks(_rows_of, chunks=(counts, X.chunks[1]), **kw),
-                table.y.rechunk((X.chunks[0],)).map_blocks(_rows_of, chunks=(counts,), **kw)]
-    return tuple(out)

@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..compute.rows import RowChunks
 from ..core.constraints import at_least, one_of_registered, real_in
 from ..core.events import FitEvent, event_callback
+from ..core.runtime import FitRuntime, fit_runtime
 from ..core.validation import fit_data, new_data, seed_from, standardising_moments
 from ..inducing.placement import InducingEstimator, kmeans_inducing
 from ..model.kernels import ard_kernel, kernel_name
@@ -122,7 +123,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         return X.astype(float), da.where(y == self.classes_[1], 1.0, -1.0)
 
     def fit(self, X, y, client=None, callback=None, time_budget: float | None = None, checkpoint=None,
-            resume: bool = False, keep_checkpoint: bool = False):
+            resume: bool = False, keep_checkpoint: bool = False, *, runtime: FitRuntime | None = None):
         """Fit on X (n, d), y (n,) with two classes. ``callback(event)`` after every iteration: a
         :class:`daskgp.FitEvent` (``objective``: log Z, nats; ``values``: train_error, grad_norm;
         ``record``: the :class:`~daskgp.gpc.fit.IterationRecord`; ``model``: the
@@ -133,7 +134,13 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         atomic commits, the previous one kept, locked while the fit writes it) that holds the fit's whole
         state after every iteration, tied to these data and settings; an existing one is refused unless
         ``resume``, which continues from it — exactly as the uninterrupted fit — to ``max_iter`` iterations
-        in all. Removed when the fit finishes unless ``keep_checkpoint``. Returns self."""
+        in all. Removed when the fit finishes unless ``keep_checkpoint``. ``runtime``: a
+        :class:`daskgp.FitRuntime` with these keywords instead (not both). Returns self."""
+        rt = fit_runtime(runtime, "SparseGPClassifier", client=client, callback=callback,
+                         checkpoint=checkpoint, resume=resume, keep_checkpoint=keep_checkpoint,
+                         time_budget=time_budget)
+        client, callback, checkpoint = rt.client, rt.callback, rt.checkpoint
+        resume, keep_checkpoint, time_budget = rt.resume, rt.keep_checkpoint, rt.time_budget
         import dask.array as da
 
         if isinstance(X, da.Array) or isinstance(y, da.Array):

@@ -31,7 +31,7 @@ from ..mcmc.samplers.settings import legacy_options
 from ..runs.catalog import RunEntry, commit_stamp, describe
 from ..runs.layout import staged_run, staging_folders
 from ..runs.lock import lock_info
-from .dashboard import RunViews
+from .runviews import RunViews
 
 __all__ = ["StoredRun", "pending_run"]
 

@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.constraints import ValidatedParams, at_least, real_in
+from ..core.runtime import FitRuntime, fit_runtime
 from ..core.validation import fit_data, new_data, seed_from
 from ..datasets import fitted_scaler, scaler_meta
 from ..exact.predict import predictive
@@ -113,10 +114,15 @@ class BayesianGPRegressor(SavedModel, ValidatedParams, RegressorMixin, BaseEstim
                                         "n_iter": self.n_iter, "target_ess": self.target_ess,
                                         "seed": seed_from(self.random_state), "device": self.device})
 
-    def fit(self, X, y, progress=None, client=None):
+    def fit(self, X, y, progress=None, client=None, *, runtime: FitRuntime | None = None):
         """Sample the hyperparameter posterior for X (n, d), y (n,); ``client``: a distributed Client to use
         (default: ``scheduler``, else this process's current client, else a local cluster started for the
-        fit), as every daskgp estimator's ``fit`` takes it. Returns self."""
+        fit), as every daskgp estimator's ``fit`` takes it; ``progress``: called with the run's status
+        (:class:`daskgp.mcmc.diagnostics.RunStatus`) after every block — a run's progress is per chain
+        and block, not per step. ``runtime``: a :class:`daskgp.FitRuntime` with ``client`` and
+        ``callback`` (the progress) instead of the keywords. Returns self."""
+        rt = fit_runtime(runtime, "BayesianGPRegressor", client=client, callback=progress)
+        client, progress = rt.client, rt.callback
         X, y = fit_data(self, X, y)
         cfg = self._config()
         self._set_scalers(StandardScaler().fit(X), StandardScaler().fit(y[:, None]))

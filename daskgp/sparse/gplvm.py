@@ -33,9 +33,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError, aligned
+from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError
 from ..core.constraints import ValidatedParams, at_least, real_in
 from ..core.events import FitEvent, event_callback
+from ..core.runtime import FitRuntime, fit_runtime
 from ..core.validation import check_X, is_constant, new_data, seed_from
 from ..inducing.placement import kmeans_inducing
 from ..inducing.stats import SuffStats
@@ -47,55 +48,11 @@ from .chunks import ChunkedRows, LocalRows
 from .fit import SparsePosterior, fit_global
 from .gplvm_checkpoint import GPLVMCheckpoint
 from .gplvm_points import new_points
+from .gplvm_start import principal_latents
 
 __all__ = ["BayesianGPLVM", "GPLVMCheckpoint"]
 
 log = logging.getLogger(__name__)
-
-
-def _gram_task(chunk) -> np.ndarray:
-    """(p, p) Σ_i y_i y_iᵀ over one chunk's standardised rows."""
-    Yb = aligned(chunk["Y"])
-    return Yb.T @ Yb
-
-
-def _with_latents(chunk, V: np.ndarray, scale: np.ndarray, S0: float) -> dict:
-    """The chunk with its initial q(x_i): μ = Y V / scale (b, q), S = S0."""
-    out = dict(chunk)
-    out["mu"] = aligned((aligned(chunk["Y"]) @ aligned(V)) / scale)
-    out["S"] = aligned(np.full(out["mu"].shape, S0))
-    return out
-
-
-def _principal_latents(rows: list, q: int, S0: float = 0.1) -> np.ndarray:
-    """Give the chunks of ``rows[0]`` (ChunkedRows or LocalRows of standardised rows without latent state)
-    their initial q(x_i): μ the leading q principal components, each scaled to unit variance, S = S0.
-    ``rows[0]`` is replaced by the chunks with latent state (no longer placeable from the data). Returns μ
-    (n, q), gathered: the fit's restart copy.
-
-    The Gram matrix is summed chunk by chunk in chunk order, on the workers that hold the chunks, and every
-    chunk's projection is computed there: rows split the same way give the same numbers whether they came
-    from numpy or from a table read on the workers."""
-    r = rows[0]
-    if isinstance(r, LocalRows):
-        grams = [_gram_task(c) for c in r.chunks]
-    else:
-        grams = r.with_replacement(lambda: r.client.gather(r.client.map(_gram_task, r.futures, pure=False)))
-    G = grams[0].copy()
-    for g in grams[1:]:  # a fixed order, whatever finished first
-        G += g
-    lam, V = np.linalg.eigh(G / r.n)
-    lam, V = lam[::-1][:q], np.ascontiguousarray(V[:, ::-1][:, :q])
-    V *= np.where(V[np.argmax(np.abs(V), axis=0), np.arange(q)] < 0, -1.0, 1.0)  # a deterministic sign
-    # the sd of each projection (the columns are centred): √λ; a direction without variance is left as is
-    scale = np.sqrt(np.where(lam > 1e-12 * max(lam[0], 0.0), lam, 1.0))
-    if isinstance(r, LocalRows):
-        r.chunks = [_with_latents(c, V, scale, S0) for c in r.chunks]
-        return r.field("mu")
-    futures = r.client.map(_with_latents, r.futures, V=V, scale=scale, S0=S0, pure=False)
-    rows[0] = ChunkedRows(r.client, futures, r.sizes)  # latent state: no source to place it from again
-    r.release()
-    return rows[0].field("mu")
 
 
 class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator):
@@ -147,7 +104,7 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
             raise ValueError(f"n_inducing must be in 1..{n} (the number of rows), got {self.n_inducing}")
 
     def fit(self, Y, y=None, callback=None, client=None, checkpoint=None, resume: bool = False,
-            keep_checkpoint: bool = False):
+            keep_checkpoint: bool = False, *, runtime: FitRuntime | None = None):
         """Fit on Y (n, p): numpy (no missing values), or a dask array with known chunk sizes (e.g. a Parquet
         table read on the workers, :func:`daskgp.datasets.read_table`), whose rows are then checked,
         standardised, projected and fitted where its chunks are, never gathered here; the two give the same
@@ -163,11 +120,17 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
         round is redone (at most ``MAX_REPLACEMENTS`` times). ``checkpoint``: a folder path (or
         :class:`GPLVMCheckpoint`) committed after every round, tied to these data and settings; an existing
         one is refused unless ``resume``, which continues from it to ``n_outer`` rounds in all. Removed when
-        the fit finishes unless ``keep_checkpoint``. Returns self. Shapes: the latent state (n, q) of every
+        the fit finishes unless ``keep_checkpoint``. ``runtime``: a :class:`daskgp.FitRuntime` with these
+        keywords instead (not both). Returns self. Shapes: the latent state (n, q) of every
         round is gathered here (the restart copy): 16·n·q bytes, not the data's n·p."""
         import dask.array as da
 
         from ..core.validation import column_moments, rows_or_dask
+
+        rt = fit_runtime(runtime, "BayesianGPLVM", client=client, callback=callback,
+                         checkpoint=checkpoint, resume=resume, keep_checkpoint=keep_checkpoint)
+        client, callback, checkpoint = rt.client, rt.callback, rt.checkpoint
+        resume, keep_checkpoint = rt.resume, rt.keep_checkpoint
 
         lazy = isinstance(Y, da.Array)
         if lazy and isinstance(client, str) and client == "in-process":
@@ -214,7 +177,7 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
                 clock[0] = (secs[-1] if secs else 0.0) - time.perf_counter()
                 info.update(done)
                 return start, theta, mu, S
-            mu = _principal_latents(rows, q)
+            mu = principal_latents(rows, q)
             S = np.full((n, q), 0.1)
             theta = GlobalParams(kmeans_inducing(mu, m, seed) + 1e-3, 1.0, np.ones(q), noise=self.noise_init)
             return 0, theta, mu, S

@@ -11,6 +11,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.constraints import ValidatedParams, at_least
+from ..core.runtime import FitRuntime, fit_runtime
 from ..core.validation import fit_data, new_data
 from ..runs.models import Saved, SavedModel, params_from_plain, plain_params
 from .gplvm import BayesianGPLVM
@@ -36,10 +37,12 @@ class GPLVMClassifier(SavedModel, ValidatedParams, ClassifierMixin, BaseEstimato
 
     _parameter_constraints = {"gplvm_params": [dict, None], "n_iter": [at_least(1)], "scheduler": [str, None]}
 
-    def fit(self, X, y, client=None):
-        """Fit one GPLVM per class on X (n, p) with class labels y (n,). Returns self."""
+    def fit(self, X, y, client=None, *, runtime: FitRuntime | None = None):
+        """Fit one GPLVM per class on X (n, p) with class labels y (n,). ``runtime``: a
+        :class:`daskgp.FitRuntime` with these keywords instead (not both). Returns self."""
         from sklearn.utils.multiclass import check_classification_targets
 
+        client = fit_runtime(runtime, "GPLVMClassifier", client=client).client
         self._validate_params()
         X, y = fit_data(self, X, y, min_rows=2, y_numeric=False)
         check_classification_targets(y)

@@ -29,6 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..core.constraints import at_least, real_in
 from ..core.events import FitEvent, event_callback
 from ..core.files import MANIFEST, MARK, array_digest, check_destination, replaced_atomically
+from ..core.runtime import FitRuntime, fit_runtime
 from ..core.validation import fit_data_or_dask, new_data, seed_from, standardising_moments
 from ..inducing.features import GlobalParams
 from ..inducing.placement import InducingEstimator, kmeans_centres, sample_rows
@@ -89,7 +90,8 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     }
 
     def fit(self, X, y, callback=None, client=None, init: GlobalParams | None = None, on_params=None,
-            checkpoint=None, resume: bool = False, keep_checkpoint: bool = False, on_posterior=None):
+            checkpoint=None, resume: bool = False, keep_checkpoint: bool = False, on_posterior=None, *,
+            runtime: FitRuntime | None = None):
         """Fit on X (n, d), y (n,) (numpy or dask). ``callback(event)`` after every L-BFGS-B iteration: a
         :class:`daskgp.FitEvent` (``step``: iterations, those before a resume included; ``objective``: the
         bound, nats); ``client``: a distributed Client to use;
@@ -107,7 +109,12 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         the fit writes it), tied to these data and settings; an existing one is refused unless ``resume``,
         which continues from it to ``max_iter`` iterations in all (``bound_trace_`` keeps the earlier
         ones). It is removed when the fit finishes unless ``keep_checkpoint`` (remove it yourself once the
-        results are saved). Returns self."""
+        results are saved). ``runtime``: a :class:`daskgp.FitRuntime` with these keywords instead (not both).
+        Returns self."""
+        rt = fit_runtime(runtime, "SparseGPRegressor", client=client, callback=callback,
+                         checkpoint=checkpoint, resume=resume, keep_checkpoint=keep_checkpoint)
+        client, callback, checkpoint = rt.client, rt.callback, rt.checkpoint
+        resume, keep_checkpoint = rt.resume, rt.keep_checkpoint
         X, y = fit_data_or_dask(self, X, y, min_rows=2)
         self._check_params(X.shape[0])
         callback = event_callback(callback, lambda e: (e.step, e.objective), "SparseGPRegressor")

@@ -220,7 +220,7 @@ def test_cli_sgpr_fits_a_parquet_folder_and_reduces_the_test_metrics_on_the_work
 
     import xarray as xr
 
-    from daskgp.datasets.tables import _is_test
+    from daskgp.datasets.splits import is_test_row as _is_test
 
     out, preds = tmp_path / "table.nc", tmp_path / "preds.parquet"
     argv = ["sgpr", "--data", str(parquet_folder), "--target", T, "--features", ",".join(F[:3]),
@@ -254,7 +254,7 @@ def test_cli_advgp_fits_a_parquet_folder_one_partition_per_file(parquet_folder, 
 
     import xarray as xr
 
-    from daskgp.datasets.tables import _is_test
+    from daskgp.datasets.splits import is_test_row as _is_test
 
     out = tmp_path / "advgp.nc"
     argv = ["advgp", "--data", str(parquet_folder), "--inducing", "16", "--max-iter", "20", "--tau", "0",
@@ -341,7 +341,7 @@ def test_cli_gpc_fits_a_parquet_folder_as_the_estimator_fits_the_same_training_r
     import xarray as xr
     from sklearn.datasets import load_breast_cancer
 
-    from daskgp.datasets.tables import _is_test
+    from daskgp.datasets.splits import is_test_row as _is_test
 
     frame = load_breast_cancer(as_frame=True).frame
     folder = tmp_path / "cancer.parquet"
