@@ -79,7 +79,7 @@ def fitted(client, concrete):
         for name, (make, kind, _, _) in CASES.items():
             X, y = data[kind]
             est, events = make(), []
-            kw = {"callback": events.append} if name in EVENTS else {}
+            kw = {"callback": events.append} if name in EVENTS or name == "BayesianGPRegressor" else {}
             est = est.fit(X, client=client, **kw) if kind == "digits1" else est.fit(X, y, client=client, **kw)
             out[name] = (est, X, events)
             TARGETS[name] = y
@@ -177,6 +177,23 @@ def test_every_fitted_estimator_names_its_kernel_and_likelihood_in_the_datas_uni
     if isinstance(est, dg.SparseGPRegressor):  # the same numbers the labelled attributes give
         assert est.kernel_.variance == est.kernel_variance_
         assert np.array_equal(est.kernel_.lengthscale, est.lengthscales_)
+
+
+def test_a_sampled_regressors_events_are_the_runs_status(fitted):
+    """The chains' fit reports the same event type: iterations per chain as its step (never backwards, the
+    last the run's length), the smallest ESS of the kept draws as its objective (NaN before there are
+    any), its R-hat among the values and the run's status as its record."""
+    from daskgp import FitEvent
+    from daskgp.mcmc.diagnostics import RunStatus
+
+    est, _, events = fitted["BayesianGPRegressor"]
+    assert events and all(isinstance(e, FitEvent) for e in events)
+    assert {e.method for e in events} == {"hmc"} and {e.objective_name for e in events} == {"min ESS"}
+    steps = [e.step for e in events]
+    assert steps == sorted(steps) and steps[-1] == est.n_iter_ and events[-1].total == est.n_iter_
+    assert all(isinstance(e.record, RunStatus) and "r_hat" in e.values for e in events)
+    assert np.isfinite(events[-1].objective) and events[-1].objective == min(
+        events[-1].record.ess_bulk, events[-1].record.ess_tail)
 
 
 def test_a_saved_model_of_another_class_is_refused_naming_it(fitted, tmp_path):

@@ -8,6 +8,7 @@ units of y.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import warnings
@@ -20,6 +21,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..core.constraints import ValidatedParams, at_least, real_in
+from ..core.events import FitEvent
 from ..core.runtime import FitRuntime, fit_runtime
 from ..core.validation import fit_data, new_data, seed_from
 from ..datasets import fitted_scaler, scaler_meta
@@ -32,7 +34,31 @@ from .chains import sample
 from .config import SamplerConfig, fingerprint
 from .diagnostics import open_run, post_warmup, run_fidelity, run_summary
 
-__all__ = ["BayesianGPRegressor", "thinned_log_draws"]
+__all__ = ["BayesianGPRegressor", "thinned_log_draws", "run_event", "run_progress"]
+
+
+def run_event(status, method: str) -> FitEvent:
+    """A run's status (:class:`daskgp.mcmc.diagnostics.RunStatus`) as the one progress event every fit
+    reports: step — iterations per chain (the running chains' least count when beyond the committed one);
+    objective — the smallest bulk or tail ESS of the kept draws (NaN before there are any), named 'min ESS';
+    values — R-hat, the phase and the ETA (s)."""
+    ess = [v for v in (status.ess_bulk, status.ess_tail) if v is not None]
+    return FitEvent(method, int(status.running or status.done), float(min(ess)) if ess else math.nan,
+                    "min ESS", float(status.elapsed), total=int(status.n_iter),
+                    values={"r_hat": status.rhat, "phase": status.phase, "eta": status.eta}, record=status)
+
+
+def run_progress(progress, callback, method: str):
+    """One function of the run's status that calls ``progress(status)`` and ``callback(event)`` (either
+    may be None; None when both are)."""
+    if callback is None:
+        return progress
+
+    def both(status):
+        if progress is not None:
+            progress(status)
+        callback(run_event(status, method))
+    return both
 
 
 def thinned_log_draws(dt, n_draws: int) -> np.ndarray:
@@ -114,17 +140,21 @@ class BayesianGPRegressor(SavedModel, ValidatedParams, RegressorMixin, BaseEstim
                                         "n_iter": self.n_iter, "target_ess": self.target_ess,
                                         "seed": seed_from(self.random_state), "device": self.device})
 
-    def fit(self, X, y, progress=None, client=None, *, runtime: FitRuntime | None = None):
+    def fit(self, X, y, progress=None, client=None, callback=None, *, runtime: FitRuntime | None = None):
         """Sample the hyperparameter posterior for X (n, d), y (n,); ``client``: a distributed Client to use
         (default: ``scheduler``, else this process's current client, else a local cluster started for the
-        fit), as every daskgp estimator's ``fit`` takes it; ``progress``: called with the run's status
-        (:class:`daskgp.mcmc.diagnostics.RunStatus`) after every block — a run's progress is per chain
-        and block, not per step. ``runtime``: a :class:`daskgp.FitRuntime` with ``client`` and
-        ``callback`` (the progress) instead of the keywords. Returns self."""
-        rt = fit_runtime(runtime, "BayesianGPRegressor", client=client, callback=progress)
-        client, progress = rt.client, rt.callback
+        fit), as every daskgp estimator's ``fit`` takes it; ``callback``: called with a
+        :class:`daskgp.FitEvent` after every committed block and as the running chains report (``step``:
+        iterations per chain, ``objective``: the smallest bulk or tail ESS of the kept draws, NaN before
+        there are any, ``values``: R-hat, phase, ETA; ``record``: the run's
+        :class:`daskgp.mcmc.diagnostics.RunStatus`); ``progress``: 0.4's callback of the RunStatus alone.
+        ``runtime``: a :class:`daskgp.FitRuntime` with ``client`` and ``callback`` instead of the keywords.
+        Returns self."""
+        rt = fit_runtime(runtime, "BayesianGPRegressor", client=client, callback=callback)
+        client, callback = rt.client, rt.callback
         X, y = fit_data(self, X, y)
         cfg = self._config()
+        progress = run_progress(progress, callback, cfg.for_rows(X.shape[0]).method)
         self._set_scalers(StandardScaler().fit(X), StandardScaler().fit(y[:, None]))
         Xs, ys = self.x_scaler_.transform(X), self.y_scaler_.transform(y[:, None])[:, 0]
         out = self.out
