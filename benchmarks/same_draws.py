@@ -5,7 +5,9 @@ and in this checkout, each in its own process on its own 2-worker LocalCluster â
 (``sghmc:ascent`` climbs by the stochastic ascent in checkpointed segments, ``sghmc:subset`` starts from the
 subset; a bare method takes its default: the exact MAP at this size); ``gpc:ep``, ``gpc:sep``, ``gpc:adf``
 fit the classifier (300 breast-cancer rows, m = 10, 25 iterations) and digest its evidence trace,
-hyperparameters, factor and predictions. Equal digests mean the refactor kept
+hyperparameters, factor and predictions; ``advgp:adam``, ``advgp:adadelta``, ``sgpr`` and ``gplvm`` fit the
+sparse regressions (:func:`_sparse_fit`) and digest their objective trace, parameters and predictions (the
+GPLVM's embedding). Equal digests mean the refactor kept
 each sampler's arithmetic and each route's start bit for bit, so its effective samples per second can differ
 only by the driver's overhead. No time is recorded: this is an identity check, and the two runs need not
 share a quiet machine. Writes benchmarks/results/same_draws.json (or ``--out``).
@@ -31,6 +33,25 @@ _CHILD = r"""
 import hashlib, json, sys, tempfile
 import numpy as np
 
+def _sparse_fit(daskgp, method, option, c, client):
+    # (fitted estimator, its objective trace): ADVGP (tau = 0, its update `option`: adam or adadelta, 60
+    # updates from k-means), SGPR (m = 10, 30 L-BFGS-B iterations) on 300 concrete rows, the GPLVM on 120
+    # of scikit-learn's digits
+    if method == "advgp":
+        est = daskgp.ADVGPRegressor(n_inducing=10, max_iter=60, tol=None, init="kmeans", random_state=3,
+                                    optimizer=option or "adam").fit(c.X[:300], c.y[:300], client=client)
+        return est, [r.objective for r in est.records_]
+    if method == "sgpr":
+        est = daskgp.SparseGPRegressor(n_inducing=10, max_iter=30, random_state=3).fit(c.X[:300], c.y[:300],
+                                                                                      client=client)
+        return est, est.bound_trace_
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    est = daskgp.BayesianGPLVM(n_inducing=8, n_outer=2, global_iter=10, local_iter=3, random_state=3).fit(
+        d.data[d.target == 0][:120], client=client)
+    return est, est.bound_trace_
+
+
 def main():
     import daskgp
     from distributed import Client, LocalCluster
@@ -49,6 +70,14 @@ def main():
                 h = hashlib.sha1()
                 for a in ([r.evidence for r in clf.records_], clf.params_.to_vector(), clf.factor_.T,
                           clf.factor_.c, clf.predict_proba(Xc[300:])):
+                    h.update(np.ascontiguousarray(np.asarray(a, dtype=float)).tobytes())
+                out[case] = {"sha1": h.hexdigest()}
+                continue
+            if method in ("advgp", "sgpr", "gplvm"):  # a sparse fit: its trace, parameters, predictions
+                est, trace = _sparse_fit(daskgp, method, warmup, c, client)
+                h = hashlib.sha1()
+                for a in (trace, est.params_.to_vector(), est.predict(c.X[300:400]) if method != "gplvm"
+                          else est.embedding_):
                     h.update(np.ascontiguousarray(np.asarray(a, dtype=float)).tobytes())
                 out[case] = {"sha1": h.hexdigest()}
                 continue

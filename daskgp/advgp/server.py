@@ -33,7 +33,7 @@ from distributed import KilledWorker
 
 from ..core.optim import Adadelta, Adam  # noqa: F401 — both stay importable from here
 from ..core.random import minibatch_rows
-from ..inference.settings import checked_settings
+from ..inference.settings import checked_settings, settings_fields
 from ..runs.fits import FitStore
 from .model import ADVGPParams, partition_objective, regulariser
 from .updates import get_update, update_names
@@ -69,7 +69,7 @@ def _partition_task(chunk, theta, template: dict, delay: float, batch: tuple | N
     partition's natural parameters instead (:func:`daskgp.advgp.model.partition_objective`)."""
     if delay > 0:
         time.sleep(delay)
-    p = ADVGPParams(**template).with_vector(theta)
+    p = ADVGPParams.from_plain(template).with_vector(theta)
     X, y = chunk["X"], chunk["Y"][:, 0]
     n_k = len(y)
     idx = minibatch_rows(n_k, batch)
@@ -193,16 +193,14 @@ class ParameterServer:
         self.delays = [0.0] * r if self.delays is None else [float(d) for d in self.delays]
         if len(self.delays) != r:
             raise ValueError(f"delays must have one entry per partition ({r}), got {len(self.delays)}")
-        self.template = {"Z": self.params.Z, "variance": self.params.variance,
-                         "lengthscales": self.params.lengthscales, "noise": self.params.noise,
-                         "mu": self.params.mu, "U": self.params.U, "feature_map": self.params.feature_map,
-                         "groups": self.params.groups, "kernel": self.params.kernel}
+        # what every task rebuilds the model from: the parameters' plain data (their structure's fields)
+        self.template = self.params.to_plain()
         if self.optimizer not in update_names():
             raise ValueError(f"optimizer must be one of {update_names()}, got {self.optimizer!r}")
         self.update = get_update(self.optimizer)
         legacy = {"rho": rho, "eps": eps, "learning_rate": learning_rate, "inducing_rate": inducing_rate,
                   "q_step": q_step}
-        own = {f for f in (self.update.settings.__dataclass_fields__ if self.update.settings else ())}
+        own = {f.name for f in settings_fields(self.update.settings)}
         values = {k: v for k, v in legacy.items() if v is not None and k in own}
         self.settings = checked_settings(self.update.settings, {**values, **(self.options or {})},
                                          f"the {self.optimizer!r} update")
