@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass
 
 from ..datasets.classification import CLASSIFICATION
+from ..inference.settings import checked_settings, flag_name
 from ..runs.commit import CHECKPOINT
 from .fitkinds import fit_kind
 from .fitview import StoredFit
@@ -47,7 +48,8 @@ class FitJobSettings:
     EP iterations), ``seed``, ``scheduler`` (None: the job's own local cluster of one worker; else one of
     ``allowed_schedulers``), ``method`` (one of the family's registered methods —
     :meth:`daskgp.interface.fitkinds.FitKind.methods`: GPC's classifier updates, ADVGP's server updates —
-    passed by the family's flag; None: the command's default)."""
+    passed by the family's flag; None: the command's default) and ``options`` (that method's own
+    settings, (name, value) pairs checked against its declarations and passed as the command's flags)."""
 
     family: str = "sgpr"
     dataset: str = "concrete"
@@ -57,6 +59,7 @@ class FitJobSettings:
     scheduler: str | None = None
     allowed_schedulers: tuple = ()
     method: str | None = None
+    options: tuple = ()
 
     def validate(self) -> FitJobSettings:
         """Self, or ValueError in one line naming the setting."""
@@ -78,6 +81,10 @@ class FitJobSettings:
             if self.method not in methods.names():
                 raise ValueError(f"method {self.method!r} is not a registered {methods.what} (one of "
                                  f"{', '.join(methods.names())})")
+            checked_settings(methods.get(self.method).settings, dict(self.options),
+                             f"the {self.method!r} {methods.what}")
+        elif self.options:
+            raise ValueError("a method's settings need the method they belong to")
         if self.scheduler is not None and self.scheduler not in self.allowed_schedulers:
             raise ValueError(f"scheduler {self.scheduler!r} is not one this server may use")
         return self
@@ -88,7 +95,7 @@ class FitJobSettings:
         return [sys.executable, "-m", "daskgp", self.family, "--data", self.dataset, "--inducing",
                 str(self.n_inducing), "--max-iter", str(self.max_iter), "--seed", str(self.seed), *cluster,
                 *([fit_kind(self.family).method_flag, self.method] if self.method is not None else []),
-                "--out", out]
+                *[a for k, v in self.options for a in (flag_name(k), str(v))], "--out", out]
 
 
 _live: set = set()  # the fit jobs running now, across the server's sessions

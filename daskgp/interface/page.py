@@ -24,8 +24,7 @@ from .dashboard import (
     default_probes,
     parse_upload,
 )
-from .fitjob import FIT_DATASETS, FIT_LIMITS, FitJobSettings
-from .fitkinds import fit_kind
+from .fitform import FitForm
 from .liveviews import LiveViews, PageState
 from .widgets import capped_dropper, setting_inputs
 
@@ -120,22 +119,7 @@ class RunPage:
         self.list_b = pn.widgets.Button(name="Refresh list", visible=shown)
         self.writer_md = pn.pane.Markdown("", css_classes=["run-writer"])
         # a sparse fit started from the page: the family's own command, a batch job in the first runs folder
-        self.fit_family = pn.widgets.Select(name="Sparse fit", options={"SGPR": "sgpr", "ADVGP": "advgp",
-                                                                        "GPC": "gpc"}, visible=shown)
-        # the family's method: every registered one (a third-party method too), shown for a family that
-        # has a registry of them (GPC's classifier updates, ADVGP's server updates)
-        self.fit_method = pn.widgets.Select(name="Method", options=[], visible=False)
-        self.fit_data = pn.widgets.Select(name="Fit dataset", options=list(FIT_DATASETS["sgpr"]),
-                                          visible=shown)
-        self.fit_family.param.watch(self._on_fit_family, "value")
-        self.fit_m = pn.widgets.IntInput(name="Inducing points m", value=FitJobSettings.n_inducing,
-                                         start=FIT_LIMITS["n_inducing"][0], end=FIT_LIMITS["n_inducing"][1],
-                                         visible=shown)
-        self.fit_iter = pn.widgets.IntInput(name="Fit iterations", value=FitJobSettings.max_iter,
-                                            start=FIT_LIMITS["max_iter"][0], end=FIT_LIMITS["max_iter"][1],
-                                            visible=shown)
-        self.fit_b = pn.widgets.Button(name="Start fit", visible=shown, css_classes=["start-fit"])
-        self.fit_b.on_click(self.on_fit_start)
+        self.fit = FitForm(pn, shown, self.on_fit_start)
         self.list_b.on_click(self.list_runs)
         self.open_b.on_click(self.on_open)
 
@@ -148,21 +132,8 @@ class RunPage:
                           self.seed, self.scheduler,
                           pn.Row(self.start_b, self.pause_b, self.stop_b), self.error, self.status, v.counter,
                           self.dask_md, v.dl_nc, v.dl_csv, self.run_list, self.run_path,
-                          pn.Row(self.open_b, self.list_b), self.writer_md, self.fit_family, self.fit_method,
-                          self.fit_data, self.fit_m, self.fit_iter, self.fit_b, width=340)
+                          pn.Row(self.open_b, self.list_b), self.writer_md, *self.fit.widgets(), width=340)
         return pn.Row(setup, v.column, sizing_mode="stretch_width")
-
-    def _on_fit_family(self, event) -> None:
-        """The chosen family's datasets, and its methods' menu where it has a registry of them (the first,
-        its default, chosen)."""
-        self.fit_data.options = list(FIT_DATASETS[event.new])
-        kind = fit_kind(event.new)
-        methods = kind.methods()
-        names = [] if methods is None else list(methods.names())
-        self.fit_method.name, self.fit_method.options = kind.method_label, names
-        if names:
-            self.fit_method.value = kind.default_method or names[0]
-        self.fit_method.visible = bool(names) and self.fit_family.visible
 
     # ------------------------------------------------------------------------------------------ messages
     def show_error(self, msg: str) -> None:
@@ -268,11 +239,7 @@ class RunPage:
             return
         folder = None
         try:
-            settings = FitJobSettings(
-                family=self.fit_family.value, dataset=self.fit_data.value, n_inducing=int(self.fit_m.value),
-                max_iter=int(self.fit_iter.value), seed=int(self.seed.value), scheduler=self._scheduler(),
-                allowed_schedulers=self.schedulers,
-                method=self.fit_method.value if self.fit_method.options else None).validate()
+            settings = self.fit.settings(int(self.seed.value), self._scheduler(), self.schedulers)
             folder = _new_run_folder(os.path.realpath(self.runs[0]))
             run = LiveFit(settings, folder, os.path.realpath(self.runs[0]), self.max_runs)
         except (ValueError, FitCapReached, OSError) as e:

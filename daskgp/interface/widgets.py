@@ -1,5 +1,6 @@
 """The dashboard's widgets that are more than a Panel widget with a default: inputs generated from the
-samplers' settings declarations (:mod:`daskgp.inference.settings`), and a file upload the server caps.
+methods' settings declarations (:mod:`daskgp.inference.settings`: the samplers', a sparse family's), and a
+file upload the server caps.
 """
 
 from __future__ import annotations
@@ -10,18 +11,19 @@ from ..mcmc.samplers import get_sampler, sampler_names
 __all__ = ["capped_dropper", "setting_inputs"]
 
 
-def setting_inputs(pn, method: str) -> dict:
-    """{sampler name: {setting name: input widget}} for every registered sampler's own settings, each an
-    IntInput or FloatInput at the setting's default with its help as the tooltip, labelled '<SAMPLER>
+def setting_inputs(pn, method: str | None, methods=None) -> dict:
+    """{method name: {setting name: input widget}} for the own settings of every method of ``methods`` (the
+    registered samplers when None; else Method objects, e.g. a family's ``Registry.methods()``), each an
+    IntInput or FloatInput at the setting's default with its help as the tooltip, labelled '<METHOD>
     <setting>'; those of ``method`` (the menu's choice) visible, the others hidden."""
     out = {}
-    for nm in sampler_names():
+    for m in (get_sampler(nm) for nm in sampler_names()) if methods is None else methods:
         inputs = {}
-        for f in settings_fields(get_sampler(nm).settings):
+        for f in settings_fields(m.settings):
             kind = pn.widgets.IntInput if setting_type(f) is int else pn.widgets.FloatInput
-            inputs[f.name] = kind(name=f"{nm.upper()} {f.name.replace('_', ' ')}", value=f.default,
-                                  description=f.metadata.get("help"), visible=nm == method)
-        out[nm] = inputs
+            inputs[f.name] = kind(name=f"{m.name.upper()} {f.name.replace('_', ' ')}", value=f.default,
+                                  description=f.metadata.get("help"), visible=m.name == method)
+        out[m.name] = inputs
     return out
 
 

@@ -180,11 +180,28 @@ def test_a_registered_update_is_on_the_dashboards_fit_menu_and_its_job(toy_updat
     from daskgp.interface.page import RunPage
 
     page = RunPage(pn, lambda: None, 2, 1.0, runs=(str(tmp_path),))
-    page.fit_family.value = "advgp"
-    assert page.fit_method.visible and page.fit_method.name == "Server update"
-    assert page.fit_method.options == ["adam", "adadelta", "dampedadam"] and page.fit_method.value == "adam"
-    argv = FitJobSettings(family="advgp", dataset="concrete", method="dampedadam").validate().argv("o.nc")
+    page.fit.family.value = "advgp"
+    assert page.fit.method.visible and page.fit.method.name == "Server update"
+    assert page.fit.method.options == ["adam", "adadelta", "dampedadam"] and page.fit.method.value == "adam"
+    # its own setting: an input shown only while it is the chosen update, passed as the command's flag
+    damping = page.fit.setting_inputs["advgp"]["dampedadam"]["damping"]
+    assert not damping.visible and damping.value == 0.5
+    assert page.fit.setting_inputs["advgp"]["adam"]["q_step"].visible  # the default's own, shown
+    page.fit.method.value = "dampedadam"
+    assert damping.visible and not page.fit.setting_inputs["advgp"]["adam"]["q_step"].visible
+    damping.value = 0.25
+    job = page.fit.settings(0, None, ())
+    assert job.method == "dampedadam" and job.options == (("damping", 0.25),)
+    argv = job.argv("o.nc")
     assert argv[argv.index("--optimizer") + 1] == "dampedadam" and "--method" not in argv
+    assert argv[argv.index("--damping") + 1] == "0.25"
+    page.fit.family.value = "sgpr"
+    assert not damping.visible and page.fit.settings(0, None, ()).options == ()
+    with pytest.raises(ValueError, match=r"the 'dampedadam' server update setting damping must be in"):
+        FitJobSettings(family="advgp", dataset="concrete", method="dampedadam",
+                       options=(("damping", 2.0),)).validate()
+    with pytest.raises(ValueError, match="need the method they belong to"):
+        FitJobSettings(family="advgp", dataset="concrete", options=(("damping", 0.5),)).validate()
     with pytest.raises(ValueError, match="'nope' is not a registered server update"):
         FitJobSettings(family="advgp", dataset="concrete", method="nope").validate()
 

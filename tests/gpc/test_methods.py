@@ -61,14 +61,14 @@ def test_a_registered_update_is_on_the_dashboards_menu_and_its_fit_job(halfsep, 
     from daskgp.interface.page import RunPage
 
     page = RunPage(pn, lambda: None, 2, 1.0, runs=(str(tmp_path),))
-    assert not page.fit_method.visible  # SGPR first: one way to fit
-    page.fit_family.value = "gpc"
-    assert page.fit_method.visible and "halfsep" in page.fit_method.options
-    assert page.fit_method.value == "sep" and page.fit_method.name == "Classifier update"
-    page.fit_family.value = "advgp"
-    assert page.fit_method.visible and page.fit_method.options[:2] == ["adam", "adadelta"]
-    page.fit_family.value = "sgpr"
-    assert not page.fit_method.visible
+    assert not page.fit.method.visible  # SGPR first: one way to fit
+    page.fit.family.value = "gpc"
+    assert page.fit.method.visible and "halfsep" in page.fit.method.options
+    assert page.fit.method.value == "sep" and page.fit.method.name == "Classifier update"
+    page.fit.family.value = "advgp"
+    assert page.fit.method.visible and page.fit.method.options[:2] == ["adam", "adadelta"]
+    page.fit.family.value = "sgpr"
+    assert not page.fit.method.visible
     job = FitJobSettings(family="gpc", dataset="breast_cancer", method="halfsep").validate()
     argv = job.argv("out.nc")
     assert argv[argv.index("--method") + 1] == "halfsep"
