@@ -65,12 +65,14 @@ _LOG_VARIANCE, _LOG_LENGTHSCALE, _LOG_NOISE = (-13.8, 13.8), (-9.2, 30.0), (-18.
 
 
 @lru_cache(maxsize=64)
-def global_blocks(m: int, q: int, noise: bool = True) -> tuple[Block, ...]:
+def global_blocks(m: int, q: int, noise: bool = True, scalar_exp: str = "math") -> tuple[Block, ...]:
     """The blocks of an inducing-point model's kernel part, in the order every sparse family stores them:
-    Z (m, q), log σ², log l (q,) and, with ``noise``, log σ²_n (a classifier has no Gaussian noise)."""
-    blocks = (Block("Z", (m, q)), Block("variance", (), "log", _LOG_VARIANCE),
+    Z (m, q), log σ², log l (q,) and, with ``noise``, log σ²_n (a classifier has no Gaussian noise).
+    ``scalar_exp``: how σ² and σ²_n are read back (:class:`daskgp.model.params.Block`; SGPR's and the
+    GPLVM's :class:`GlobalParams` 'numpy', as since 0.3)."""
+    blocks = (Block("Z", (m, q)), Block("variance", (), "log", _LOG_VARIANCE, scalar_exp),
               Block("lengthscales", (q,), "log", _LOG_LENGTHSCALE))
-    return blocks + ((Block("noise", (), "log", _LOG_NOISE),) if noise else ())
+    return blocks + ((Block("noise", (), "log", _LOG_NOISE, scalar_exp),) if noise else ())
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ class GlobalParams(Parameters):
         object.__setattr__(self, "noise", float(self.noise))
 
     def structure(self) -> Structure:
-        return Structure(global_blocks(*self.Z.shape))
+        return Structure(global_blocks(*self.Z.shape, scalar_exp="numpy"))
 
     @property
     def m(self) -> int:
@@ -120,7 +122,7 @@ class GlobalParams(Parameters):
 
     @classmethod
     def from_vector(cls, v, m: int, q: int, kernel: str = "rbf") -> GlobalParams:
-        return cls(**Structure(global_blocks(m, q)).unflatten(v), kernel=kernel)
+        return cls(**Structure(global_blocks(m, q, scalar_exp="numpy")).unflatten(v), kernel=kernel)
 
     def grad_vector(self, dZ, dvar, dls, dbeta) -> np.ndarray:
         """Chain rule to the unconstrained vector from gradients in natural parameters (the noise's as

@@ -23,7 +23,10 @@ The structures of the families (the order is each family's stored vector, unchan
 Why a scalar goes through ``math`` and an array through ``numpy``: numpy's vectorised exp and log differ from
 the C library's in the last bit for a few per cent of arguments on this machine (AVX-512 kernels), and every
 family already took its scalars' logs with ``math`` and its arrays' with numpy; one rule keeps each stored
-vector bit for bit what it was.
+vector bit for bit what it was. Reading a vector back, 0.3's SGPR and GPLVM took their scalars' exp with
+numpy, ADVGP and GPC with ``math``: a log block names its scalar exp (``scalar_exp``, 'math' unless
+'numpy'), so that every family's fits stay bit for bit what they were (an L-BFGS-B path carries a last-bit
+difference on to the last digits of the fit).
 """
 
 from __future__ import annotations
@@ -42,16 +45,20 @@ TRANSFORMS = ("identity", "log", "triu")
 @dataclass(frozen=True)
 class Block:
     """One named parameter: ``shape`` () for a scalar, (k,) or (m, q) for arrays, (k, k) for ``triu``;
-    ``bounds`` (low, high) on each unconstrained entry (±inf: free)."""
+    ``bounds`` (low, high) on each unconstrained entry (±inf: free); ``scalar_exp``: how a scalar log
+    block is read back — 'math' (the C library's exp) or 'numpy' (see the module docstring)."""
 
     name: str
     shape: tuple[int, ...] = ()
     transform: str = "identity"
     bounds: tuple[float, float] = (-math.inf, math.inf)
+    scalar_exp: str = "math"
 
     def __post_init__(self):
         if self.transform not in TRANSFORMS:
             raise ValueError(f"transform must be one of {TRANSFORMS}, got {self.transform!r}")
+        if self.scalar_exp not in ("math", "numpy"):
+            raise ValueError(f"scalar_exp must be 'math' or 'numpy', got {self.scalar_exp!r}")
         shape = tuple(int(s) for s in self.shape)
         if any(s < 0 for s in shape):
             raise ValueError(f"block {self.name!r}: negative dimension in shape {shape}")
@@ -85,6 +92,8 @@ class Block:
     def unpack(self, entries: np.ndarray):
         """The constrained value (a float for a scalar block, else an array of ``shape``) of ``entries``."""
         if self.shape == ():
+            if self.transform == "log" and self.scalar_exp == "numpy":
+                return float(np.exp(entries[0]))
             e = float(entries[0])
             return math.exp(e) if self.transform == "log" else e
         if self.transform == "triu":
@@ -169,15 +178,15 @@ class Structure:
         return out
 
     def to_plain(self) -> list[dict]:
-        return [{"name": b.name, "shape": list(b.shape), "transform": b.transform, "bounds": list(b.bounds)}
-                for b in self.blocks]
+        return [{"name": b.name, "shape": list(b.shape), "transform": b.transform, "bounds": list(b.bounds),
+                 "scalar_exp": b.scalar_exp} for b in self.blocks]
 
     @classmethod
     def from_plain(cls, plain) -> Structure:
         if not isinstance(plain, list):
             raise ValueError("a parameter structure is a list of blocks")
-        return cls(tuple(Block(str(d["name"]), tuple(d["shape"]), str(d["transform"]), tuple(d["bounds"]))
-                         for d in plain))
+        return cls(tuple(Block(str(d["name"]), tuple(d["shape"]), str(d["transform"]), tuple(d["bounds"]),
+                               str(d.get("scalar_exp", "math"))) for d in plain))
 
 
 class Parameters:
