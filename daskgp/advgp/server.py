@@ -31,7 +31,7 @@ from dataclasses import InitVar, dataclass, field
 import numpy as np
 from distributed import KilledWorker
 
-from ..core.optim import Adadelta, Adam  # noqa: F401 — both stay importable from here
+from ..core.optim import Adadelta
 from ..core.random import minibatch_rows
 from ..inference.settings import checked_settings, settings_fields
 from ..runs.fits import FitStore
