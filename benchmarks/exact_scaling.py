@@ -134,7 +134,7 @@ def main(argv=None) -> int:
         return 0
     os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
     import daskgp
-    from daskgp.compute.cluster import close_client, get_client
+    from daskgp.compute.cluster import close_client, cluster_workers, get_client
 
     sizes = [int(s) for s in args.sizes.split(",")]
     ds = daskgp.load("house_8L")
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     client = get_client(n_workers=2)
     results = {}
     try:
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = sorted(cluster_workers(client))
         Xf, yf = client.scatter([ds.X_std, ds.y_std], broadcast=True, hash=False)
         for K in (1, 2):
             t0 = time.perf_counter()

@@ -21,6 +21,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ..compute.cluster import cluster_workers
 from ..compute.rows import RowChunks
 from ..core.constraints import at_least, one_of_registered, real_in
 from ..core.events import FitEvent, event_callback
@@ -163,7 +164,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
             # dask input: the data's own row chunks are the partitions (read where they are), unless
             # n_partitions asks for others
             r = self.n_partitions or (Xs.numblocks[0] if lazy
-                                      else 2 * max(1, len(c.scheduler_info()["workers"])))
+                                      else 2 * max(1, len(cluster_workers(c))))
             key = f"{data_token(X, y)}|{self._settings_key(seed, r)}"
             state = ckpt.read(key) if resume else None
             rows = Xs.chunks[0] if lazy and not self.n_partitions else max(1, -(-n // r))

@@ -295,6 +295,16 @@ def drop_sync_cancel_bug() -> None:
         logger.addFilter(filt)
 
 
+def cluster_workers(client) -> dict[str, dict]:
+    """The cluster's workers now: {address: the scheduler's record of it (nthreads, memory_limit, ...)},
+    fetched from the scheduler on every call.
+
+    Not ``client.scheduler_info()["workers"]``: that returns the client's cached identity, which its own
+    periodic refresh overwrites with a copy that lists no workers (distributed 2026.8 refreshes with
+    ``n_workers=0``); a read that lands between the fetch and the return then sees an empty cluster."""
+    return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+
+
 def close_client(client) -> None:
     """Close a client and, if it started its own local cluster, that cluster too."""
     cluster = getattr(client, "cluster", None)  # None for a client of a remote scheduler

@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .backend import free_memory, resolve_device, to_device, to_host
+from .cluster import cluster_workers
 
 __all__ = ["LocalExecutor", "DaskExecutor", "executor_for", "cache_for", "single_threaded_blas",
            "release_worker_caches"]
@@ -218,7 +219,7 @@ class DaskExecutor:
 
         self.X, self.device = X, device
         self.client = client if client is not None else get_client()
-        live = sorted(self.client.scheduler_info()["workers"])
+        live = sorted(cluster_workers(self.client))
         if not live:
             raise RuntimeError("the dask cluster has no workers")
         if workers is not None:
@@ -261,7 +262,7 @@ class DaskExecutor:
         return max(256, min(4096, math.ceil(n / (2 * len(self.workers)))))
 
     def cache_fits(self, blocks: list, n: int, itemsize: int, fraction: float) -> bool:
-        info = self.client.scheduler_info()["workers"]
+        info = cluster_workers(self.client)
         limits = [info[w].get("memory_limit") or 0 for w in self.workers]
         budget = fraction * min(limits) if min(limits) > 0 else 0
         per_worker = math.ceil(len(blocks) / len(self.workers))
@@ -319,11 +320,11 @@ class DaskExecutor:
 
         client = self.client
         if repin:
-            self._repin(set(client.scheduler_info()["workers"]))
+            self._repin(set(cluster_workers(client)))
         try:
             tasks = self._submit(fn, blocks, V, rest)
         except KeyError:  # the scheduler no longer knows a worker V was to be placed on: lost since
-            self._repin(set(client.scheduler_info()["workers"]))
+            self._repin(set(cluster_workers(client)))
             tasks = self._submit(fn, blocks, V, rest)
         # a pinned task whose worker died — before this product or during it — waits forever ('no-worker'):
         # a product that takes longer than _WATCH_SECONDS checks its workers (no round trip otherwise)
@@ -333,7 +334,7 @@ class DaskExecutor:
                 wait(futs, timeout=_WATCH_SECONDS)
                 break
             except TimeoutError:
-                live = set(client.scheduler_info()["workers"])
+                live = set(cluster_workers(client))
                 if not set(self.workers) <= live:  # lost mid-product: the whole product again, re-pinned
                     client.cancel(futs)
                     self._repin(live)

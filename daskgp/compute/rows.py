@@ -14,6 +14,7 @@ import numpy as np
 from distributed import KilledWorker
 
 from .backend import resolve_device, to_device, to_host
+from .cluster import cluster_workers
 
 __all__ = ["RowChunks", "WorkerLostError", "MAX_REPLACEMENTS", "split_rows", "chunk_size"]
 
@@ -161,7 +162,7 @@ class RowChunks:
                 # (one submission per worker, not per chunk: a chunk's graph may hold the whole source array,
                 # as da.from_array's does, and would be sent once per chunk)
                 idx = list(idx)
-                workers = sorted(client.scheduler_info(n_workers=-1)["workers"]) or [None]
+                workers = sorted(cluster_workers(client)) or [None]
                 futures = {}
                 for j, w in enumerate(workers):
                     mine = [i for i in idx if i % len(workers) == j]

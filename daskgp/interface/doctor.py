@@ -139,7 +139,7 @@ def doctor_command(args) -> int:
     """The CLI entry: prints the environment and a table, and writes the report to ``args.json`` when given
     (by the rule of :func:`daskgp.core.files.check_destination`); 0 when every device agrees with the CPU, 1
     otherwise."""
-    from ..compute.cluster import borrowed_client, choose_device
+    from ..compute.cluster import borrowed_client, choose_device, cluster_workers
     from ..core.validation import check_int
     from .cli.common import check_out_path, dataset_from_args
 
@@ -163,7 +163,7 @@ def doctor_command(args) -> int:
     with borrowed_client(None, args.scheduler, n_workers=1, threads_per_worker=1,
                          device="gpu" if "gpu" in devices and args.scheduler is None else "cpu",
                          timeout=args.timeout) as client:
-        print(f"dask cluster: {len(client.scheduler_info()['workers'])} worker(s) at "
+        print(f"dask cluster: {len(cluster_workers(client))} worker(s) at "
               f"{client.scheduler.address}; {ds.name}, first {rows} rows; {args.iterations} SGLD iterations",
               flush=True)
         report = doctor(client, X, y, devices, args.iterations)

@@ -61,7 +61,9 @@ class RunHooks:
 def cluster_layout(client, cfg: SamplerConfig, n: int) -> list[list[str]]:
     """Each chain's workers on this cluster (:func:`daskgp.mcmc.layout.chain_layout`); ValueError (one line)
     for a ``workers_per_chain`` the cluster cannot hold."""
-    return chain_layout(client.scheduler_info()["workers"], cfg.n_chains, n, cfg.workers_per_chain)
+    from ..compute.cluster import cluster_workers
+
+    return chain_layout(cluster_workers(client), cfg.n_chains, n, cfg.workers_per_chain)
 
 
 def release_on_workers(client, run_key: str) -> None:

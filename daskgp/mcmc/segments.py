@@ -281,6 +281,7 @@ def chain_operator(X, cfg: SamplerConfig, run_key: str, client=None, workers=Non
     segment finds them wherever it runs; through another client than the kept one's, an operator on a new
     executor under the same cache name (an executor is injected, never re-pointed). Row blocks of
     :func:`daskgp.mcmc.layout.chain_block_rows` either way, so the draws do not depend on the layout."""
+    from ..compute.cluster import cluster_workers
     from ..compute.executors import DaskExecutor
     from ..compute.operator import KernelOperator
 
@@ -298,7 +299,7 @@ def chain_operator(X, cfg: SamplerConfig, run_key: str, client=None, workers=Non
     options = dict(cache_dtype=dtype, block_rows=chain_block_rows(X.shape[0]))
     if spread:
         # the driver's layout predates any worker lost since: the survivors, or any live worker
-        live = set(client.scheduler_info()["workers"])
+        live = set(cluster_workers(client))
         workers = [w for w in workers if w in live] or sorted(live)
         executor = DaskExecutor(X, client, device, workers=workers, id=f"{run_key}/{name}")
         op = KernelOperator(X, kernel, 1.0, executor=executor, **options)

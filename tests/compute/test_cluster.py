@@ -7,7 +7,14 @@ import sys
 
 import pytest
 
-from daskgp.compute.cluster import MMAP_THRESHOLD, choose_device, close_client, get_client, worker_environ
+from daskgp.compute.cluster import (
+    MMAP_THRESHOLD,
+    choose_device,
+    close_client,
+    cluster_workers,
+    get_client,
+    worker_environ,
+)
 
 
 def _env():
@@ -30,7 +37,7 @@ def test_local_cluster_workers_get_the_environment(caplog):
         client = get_client(n_workers=1, device="auto")
     try:
         assert set(client.run(_env).values()) == {(str(MMAP_THRESHOLD), "1")}
-        assert len(client.scheduler_info()["workers"]) == 1
+        assert len(cluster_workers(client)) == 1
         assert f"local cluster on {chosen.upper()} ({why})" in caplog.text
     finally:
         close_client(client)
@@ -127,7 +134,7 @@ def test_the_local_cluster_listens_on_this_machine_only():
 
     with _local_cluster(False, 1, 1, {}) as cluster, Client(cluster) as c:
         assert c.scheduler.address.startswith("tcp://127.0.0.1:")
-        assert all(w.startswith("tcp://127.0.0.1:") for w in c.scheduler_info()["workers"])
+        assert all(w.startswith("tcp://127.0.0.1:") for w in cluster_workers(c))
         assert c.dashboard_link.startswith("http://127.0.0.1:")
         hosts = {s.getsockname()[0] for s in cluster.scheduler.http_server._sockets.values()}
         assert hosts == {"127.0.0.1"}, hosts
@@ -214,3 +221,19 @@ def test_the_sync_cancel_log_of_an_early_ctrl_c_is_dropped_and_nothing_else():
         assert all(f.filter(other) for f in logger.filters)  # raised elsewhere: kept
     finally:
         logger.filters[:] = before
+
+
+def test_the_cluster_workers_are_read_fresh_never_from_the_clients_refreshed_cache():
+    """``client.scheduler_info()["workers"]`` returns the client's cached identity, which its periodic
+    refresh replaces with one listing no workers (a CI run once saw 'the dask cluster has no workers' on a
+    healthy two-worker cluster). ``cluster_workers`` asks the scheduler: with the refresh every 2 ms, 3,000
+    reads see both workers every time, where the cached read is caught empty (the power of the check)."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({"distributed.client.scheduler-info-interval": "2ms"}):
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                          dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as c:
+            c.wait_for_workers(2, timeout=60)
+            assert all(len(cluster_workers(c)) == 2 for _ in range(3000))
+            assert any(len(c.scheduler_info()["workers"]) < 2 for _ in range(20000))

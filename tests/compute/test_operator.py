@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from daskgp import KernelOperator, make_kernel
+from daskgp.compute.cluster import cluster_workers
 
 CASES = [("rbf", False), ("rbf", True), ("matern32", True), ("matern52", False), ("matern52", True)]
 
@@ -198,7 +199,7 @@ def test_distributed_survives_a_killed_worker(concrete, client, rng):
     victim, pid = next(iter(client.run(os.getpid).items()))
     os.kill(pid, signal.SIGKILL)
     deadline = time.time() + 60
-    while victim in client.scheduler_info()["workers"] or len(client.scheduler_info()["workers"]) < 2:
+    while victim in cluster_workers(client) or len(cluster_workers(client)) < 2:
         assert time.time() < deadline, "worker was not restarted"
         time.sleep(0.2)
     np.testing.assert_allclose(dist.matmul(V), ref, rtol=1e-12)

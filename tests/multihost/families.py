@@ -24,7 +24,7 @@ def main() -> None:
     from sklearn.datasets import load_breast_cancer, load_digits
 
     import daskgp as dg
-    from daskgp.compute.cluster import close_client, worker_environ
+    from daskgp.compute.cluster import close_client, cluster_workers, worker_environ
     from daskgp.datasets import read_table
 
     if a.scheduler:
@@ -34,7 +34,7 @@ def main() -> None:
                                env=worker_environ())
         client = Client(cluster)
     try:
-        out = {"workers": np.array(sorted(client.scheduler_info()["workers"]))}
+        out = {"workers": np.array(sorted(cluster_workers(client)))}
         t = read_table(a.parquet).check_finite()
         sg = dg.SparseGPRegressor(n_inducing=20, max_iter=15, chunk_rows=1500).fit(t.X, t.y, client=client)
         out["sgpr_bound"] = np.asarray(sg.bound_trace_)

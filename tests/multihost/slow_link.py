@@ -33,6 +33,7 @@ def main() -> None:
     from distributed import Client
 
     import daskgp as dg
+    from daskgp.compute.cluster import cluster_workers
     from daskgp.datasets import read_table
 
     t = read_table(f"{a.parquet}/part.[0-4].parquet").check_finite()
@@ -71,7 +72,7 @@ def main() -> None:
                              "gradients_per_partition": list(map(int, est.gradients_per_partition_)),
                              "seconds_per_update": est.records_[-1].seconds / est.n_iter_,
                              "squared_errors": final_sq.tolist(), "first_squared_errors": first_sq.tolist(),
-                             "workers": sorted(client.scheduler_info()["workers"])}
+                             "workers": sorted(cluster_workers(client))}
     finally:
         client.close()
     with open(a.out, "w") as f:

@@ -160,12 +160,12 @@ def cluster_from_args(args, stream=None):
     """``with cluster_from_args(args) as client:`` the cluster named by the cluster arguments of
     :mod:`daskgp.interface.cli` (a new local one by default, closed on exit whatever happens; a scheduler's
     cluster is left running), announced on ``stream`` (stdout by default)."""
-    from ...compute.cluster import borrowed_client, quiet_data_errors
+    from ...compute.cluster import borrowed_client, cluster_workers, quiet_data_errors
     from ...core.validation import DataError
 
     with borrowed_client(None, args.scheduler, n_workers=args.workers, timeout=args.timeout,
                          device=getattr(args, "device", "cpu")) as client:
-        n_workers = len(client.scheduler_info()["workers"])
+        n_workers = len(cluster_workers(client))
         print(f"dask cluster: {n_workers} workers at {client.scheduler.address}", file=stream or sys.stdout,
               flush=True)
         if args.scheduler is None:  # our own workers: a bad file is the command's one line, not a traceback
