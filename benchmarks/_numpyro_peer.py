@@ -3,6 +3,12 @@ venv, benchmarks/.numpyro-venv: ``pip install numpyro jax jaxlib``).
 
     python _numpyro_peer.py DATA.npz OUT.npz --chains 2 --warmup 1000 --samples 1000 --gradient hand
     python _numpyro_peer.py DATA.npz OUT.npz --gradient-cost 5      # seconds per gradient, both gradients
+    python _numpyro_peer.py DATA.npz STATE.npz --chains 2 --warmup 500 --advance 100 --gradient hand
+
+The last form runs NUTS in resumable steps (``advance``): each of the process's chains goes on by up to
+``--advance`` iterations from where STATE.npz left it (a warmup step stops at the warmup's end), and the
+chains' NUTS states, kept draws and step counts are written back to STATE.npz whole — so a run can stop
+between steps and continue in another session, and a caller can stop it at a convergence target.
 
 The model is daskgp's default: standardised X (n, d), y (n,); isotropic RBF k = s2·exp(−‖x − x'‖²/(2ℓ²))
 plus noise·I; independent Gamma(2, 1) priors on s2, ℓ, noise, sampled in log space φ with the Jacobian (as
@@ -76,6 +82,88 @@ def hand_potential(X, y):
     return potential
 
 
+PARAMS = ("variance", "lengthscale", "noise")
+INIT_PHI = (0.0, 0.0, -2.0)  # log(s2, ℓ, noise): every chain starts here, on both gradients
+
+
+def _kernel(X, y, gradient: str, diagonal_mass: bool):
+    """(NUTS kernel, its model arguments, the start of a chain in the kernel's own form)."""
+    if gradient == "hand":
+        return (NUTS(potential_fn=hand_potential(X, y), dense_mass=not diagonal_mass), (),
+                jnp.array(INIT_PHI))
+    return (NUTS(model, dense_mass=not diagonal_mass), (X, y),
+            {k: jnp.asarray(v) for k, v in zip(PARAMS, INIT_PHI, strict=True)})
+
+
+def _phi(z) -> np.ndarray:
+    """A NUTS position as φ = log(s2, ℓ, noise): the hand potential's own; the model's unconstrained sites
+    (log, for its Gamma priors)."""
+    return np.asarray([z[k] for k in PARAMS] if isinstance(z, dict) else z, dtype=np.float64)
+
+
+def advance(X, y, a) -> dict:
+    """Each chain on by up to ``a.advance`` iterations from STATE (``a.out``; a new run when it is absent):
+    NumPyro's own kernel, initialised as MCMC initialises it (same warmup length, so the same adaptation
+    schedule), its state restored leaf by leaf (no pickle) and stepped by the jitted ``sample``, exactly as
+    ``MCMC`` steps it. Writes STATE whole; returns the step's record (seconds apart from start-up and
+    compilation, which an uninterrupted run pays once)."""
+    import os
+    from pathlib import Path
+
+    t_start = time.perf_counter()
+    kernel, margs, init = _kernel(X, y, a.gradient, a.diagonal_mass)
+    keys = jax.random.split(jax.random.PRNGKey(a.seed), a.chains)
+    states = [kernel.init(keys[c], a.warmup, init, margs, {}) for c in range(a.chains)]
+    treedef = jax.tree_util.tree_structure(states[0])
+    path = Path(a.out)
+    saved = dict(np.load(path)) if path.exists() else {}
+    if saved:
+        if (int(saved["warmup"]), int(saved["chains"]), int(saved["seed"])) != (a.warmup, a.chains, a.seed):
+            raise SystemExit(f"{path}: a run with another warmup, chain count or seed")
+        states = [jax.tree_util.tree_unflatten(
+            treedef, [jnp.asarray(saved[f"c{c}_leaf{j}"]) for j in range(treedef.num_leaves)])
+            for c in range(a.chains)]
+    step = jax.jit(lambda s: kernel.sample(s, margs, {}))
+    t0 = time.perf_counter()
+    step = step.lower(states[0]).compile()
+    compile_seconds = time.perf_counter() - t0
+    rec = {"startup_seconds": t0 - t_start, "compile_seconds": compile_seconds, "chains": []}
+    out = {"warmup": a.warmup, "chains": a.chains, "seed": a.seed}
+    compute = 0.0
+    for c, st in enumerate(states):
+        draws = list(saved.get(f"phi{c}", np.zeros((0, 3))))
+        steps = list(saved.get(f"steps{c}", np.zeros(0, int)))
+        div = list(saved.get(f"div{c}", np.zeros(0, bool)))
+        i = int(st.i)
+        todo = min(a.advance, a.warmup - i) if i < a.warmup else a.advance
+        t0 = time.perf_counter()
+        for _ in range(todo):
+            st = step(st)
+            if int(st.i) > a.warmup:  # a kept draw (NumPyro's MCMC keeps the draws after num_warmup)
+                draws.append(_phi(st.z))
+            steps.append(int(st.num_steps))
+            div.append(bool(st.diverging))
+        jax.block_until_ready(st)
+        seconds = time.perf_counter() - t0
+        compute += seconds
+        for j, leaf in enumerate(jax.tree_util.tree_leaves(st)):
+            out[f"c{c}_leaf{j}"] = np.asarray(leaf)
+        out[f"phi{c}"] = np.asarray(draws, dtype=np.float64).reshape(-1, 3)
+        out[f"steps{c}"], out[f"div{c}"] = np.asarray(steps, int), np.asarray(div, bool)
+        rec["chains"].append({"iterations": int(st.i), "advanced": todo, "seconds": seconds,
+                              "kept": len(draws), "step_size": float(st.adapt_state.step_size)})
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **out)
+    os.replace(tmp, path)  # whole or not at all
+    steps_all = [out[f"steps{c}"] for c in range(a.chains)]
+    rec.update({"compute_seconds": compute, "jax": jax.__version__, "numpyro": numpyro.__version__,
+                "warmup_done": all(ch["iterations"] >= a.warmup for ch in rec["chains"]),
+                "warmup_gradients": int(sum(s[:a.warmup].sum() for s in steps_all)),
+                "sampling_gradients": int(sum(s[a.warmup:].sum() for s in steps_all)),
+                "divergences": int(sum(out[f"div{c}"][a.warmup:].sum() for c in range(a.chains)))})
+    return rec
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("data")
@@ -87,9 +175,13 @@ def main():
     ap.add_argument("--gradient-cost", type=int, default=0, help="only time this many gradients")
     ap.add_argument("--gradient", choices=("autodiff", "hand"), default="autodiff")
     ap.add_argument("--diagonal-mass", action="store_true", help="the former diagonal mass matrix")
+    ap.add_argument("--advance", type=int, default=0, help="resumable: each chain on by this many iterations")
     a = ap.parse_args()
     d = np.load(a.data)
     X, y = jnp.asarray(d["X"]), jnp.asarray(d["y"])
+    if a.advance:
+        print(json.dumps(advance(X, y, a)))
+        return
     if a.gradient_cost:
         phi0 = jnp.array([jnp.log(2.0), jnp.log(1.0), jnp.log(0.1)])
         params = {"variance": phi0[0], "lengthscale": phi0[1], "noise": phi0[2]}

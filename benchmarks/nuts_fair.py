@@ -21,7 +21,12 @@ max R-hat, seconds per ESS, and means and sds against NUTS's. ``ratio_<side>`` =
 Cholesky gradient costs n³: 8× concrete's at 2,000 rows; concrete's run took about 20,000 gradients per
 process), ``--sides nuts-extrapolated,sghmc`` measures its gradient's cost at that size and carries over
 the gradients per ESS of a case where it ran (``--nuts-from``): ``ratio_<side>_extrapolated``, labelled so
-(:func:`extrapolate_nuts`). Resumable per side and per NUTS process (benchmarks/runs/); writes
+(:func:`extrapolate_nuts`). ``--sides nuts-target,...`` runs NUTS (same model, gradient, dense mass matrix,
+two pinned processes) to daskgp's own stopping rule instead of a fixed length: a warmup of ``--warmup``
+iterations per chain (Stan's windowed schedule fits 500 exactly: 75 + 25 + 50 + 100 + 200 + 50), then kept
+draws checked every 25 per chain against the same ESS and R-hat target, in resumable steps whose NUTS states
+are carried (benchmarks/carried/nuts_target_CASE_K.npz) — NUTS end to end at sizes where a session is too
+short for it (:func:`run_nuts_target`). Resumable per side and per NUTS process (benchmarks/runs/); writes
 benchmarks/results/nuts_fair.json after every step.
 """
 
@@ -41,6 +46,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import (  # noqa: E402
+    CARRIED,
     carry_run,
     discard_run,
     load_results,
@@ -140,6 +146,126 @@ def run_nuts(name: str, rec: dict, chains: int, seed: int, warmup: int, samples:
     _save()
 
 
+def _cheaper_gradient(rec: dict) -> str:
+    cost = rec["gradient_cost"]
+    return "hand" if cost["hand_seconds_per_gradient"] < cost["autodiff_seconds_per_gradient"] else "autodiff"
+
+
+def _nuts_draws(paths: list[Path]) -> tuple[np.ndarray, int]:
+    """The kept draws of every chain of the carried NUTS states, cut to the shortest chain: (chains, draws,
+    3) φ, and the warmup iterations the slowest chain has done."""
+    phis, warm = [], []
+    for path in paths:
+        if not path.exists():
+            return np.zeros((0, 0, 3)), 0
+        z = np.load(path)
+        for c in range(int(z["chains"])):
+            phis.append(z[f"phi{c}"])
+            warm.append(min(len(z[f"steps{c}"]), int(z["warmup"])))
+    k = min(len(p) for p in phis)
+    return np.stack([p[:k] for p in phis]), min(warm)
+
+
+def run_nuts_target(name: str, rec: dict, chains: int, seed: int, warmup: int, target_ess: int, control,
+                    target_rhat: float = 1.01, warmup_step: int = 100, sample_step: int = 25,
+                    max_kept: int = 5000) -> bool:
+    """NUTS to daskgp's stopping rule (min bulk and tail ESS ≥ ``target_ess`` for every parameter, R-hat <
+    ``target_rhat``), checked every ``sample_step`` kept draws per chain after a ``warmup``-iteration warmup,
+    in steps of two pinned processes side by side (``_numpyro_peer.py --advance``), each advancing its half
+    of the chains and writing its NUTS states whole: a stopped sitting loses at most the step in flight.
+    NUTS's wall time is that of an uninterrupted run: per process, one start-up and compilation plus its
+    steps' compute seconds, the slower process's sum (its restarts between steps, which only resumability
+    costs, are recorded apart). Returns whether the side is done."""
+    key = "nuts_target"
+    if key in rec:
+        return True
+    gradient = _cheaper_gradient(rec)
+    per = chains // 2
+    data = RUNS / f"nuts_{name}_data.npz"
+    states = [CARRIED / f"nuts_target_{name}_{k}.npz" for k in range(2)]
+    prog = rec.setdefault("in_progress", {}).setdefault(key, {"warmup": warmup, "chains": chains,
+                                                               "seed": seed, "gradient": gradient,
+                                                               "steps": [], "checks": []})
+    if (prog["warmup"], prog["chains"], prog["seed"]) != (warmup, chains, seed):
+        raise SystemExit(f"{name}: a NUTS run to the target with warmup {prog['warmup']}, {prog['chains']} "
+                         f"chains and seed {prog['seed']} is under way; finish it with the same settings")
+    CARRIED.mkdir(exist_ok=True)
+    taskset = shutil.which("taskset")
+
+    def wall() -> tuple[float, float]:
+        per_proc = [0.0, 0.0]
+        for k in range(2):
+            firsts = [st["processes"][k] for st in prog["steps"]][:1]
+            per_proc[k] = sum(f["startup_seconds"] + f["compile_seconds"] for f in firsts) + sum(
+                st["processes"][k]["compute_seconds"] for st in prog["steps"])
+        return max(per_proc), sum(st["wall_seconds"] for st in prog["steps"])
+
+    while not control.stopped:
+        phi, warm = _nuts_draws(states)
+        kept = phi.shape[1]
+        if warm >= warmup and kept >= sample_step and (not prog["checks"] or
+                                                       prog["checks"][-1]["kept_per_chain"] != kept):
+            d = diagnostics(phi, wall()[0])
+            prog["checks"].append({"kept_per_chain": kept, "min_ess": d["min_ess"],
+                                   "max_rhat": d["max_rhat"]})
+            _save()
+            print(f"{name}: NUTS to the target: {kept} kept per chain, min ESS {d['min_ess']:.0f}, max R-hat "
+                  f"{d['max_rhat']:.4f}, {d['wall_seconds']:.0f} s", flush=True)
+            if (d["min_ess"] >= target_ess and d["max_rhat"] < target_rhat) or kept >= max_kept:
+                grads = {"warmup": sum(st["processes"][k]["warmup_gradients"] for k in range(2)
+                                       for st in prog["steps"][-1:]),
+                         "sampling": sum(st["processes"][k]["sampling_gradients"] for k in range(2)
+                                         for st in prog["steps"][-1:])}
+                last = prog["steps"][-1]["processes"]
+                rec[key] = {**d, "converged": d["min_ess"] >= target_ess and d["max_rhat"] < target_rhat,
+                            "target_ess": target_ess, "target_rhat": target_rhat, "gradient": gradient,
+                            "warmup_iterations": warmup, "gradients": grads,
+                            "gradients_per_ess": (grads["warmup"] + grads["sampling"]) / d["min_ess"],
+                            "divergences": sum(p["divergences"] for p in last),
+                            "step_sizes": [c["step_size"] for p in last for c in p["chains"]],
+                            "wall_seconds_with_restarts": wall()[1], "steps": prog["steps"],
+                            "checks": prog["checks"], "versions": {k: last[0][k] for k in ("jax", "numpyro")},
+                            "note": "NUTS stopped by daskgp's rule (checked every 25 kept draws per chain); "
+                                    "dense mass matrix; 2 processes side by side, each pinned to a core, "
+                                    f"{per} chains each one after the other; wall = the slower process's "
+                                    "start-up and compilation once plus its steps' compute seconds"}
+                del rec["in_progress"][key]
+                if not rec["in_progress"]:
+                    del rec["in_progress"]
+                _save()
+                return True
+        step = min(warmup_step, warmup - warm) if warm < warmup else sample_step
+        t0 = time.time()
+        procs = []
+        for k in range(2):
+            cmd = [numpyro_python(), str(HERE / "_numpyro_peer.py"), str(data), str(states[k]), "--chains",
+                   str(per), "--seed", str(1000 * seed + k), "--warmup", str(warmup), "--advance", str(step),
+                   "--gradient", gradient]
+            if taskset:
+                cmd = [taskset, "-c", str(k)] + cmd
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                          env={**os.environ, **SINGLE_THREAD}))
+        while any(p.poll() is None for p in procs) and not control.stopped:
+            time.sleep(1.0)
+        if control.stopped:  # the step in flight is lost (its states are written whole or not at all)
+            for p in procs:
+                p.terminate()
+                p.wait()
+            break
+        outs = []
+        for k, p in enumerate(procs):
+            out, err = p.communicate()
+            if p.returncode:
+                raise RuntimeError(f"NUTS process {k} failed: {err[-2000:]}")
+            outs.append(_json_line(out))
+        prog["steps"].append({"advance": step, "wall_seconds": time.time() - t0, "pinned": bool(taskset),
+                              "processes": outs})
+        _save()
+    print(f"{name}: NUTS to the target stopped after {wall()[1]:.0f} s in {len(prog['steps'])} steps; its "
+          "states are carried, continued by the next invocation", flush=True)
+    return False
+
+
 def extrapolate_nuts(rec: dict, source: str) -> None:
     """NUTS's seconds per ESS at a size where running it to convergence would take this machine days: its
     gradient's cost measured here (the cheaper of the two, one thread) times the gradients per ESS it spent
@@ -209,6 +335,15 @@ def run_daskgp(name: str, X, y, rec: dict, method: str, target_ess: int, chains:
 
 
 def compare(rec: dict) -> None:
+    t = rec.get("nuts_target")
+    if t:  # NUTS run to the same stopping rule as daskgp's sides
+        sd = np.array(t["sd"])
+        for key in [k for k in rec if k.startswith("daskgp_")]:
+            a, side = rec[key], key[len("daskgp_"):]
+            rec[f"ratio_{side}_vs_nuts_target"] = a["seconds_per_ess"] / t["seconds_per_ess"]
+            gap = (np.array(a["mean"]) - np.array(t["mean"])) / sd
+            rec[f"mean_gap_in_nuts_target_sd_{side}"] = gap.tolist()
+            rec[f"sd_ratio_{side}_over_nuts_target"] = (np.array(a["sd"]) / sd).tolist()
     b = rec.get("nuts")
     if not b:
         e = rec.get("nuts_extrapolated")
@@ -235,6 +370,8 @@ def main() -> int:
     ap.add_argument("--sides", default="nuts,hmc,sghmc")  # or nuts-extrapolated instead of nuts
     ap.add_argument("--nuts-from", default="concrete")  # the measured case nuts-extrapolated carries over
     ap.add_argument("--redo", action="store_true")
+    ap.add_argument("--again", default="", help="daskgp sides to run again in this invocation (the earlier "
+                                                "record kept under 'previous'), e.g. sghmc")
     a = ap.parse_args()
     os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
     from fidelity import case_data
@@ -259,7 +396,16 @@ def main() -> int:
             if "nuts-extrapolated" in sides:
                 gradient_costs(name, X, y, rec)
                 extrapolate_nuts(rec, a.nuts_from)
+            if "nuts-target" in sides:
+                gradient_costs(name, X, y, rec)
+                if not run_nuts_target(name, rec, a.chains, a.seed, a.warmup, a.target_ess, control):
+                    continue
             for method in ("hmc", "sghmc"):
+                if method in a.again.split(",") and method not in rec.get("again", []) \
+                        and f"daskgp_{method}" in rec:  # once: the earlier record kept, a new run beside
+                    old = rec.pop(f"daskgp_{method}")
+                    rec.setdefault("previous", {})[f"daskgp_{method}@{old['sittings'][0]['started']}"] = old
+                    rec.setdefault("again", []).append(method)
                 if method in sides and not control.stopped:
                     run_daskgp(name, X, y, rec, method, a.target_ess, a.chains, a.seed, control)
             compare(rec)
