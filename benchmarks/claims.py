@@ -270,6 +270,25 @@ def _nuts_fair_sizes(d: dict) -> dict:
     return {"rows": "\n".join(rows)}
 
 
+def _nuts_target(d: dict) -> dict:
+    """NUTS run to daskgp's own stopping rule (not extrapolated) beside SGHMC in the same invocation: a row
+    per case that has both."""
+    rows = []
+    for name in ("concrete", "power2k", "power5k", "power_plant"):
+        c = d["cases"].get(name, {})
+        if "nuts_target" not in c or "daskgp_sghmc" not in c or "ratio_sghmc_vs_nuts_target" not in c:
+            continue
+        t, s = c["nuts_target"], c["daskgp_sghmc"]
+        kept = t["kept_draws"]
+        grads = t["gradients"]["warmup"] + t["gradients"]["sampling"]
+        rows.append(f"| {c['n']:,} | {t['warmup_iterations']} + {kept} × {t['chains']} | {grads:,} | "
+                    f"{t['wall_seconds']:.0f} | {t['min_ess']:.0f} | {t['max_rhat']:.3f} | "
+                    f"{t['seconds_per_ess']:.2f} | {s['wall_seconds']:.0f} | {s['min_ess']:.0f} | "
+                    f"{s['max_rhat']:.3f} | {s['seconds_per_ess']:.2f} | "
+                    f"**{c['ratio_sghmc_vs_nuts_target']:.3f}** |")
+    return {"rows": "\n".join(rows)}
+
+
 def _shared_vocabulary(d: dict) -> dict:
     """A before/after run of benchmarks/shared_vocabulary.py: a row per measurement, its medians and
     ratios."""

@@ -68,6 +68,7 @@ from ..inducing.features import (
     kmn,
     kmn_backprop,
 )
+from ..inducing.stats import ROW_BLOCK
 from ..model.likelihoods import Probit
 from ..model.params import Parameters, Structure
 
@@ -217,7 +218,21 @@ def chunk_pass(X, y, source: Posterior, sites=None, damping: float = 1.0, grad: 
 
     ``gradient_at`` (SEP and ADF): the evidence terms and the factor come from ``source`` as above, the
     gradient parts from EP's formula at q = ``gradient_at`` with each point's cavity q / t̃_i, t̃_i the site
-    this pass made (:func:`tied_gradient_pass`). ``Kmn``: K_mn (m, b) at the parameters, if already formed."""
+    this pass made (:func:`tied_gradient_pass`). ``Kmn``: K_mn (m, b) at the parameters, if already formed.
+
+    A chunk of more than :data:`daskgp.inducing.stats.ROW_BLOCK` rows (a Parquet file of 10⁶ rows read as
+    one partition) is passed block by block, as SGPR's statistics are: K_mn and its (m, b) companions exist
+    for one block at a time (every sum is additive, every site its own row's), so a task's memory is bounded
+    whatever its rows; a chunk of up to ROW_BLOCK rows (the default ``chunk_rows``) is one block."""
+    if Kmn is None and len(y) > ROW_BLOCK:
+        total, new_sites = None, []
+        for a in range(0, len(y), ROW_BLOCK):
+            e = min(a + ROW_BLOCK, len(y))
+            part, s = chunk_pass(X[a:e], y[a:e], source, None if sites is None else sites[a:e], damping,
+                                 grad, gradient_at)
+            total = part if total is None else total + part
+            new_sites.append(s)
+        return total, np.concatenate(new_sites)
     if gradient_at is not None:
         return tied_gradient_pass(X, y, source, gradient_at, grad)
     p = source.params

@@ -14,7 +14,12 @@ it, and the writer's lock while a fit writes it.
 * ``daskgp-writer.lock``: while a fit writes it (:mod:`daskgp.runs.lock`): a second fit on the same
   checkpoint is refused while the first lives;
 * ``daskgp-heldout.jsonl`` (optional): held-out measurements the command line appends while the fit runs, one
-  JSON object a line (:meth:`FitStore.log_heldout`), for readers such as the dashboard; not the fit's state.
+  JSON object a line (:meth:`FitStore.log_heldout`), for readers such as the dashboard; not the fit's state;
+* ``daskgp-array-STEP-NAME.npy`` (optional): an array too large for a JSON state — the GPLVM's q(x_i) for
+  every row — written row block by row block (:meth:`FitStore.write_array`: the writer never holds it whole)
+  before the commit that names it; the commit holds its reference, shape, dtype and BLAKE2b digest, checked
+  when it is read back (:meth:`FitStore.read_array`, block by block). Only the arrays the last two commits
+  name are kept.
 
 Reading never writes and never executes anything. A missing, truncated, torn, altered or foreign file is one
 line naming it (:class:`daskgp.runs.commit.RunDamaged`, a ValueError), with what ``daskgp repair`` can do.
@@ -30,9 +35,12 @@ import json
 import os
 import shutil
 
+import numpy as np
+
 from ..core.files import MARK, written_kind
 from ..core.plaindata import encode
 from .commit import CHECKPOINT, PREVIOUS, RunDamaged, RunError, commit, read_document
+from .fitarrays import ARRAY_FILE, read_array, write_array
 from .lock import LOCK_NAME, RunLocked, acquire, clear_for_repair, lock_info, release
 
 __all__ = ["FitStore", "FORMAT", "MARKER", "repair_fit", "is_fit_store"]
@@ -64,9 +72,14 @@ def _digest(doc: dict) -> str:
 
 
 def _leftover(entry: str) -> bool:
-    """A temporary a crash can leave behind (an atomic write's, a taken-over lock's)."""
+    """A temporary a crash can leave behind (an atomic write's, a taken-over lock's, an array's)."""
     return entry.startswith((f"{CHECKPOINT}.tmp-", f"{PREVIOUS}.tmp-", f"{LOCK_NAME}.stale-",
-                             f"{LOCK_NAME}.tmp"))
+                             f"{LOCK_NAME}.tmp")) or (ARRAY_FILE.match(entry) is not None
+                                                      and ".npy.tmp-" in entry)
+
+
+def _own(entry: str) -> bool:
+    return entry in _OWN or ARRAY_FILE.fullmatch(entry) is not None or _leftover(entry)
 
 
 def is_fit_store(path) -> bool:
@@ -76,7 +89,7 @@ def is_fit_store(path) -> bool:
     if os.path.islink(path) or not os.path.isdir(path):
         return False
     entries = os.listdir(path)
-    return bool(entries) and all(e in _OWN or _leftover(e) for e in entries)
+    return bool(entries) and all(_own(e) for e in entries)
 
 
 class FitStore:
@@ -216,8 +229,31 @@ class FitStore:
         doc = {MARK: self.kind, MARKER: FORMAT, "key": key, "step": int(step), "state": encoded}
         doc["digest"] = _digest(doc)
         raw = json.dumps(doc, allow_nan=False).encode("utf-8")
+        keep = set(ARRAY_FILE.findall(raw.decode("utf-8")))
+        if self._last is not None:
+            keep |= set(ARRAY_FILE.findall(self._last.decode("utf-8")))
         commit(self.path, raw, self._last)
         self._last = raw
+        for entry in os.listdir(self.path):  # arrays neither of the two commits names: superseded
+            if ARRAY_FILE.fullmatch(entry) and entry not in keep:
+                os.remove(os.path.join(self.path, entry))
+
+    # ---------------------------------------------------------------------------------- arrays
+    def write_array(self, name: str, step: int, blocks, shape, dtype=np.float64) -> dict:
+        """Write an array of ``shape`` (rows first) from ``blocks``, its row blocks in order, beside the
+        commits as ``daskgp-array-STEP-NAME.npy``; returns its reference (plain data, digest included) for
+        the state :meth:`commit` commits next (:func:`daskgp.runs.fitarrays.write_array`)."""
+        if not self._writing:
+            raise RuntimeError("write a fit's arrays inside its writing() block")
+        return write_array(self.path, name, step, blocks, shape, dtype)
+
+    def read_array(self, ref: dict, edges, verify: bool = True):
+        """The array a state's ``ref`` names, as an iterator over its row blocks ``edges``, its digest
+        checked first (:func:`daskgp.runs.fitarrays.read_array`); RunDamaged naming the file otherwise."""
+        try:
+            return read_array(self.path, ref, edges, verify)
+        except RunDamaged as e:
+            raise RunDamaged(f"{e}; {self._hint()}") from None
 
     def log_heldout(self, record: dict) -> bool:
         """Append one held-out measurement of the fit writing this checkpoint — plain numbers and lists: its

@@ -10,10 +10,13 @@ Fitting alternates the paper's two map-reduce steps:
   chunks' statistics fixed (:meth:`daskgp.sparse.chunks.ChunkedRows.local_step`). A parallel block step
   could lower the joint bound, so a local step that does is undone (the bound trace never decreases).
 
-The q(x_i) live only on the workers, so after every round the fit gathers them once: that copy is the
-round's restart point when a worker is lost (the chunks are placed again from it and the round is redone,
-ending where an undisturbed fit ends) and, with ``checkpoint=``, the commit a SIGINT or a crash resumes from
-(:class:`GPLVMCheckpoint`, a :class:`daskgp.runs.fits.FitStore`).
+The q(x_i) live only on the workers and are never gathered whole (:mod:`daskgp.sparse.gplvm_latent`):
+after every round each chunk's q(x_i) is copied to another worker, and a worker lost mid-round takes only
+copies that survive elsewhere (the chunks are placed again from them and the data, and the round is
+redone, ending where an undisturbed fit ends); with ``checkpoint=`` they are streamed chunk by chunk into the
+commit a SIGINT or a crash resumes from (:class:`GPLVMCheckpoint`, a :class:`daskgp.runs.fits.FitStore`).
+Client memory is one chunk's q(x_i), flat in n; a dask Y fitted on a cluster that outlives the fit keeps
+its embedding there too (dask arrays).
 
 New points (:meth:`BayesianGPLVM.transform`, :meth:`~BayesianGPLVM.impute`,
 :meth:`~BayesianGPLVM.score_samples`) get their q(x*) by maximising the bound of the training set plus that
@@ -25,7 +28,6 @@ experiment).
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import time
 
@@ -33,26 +35,25 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..compute.rows import MAX_REPLACEMENTS, WorkerLostError
 from ..core.constraints import ValidatedParams, at_least, real_in
 from ..core.events import FitEvent, event_callback
 from ..core.runtime import FitRuntime, fit_runtime
 from ..core.validation import check_X, is_constant, new_data, seed_from
-from ..inducing.placement import kmeans_inducing
+from ..inducing.placement import SAMPLE_ROWS, kmeans_centres
 from ..inducing.stats import SuffStats
 from ..model.kernels import ard_kernel, kernel_name
 from ..model.likelihoods import Gaussian
 from ..runs.models import Saved, SavedModel
 from .bound import GlobalParams, bound_and_grads
 from .chunks import ChunkedRows, LocalRows
-from .fit import SparsePosterior, fit_global
+from .fit import SparsePosterior
 from .gplvm_checkpoint import GPLVMCheckpoint
+from .gplvm_latent import RestartCopies, embedding, latent_blocks, place_latent, take_rows
 from .gplvm_points import new_points
+from .gplvm_rounds import run_rounds
 from .gplvm_start import principal_latents
 
 __all__ = ["BayesianGPLVM", "GPLVMCheckpoint"]
-
-log = logging.getLogger(__name__)
 
 
 class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator):
@@ -65,7 +66,8 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
     random_state: seeds the initial inducing inputs; kernel: 'rbf' or an RBF kernel object, the one kernel
     whose psi-statistics are closed-form (any other is refused in one line).
 
-    Fitted: ``embedding_`` (n, q) latent means and ``embedding_var_`` (n, q) variances, ``params_``,
+    Fitted: ``embedding_`` (n, q) latent means and ``embedding_var_`` (n, q) variances (numpy; dask arrays
+    held on the workers for a dask Y fitted on a cluster that outlives the fit), ``params_``,
     ``bound_`` and ``bound_trace_`` (nats, standardised Y; one entry per global iteration and per local
     step), ``trace_seconds_`` (the fit's wall seconds at each entry of the trace, s; NaN for entries of a
     resumed checkpoint that did not record them), ``lengthscales_`` (q,) (large = a latent dimension
@@ -116,13 +118,15 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
         The latent means start at the leading principal components of the standardised rows, scaled to
         unit variance: the p × p Gram matrix summed over row chunks in a fixed order, then its
         eigenvectors (each signed so that its largest entry is positive). A worker lost mid-round takes its
-        chunks' q(x_i) with it: they are placed again from the copy gathered after the last round and the
-        round is redone (at most ``MAX_REPLACEMENTS`` times). ``checkpoint``: a folder path (or
+        chunks' q(x_i) with it: they are placed again from the copies kept on other workers after the last
+        round and the round is redone (at most ``MAX_REPLACEMENTS`` times). ``checkpoint``: a folder path (or
         :class:`GPLVMCheckpoint`) committed after every round, tied to these data and settings; an existing
         one is refused unless ``resume``, which continues from it to ``n_outer`` rounds in all. Removed when
         the fit finishes unless ``keep_checkpoint``. ``runtime``: a :class:`daskgp.FitRuntime` with these
-        keywords instead (not both). Returns self. Shapes: the latent state (n, q) of every
-        round is gathered here (the restart copy): 16·n·q bytes, not the data's n·p."""
+        keywords instead (not both). Returns self. Client memory: one chunk's q(x_i) at a time, whatever n
+        (a checkpoint streams them to its array file); ``embedding_`` and ``embedding_var_`` (n, q) are
+        numpy arrays for a numpy Y, and dask arrays held on the workers for a dask Y fitted on a cluster
+        that outlives the fit (a client given, or the process's default one)."""
         import dask.array as da
 
         from ..core.validation import column_moments, rows_or_dask
@@ -163,24 +167,29 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
             if callback is not None:
                 callback(FitEvent("gplvm", len(trace), float(F), "bound", secs[-1]))
 
-        def commit(rounds, theta, mu, S):
+        def commit(rounds, theta, rows):
             if ckpt is not None:  # an interruption loses at most the round in progress
-                ckpt.write(key, rounds, theta, mu, S, trace, info, seconds=secs[:len(trace)])
+                # q(x_i) streamed from the workers chunk by chunk into the checkpoint's array file
+                ckpt.write(key, rounds, theta, latent_blocks(rows), n, q, trace, info,
+                           seconds=secs[:len(trace)])
 
         def begin(rows):
-            """(θ, μ, S) to start from: the checkpoint's, or the principal components of the rows placed
-            without latent state, which then get theirs (``rows[0]`` replaced)."""
+            """(the round to start from, θ): the checkpoint's, with its q(x_i) placed on the chunks, or the
+            principal components of the rows, which the chunks get where they are. ``rows[0]`` (the rows
+            without latent state) is replaced by the chunks with it."""
             if resumed is not None:
-                start, theta, mu, S, done_trace, done = resumed
+                start, theta, latent, done_trace, done = resumed
                 trace.extend(done_trace)
                 secs.extend(ckpt.seconds())
                 clock[0] = (secs[-1] if secs else 0.0) - time.perf_counter()
                 info.update(done)
-                return start, theta, mu, S
-            mu = principal_latents(rows, q)
-            S = np.full((n, q), 0.1)
-            theta = GlobalParams(kmeans_inducing(mu, m, seed) + 1e-3, 1.0, np.ones(q), noise=self.noise_init)
-            return 0, theta, mu, S
+                rows[0] = place_latent(rows[0], latent)
+                return start, theta
+            principal_latents(rows, q)
+            # k-means on a sample of the latent means, gathered alone (kmeans_inducing's sample, row for row)
+            idx = np.sort(np.random.default_rng(seed).choice(n, size=min(n, SAMPLE_ROWS), replace=False))
+            Z = kmeans_centres(take_rows(rows[0], "mu", idx), m, seed)
+            return 0, GlobalParams(Z + 1e-3, 1.0, np.ones(q), noise=self.noise_init)
 
         from ..compute.cluster import borrowed_client
 
@@ -189,24 +198,29 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
         with ckpt.writing() if ckpt is not None else contextlib.nullcontext():
             if client == "in-process":  # inside one task (GPLVMClassifier): no scheduler round trips
                 rows = [LocalRows.from_arrays(Ys, self.chunk_rows)]
-                start, theta, mu0, S0 = begin(rows)
-                if resumed is not None:
-                    rows = [LocalRows.from_arrays(Ys, self.chunk_rows, mu=mu0, S=S0)]
-                theta, stats = self._optimise(rows, mu0, S0, theta, info, record, trace, start, commit, None)
+                start, theta = begin(rows)
+                theta, stats = run_rounds(rows, theta, self._round_settings(), info, record, trace, start,
+                                          commit, None)
+                self.embedding_, self.embedding_var_ = (rows[0].field(k) for k in ("mu", "S"))
             else:
-                with borrowed_client(client, self.scheduler) as c:
-                    def place(mu, S):
-                        return ChunkedRows.from_arrays(c, Ys, self.chunk_rows, mu=mu, S=S)
-                    rows = [ChunkedRows.from_arrays(c, Ys, self.chunk_rows) if resumed is None else None]
+                lent = borrowed_client(client, self.scheduler)
+                with lent as c:
+                    source = ChunkedRows.from_arrays(c, Ys, self.chunk_rows)
+                    rows = [source]
                     try:
-                        start, theta, mu0, S0 = begin(rows)
-                        if resumed is not None:
-                            rows[0] = place(mu0, S0)
-                        theta, stats = self._optimise(rows, mu0, S0, theta, info, record, trace, start,
-                                                      commit, place)
+                        start, theta = begin(rows)
+                        source.release()  # its rows live on in the latent chunks; lost ones: from the data
+                        def committed(round_):  # the checkpoint's q(x_i), if it holds that round
+                            if ckpt is None or ckpt.iterations() != round_:
+                                return None
+                            return ckpt.read(key, n, q, m)[2]
+
+                        theta, stats = run_rounds(rows, theta, self._round_settings(), info, record, trace,
+                                                  start, commit, RestartCopies(source, committed))
+                        # a dask Y on a cluster that outlives the fit: the embedding stays where it is
+                        self.embedding_, self.embedding_var_ = embedding(rows[0], q, lazy and not lent.owned)
                     finally:
-                        if rows[0] is not None:
-                            rows[0].release()
+                        rows[0].release()
         info["seconds"] = time.perf_counter() - t_start
         self.params_, self.bound_trace_, self.fit_info_ = theta, trace, info
         self.trace_seconds_ = secs[:len(trace)]
@@ -230,8 +244,9 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
 
     def _fitted_state(self) -> Saved:
         theta, st = self.params_, self.stats_
-        arrays = {"Z": theta.Z, "lengthscales": theta.lengthscales, "embedding": self.embedding_,
-                  "embedding_var": self.embedding_var_, "y_mean": self.y_mean_, "A_cols": self.A_cols_,
+        arrays = {"Z": theta.Z, "lengthscales": theta.lengthscales,
+                  "embedding": np.asarray(self.embedding_), "embedding_var": np.asarray(self.embedding_var_),
+                  "y_mean": self.y_mean_, "A_cols": self.A_cols_,
                   "stats_C": st.C, "stats_D": st.D, "bound_trace": np.asarray(self.bound_trace_, float),
                   "trace_seconds": np.asarray(self.trace_seconds_, float)}
         values = {"variance": theta.variance, "noise": theta.noise, "kernel": theta.kernel,
@@ -251,6 +266,10 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
         self.fit_info_ = v["fit_info"]
         self._set_fitted()
 
+    def _round_settings(self) -> tuple[int, int, int]:
+        """(rounds, global iterations, local iterations) of a fit."""
+        return int(self.n_outer), int(self.global_iter), int(self.local_iter)
+
     def _open_checkpoint(self, checkpoint, resume: bool, Y, seed: int):
         """(the checkpoint or None, its key, 0) after checking ``checkpoint`` against ``resume``."""
         if checkpoint is None:
@@ -267,59 +286,6 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
             raise FileExistsError(f"{ckpt.path} holds an interrupted fit: pass resume=True to continue it, "
                                   "or remove it to start afresh")
         return ckpt, key, 0
-
-    def _optimise(self, rows: list, mu, S, theta, info, record, trace, start, commit, place):
-        """Rounds ``start``..``n_outer`` on ``rows[0]`` (ChunkedRows or LocalRows, holding q(x_i) = (mu, S),
-        n × q each), each committed. A round that loses a worker is redone from the q(x_i) gathered after
-        the last one: ``place(mu, S)`` puts them on the workers again (None: nothing can be lost) and
-        ``rows[0]`` becomes the new chunks. Sets the embedding; returns (θ, summed statistics)."""
-        r, lost = int(start), 0
-        while True:
-            at = (theta, len(trace), dict(info))
-            try:
-                if r == int(self.n_outer):
-                    stats = rows[0].stats(theta)
-                    break
-                theta = self._round(rows[0], theta, info, record)
-                mu, S = rows[0].field("mu"), rows[0].field("S")
-            except WorkerLostError:
-                if place is None or lost >= MAX_REPLACEMENTS:
-                    raise
-                lost += 1
-                log.warning("daskgp: a worker was lost with GPLVM row chunks; placing their q(x_i) again "
-                            "from the last round's copy and repeating round %d", r + 1)
-                theta, n_trace, saved = at
-                del trace[n_trace:]
-                info.clear()
-                info.update(saved, workers_lost=saved["workers_lost"] + 1)
-                rows[0].release()
-                rows[0] = place(mu, S)
-                continue
-            r += 1
-            commit(r, theta, mu, S)
-        self.embedding_, self.embedding_var_ = mu, S
-        return theta, stats
-
-    def _round(self, rows, theta, info, record) -> GlobalParams:
-        """One global L-BFGS-B step and one local step (undone when it lowers the bound); returns θ."""
-        theta, _, ginfo = fit_global(rows, theta, self.global_iter, callback=lambda it, F: record(F))
-        info["n_evaluations"] += ginfo["n_evaluations"]
-        info["seconds_evaluating"] += ginfo["seconds_evaluating"]
-        if int(self.local_iter) == 0:
-            return theta
-        t0 = time.perf_counter()
-        total = rows.stats(theta)
-        F_before = bound_and_grads(total, theta, grads=False)
-        old = rows.futures
-        rows.local_step(theta, total, int(self.local_iter))
-        F_after = bound_and_grads(rows.stats(theta), theta, grads=False)
-        if not F_after >= F_before:
-            rows.futures = old  # the parallel block step went downhill: undo it
-            info["local_steps_undone"] += 1
-            F_after = F_before
-        info["seconds_local"] += time.perf_counter() - t0
-        record(F_after)
-        return theta
 
     def fit_transform(self, Y, y=None, **fit_params):
         return self.fit(Y, **fit_params).embedding_

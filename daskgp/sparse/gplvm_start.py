@@ -27,11 +27,11 @@ def _with_latents(chunk, V: np.ndarray, scale: np.ndarray, S0: float) -> dict:
     return out
 
 
-def principal_latents(rows: list, q: int, S0: float = 0.1) -> np.ndarray:
+def principal_latents(rows: list, q: int, S0: float = 0.1) -> None:
     """Give the chunks of ``rows[0]`` (ChunkedRows or LocalRows of standardised rows without latent state)
     their initial q(x_i): μ the leading q principal components, each scaled to unit variance, S = S0.
-    ``rows[0]`` is replaced by the chunks with latent state (no longer placeable from the data). Returns μ
-    (n, q), gathered: the fit's restart copy.
+    ``rows[0]`` is replaced by the chunks with latent state, computed where the chunks are; nothing of size
+    n comes here.
 
     The Gram matrix is summed chunk by chunk in chunk order, on the workers that hold the chunks, and every
     chunk's projection is computed there: rows split the same way give the same numbers whether they came
@@ -50,9 +50,8 @@ def principal_latents(rows: list, q: int, S0: float = 0.1) -> np.ndarray:
     # the sd of each projection (the columns are centred): √λ; a direction without variance is left as is
     scale = np.sqrt(np.where(lam > 1e-12 * max(lam[0], 0.0), lam, 1.0))
     if isinstance(r, LocalRows):
-        r.chunks = [_with_latents(c, V, scale, S0) for c in r.chunks]
-        return r.field("mu")
+        rows[0] = LocalRows([_with_latents(c, V, scale, S0) for c in r.chunks])
+        return
     futures = r.client.map(_with_latents, r.futures, V=V, scale=scale, S0=S0, pure=False)
-    rows[0] = ChunkedRows(r.client, futures, r.sizes)  # latent state: no source to place it from again
-    r.release()
-    return rows[0].field("mu")
+    # latent state: placed again after a lost worker from the round's copies (daskgp.sparse.gplvm_latent)
+    rows[0] = ChunkedRows(r.client, futures, r.sizes)

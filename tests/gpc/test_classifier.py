@@ -427,3 +427,36 @@ def test_dask_input_with_unknown_chunks_or_a_nan_is_refused_naming_the_chunk(can
     with pytest.raises(ValueError, match=r"row chunk 2 \(rows 200–299\), row 250, X column 1: 1 non-finite "
                                          r"value\(s\) \(NaN or inf\) in X"):
         dg.SparseGPClassifier(n_inducing=5).fit(da.from_array(X, chunks=(100, -1)), da.from_array(ytr[:300]))
+
+
+@pytest.mark.slow
+def test_seps_client_memory_is_flat_in_n_for_dask_rows(client):
+    """Issue 58: SEP fitted from dask arrays made on the workers keeps the rows there — validation, the
+    standardising moments, the k-means sample (at most 20,000 rows), every pass — so the client's peak
+    allocation over a fit (tracemalloc: every numpy buffer made in this process) is the same at 10⁵ and
+    10⁶ rows. The power of the check: the same rows gathered here first (the fit of a numpy copy) grow it
+    by at least their 8·n·d bytes."""
+    import tracemalloc
+
+    def rows(n):
+        X = da.random.RandomState(3).normal(size=(n, 5), chunks=(100_000, 5))
+        y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
+        return X, y
+
+    def peak(n, gather):
+        X, y = rows(n)
+        tracemalloc.start()
+        if gather:
+            X, y = X.compute(), y.compute()
+        est = dg.SparseGPClassifier(n_inducing=20, method="sep", max_iter=3, chunk_rows=100_000)
+        est.fit(X, y, client=client)
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert est.n_iter_ == 3 and np.isfinite(est.evidence_)
+        return top
+
+    grown_rows = 8 * (10**6 - 10**5) * 5  # the rows' own bytes: 36 MB
+    flat = peak(10**5, False), peak(10**6, False)
+    gathered = peak(10**5, True), peak(10**6, True)
+    assert flat[1] - flat[0] < 0.1 * grown_rows, flat  # measured: 5.6 and 5.3 MB
+    assert gathered[1] - gathered[0] > grown_rows, gathered  # measured: 17.7 and 145.0 MB

@@ -213,3 +213,51 @@ def test_seps_tied_gradient_is_nearer_the_converged_evidence_than_the_shared_cav
                    for e in np.eye(len(v))[hyper]])
     err_paper, err_tied = np.linalg.norm(paper[hyper] - fd), np.linalg.norm(tied[hyper] - fd)
     assert err_tied < err_paper, (err_tied, err_paper, fd, paper[hyper], tied[hyper])
+
+
+def test_a_chunk_larger_than_a_row_block_is_passed_block_by_block(cancer, monkeypatch):
+    """Issue 58: a partition of more rows than ROW_BLOCK (a 10⁶-row Parquet file) is passed a block at a
+    time, as SGPR's statistics are. The blocks' sums are the whole pass's (EP with sites and damping, and
+    SEP's tied gradient) to round-off, the sites the same; and the pass's peak allocation (tracemalloc,
+    which numpy reports to) stays that of one block, where the unblocked pass of the same rows — the
+    known-wrong variant, ROW_BLOCK above the chunk — allocates several times more."""
+    import tracemalloc
+
+    from daskgp.gpc import ep
+
+    X, y = cancer[0][:150], cancer[1][:150]
+    p = GPCParams(kmeans_inducing(X, 10, 0), 1.0, np.full(30, 4.0))
+    q, sites = _ep(X, y, p, tol=1e-6)
+    src = Posterior(p, sep_cavity(q.factor, len(y)))
+    whole_ep, s_whole = chunk_pass(X, y, q, sites, 0.5)
+    whole_sep, _ = chunk_pass(X, y, src, None, 1.0, gradient_at=q)
+    monkeypatch.setattr(ep, "ROW_BLOCK", 37)  # 150 rows: blocks of 37, 37, 37, 37 and 2
+    blocked_ep, s_blocked = chunk_pass(X, y, q, sites, 0.5)
+    blocked_sep, _ = chunk_pass(X, y, src, None, 1.0, gradient_at=q)
+    np.testing.assert_allclose(s_blocked, s_whole, rtol=1e-12, atol=1e-14)
+    for b, w in ((blocked_ep, whole_ep), (blocked_sep, whole_sep)):
+        assert b.n == w.n == 150
+        np.testing.assert_allclose(assemble_gradient(q, q, b), assemble_gradient(q, q, w), rtol=1e-10)
+        np.testing.assert_allclose(b.factor.T, w.factor.T, rtol=1e-10)
+        assert b.log_z == pytest.approx(w.log_z, rel=1e-12)
+    np.testing.assert_allclose(blocked_ep.sites_delta.T, whole_ep.sites_delta.T, rtol=1e-10, atol=1e-12)
+
+    # memory: 40,000 rows of 30 inputs, m = 100; blocks of 4,000 rows
+    rng = np.random.default_rng(0)
+    Xb = rng.standard_normal((40_000, 30))
+    yb = np.where(rng.standard_normal(40_000) > 0, 1.0, -1.0)
+    pb = GPCParams(kmeans_inducing(Xb[:2000], 100, 0), 1.0, np.full(30, 4.0))
+    qb = Posterior(pb, Factor.zero(100))
+
+    def peak(block):
+        monkeypatch.setattr(ep, "ROW_BLOCK", block)
+        tracemalloc.start()
+        chunk_pass(Xb, yb, qb, None, 1.0, gradient_at=qb)
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return top
+
+    blocked, unblocked = peak(4_000), peak(10**9)
+    one_kmn = 8 * 100 * 40_000  # K_mn of the whole chunk: 32 MB; a pass holds about 8 (m, b) arrays at once
+    assert blocked < one_kmn, (blocked, unblocked)  # measured 28 MB: 8 arrays of one block
+    assert unblocked > 5 * one_kmn, (blocked, unblocked)  # measured 265 MB

@@ -272,3 +272,52 @@ def test_core_files_knows_a_fit_checkpoints_own_files():
     from daskgp.runs.fits import _OWN
 
     assert set(_FIT_FILES) == _OWN
+
+
+def test_an_array_too_large_for_the_json_is_streamed_beside_it_digested_and_pruned(tmp_path):
+    """Issue 58: a state's large array (the GPLVM's q(x_i) for every row) is written row block by row block
+    to its own file, named by the commit with its digest; read back block by block, equal; the files the
+    last two commits name are kept, older ones removed; an altered, truncated or missing file is one line
+    naming it; the folder is still a fit checkpoint (found, repaired, removed as one)."""
+    rng = np.random.default_rng(0)
+    full = rng.standard_normal((1000, 4))
+    blocks = [(0, 300), (300, 650), (650, 1000)]
+    path = tmp_path / "ckpt"
+    store = FitStore(path)
+    refs = []
+    with store.writing():
+        for step in (1, 2, 3):
+            ref = store.write_array("latent", step, (full[a:b] + step for a, b in blocks), full.shape)
+            store.commit("key", step, {"latent": ref})
+            refs.append(ref)
+    names = sorted(e for e in os.listdir(path) if e.startswith("daskgp-array-"))
+    assert names == ["daskgp-array-2-latent.npy", "daskgp-array-3-latent.npy"]  # the last two commits'
+    assert is_fit_store(path)
+    _, state = store.read_state("key")
+    got = np.concatenate(list(store.read_array(state["latent"], [(0, 10), (10, 999), (999, 1000)])))
+    np.testing.assert_array_equal(got, full + 3)
+    # one block at a time: a block's rows, not the array
+    first = next(iter(store.read_array(state["latent"], [(5, 7)])))
+    np.testing.assert_array_equal(first, full[5:7] + 3)
+    # a block that does not fit, or too few rows, is refused before anything is named by a commit
+    with store.writing():
+        with pytest.raises(ValueError, match="does not fit"):
+            store.write_array("latent", 4, [np.zeros((10, 3))], full.shape)
+        with pytest.raises(ValueError, match="held 10 rows"):
+            store.write_array("latent", 4, [np.zeros((10, 4))], full.shape)
+    assert not any(e.startswith("daskgp-array-4") for e in os.listdir(path))
+    file = path / "daskgp-array-3-latent.npy"
+    raw = file.read_bytes()
+    file.write_bytes(raw[:-8] + b"\0" * 8)  # altered
+    with pytest.raises(RunDamaged, match="digest"):
+        store.read_array(state["latent"], blocks)
+    file.write_bytes(raw[:-8])  # truncated
+    with pytest.raises(RunDamaged, match="truncated"):
+        store.read_array(state["latent"], blocks)
+    file.unlink()
+    with pytest.raises(RunDamaged, match="cannot be read"):
+        store.read_array(state["latent"], blocks)
+    with pytest.raises(RunDamaged, match="outside its folder"):
+        store.read_array({**state["latent"], "daskgp_array": "../daskgp-array-3-latent.npy"}, blocks)
+    store.remove()
+    assert not path.exists()

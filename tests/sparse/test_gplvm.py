@@ -187,3 +187,91 @@ def test_an_interrupted_fit_resumes_from_its_checkpoint_to_the_undisturbed_fit(d
     np.testing.assert_array_equal(done.embedding_, whole.embedding_)
     np.testing.assert_array_equal(done.params_.to_vector(), whole.params_.to_vector())
     assert not path.exists()
+
+
+def _ring(n: int):
+    """A dask Y (n, 3) made on the workers, 10⁵ rows a chunk: two latent dimensions seen through a sine, a
+    cosine and their product, plus noise (seeded per chunk: the same rows whatever the cluster)."""
+    import dask.array as da
+
+    X = da.random.RandomState(7).normal(size=(n, 2), chunks=(100_000, 2))
+    noise = da.random.RandomState(8).normal(scale=0.05, size=(n, 3), chunks=(100_000, 3))
+    return da.stack([da.sin(X[:, 0]), da.cos(X[:, 1]), X[:, 0] * X[:, 1]], axis=1) + noise
+
+
+@pytest.mark.slow
+def test_client_memory_is_flat_in_n_the_latent_state_never_gathered(client, monkeypatch):
+    """Issue 58: the GPLVM keeps q(x_i) on the workers — the round's restart copy on another worker, the
+    k-means start from a sample, the embedding of a dask Y as dask arrays there — so the client's peak
+    allocation over a fit (tracemalloc, which counts every numpy buffer made in this process; the process's
+    RSS moves by tens of MB with the client's own threads) is the same at 10⁵ and 10⁶ rows. The gathering
+    variant — the fit of daskgp <= 0.3, which gathered μ and S (16·n·q bytes) after every round — grows by
+    at least that much: 28.8 MB more at 10⁶ rows than at 10⁵."""
+    import tracemalloc
+
+    from daskgp.sparse import gplvm_latent
+
+    kw = dict(n_components=2, n_inducing=8, n_outer=2, global_iter=1, local_iter=1, chunk_rows=100_000)
+
+    def peak(n):
+        Y = _ring(n)
+        tracemalloc.start()
+        g = BayesianGPLVM(**kw).fit(Y, client=client)
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert g.embedding_.shape == (n, 2) and np.all(np.isfinite(g.embedding_[:1000].compute()))
+        return top
+
+    flat = peak(10**5), peak(10**6)
+    keep = gplvm_latent.RestartCopies.keep
+
+    def gathering(self, rows, round_):  # the old restart copy: every q(x_i) gathered here
+        kept = keep(self, rows, round_)
+        gathering.held = (rows.field("mu"), rows.field("S"))
+        return kept
+
+    monkeypatch.setattr(gplvm_latent.RestartCopies, "keep", gathering)
+    grown = peak(10**5), peak(10**6)
+    bytes_16nq = 16 * (10**6 - 10**5) * 2
+    assert flat[1] - flat[0] < 0.25 * bytes_16nq, flat  # measured: 8.15 and 8.26 MB
+    assert grown[1] - grown[0] > bytes_16nq, grown  # measured: 9.5 and 86.0 MB
+
+
+def test_a_lost_chunk_is_placed_again_from_its_copy_on_another_worker(digits, client):
+    """Issue 58: after a round every chunk's q(x_i) is copied to another worker than the chunk's; a chunk
+    whose future is lost (here cancelled, as a dead worker's are) is placed again from that copy and its rows
+    from the data — the same numbers; a chunk whose copy is lost too is placed from the round's commit when
+    the fit has one, and is one clear WorkerLostError when it has none."""
+    from daskgp.compute.cluster import cluster_workers
+    from daskgp.compute.rows import WorkerLostError
+    from daskgp.sparse.gplvm_latent import RestartCopies, latent_blocks, take_rows
+    from daskgp.sparse.gplvm_start import principal_latents
+
+    Y = digits[0][:200] / 16.0
+    source = ChunkedRows.from_arrays(client, Y, 50)
+    rows = [source]
+    principal_latents(rows, 2)
+    before = np.concatenate(list(latent_blocks(rows[0])))
+    copies = RestartCopies(source)
+    kept = copies.keep(rows[0], 3)
+    who = client.who_has(kept[1] + kept[2])
+    for f, c in zip(kept[1], kept[2], strict=True):  # chunk and copy on two workers: either may be lost
+        assert len(set(who[f.key]) | set(who[c.key])) == len(cluster_workers(client)) == 2
+    # a lost future, as a dead worker leaves it (one of an unrelated task, cancelled: cancelling the chunk's
+    # own would cancel its dependents, the copies, which a worker's death does not)
+    gone = client.submit(np.zeros, 3, pure=False)
+    client.cancel([gone])
+    round_, primary, copies_ = kept
+    placed = copies.place((round_, [gone, gone] + primary[2:], copies_))  # chunks 0 and 1 lost
+    np.testing.assert_array_equal(np.concatenate(list(latent_blocks(placed))), before)
+    np.testing.assert_array_equal(take_rows(placed, "Y", np.arange(200)), Y)
+    lost_both = (round_, [gone] + primary[1:], [gone] + copies_[1:])  # chunk 0's copy lost too
+    with pytest.raises(WorkerLostError, match="cannot continue"):
+        copies.place(lost_both)
+
+    class Committed:  # a checkpoint holding round 3: the chunk comes back from it
+        def blocks(self, edges):
+            return ((before[a:b, :2], before[a:b, 2:]) for a, b in edges)
+
+    again = RestartCopies(source, lambda r: Committed() if r == 3 else None).place(lost_both)
+    np.testing.assert_array_equal(np.concatenate(list(latent_blocks(again))), before)

@@ -22,10 +22,18 @@ class GPLVMKind(FitKind):
     def latent(self, path, max_points: int = 5000):
         """The latent means μ (k, q) committed in the checkpoint at ``path``, at most ``max_points`` rows
         spread evenly over the n."""
-        _, state = self.store(path).read_state(None)
-        mu = np.asarray(state["mu"], float)
-        idx = np.unique(np.linspace(0, len(mu) - 1, min(len(mu), max_points)).astype(int)) if len(mu) else []
-        return mu[idx]
+        store = self.store(path)
+        _, state = store.read_state(None)
+
+        def spread(n):
+            return np.unique(np.linspace(0, n - 1, min(n, max_points)).astype(int)) if n else []
+
+        if "mu" in state:  # a checkpoint of daskgp <= 0.3: μ in the commit
+            mu = np.asarray(state["mu"], float)
+            return mu[spread(len(mu))]
+        n, q2 = (int(k) for k in state["latent"]["shape"])  # [μ | S] in the array file: read those rows only
+        rows = list(store.read_array(state["latent"], [(int(i), int(i) + 1) for i in spread(n)]))
+        return np.concatenate(rows)[:, :q2 // 2] if rows else np.zeros((0, q2 // 2))
 
     def extra_figures(self):
         from bokeh.models import ColumnDataSource
