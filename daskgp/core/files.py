@@ -147,13 +147,14 @@ def _only_chunks(node: str) -> bool:
 # a fit checkpoint folder's own files (daskgp.runs.fits): its commits first, the lock, the held-out log
 _FIT_FILES = ("daskgp-checkpoint.json", "daskgp-checkpoint.prev.json", "daskgp-writer.lock",
               "daskgp-heldout.jsonl")
+_FIT_ARRAYS = "daskgp-array-"  # and its arrays' files (daskgp.runs.fitarrays.ARRAY_FILE)
 
 
 def _fit_folder_kind(path: str) -> str | None:
     """A fit checkpoint's folder (:mod:`daskgp.runs.fits`): its files and their temporaries only, the kind
     its commit (or the one before) names."""
     entries = os.listdir(path)
-    if not entries or not all(e.startswith(_FIT_FILES) for e in entries):
+    if not entries or not all(e.startswith((*_FIT_FILES, _FIT_ARRAYS)) for e in entries):
         return None
     for name in _FIT_FILES[:2]:
         file = os.path.join(path, name)

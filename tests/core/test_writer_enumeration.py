@@ -48,6 +48,9 @@ WRITERS = {
     # a fit checkpoint: its path checked with the fit's outputs (check_fit_outputs, or the estimator's)
     "daskgp.runs.fits:FitStore.writing": f"{RULE}: the checkpoint, check_fit_outputs / check_destination",
     "daskgp.runs.fits:FitStore.log_heldout": "inside the checkpoint folder it holds",
+    "daskgp.runs.fits:FitStore.commit": "superseded array files (its own names) in the checkpoint it holds",
+    "daskgp.runs.fitarrays:write_array": "an array file inside the fit checkpoint whose FitStore holds it "
+                                         "(FitStore.write_array, inside its writing())",
     "daskgp.runs.fits:FitStore.remove": "the checkpoint folder it wrote (written_kind says so first)",
     "daskgp.runs.fits:repair_fit": "repair: a stale lock inside a fit checkpoint",
     # folders daskgp makes itself

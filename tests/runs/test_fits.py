@@ -268,10 +268,13 @@ def test_core_files_knows_a_fit_checkpoints_own_files():
     """``core.files`` (below ``runs``, so it cannot import it) lists a fit checkpoint's own file names to
     recognise the folder as daskgp's; a name missing there made a checkpoint with a held-out log unwritable
     over (stop 52). The two lists must agree."""
-    from daskgp.core.files import _FIT_FILES
+    from daskgp.core.files import _FIT_ARRAYS, _FIT_FILES
+    from daskgp.runs.fitarrays import ARRAY_FILE
     from daskgp.runs.fits import _OWN
 
     assert set(_FIT_FILES) == _OWN
+    name = "daskgp-array-3-latent.npy"  # an array file's name, as both sides know it
+    assert ARRAY_FILE.fullmatch(name) and name.startswith(_FIT_ARRAYS)
 
 
 def test_an_array_too_large_for_the_json_is_streamed_beside_it_digested_and_pruned(tmp_path):
@@ -283,7 +286,7 @@ def test_an_array_too_large_for_the_json_is_streamed_beside_it_digested_and_prun
     full = rng.standard_normal((1000, 4))
     blocks = [(0, 300), (300, 650), (650, 1000)]
     path = tmp_path / "ckpt"
-    store = FitStore(path)
+    store = GPLVMCheckpoint(path)
     refs = []
     with store.writing():
         for step in (1, 2, 3):
@@ -292,7 +295,7 @@ def test_an_array_too_large_for_the_json_is_streamed_beside_it_digested_and_prun
             refs.append(ref)
     names = sorted(e for e in os.listdir(path) if e.startswith("daskgp-array-"))
     assert names == ["daskgp-array-2-latent.npy", "daskgp-array-3-latent.npy"]  # the last two commits'
-    assert is_fit_store(path)
+    assert is_fit_store(path) and written_kind(str(path)) == GPLVMCheckpoint.kind
     _, state = store.read_state("key")
     got = np.concatenate(list(store.read_array(state["latent"], [(0, 10), (10, 999), (999, 1000)])))
     np.testing.assert_array_equal(got, full + 3)
