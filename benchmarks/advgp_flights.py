@@ -94,7 +94,9 @@ def _advgp(client, data, m: int, tau: int, budget: float, batch: int, partitions
             "setup_seconds": total - server_seconds, "seconds_per_update": server_seconds / est.n_iter_,
             "staleness_max": int(stale.max()), "staleness_mean": float(stale.mean()),
             "updates_triggered_per_partition": np.bincount([r.partition for r in rec],
-                                                           minlength=partitions).tolist(),
+                                                           minlength=len(est.gradients_per_partition_)
+                                                           ).tolist(),
+            "batch_size_used": getattr(est, "batch_size_", batch),
             "gradients_per_partition": est.gradients_per_partition_,
             "noise_sd_minutes": float(np.sqrt(est.params_.noise) * est.y_scale_),
             "objective": est.objective_, "delays": delays, "converged": bool(est.converged_)}

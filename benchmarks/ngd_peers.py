@@ -161,7 +161,7 @@ def advgp(data, seed: int, budget: float) -> dict:
 
     client = _cluster()
     try:
-        r = _advgp(client, data, TASKS["flights"]["m"], 0, budget, None, None, EVERY, seed=seed)
+        r = _advgp(client, data, TASKS["flights"]["m"], 0, budget, "auto", None, EVERY, seed=seed)  # defaults
     finally:
         close_client(client)
     r.pop("objective", None)

@@ -37,7 +37,7 @@ from ..model.likelihoods import Gaussian
 from ..runs.commit import RunDamaged
 from ..runs.models import Saved, SavedModel
 from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
-from .server import ParameterServer, ServerCheckpoint, UpdateRecord
+from .server import ParameterServer, ServerCheckpoint, UpdateRecord, auto_batch_size
 from .start import INITS, subset_start
 from .updates import get_update, update_names
 
@@ -63,8 +63,10 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
     settings are given); scheduler: a
     dask-scheduler address (default: this process's client, else a local cluster); noise_init: initial noise
     variance relative to var y; batch_size: rows per gradient task, drawn afresh from the task's partition
-    at every version and scaled to an unbiased estimate of the partition's sum (None: the whole partition,
-    exact gradients); random_state: the k-means and minibatch seed; kernel: 'rbf', 'matern32', 'matern52'
+    at every version and scaled to an unbiased estimate of the partition's sum ('auto', the default: from
+    m and the partitions' size, :func:`daskgp.advgp.server.auto_batch_size` — 16,384 rows at m = 100, the
+    whole partition when it is smaller; None: the whole partition, exact gradients, however large);
+    random_state: the k-means and minibatch seed; kernel: 'rbf', 'matern32', 'matern52'
     (:data:`daskgp.model.kernels.KERNELS`) or a kernel object of those classes, with one lengthscale per
     feature; init: where the kernel starts — 'subset' (its collapsed bound on a sample of 2·10⁴ rows
     maximised by L-BFGS-B first, :mod:`daskgp.advgp.start`) or 'kmeans' (the paper's: Z at k-means centres,
@@ -72,7 +74,8 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
 
     Fitted: ``params_`` (ADVGPParams, standardised units), ``n_iter_`` (updates), ``converged_`` (stopped by
     ``tol``), ``records_`` (per update: version, staleness, objective, seconds), ``objective_`` (nats,
-    standardised y; with minibatches an estimate), ``gradients_per_partition_``, ``lost_partitions_``,
+    standardised y; with minibatches an estimate), ``gradients_per_partition_``, ``batch_size_`` (rows per
+    gradient task used; None: whole partitions), ``lost_partitions_``,
     ``start_info_`` (the subset start's bound per row before and after, its iterations), ``kernel_`` (the
     fitted kernel object, X and y units), ``noise_variance_`` (y units²) and ``likelihood_`` (its
     :class:`~daskgp.model.likelihoods.Gaussian`), ``n_features_in_``. ``save(path)``
@@ -83,8 +86,8 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                  n_partitions: int | None = None, feature_map: str = "cholesky", groups: int = 1,
                  optimizer: str = "adam", learning_rate: float = 0.02, inducing_rate: float = 0.02,
                  q_step: float = 0.5, scheduler: str | None = None, noise_init: float = 0.5,
-                 adadelta_eps: float = 1e-6, batch_size: int | None = None, random_state=0, kernel="rbf",
-                 init: str = "subset", update_options: dict | None = None):
+                 adadelta_eps: float = 1e-6, batch_size: int | str | None = "auto", random_state=0,
+                 kernel="rbf", init: str = "subset", update_options: dict | None = None):
         self.n_inducing, self.max_iter, self.tau, self.n_partitions = n_inducing, max_iter, tau, n_partitions
         self.tol = tol
         self.feature_map, self.groups, self.scheduler = feature_map, groups, scheduler
@@ -107,7 +110,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         "optimizer": [one_of_registered(update_names)], "learning_rate": [real_in(0, 1, "left")],
         "inducing_rate": [real_in(0, 1, "left")], "q_step": [real_in(0, 1, "right")],
         "scheduler": [str, None], "noise_init": [real_in(0, 10)],  # relative to var y
-        "adadelta_eps": [real_in(0, None)], "batch_size": [at_least(1), None],
+        "adadelta_eps": [real_in(0, None)], "batch_size": [at_least(1), StrOptions({"auto"}), None],
         "random_state": ["random_state"],
         "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
         "init": [StrOptions(set(INITS))], "update_options": [dict, None],
@@ -184,8 +187,10 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                         self.start_info_.update(info)
                     p0.mu, p0.U = optimal_q(summed_stats(chunks, p0.inducing), p0)
                 # the step settings of every built-in update; the chosen update takes those it declares
+                self.batch_size_ = (auto_batch_size(max(chunks.sizes), m) if self.batch_size == "auto"
+                                    else self.batch_size)
                 server = ParameterServer(chunks, p0, int(self.tau), delays, eps=float(self.adadelta_eps),
-                                         batch_size=self.batch_size, seed=seed, optimizer=self.optimizer,
+                                         batch_size=self.batch_size_, seed=seed, optimizer=self.optimizer,
                                          learning_rate=float(self.learning_rate),
                                          inducing_rate=float(self.inducing_rate), q_step=float(self.q_step),
                                          options=self.update_options)
@@ -237,7 +242,8 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                   "n_iter": self.n_iter_,
                   "converged": bool(self.converged_), "objective": self.objective_,
                   "lost_partitions": int(self.lost_partitions_), "n_train": self.n_train_,
-                  "start_info": getattr(self, "start_info_", {})}
+                  "start_info": getattr(self, "start_info_", {}),
+                  "batch_size": getattr(self, "batch_size_", self.batch_size)}
         return Saved({}, arrays, values)
 
     def _restore_fitted(self, saved: Saved) -> None:
@@ -256,6 +262,8 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         self.n_iter_, self.converged_, self.objective_ = v["n_iter"], v["converged"], v["objective"]
         self.lost_partitions_, self.n_train_ = v["lost_partitions"], v["n_train"]
         self.start_info_ = v["start_info"]
+        # a model saved before batch_size could be 'auto' used its batch_size as given
+        self.batch_size_ = v.get("batch_size", self.batch_size)
         self._set_units()
 
     def _settings_key(self, seed: int, r: int) -> str:
@@ -298,7 +306,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                    "feature_map": self.feature_map, "n_train": int(self.n_train_), "init": self.init,
                    "lost_partitions": int(self.lost_partitions_),
                    "gradients_per_partition": np.asarray(self.gradients_per_partition_, dtype=int),
-                   **({} if self.batch_size is None else {"batch_size": int(self.batch_size)})})
+                   **({} if self.batch_size_ is None else {"batch_size": int(self.batch_size_)})})
 
     def predict(self, X, return_std: bool = False, noise: bool = True):
         """Predictive mean (n,) in y units; with ``return_std`` also the sd (n,) (of y with ``noise``, else of

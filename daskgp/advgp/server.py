@@ -38,7 +38,8 @@ from ..runs.fits import FitStore
 from .model import ADVGPParams, partition_objective, regulariser
 from .updates import get_update, update_names
 
-__all__ = ["OPTIMIZERS", "Adadelta", "ArrivalOrder", "ParameterServer", "ServerCheckpoint", "UpdateRecord"]
+__all__ = ["AUTO_BATCH_MIN", "AUTO_BATCH_ROWS_M100", "OPTIMIZERS", "Adadelta", "ArrivalOrder",
+           "ParameterServer", "ServerCheckpoint", "UpdateRecord", "auto_batch_size"]
 
 # the built-in updates (daskgp.advgp.updates): 'adam', Adam with one step size per group on the kernel part
 # and natural-gradient steps on q(w), the default; 'adadelta', the paper's Algorithm 1 (ADADELTA on
@@ -59,6 +60,23 @@ class UpdateRecord:
     objective: float
     seconds: float
     partition: int = -1  # whose gradient triggered it
+
+
+# Rows per gradient task that batch_size='auto' gives at m = 100 inducing inputs; a task's arithmetic grows as
+# m² per row, so the rows scale as (100 / m)², within [AUTO_BATCH_MIN, the partition]. Measured on the
+# 2013 NYC flights, 2 workers, 4 partitions of 61,617 rows (benchmarks/results/advgp_batch.json): see the
+# ADVGP guide's "Rows per gradient".
+AUTO_BATCH_ROWS_M100 = 16384
+AUTO_BATCH_MIN = 1024
+
+
+def auto_batch_size(partition_rows: int, m: int) -> int | None:
+    """Rows per gradient task for ``batch_size='auto'``: ``AUTO_BATCH_ROWS_M100`` · (100 / m)², at least
+    ``AUTO_BATCH_MIN``; None (the whole partition, exact gradients) when that covers ``partition_rows``. A
+    task's cost then stays near the server's round trip whatever n: a 5·10⁶-row partition no longer costs
+    seconds per update."""
+    rows = max(AUTO_BATCH_MIN, round(AUTO_BATCH_ROWS_M100 * (100 / max(int(m), 1)) ** 2))
+    return None if rows >= partition_rows else int(rows)
 
 
 def _partition_task(chunk, theta, template: dict, delay: float, batch: tuple | None = None,

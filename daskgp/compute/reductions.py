@@ -4,7 +4,7 @@ that must stay with it (a cached ψ1) never travel."""
 
 from __future__ import annotations
 
-__all__ = ["tree_sum", "local_sum"]
+__all__ = ["tree_sum", "local_sum", "sum_in_tree_order", "sum_groups_in_tree_order"]
 
 
 def _first(item):
@@ -29,3 +29,25 @@ def tree_sum(client, futures, fan_in: int = 4):
         futures = [client.submit(local_sum, *futures[i:i + fan_in], pure=False)
                    for i in range(0, len(futures), fan_in)]
     return futures[0]
+
+
+def sum_in_tree_order(items, fan_in: int = 4):
+    """The sum of ``items`` (tuples contribute their first item) added exactly as :func:`tree_sum` adds
+    the same list on the workers — runs of ``fan_in`` left to right, level by level: the same bits."""
+    items = [_first(it) for it in items]
+    if not items:
+        raise ValueError("nothing to sum: no chunks")
+    while len(items) > 1:
+        items = [local_sum(*items[i:i + fan_in]) for i in range(0, len(items), fan_in)]
+    return items[0]
+
+
+def sum_groups_in_tree_order(order, *groups, fan_in: int = 4):
+    """:func:`sum_in_tree_order` of per-chunk results computed in groups (a task per worker): ``groups``
+    are lists of results, ``order`` the chunk index of each, group after group; the sum is the one a task
+    per chunk and :func:`tree_sum` give, whatever the grouping."""
+    flat = [r for g in groups for r in g]
+    if len(flat) != len(order):
+        raise ValueError(f"{len(flat)} results for {len(order)} chunks")
+    at = dict(zip(order, flat, strict=True))
+    return sum_in_tree_order([at[i] for i in sorted(at)], fan_in)

@@ -1,6 +1,7 @@
 """The EP / SEP / ADF training loop on a Dask cluster (Hernández-Lobato et al. 2015, section 2 and the
-algorithm boxes): per iteration one map over the row chunks on the workers that hold them, a tree sum of
-their :class:`~daskgp.gpc.ep.ChunkResult`, and a step at the centre.
+algorithm boxes): per iteration one map over the row chunks on the workers that hold them (EP: a task per
+chunk, its sites beside it; SEP and ADF: a task per worker over the chunks it holds), a tree sum of their
+:class:`~daskgp.gpc.ep.ChunkResult` in chunk order, and a step at the centre.
 
 Per iteration, each chunk (or a minibatch of its rows) computes, from the cavity source sent to it, the new
 sites, their k-space sums, its evidence terms and its part of the evidence's gradient (:func:`chunk_pass`).
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from distributed import KilledWorker
 
-from ..compute.reductions import tree_sum
+from ..compute.reductions import sum_groups_in_tree_order, tree_sum
 from ..core.optim import Adam
 from ..core.random import minibatch_rows
 from ..runs.commit import CHECKPOINT, RunDamaged
@@ -136,6 +137,27 @@ def _pass_task(chunk, sites, batch, source: Posterior, damping: float, grad: boo
     out = sites.copy()
     out[idx] = new
     return res, out
+
+
+def _group_pass_task(group, batches, source: Posterior, damping: float, grad: bool,
+                     gradient_at: Posterior | None = None) -> list[ChunkResult]:
+    """On one worker, for a method without per-point sites (SEP, ADF): the pass over each chunk it holds (or
+    its minibatch), one result per chunk — computed as a task per chunk would, so the fit's sum (in chunk
+    order, :func:`daskgp.compute.reductions.sum_groups_in_tree_order`) has the same bits whatever the
+    workers, while a minibatch of a few hundred rows per chunk costs one task per worker, not per chunk."""
+    return [_pass_task(c, None, b, source, damping, grad, gradient_at)[0]
+            for c, b in zip(group, batches, strict=True)]
+
+
+def _by_worker(client, futures) -> list[list[int]]:
+    """The indices of ``futures`` grouped by the worker holding each (one scheduler query; a future held by
+    several workers goes with the first, one not yet held forms its own group)."""
+    held = client.who_has(futures)
+    groups: dict = {}
+    for i, f in enumerate(futures):
+        where = sorted(held.get(f.key) or ())
+        groups.setdefault(where[0] if where else ("nowhere", i), []).append(i)
+    return list(groups.values())
 
 
 def _batch_sizes(sizes, batch_size: int | None) -> list[int] | None:
@@ -240,7 +262,8 @@ def _iteration(chunks, state: EPState, method: GPCMethod, damping: float, decay:
 
 def _map_pass(chunks, state: EPState, source: Posterior, method: GPCMethod, damping: float, batches,
               grad: bool, gradient_at: Posterior | None = None) -> tuple[ChunkResult, list | None]:
-    """One map over the chunks and the tree sum of their results; lost chunks are placed again (EP's sites
+    """One map over the chunks and the sum of their results (in chunk order, the same bits however the
+    chunks are placed or grouped); lost chunks are placed again (EP's sites
     restart at zero for them) and the pass repeated."""
     client = chunks.client
     for attempt in range(4):
@@ -253,11 +276,21 @@ def _map_pass(chunks, state: EPState, source: Posterior, method: GPCMethod, damp
             src = client.scatter(source, broadcast=True, hash=False)
             at = None if at is None else (src if at is source else
                                           client.scatter(at, broadcast=True, hash=False))
-        futs = client.map(_pass_task, chunks.futures, sites, batches, source=src,
-                          damping=method.pass_damping(damping), grad=grad, gradient_at=at,
-                          pure=False)
+        if method.keeps_sites:
+            futs = client.map(_pass_task, chunks.futures, sites, batches, source=src,
+                              damping=method.pass_damping(damping), grad=grad, gradient_at=at,
+                              pure=False)
+            pending = tree_sum(client, futs)
+        else:  # one task per worker: nothing per point comes back (no sites), so only the sums travel
+            groups = _by_worker(client, chunks.futures)
+            parts = [client.submit(_group_pass_task, [chunks.futures[i] for i in g], [batches[i] for i in g],
+                                   source=src, damping=method.pass_damping(damping), grad=grad,
+                                   gradient_at=at, pure=False)
+                     for g in groups]
+            pending = client.submit(sum_groups_in_tree_order, [i for g in groups for i in g], *parts,
+                                    pure=False)
         try:
-            total = tree_sum(client, futs).result()
+            total = pending.result()
             new = client.map(operator.itemgetter(1), futs, pure=False) if method.keeps_sites else None
             return total, new
         except (CancelledError, KilledWorker):

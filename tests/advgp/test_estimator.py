@@ -141,3 +141,34 @@ def test_a_matern_fit_carries_its_kernel_to_the_workers_and_predictions(split, c
     assert not np.allclose(est.predict(Xte), rbf.predict(Xte))
     baseline = float(np.sqrt(np.mean((ytr.mean() - yte) ** 2)))
     assert float(np.sqrt(np.mean((est.predict(Xte) - yte) ** 2))) < 0.7 * baseline
+
+
+def test_auto_batch_rows_follow_m_and_the_partition():
+    """batch_size='auto': 16,384 rows per task at m = 100, scaled as (100 / m)², at least 1,024; the whole
+    partition (None) when that covers it — so a 5·10⁶-row partition costs what a 61,617-row one does."""
+    from daskgp.advgp.server import auto_batch_size
+
+    assert auto_batch_size(61_617, 100) == 16_384
+    assert auto_batch_size(5_000_000, 100) == 16_384
+    assert auto_batch_size(5_000_000, 50) == 65_536
+    assert auto_batch_size(5_000_000, 200) == 4096
+    assert auto_batch_size(5_000_000, 500) == 1024
+    assert auto_batch_size(16_384, 100) is None and auto_batch_size(5_000, 100) is None
+
+
+def test_the_default_batch_is_the_auto_rule_end_to_end(split, client, monkeypatch):
+    """The default (batch_size='auto') fits exactly as the rows the rule names, given explicitly: with the
+    rule scaled down so that concrete's 4 partitions of ~232 rows are minibatched (100 rows at m = 20), the
+    default fit and batch_size=100 agree bit for bit, and differ from whole-partition gradients (None)."""
+    from daskgp.advgp import server
+
+    monkeypatch.setattr(server, "AUTO_BATCH_ROWS_M100", 4)
+    monkeypatch.setattr(server, "AUTO_BATCH_MIN", 50)
+    Xtr, ytr, _, _ = split
+    kw = dict(n_inducing=20, max_iter=20, tau=0, n_partitions=4, tol=None)
+    auto = ADVGPRegressor(**kw).fit(Xtr, ytr, client=client)
+    given = ADVGPRegressor(**kw, batch_size=100).fit(Xtr, ytr, client=client)
+    whole = ADVGPRegressor(**kw, batch_size=None).fit(Xtr, ytr, client=client)
+    assert auto.batch_size == "auto" and auto.batch_size_ == 100 and whole.batch_size_ is None
+    np.testing.assert_array_equal(auto.params_.to_vector(), given.params_.to_vector())
+    assert not np.array_equal(auto.params_.to_vector(), whole.params_.to_vector())

@@ -31,13 +31,27 @@ from .results import (
 )
 
 
+def _batch(text: str):
+    """--batch: a count of rows (≥ 1), 'auto' or 'all' (None: the whole partition); refused in one line."""
+    if text in ("auto", "all"):
+        return None if text == "all" else text
+    try:
+        rows = int(text)
+    except ValueError:
+        raise ValueError(f"--batch must be a count of rows, 'auto' or 'all', got {text!r}") from None
+    if rows < 1:
+        raise ValueError(f"--batch must be >= 1, got {rows}")
+    return rows
+
+
 def advgp_command(args) -> int:
     import pandas as pd
 
     from ...advgp.estimator import ADVGPRegressor
     from ...advgp.server import ServerCheckpoint
 
-    check_counts(args, ("inducing", "max_iter", "workers"), optional=("batch",))
+    check_counts(args, ("inducing", "max_iter", "workers"))
+    batch = _batch(args.batch)
     if args.tau < 0:
         raise ValueError(f"--tau must be >= 0, got {args.tau}")
     ckpt = ServerCheckpoint(f"{args.out}.checkpoint")
@@ -45,7 +59,7 @@ def advgp_command(args) -> int:
     check_fit_outputs(args, ckpt, "daskgp.ADVGPRegressor")
     table, early = table_in_args(args), split_before_cluster(args)
     est = ADVGPRegressor(n_inducing=args.inducing, max_iter=args.max_iter, tau=args.tau,
-                         n_partitions=args.partitions, batch_size=args.batch, random_state=args.seed,
+                         n_partitions=args.partitions, batch_size=batch, random_state=args.seed,
                          optimizer=args.optimizer, tol=args.tol or None, kernel=args.kernel, init=args.init,
                          update_options=method_options(args, ADVGP_UPDATES, args.optimizer, "--optimizer")
                          or None)
@@ -119,8 +133,10 @@ def add_parser(sub) -> None:
                          "maximised first) or kmeans (the paper's start); a --resume continues from its "
                          "checkpoint, which was made with the same --init")
     ad.add_argument("--partitions", type=int, default=None, help="row partitions (default: 2 per worker)")
-    ad.add_argument("--batch", type=int, default=None,
-                    help="rows per gradient task, a minibatch of its partition (default: all of it)")
+    ad.add_argument("--batch", default="auto",
+                    help="rows per gradient task, a minibatch of its partition: a count, 'auto' (default: "
+                         "16,384 rows at 100 inducing inputs, scaled as 1/m², all of a smaller partition) "
+                         "or 'all' (the whole partition: exact gradients, however large)")
     method_setting_arguments(ad, ADVGP_UPDATES, "the update's own settings (each applies to the updates it "
                                                 "names)")
     split_arguments(ad)
