@@ -181,8 +181,10 @@ def main():
             adam.zero_grad()
             try:
                 loss = -mll(model(X[idx]), y[idx])
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"the ELBO is {float(loss)}")
                 loss.backward()
-            except Exception as e:  # a natural step that left q(u) not positive definite
+            except Exception as e:  # a natural step that left q(u) not positive definite, or NaN
                 diverged = f"step {steps}: {type(e).__name__}: {str(e)[:200]}"
                 break
             ngd.step()

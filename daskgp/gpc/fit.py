@@ -151,8 +151,9 @@ def _group_pass_task(group, batches, source: Posterior, damping: float, grad: bo
 
 def _by_worker(client, futures) -> list[list[int]]:
     """The indices of ``futures`` grouped by the worker holding each (one scheduler query; a future held by
-    several workers goes with the first, one not yet held forms its own group)."""
-    held = client.who_has(futures)
+    several workers goes with the first, one held by none — lost, or not yet computed — forms its own
+    group). Asked by key: ``Client.who_has`` refuses a cancelled future, which a lost chunk's is."""
+    held = client.sync(client.scheduler.who_has, keys=[f.key for f in futures])
     groups: dict = {}
     for i, f in enumerate(futures):
         where = sorted(held.get(f.key) or ())
@@ -276,20 +277,21 @@ def _map_pass(chunks, state: EPState, source: Posterior, method: GPCMethod, damp
             src = client.scatter(source, broadcast=True, hash=False)
             at = None if at is None else (src if at is source else
                                           client.scatter(at, broadcast=True, hash=False))
-        if method.keeps_sites:
-            futs = client.map(_pass_task, chunks.futures, sites, batches, source=src,
-                              damping=method.pass_damping(damping), grad=grad, gradient_at=at,
-                              pure=False)
-            pending = tree_sum(client, futs)
-        else:  # one task per worker: nothing per point comes back (no sites), so only the sums travel
-            groups = _by_worker(client, chunks.futures)
-            parts = [client.submit(_group_pass_task, [chunks.futures[i] for i in g], [batches[i] for i in g],
-                                   source=src, damping=method.pass_damping(damping), grad=grad,
-                                   gradient_at=at, pure=False)
-                     for g in groups]
-            pending = client.submit(sum_groups_in_tree_order, [i for g in groups for i in g], *parts,
-                                    pure=False)
-        try:
+        try:  # a lost chunk's future may already be cancelled when the pass is submitted
+            if method.keeps_sites:
+                futs = client.map(_pass_task, chunks.futures, sites, batches, source=src,
+                                  damping=method.pass_damping(damping), grad=grad, gradient_at=at,
+                                  pure=False)
+                pending = tree_sum(client, futs)
+            else:  # one task per worker: nothing per point comes back (no sites), so only the sums travel
+                groups = _by_worker(client, chunks.futures)
+                parts = [client.submit(_group_pass_task, [chunks.futures[i] for i in g],
+                                       [batches[i] for i in g], source=src,
+                                       damping=method.pass_damping(damping), grad=grad, gradient_at=at,
+                                       pure=False)
+                         for g in groups]
+                pending = client.submit(sum_groups_in_tree_order, [i for g in groups for i in g], *parts,
+                                        pure=False)
             total = pending.result()
             new = client.map(operator.itemgetter(1), futs, pure=False) if method.keeps_sites else None
             return total, new

@@ -71,7 +71,7 @@ def test_ctrl_c_then_resume_is_the_uninterrupted_run(tmp_path):
     (["advgp", "--tau", "-1"], "--tau must be >= 0"),
     (["advgp", "--inducing", "0"], "--inducing must be >= 1"),
     (["advgp", "--batch", "0"], "--batch must be >= 1"),
-    (["advgp", "--batch", "lots"], "--batch must be a count of rows, 'auto' or 'all'"),
+    (["advgp", "--batch", "lots"], "--batch must be a positive integer or 'auto' or 'all'"),
     (["advgp", "--out", "x.zarr"], "ending in .nc"),
     (["advgp", "--resume"], "no checkpoint to resume"),
     (["advgp", "--train-size", "10", "--inducing", "20"], "more than the 10 training rows"),

@@ -297,3 +297,74 @@ def test_a_worker_killed_mid_run_loses_nothing_and_says_so(problem):
     assert killed and len(records) == 60 and server.lost >= 1
     assert max(max(r.staleness) for r in records) <= 2
     assert any("a worker was lost with ADVGP partition" in m for m in said)
+
+
+class _Records:
+    """The part of a ParameterServer its stopping rule reads: the records' objectives so far, one partition
+    of ``n`` rows, an update without a step to halve (stops at its first plateau)."""
+
+    def __init__(self, n: int):
+        from types import SimpleNamespace
+
+        self.records, self.version, self.plateaus, self.step_scale = [], 0, 0, 1.0
+        self.chunks = SimpleNamespace(futures=[None], n=n)
+        self.update = SimpleNamespace(halves_on_plateau=False)
+
+    def add(self, objective: float) -> bool:
+        from types import SimpleNamespace
+
+        self.records.append(SimpleNamespace(objective=objective))
+        self.version += 1
+        return ParameterServer.converged_at(self, TOL)
+
+
+TOL, N_ROWS, WINDOW = 1e-4, 1000, 20  # a plateau: less than TOL · N_ROWS = 0.1 nats gained per window
+
+
+def _first_stop(objective, updates: int, rule=None) -> int | None:
+    s = _Records(N_ROWS)
+    for t in range(updates):
+        if (rule or _Records.add)(s, objective(t)):
+            return t + 1
+    return None
+
+
+def _one_window_rule(s, objective):
+    """The known-wrong rule: the last window's gain without its noise."""
+    s.records.append(objective)
+    s.version += 1
+    return s.version >= 2 * WINDOW and s.version % WINDOW == 0 and \
+        s.records[-WINDOW - 1] - s.records[-1] < TOL * N_ROWS
+
+
+def test_the_stopping_rule_stops_on_a_known_plateau_and_not_before():
+    """Issue 58: a synthetic objective with a known plateau — 50·exp(−t/100) plus noise of sd σ — gains
+    10·exp(−t/100) nats per window of 20 updates, the tolerance 0.1: the plateau begins at t = 460. The rule
+    tests the two windows' least-squares slope plus two standard errors; with σ = 0.02 one standard error of
+    a window's gain is 0.0055 (σ·w/√Σt², Σt² = 5,330 over 40 updates). So, at six standard errors either
+    side (any seed): it does not stop while the true gain exceeds 0.1 + 6·0.0055 (before t = 431), and has
+    stopped by the first window end after the gain fell below 0.1 − 2·0.0055 − 4·0.0055 (t = 501: update
+    520). A linear decline of 0.2 nats per window (never a plateau) with the same noise never stops in 2,000
+    updates (a stop needs a 16-sd error)."""
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        noise = rng.normal(0.0, 0.02, 4000)
+        stop = _first_stop(lambda t, e=noise: 50 * np.exp(-t / 100) + e[t], 4000)
+        assert stop is not None and 431 <= stop <= 520, (seed, stop)
+        assert _first_stop(lambda t, e=noise: -0.01 * t + e[t], 2000) is None
+
+
+def test_the_stopping_rule_waits_for_evidence_where_a_noiseless_rule_stops_early():
+    """The power of the check above: a steady decline of 0.5 nats per window under noise of sd 0.2. The rule
+    needs the slope's upper bound below the tolerance — a 5.3-sd error at every window end, never seen in
+    2,000 updates — while the known-wrong rule (the last window's gain, no noise term: sd 0.28 against a
+    margin of 0.4) stops at a window end with probability 8 % each, so within 2,000 updates (99 checks) with
+    probability above 1 − 0.92⁹⁹ > 0.9999."""
+    rng = np.random.default_rng(7)
+    noise = rng.normal(0.0, 0.2, 2000)
+
+    def declining(t):
+        return -0.025 * t + noise[t]
+
+    assert _first_stop(declining, 2000) is None
+    assert _first_stop(declining, 2000, _one_window_rule) is not None

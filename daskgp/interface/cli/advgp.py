@@ -19,7 +19,14 @@ from .args import (
     output_arguments,
     split_arguments,
 )
-from .common import announce_split, cluster_from_args, split_before_cluster, split_from_args, table_in_args
+from .common import (
+    announce_split,
+    cluster_from_args,
+    positive_int,
+    split_before_cluster,
+    split_from_args,
+    table_in_args,
+)
 from .results import (
     attach_heldout,
     check_fit_outputs,
@@ -35,13 +42,7 @@ def _batch(text: str):
     """--batch: a count of rows (≥ 1), 'auto' or 'all' (None: the whole partition); refused in one line."""
     if text in ("auto", "all"):
         return None if text == "all" else text
-    try:
-        rows = int(text)
-    except ValueError:
-        raise ValueError(f"--batch must be a count of rows, 'auto' or 'all', got {text!r}") from None
-    if rows < 1:
-        raise ValueError(f"--batch must be >= 1, got {rows}")
-    return rows
+    return positive_int(text, "--batch", ("auto", "all"))
 
 
 def advgp_command(args) -> int:

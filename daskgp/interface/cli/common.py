@@ -145,11 +145,14 @@ def check_out_path(path: str, kind: str, overwrite: bool, suffixes=(".csv",), re
     check_destination(path, kind, overwrite=overwrite, suffixes=suffixes, reads=reads, flag=flag)
 
 
-def positive_int(text, name: str) -> int:
+def positive_int(text, name: str, words: tuple[str, ...] = ("all",)) -> int:
+    """``text`` as a count ≥ 1, refused in one line naming the flag and the ``words`` it also takes (the
+    caller handles those)."""
     try:
         v = int(text)
     except ValueError:
-        raise ValueError(f"{name} must be a positive integer or 'all', got {text!r}") from None
+        named = " or ".join(repr(w) for w in words)
+        raise ValueError(f"{name} must be a positive integer or {named}, got {text!r}") from None
     if v < 1:
         raise ValueError(f"{name} must be >= 1, got {v}")
     return v
