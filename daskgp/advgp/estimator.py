@@ -14,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import warnings
 
 import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -73,7 +75,8 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
     σ² = 1, lengthscales √d, the noise at ``noise_init``, in standardised units).
 
     Fitted: ``params_`` (ADVGPParams, standardised units), ``n_iter_`` (updates), ``converged_`` (stopped by
-    ``tol``), ``records_`` (per update: version, staleness, objective, seconds), ``objective_`` (nats,
+    ``tol``; a fit with ``tol`` cut at ``max_iter`` or ``time_budget`` says so in a ConvergenceWarning),
+    ``records_`` (per update: version, staleness, objective, seconds), ``objective_`` (nats,
     standardised y; with minibatches an estimate), ``gradients_per_partition_``, ``batch_size_`` (rows per
     gradient task used; None: whole partitions), ``lost_partitions_``,
     ``start_info_`` (the subset start's bound per row before and after, its iterations), ``kernel_`` (the
@@ -214,6 +217,13 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         self.lost_partitions_ = server.lost
         self.gradients_per_partition_ = list(server.gradients)
         self.n_train_ = n
+        if self.tol is not None and not self.converged_:
+            cut = (f"max_iter={int(self.max_iter)} updates" if self.n_iter_ >= int(self.max_iter)
+                   else f"its time_budget of {float(time_budget):g} s ({self.n_iter_} updates)")
+            warnings.warn(f"ADVGPRegressor stopped at {cut} before its stopping rule (the objective's window "
+                          f"mean improving by less than tol={float(self.tol):g} of the window) was met; the "
+                          "model keeps its last update (raise max_iter, or resume a kept checkpoint with a "
+                          "larger one, to continue)", ConvergenceWarning, stacklevel=2)
         self._set_units()
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()

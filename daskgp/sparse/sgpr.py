@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -67,8 +68,10 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     (the fitted kernel object in those units), ``likelihood_`` (the Gaussian of that noise), ``bound_``
     (nats, standardised y), ``bound_trace_``, ``iteration_seconds_`` (the fit's wall seconds at each
     iteration, s; NaN where an older checkpoint did not record them), ``n_iter_`` (L-BFGS-B iterations,
-    those before a resume included), ``fit_info_``, ``start_info_`` (the subset start's bound per row before
-    and after, its iterations), ``n_features_in_`` and, for DataFrames, ``feature_names_in_``.
+    those before a resume included), ``converged_`` (L-BFGS-B stopped by its own rule; when not — at
+    ``max_iter``, or an abnormal line search — a ConvergenceWarning says so), ``fit_info_``,
+    ``start_info_`` (the subset start's bound per row before and after, its iterations), ``n_features_in_``
+    and, for DataFrames, ``feature_names_in_``.
     """
 
     def __init__(self, n_inducing: int = 100, max_iter: int = 200, chunk_rows: int = 20_000,
@@ -179,10 +182,27 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         info.pop("evaluations", None)
         self.bound_trace_, self.fit_info_ = list(trace), info
         self.n_train_ = int(X.shape[0])
+        self.converged_ = bool(info.get("converged"))
+        if not self.converged_:
+            self._warn_unconverged(info)
         self._set_fitted(SparsePosterior.from_stats(theta, stats), bound_and_grads(stats, theta, grads=False))
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
         return self
+
+    def _warn_unconverged(self, info: dict) -> None:
+        """The fit stopped before L-BFGS-B's own rule (a relative change of the bound below ``tol``, or a
+        projected gradient below 1e-7): one line with why and how far the bound was still moving."""
+        trace, n = self.bound_trace_, self.n_train_
+        k = min(10, len(trace) - 1)
+        rise = (trace[-1] - trace[-1 - k]) / n * 1000 if k > 0 else 0.0
+        moving = f"; the bound rose {rise:.3g} nats per 1,000 rows over its last {k} iterations" if k else ""
+        why = (f"at max_iter={int(self.max_iter)} L-BFGS-B iterations" if len(trace) >= int(self.max_iter)
+               else f"by L-BFGS-B ({info.get('message', '?')})")
+        warnings.warn(f"SparseGPRegressor stopped {why} before its convergence rule (relative change of the "
+                      f"bound < tol={float(self.tol):g}){moving}; the model keeps its last iterate (raise "
+                      "max_iter, or resume a kept checkpoint with a larger one, to continue)",
+                      ConvergenceWarning, stacklevel=3)
 
     def _global(self, chunks, init, resumed, ckpt, key, callback, on_params, exact: bool, on_posterior=None):
         """The global L-BFGS-B fit from ``init``, or continuing ``resumed``: ``exact`` replays its
@@ -353,6 +373,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
             est.x_mean_, est.x_scale_ = ds["x_mean"].values, ds["x_scale"].values
             est.y_mean_, est.y_scale_ = float(ds.attrs["y_mean"]), float(ds.attrs["y_scale"])
             est.bound_trace_, est.fit_info_ = list(ds["bound_trace"].values), json.loads(ds.attrs["fit_info"])
+            est.converged_ = bool(est.fit_info_.get("converged", False))
             if "iteration_seconds" in ds:  # saved by daskgp >= 0.6
                 est.iteration_seconds_ = [float(t) for t in ds["iteration_seconds"].values]
             est.n_train_, est.n_features_in_ = int(ds.attrs["n_train"]), ds.sizes["feature"]

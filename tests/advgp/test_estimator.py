@@ -172,3 +172,21 @@ def test_the_default_batch_is_the_auto_rule_end_to_end(split, client, monkeypatc
     assert auto.batch_size == "auto" and auto.batch_size_ == 100 and whole.batch_size_ is None
     np.testing.assert_array_equal(auto.params_.to_vector(), given.params_.to_vector())
     assert not np.array_equal(auto.params_.to_vector(), whole.params_.to_vector())
+
+
+def test_a_fit_cut_before_its_stopping_rule_says_so(split, client):
+    """``converged_`` False and one ConvergenceWarning naming the cap when a fit with ``tol`` stops at
+    ``max_iter`` (5 updates; a default fit needs hundreds: see
+    test_defaults_converge_within_two_percent_of_sgpr); no warning when there is no rule to meet
+    (``tol=None``, the same 5 updates)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    Xtr, ytr, _, _ = split
+    with pytest.warns(ConvergenceWarning, match=r"stopped at max_iter=5 updates before its stopping rule"):
+        cut = ADVGPRegressor(n_inducing=10, max_iter=5, random_state=0).fit(Xtr, ytr, client=client)
+    assert not cut.converged_ and cut.n_iter_ == 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        ADVGPRegressor(n_inducing=10, max_iter=5, tol=None, random_state=0).fit(Xtr, ytr, client=client)

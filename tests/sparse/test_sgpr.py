@@ -148,6 +148,29 @@ def test_flights_7k_beats_mean_and_linear(flights7k, client):
     assert ds["bound_trace"].shape == (len(trace),) and ds["inducing_points"].shape == (100, 8)
 
 
+def test_a_fit_stopped_at_max_iter_says_so_and_a_converged_one_does_not(problem, client):
+    """``converged_`` is L-BFGS-B's own verdict. A fit cut at max_iter = 3 is not converged and says so in one
+    ConvergenceWarning naming the cap and how fast the bound was still rising; the same problem run to the
+    rule (Z fixed: 10 parameters) converges before its cap, with no warning. The saved model keeps the
+    verdict."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y, theta = problem
+    kw = dict(n_inducing=15, chunk_rows=100)
+    with pytest.warns(ConvergenceWarning, match=r"stopped at max_iter=3 L-BFGS-B iterations .*bound rose"):
+        cut = SparseGPRegressor(max_iter=3, **kw).fit(X, y, client=client, init=theta)
+    assert not cut.converged_ and cut.n_iter_ == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        done = SparseGPRegressor(max_iter=500, learn_inducing=False, **kw).fit(X, y, client=client,
+                                                                               init=theta)
+    assert done.converged_ and done.n_iter_ < 500 and done.bound_ > cut.bound_
+    ds = done.to_dataset()
+    assert bool(ds.attrs["converged"]) and not bool(cut.to_dataset().attrs["converged"])
+
+
 def test_a_fit_checkpoint_resumes_and_refuses_what_it_does_not_match(problem, client, tmp_path):
     """The library's checkpoint (what 'daskgp sgpr --resume' uses): a fit interrupted after 3 iterations
     keeps them; resume=True continues to max_iter iterations in all with the bound trace starting with
@@ -304,6 +327,7 @@ def test_save_load_round_trip_predicts_identically(suffix, problem, client, tmp_
         m1, s1 = back.predict(new, return_std=True, noise=noise)
         assert np.array_equal(m0, m1) and np.array_equal(s0, s1)
     assert list(back.feature_names_in_) == names and back.n_iter_ == est.n_iter_
+    assert back.converged_ is est.converged_ is False  # 8 iterations: cut at the cap, and the file says so
     assert back.get_params() == {**est.get_params(), "scheduler": None}
     assert back.bound_ == est.bound_ and np.array_equal(back.inducing_points_, est.inducing_points_)
     files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
@@ -375,7 +399,7 @@ def test_cli_sgpr_writes_netcdf_with_bound_trace_and_test_rmse(tmp_path):
              "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "L-BFGS-B |" in r.stderr and "bound" in r.stderr
-    assert "test RMSE" in r.stdout
+    assert "test RMSE" in r.stdout and "not converged: stopped at --max-iter 15" in r.stdout
     with xr.open_dataset(out) as res:
         assert res.attrs["test_rmse"] < res.attrs["mean_predictor_rmse"]
         assert res.sizes["inducing"] == 30 and res.sizes["test"] == res.attrs["n_test"]

@@ -77,8 +77,11 @@ def sgpr_command(args) -> int:
     if start.get("init") == "subset":
         print(f"subset start: bound {start['bound_per_row_start']:.4f} -> {start['bound_per_row']:.4f} nats "
               f"per row on {start['rows']} rows ({start['iterations']} iterations)")
+    stop = ("converged" if est.converged_ else
+            f"not converged: stopped at --max-iter {args.max_iter} (a larger one fits further)"
+            if est.n_iter_ >= args.max_iter else f"not converged: {est.fit_info_.get('message', '?')}")
     print(f"bound {est.bound_:.1f} nats after {est.fit_info_['n_iterations']} iterations "
-          f"({est.fit_info_['n_evaluations']} evaluations, {est.fit_info_['seconds']:.1f} s)")
+          f"({est.fit_info_['n_evaluations']} evaluations, {est.fit_info_['seconds']:.1f} s; {stop})")
     print(f"test RMSE {rmse:.3f} {ds.target_name} (mean predictor {rmse_mean:.3f}); results in {args.out}")
     return 0
 
