@@ -267,10 +267,14 @@ def test_a_target_runs_adaptation_follows_the_noise_its_stochastic_warmup_measur
     """Issue 33, item 3: a target run with the adaptation left unset adapts for as long as the gradient noise
     at the mode calls for, and its layout follows: the stored n_adapt is SGHMC's rule at the noise the
     warmup stored, below the fixed 400 (64 probes halve concrete's noise of 2.7–3.4 with 32; read in the
-    chains' metric it is 0.96–1.32 over seeds 0–8: 200 or 250), and the warmup draws are that many. Read in
-    the first Laplace metric instead, as before, it was 1.0–5.8 over those seeds — 5.8 for this seed with
-    single-threaded BLAS — and the rule's cap of 400. Stopped after its first block (the configuration is
-    stored with it)."""
+    chains' metric it was 0.96–1.32 over seeds 0–8 where first measured; on an AMD EPYC with the same
+    single-threaded OpenBLAS 0.90–1.31 for seven of them, 1.99 for seed 4 and 3.22 for seed 0 — this
+    largest eigenvalue of a noise covariance estimated from one ascent's window has a heavy upper tail, and
+    a rounding difference moves the ascent's path). Seed 3 (0.92 on the EPYC, ≤ 1.32 before): 200 draws;
+    the rule reaches its cap only at a noise of about 3, so the old fixed 400 fails here on either machine.
+    The warmup draws are that many. Read in the first Laplace metric instead, as before, it was 1.0–5.8
+    over those seeds, and the rule's cap of 400. Stopped after its first block (the configuration is stored
+    with it)."""
     from daskgp.mcmc.control import RunControl, RunStopped
     from daskgp.mcmc.samplers import get_sampler
     from daskgp.mcmc.warmup import FULL_LAPLACE
@@ -280,7 +284,7 @@ def test_a_target_runs_adaptation_follows_the_noise_its_stochastic_warmup_measur
     with pytest.raises(RunStopped):
         sample(concrete.X_std, concrete.y_std, out=out, method="sghmc", n_chains=2, target_ess=100,
                n_iter=5000, checkpoint_every=10, warmup="ascent", laplace_probes=16, n_probes=64,
-               client=client, control=control, on_block=lambda *block: control.stop())
+               client=client, control=control, on_block=lambda *block: control.stop(), seed=3)
     dt = open_run(out)
     cfg, warm = dt.attrs["config"], dt.attrs["warmup"]
     assert warm["cov_from"] == FULL_LAPLACE and warm["converged"] and warm["noise_at_mode"] > 0, warm
