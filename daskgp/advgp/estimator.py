@@ -171,9 +171,14 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
             # n_partitions asks for others
             r = self.n_partitions or (Xs.numblocks[0] if lazy
                                       else 2 * max(1, len(cluster_workers(c))))
+            rows = Xs.chunks[0] if lazy and not self.n_partitions else max(1, -(-n // r))
+            # 'auto' resolved from the partitions' size and m before the key: a checkpoint names the rows
+            # per task it was made with, so a later rule for 'auto' cannot resume it with others
+            self.batch_size_ = (auto_batch_size(max(rows) if isinstance(rows, tuple) else rows,
+                                                int(self.n_inducing))
+                                if self.batch_size == "auto" else self.batch_size)
             key = f"{data_token(X, y)}|{self._settings_key(seed, r)}"
             state = ckpt.read(key) if resume else None
-            rows = Xs.chunks[0] if lazy and not self.n_partitions else max(1, -(-n // r))
             # one sample of the rows (drawn where they are) for k-means and the subset start; before the
             # rows are placed: the two graphs share keys that the scheduler would otherwise see twice
             Xsub, ysub = sample_rows(seed, Xs, ys)
@@ -190,8 +195,6 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                         self.start_info_.update(info)
                     p0.mu, p0.U = optimal_q(summed_stats(chunks, p0.inducing), p0)
                 # the step settings of every built-in update; the chosen update takes those it declares
-                self.batch_size_ = (auto_batch_size(max(chunks.sizes), m) if self.batch_size == "auto"
-                                    else self.batch_size)
                 server = ParameterServer(chunks, p0, int(self.tau), delays, eps=float(self.adadelta_eps),
                                          batch_size=self.batch_size_, seed=seed, optimizer=self.optimizer,
                                          learning_rate=float(self.learning_rate),
@@ -279,7 +282,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
     def _settings_key(self, seed: int, r: int) -> str:
         return (f"m={int(self.n_inducing)}|map={self.feature_map}|groups={int(self.groups)}|partitions={r}"
                 f"|seed={seed}|tau={int(self.tau)}|noise_init={float(self.noise_init)!r}"
-                f"|eps={float(self.adadelta_eps)!r}|batch={self.batch_size}|opt={self.optimizer}"
+                f"|eps={float(self.adadelta_eps)!r}|batch={self.batch_size_}|opt={self.optimizer}"
                 f"|lr={self.learning_rate!r}|zlr={self.inducing_rate!r}|q_step={self.q_step!r}"
                 + ("" if kernel_name(self.kernel) == "rbf" else f"|kernel={kernel_name(self.kernel)}")
                 + ("" if self.init == "kmeans" else f"|init={self.init}")

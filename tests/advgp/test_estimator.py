@@ -190,3 +190,24 @@ def test_a_fit_cut_before_its_stopping_rule_says_so(split, client):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         ADVGPRegressor(n_inducing=10, max_iter=5, tol=None, random_state=0).fit(Xtr, ytr, client=client)
+
+
+def test_a_checkpoint_names_the_rows_per_task_that_auto_chose(split, client, tmp_path):
+    """``batch_size='auto'`` is resolved before the checkpoint's key is made, so the key names the rows per
+    task the fit used, not the word: on concrete's 927 rows in 4 partitions 'auto' is whole partitions (the
+    partitions are below the rule's 1,024-row floor). A kept checkpoint then resumes under the same
+    resolution given explicitly (``batch_size=None``), and one made with whole partitions is refused to a fit
+    of 64-row tasks, which would continue it with other gradients."""
+    from daskgp.runs.commit import RunError
+
+    Xtr, ytr, _, _ = split
+    ck = tmp_path / "ck"
+    kw = dict(n_inducing=10, tol=None, random_state=0)
+    auto = ADVGPRegressor(max_iter=20, **kw).fit(Xtr, ytr, client=client, checkpoint=ck, keep_checkpoint=True)
+    assert auto.batch_size_ is None
+    resumed = ADVGPRegressor(max_iter=30, batch_size=None, **kw).fit(Xtr, ytr, client=client, checkpoint=ck,
+                                                                      resume=True, keep_checkpoint=True)
+    assert resumed.n_iter_ == 30
+    with pytest.raises(RunError, match="other data or settings"):
+        ADVGPRegressor(max_iter=40, batch_size=64, **kw).fit(Xtr, ytr, client=client, checkpoint=ck,
+                                                             resume=True)
