@@ -289,3 +289,10 @@ def paired_by_seed(runs: dict, a: str, b: str, field: str = "wall_seconds") -> d
     return {"seeds": seeds, "ratios": ratios, "geometric_mean": float(np.exp(logs.mean())),
             "se_of_log": float(logs.std(ddof=1) / math.sqrt(len(logs))) if len(logs) > 1 else None,
             "below_every_seed": bool(all(r < 1 for r in ratios)), "mean_gap_in_pooled_sd": gaps}
+
+
+def value_at(curve, t: float, col: int = 1):
+    """A (seconds, ...) curve's column ``col`` at second t: its last point at or before t (its first when
+    none is; the final one when the run ended sooner)."""
+    pts = [p for p in curve if p[0] <= t]
+    return pts[-1][col] if pts else curve[0][col]

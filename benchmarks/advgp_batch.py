@@ -25,15 +25,10 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import load_results, write_results  # noqa: E402
+from _common import load_results, value_at, write_results  # noqa: E402
 
 OUT = HERE / "results" / "advgp_batch.json"
 TIMES = (30.0, 60.0, 120.0)
-
-
-def _at(curve, t):
-    pts = [p for p in curve if p[0] <= t]
-    return pts[-1][2] if pts else curve[0][2]
 
 
 def summarise(res: dict) -> dict:
@@ -45,12 +40,13 @@ def summarise(res: dict) -> dict:
             if not per:
                 continue
             seeds = sorted(per)
-            v = np.array([_at(per[s]["curve"], t) for s in seeds])
+            v = np.array([value_at(per[s]["curve"], t, 2) for s in seeds])
             row[b] = {"seeds": seeds, "rmse": [float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else None]}
             base = cases.get("none", {})
             both = [s for s in seeds if s in base]
             if b != "none" and both:
-                d = np.array([_at(per[s]["curve"], t) - _at(base[s]["curve"], t) for s in both])
+                d = np.array([value_at(per[s]["curve"], t, 2) - value_at(base[s]["curve"], t, 2)
+                              for s in both])
                 row[b]["minus_whole"] = [float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else None]
         out[f"{t:g}s"] = row
     res["at"] = out

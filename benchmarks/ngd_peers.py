@@ -45,7 +45,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import load_results, write_results  # noqa: E402
+from _common import load_results, value_at, write_results  # noqa: E402
 
 OUT = HERE / "results" / "ngd_peers.json"
 TIMES = (60.0, 150.0, 300.0)
@@ -246,13 +246,6 @@ def tune(py: str, task: str) -> dict:
     return rec
 
 
-def at(curve, t: float, col: int = 1) -> float:
-    """The curve's value at training second t: its last point at or before t (the final one if the run
-    ended sooner)."""
-    pts = [p for p in curve if p[0] <= t]
-    return pts[-1][col] if pts else curve[0][col]
-
-
 def summarise(task: str) -> dict:
     spec = TASKS[task]
     part = RESULTS["tasks"][task]
@@ -263,18 +256,18 @@ def summarise(task: str) -> dict:
         if len(seeds) < 2:
             continue
         row = {"seeds": seeds}
-        p = np.array([at(part["seeds"][s]["peer"]["curve"], t, col) for s in seeds])
+        p = np.array([value_at(part["seeds"][s]["peer"]["curve"], t, col) for s in seeds])
         row["peer"] = [float(p.mean()), float(p.std(ddof=1))]
         for side in spec["sides"]:
-            v = np.array([at(part["seeds"][s][side]["curve"], t, 1 if side in ("advgp", "sgpr") else col)
-                          for s in seeds])
+            c = 1 if side in ("advgp", "sgpr") else col
+            v = np.array([value_at(part["seeds"][s][side]["curve"], t, c) for s in seeds])
             d = v - p
             row[side] = [float(v.mean()), float(v.std(ddof=1))]
             row[f"{side}_minus_peer"] = [float(d.mean()), float(d.std(ddof=1))]
             row[f"{side}_ahead"] = bool(d.mean() < 0 and abs(d.mean()) > d.std(ddof=1))
         if task == "flights":
-            a = np.array([at(part["seeds"][s]["advgp"]["curve"], t) for s in seeds])
-            g = np.array([at(part["seeds"][s]["sgpr"]["curve"], t) for s in seeds])
+            a = np.array([value_at(part["seeds"][s]["advgp"]["curve"], t) for s in seeds])
+            g = np.array([value_at(part["seeds"][s]["sgpr"]["curve"], t) for s in seeds])
             row["sgpr_minus_advgp"] = [float((g - a).mean()), float((g - a).std(ddof=1))]
             row["sgpr_ahead_of_both"] = bool(row["sgpr_ahead"] and (g - a).mean() <= 0)
         out[f"{t:g}s"] = row

@@ -194,9 +194,10 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
         """The fit stopped before L-BFGS-B's own rule (a relative change of the bound below ``tol``, or a
         projected gradient below 1e-7): one line with why and how far the bound was still moving."""
         trace, n = self.bound_trace_, self.n_train_
-        k = min(10, len(trace) - 1)
-        rise = (trace[-1] - trace[-1 - k]) / n * 1000 if k > 0 else 0.0
-        moving = f"; the bound rose {rise:.3g} nats per 1,000 rows over its last {k} iterations" if k else ""
+        k, moving = min(10, len(trace) - 1), ""
+        if k > 0:
+            rise = (trace[-1] - trace[-1 - k]) / n * 1000
+            moving = f"; the bound rose {rise:.3g} nats per 1,000 rows over its last {k} iterations"
         why = (f"at max_iter={int(self.max_iter)} L-BFGS-B iterations" if len(trace) >= int(self.max_iter)
                else f"by L-BFGS-B ({info.get('message', '?')})")
         warnings.warn(f"SparseGPRegressor stopped {why} before its convergence rule (relative change of the "

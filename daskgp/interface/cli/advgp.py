@@ -40,9 +40,9 @@ from .results import (
 
 def _batch(text: str):
     """--batch: a count of rows (≥ 1), 'auto' or 'all' (None: the whole partition); refused in one line."""
-    if text in ("auto", "all"):
-        return None if text == "all" else text
-    return positive_int(text, "--batch", ("auto", "all"))
+    if text == "all":
+        return None
+    return text if text == "auto" else positive_int(text, "--batch", ("auto", "all"))
 
 
 def advgp_command(args) -> int:
