@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -335,6 +336,37 @@ def _ngd_peers(d: dict) -> dict:
                                                                     for s in p["seeds"]}))}
 
 
+def _product_width(d: dict) -> dict:
+    """The cached float32 product at house_8L's size: 14 columns plain and padded, and the ratio over 9-15."""
+    r = d["cases"]["22784"]["14"]
+    return {"plain": f"{r['plain_s']:.3f}", "padded": f"{r['daskgp_s']:.3f}", "ratio": f"{d['ratio']:.2f}",
+            "same": "the same bits at every width" if d["target_met"] else "NOT THE SAME BITS"}
+
+
+def _straggler(d: dict) -> dict:
+    """ADVGP with a straggler host: a row per (straggler, update, τ) — updates per second, the final test
+    RMSE (mean ± sd over seeds) and in how many seeds τ reached every one of τ = 0's targets sooner."""
+    rows = []
+    for group in sorted({k.rsplit("/", 1)[0] for k in d["cases"]}):
+        slow, opt = group.split("/")
+        cases = [c for k, c in d["cases"].items() if k.rsplit("/", 1)[0] == group]
+        what = f"CPU capped at {float(slow[3:]):g} core" if slow.startswith("cpu") else f"link at {slow}"
+        for t in d["taus"]:
+            c = [case[str(t)] for case in cases]
+            rmse = [x["final_rmse"] for x in c]
+            sooner = ("—" if t == 0 else
+                      str(sum(all(s is not None and s < s0 for s, s0 in
+                                  zip(x["seconds_to_target"], case["0"]["seconds_to_target"], strict=True))
+                              for x, case in zip(c, cases, strict=True))))
+            rows.append(f"| {what if t == 0 else ''} | {opt if t == 0 else ''} | {t} | "
+                        f"{statistics.mean(x['seconds_per_update'] for x in c):.3f} | "
+                        f"{statistics.mean(rmse):.2f} ± "
+                        f"{statistics.stdev(rmse) if len(rmse) > 1 else 0:.2f} | "
+                        f"{sooner} of {len(c)} |")
+    return {"rows": "\n  ".join(rows), "budget": f"{d['budget']:g}",  # rows of a table in a list item
+            "pays": "pays" if any(g["pays"] for g in d["summary"].values()) else "does not pay"}
+
+
 def _sep_tasks(d: dict) -> dict:
     """SEP's minibatch iteration, a task per chunk (before) against a task per worker (after)."""
     med = d["median_seconds_per_iteration"]
@@ -466,6 +498,18 @@ def _house8l(d: dict) -> dict:
             "draws_per_ess": f"{int(d['config']['n_chains']) * kept / d['min_ess_bulk']:.1f}"}
 
 
+def _house8l_costs(d: dict) -> dict:
+    """A house_8L sitting stopped before its chains kept a draw: its warmup, its cost per iteration and the
+    end-to-end hours that cost projects for 800 iterations (the first 2-chain run's length to R-hat 1.01)."""
+    iterations = 800
+    hours = (d["warmup_seconds"] + iterations * d["sec_per_iteration_mean"]) / 3600
+    return {"warmup_s": f"{d['warmup_seconds']:,.0f}", "gradients": d["warmup_gradients"],
+            "spi": f"{d['sec_per_iteration_mean']:.1f}",
+            "products": f"{d['products_per_iteration_mean']:.0f}",
+            "columns": d["n_probes"] + 1, "draws": d["draws_per_chain"], "iterations": iterations,
+            "hours": f"{hours:.1f}", "wall_s": f"{sum(g['wall_s'] for g in d['segments']):,.0f}"}
+
+
 def _hostile(d: dict) -> dict:
     """Issue 56's hostile re-run: its case count and how many fell in each class."""
     counts = {k.replace("-", "_").replace(" ", "_"): v for k, v in d["counts"].items()}
@@ -589,6 +633,11 @@ CLAIMS = [
           "{seeds}; daskgp − peer paired per seed", _ngd_peers),
     Claim("the sparse families against NGD-SVGP: the rows", "ngd_peers", "docs/benchmarks.md", "{rows}",
           _ngd_peers),
+    Claim("the cached product padded to 16 columns", "product_width", "docs/benchmarks.md",
+          "14 columns {plain} s as numpy computes them, {padded} s padded to 16; over widths 9–15 the "
+          "padded\n    products take {ratio}× the time, with {same}", _product_width),
+    Claim("ADVGP with a straggler host: the table", "multihost_straggler", "docs/guide/advgp.md", "{rows}",
+          _straggler),
     Claim("SEP's minibatch iteration, a task per worker", "sep_tasks", "docs/guide/gpc.md",
           "from 13 chunks of 20,000, {before} → {after} s (median of {runs} runs a side, {same};",
           _sep_tasks),
@@ -635,6 +684,12 @@ CLAIMS = [
           "after {sittings} sitting(s) ({hours} h end to end) and {kept} kept iterations per chain: min bulk "
           "ESS {ess_bulk}, tail {ess_tail}, max R-hat {rhat}; every mean within {mean_diff} reference sd, "
           "the sds {sd_lo}–{sd_hi}× the reference's; {draws_per_ess} draws per bulk ESS", _house8l),
+    Claim("house_8L's second seed, stopped", "sghmc_house8l_c2_s1", "docs/benchmarks.md",
+          "its warmup took {warmup_s} s ({gradients}\n    gradients), then {spi} s an iteration of the two "
+          "chains (about {products} products of up to {columns} columns) over its\n    first {draws} "
+          "iterations; at {iterations} iterations that is {hours} h end to end, and the sitting was stopped "
+          "at {wall_s} s",
+          _house8l_costs),
     Claim("issue 56's hostile re-run", "hostile_files", "docs/benchmarks.md",
           "| after | {n} | {one_line} | {accepted} | {misleading} | {traceback} | {silent} | {loss} | "
           "{harness_error} |", _hostile),

@@ -1,17 +1,18 @@
 """house_8L (n = 22,784), the seed paper's data set, end to end with the default sampler: issue 55, item 7.
 
-    python benchmarks/sghmc_house8l.py [--target-ess 100] [--chains 4] [--workers 2] [--ard] [--report]
+    python benchmarks/sghmc_house8l.py [--target-ess 100] [--chains 4] [--workers 2] [--ard] [--seed 0]
+                                       [--report]
 
 house_8L standardised, RBF + noise (isotropic, or ARD with ``--ard``: 10 parameters), Gamma(2, 1) priors,
 every sampler setting the library default (``method='auto'``: SGHMC; the 'map' warmup, the probes its noise
 calls for, K⁻¹y by CG to ``mean_tol`` and the probes by ULISSE); one single-threaded worker per core;
-checkpoints every 10 iterations to benchmarks/runs/house8l_sghmc[_ard][_cC].zarr (``_cC`` for a chain count
-C other than 4: a run of its own, with its own JSON and archive). The run is longer than a
-session (hours on 2 cores): rerunning the script resumes it where it stopped (``daskgp sample --resume``
-underneath), and extends a finished run when ``--target-ess`` grows. Across sessions (each starts from a
-fresh clone) the run travels in git: it is packed into benchmarks/carried/ after every committed block (and
-the warmup's checkpoint every few minutes) and unpacked from there when benchmarks/runs/ lacks it; every
-sitting's wall time is recorded under ``segments``, and the end-to-end time is their sum (the warmup
+checkpoints every 10 iterations to benchmarks/runs/house8l_sghmc[_ard][_cC][_sS].zarr (``_cC`` for a chain
+count C other than 4, ``_sS`` for a seed S other than 0: a run of its own, with its own JSON and archive). The
+run is longer than a session (hours on 2 cores): rerunning the script resumes it where it stopped (``daskgp
+sample --resume`` underneath), and extends a finished run when ``--target-ess`` grows. Across sessions (each
+starts from a fresh clone) the run travels in git: it is packed into benchmarks/carried/ after every committed
+block (and the warmup's checkpoint every few minutes) and unpacked from there when benchmarks/runs/ lacks it;
+every sitting's wall time is recorded under ``segments``, and the end-to-end time is their sum (the warmup
 included; the time between sittings excluded). ``--report`` only reads the run as it stands.
 
 Measured, from the run's committed draws (ArviZ, post-warmup): min bulk and tail ESS, max R-hat, seconds
@@ -19,7 +20,7 @@ per effective sample, iterations per effective sample; against the reference (ex
 covariance, ``house8l_reference.json``, in log-parameters): |mean − MAP| / sd_ref and sd / sd_ref per
 parameter. Target (issue 55, item 7): ESS ≥ 100 bulk and tail for every parameter, R-hat ≤ 1.01, every
 mean within 0.3 reference sd and every sd within ±25 %, in at most 4 hours end to end on 2 cores. Writes
-benchmarks/results/sghmc_house8l[_ard][_cC].json (``ratio`` = end-to-end hours / 4, ``target_met``).
+benchmarks/results/sghmc_house8l[_ard][_cC][_sS].json (``ratio`` = end-to-end hours / 4, ``target_met``).
 
 Why two chains (``--chains 2``) can be faster to the target than four: R-hat ≤ 1.01 needs about 100
 effective samples in every chain (split R-hat − 1 ≈ 1/ESS per chain: 4 × 210 draws gave ESS 196 and R-hat
@@ -62,6 +63,21 @@ def _against_reference(dt, names, ref: dict | None) -> dict | None:
     return out
 
 
+def _costs(dt) -> dict:
+    """What the run's draws so far say of its cost, adaptation included: the warmup's seconds and gradients,
+    the probes it chose, and per iteration the mean seconds (each chain's, the chains side by side) and
+    products of the kernel matrix."""
+    import xarray as xr
+
+    stats = [dt[g].to_dataset() for g in ("warmup_sample_stats", "sample_stats") if g in dt.children]
+    st = xr.concat(stats, dim="draw") if len(stats) > 1 else stats[0]
+    w = dt.attrs.get("warmup") or {}
+    return {"draws_per_chain": int(dt.attrs["n_draws"]), "warmup_seconds": w.get("seconds"),
+            "warmup_gradients": w.get("gradients"), "n_probes": dt.attrs["config"].get("n_probes"),
+            "sec_per_iteration_mean": float(np.nanmean(st["seconds"].values)),
+            "products_per_iteration_mean": float(np.nanmean(st["n_products"].values))}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target-ess", type=int, default=100)
@@ -76,8 +92,9 @@ def main(argv=None) -> int:
     from daskgp.mcmc.chains import resume, sample
     from daskgp.mcmc.diagnostics import open_run, run_summary
 
-    # a run of another chain count is another run, with its own store, archive and JSON
-    tag = ("_ard" if args.ard else "") + (f"_c{args.chains}" if args.chains != 4 else "")
+    # a run of another chain count or seed is another run, with its own store, archive and JSON
+    tag = (("_ard" if args.ard else "") + (f"_c{args.chains}" if args.chains != 4 else "")
+           + (f"_s{args.seed}" if args.seed != 0 else ""))
     path = HERE / "runs" / f"house8l_sghmc{tag}.zarr"
     path.parent.mkdir(exist_ok=True)
     out_json = HERE / "results" / f"sghmc_house8l{tag}.json"
@@ -143,11 +160,12 @@ def main(argv=None) -> int:
         table, notes = run_summary(dt)
     except ValueError as e:  # the chains are still in their adaptation: nothing kept to summarise yet
         print(f"{dt.attrs['n_draws']} draws per chain, none kept yet ({e}); {so_far}", flush=True)
+        if not args.report:  # what the sitting measured of the run's cost, kept with its wall time
+            write_results(out_json, {**_costs(dt), "segments": segments})
         return 0
     names = list(dt.attrs["param_names"])
     ess = float(min(table["ess_bulk"].min(), table["ess_tail"].min()))
     seconds = float(dt.attrs["elapsed"])
-    st = dt["sample_stats"].to_dataset()
     ref_path = HERE / "results" / "house8l_reference.json"
     ref = json.loads(ref_path.read_text()).get("ard" if args.ard else "iso") if ref_path.exists() else None
     comp = _against_reference(dt, names, ref)
@@ -166,9 +184,8 @@ def main(argv=None) -> int:
               "end_to_end_hours": hours, "converged": converged, "sec_per_ess": spe,
               "min_ess_bulk": float(table["ess_bulk"].min()),
               "min_ess_tail": float(table["ess_tail"].min()), "max_r_hat": float(table["r_hat"].max()),
-              "seconds": seconds, "draws_per_chain": int(dt.attrs["n_draws"]),
-              "sec_per_iteration_mean": float(np.nanmean(st["seconds"].values)),
-              "iterations_per_ess": kept / ess if ess else None,
+              "seconds": seconds,
+              **_costs(dt), "iterations_per_ess": kept / ess if ess else None,
               "reference": comp,
               "reference_note": None if comp else "the exact reference is not finished yet",
               "table": json.loads(table.to_json(orient="index")), "notes": notes,

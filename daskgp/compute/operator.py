@@ -25,7 +25,8 @@ from array_api_compat import array_namespace, device
 
 from ..core.validation import check_positive
 from ..model.kernels import Kernel
-from .backend import check_columns, check_matrix, dtype_name, is_numpy, to_host
+from .backend import check_columns, check_matrix, dtype_name, to_host
+from .cached import cached_product
 from .executors import cache_for, executor_for, single_threaded_blas
 
 __all__ = ["KernelOperator", "dense_covariance", "single_threaded_blas"]  # the last: from .executors
@@ -72,7 +73,7 @@ def _row_block_matmul(X, i0, i1, V, kernel: Kernel, noise, cache_ref, theta_key,
     cache = cache_for(cache_ref) if cache_dtype is not None else None
     entry = cache.get(key) if cache is not None else None
     if entry is not None and entry[0] == theta_key:
-        return _cached_product(entry[1], V) + noise * V[i0:i1, :]
+        return cached_product(entry[1], V) + noise * V[i0:i1, :]
     if _fast(X, V):
         n = X.shape[0]
         full = None
@@ -90,7 +91,7 @@ def _row_block_matmul(X, i0, i1, V, kernel: Kernel, noise, cache_ref, theta_key,
             if full is None:
                 out[r0 - i0:r1 - i0] += K @ V[c0:c1]
         if full is not None:
-            out = _cached_product(full, V)
+            out = cached_product(full, V)
             cache[key] = (theta_key, full)
         return out + noise * V[i0:i1, :]
     # any other array namespace (cupy, array_api_strict), or numpy float32: tiles allocated per product,
@@ -104,23 +105,12 @@ def _row_block_matmul(X, i0, i1, V, kernel: Kernel, noise, cache_ref, theta_key,
         full = xp.concat([xp.astype(kernel.blocks_from_scaled(Zi, Z[c0:c1, :])[0], dt) for c0, c1 in tiles],
                          axis=1)
         cache[key] = (theta_key, full)
-        return _cached_product(full, V) + noise * V[i0:i1, :]
+        return cached_product(full, V) + noise * V[i0:i1, :]
     out = xp.zeros((i1 - i0, V.shape[1]), dtype=V.dtype, device=device(V))
     for c0, c1 in tiles:
         Kt, _, _ = kernel.blocks_from_scaled(Zi, Z[c0:c1, :])
         out = out + Kt @ V[c0:c1, :]
     return out + noise * V[i0:i1, :]
-
-
-def _cached_product(rows, V):
-    """rows @ V in the cached rows' precision, returned in V's (numpy would otherwise upcast a float32
-    cache to a float64 copy of itself on every product)."""
-    if rows.dtype == V.dtype:
-        return rows @ V
-    if is_numpy(rows, V):
-        return (rows @ V.astype(rows.dtype)).astype(V.dtype)
-    xp = array_namespace(rows, V)
-    return xp.astype(rows @ xp.astype(V, rows.dtype), V.dtype)
 
 
 def _ard_columns(xp, Z, V):

@@ -19,6 +19,7 @@ import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
@@ -43,20 +44,23 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
 
     n_inducing: m; method: a registered update (:func:`daskgp.gpc.methods.method_names`): 'ep' (a site per
     point, memory O(n) on the workers), 'sep' (one global factor, memory O(m²)) or 'adf' (the cheap baseline
-    that underestimates the variance); max_iter: iterations (passes
-    over the data, or minibatches with ``batch_size``); chunk_rows: rows per chunk (task); batch_size: rows
-    per iteration in all (None: every row, the batch mode); damping: EP's site damping, SEP's step of the
-    global factor, ADF's step of its factor (None: the method's, 0.5 for EP and ADF, 1 for SEP; SEP on
-    minibatches ``|B|/min(n, 20,000)``, :func:`daskgp.gpc.methods.minibatch_damping`; EP and ADF refuse to
-    learn on minibatches);
+    that underestimates the variance); max_iter: iterations (passes over the data, or minibatches);
+    chunk_rows: rows per chunk (task); batch_size: rows per iteration in all (None: every row, the batch
+    mode; 'auto', the default: the method's choice for the training rows,
+    :meth:`daskgp.gpc.methods.GPCMethod.auto_batch` — SEP in batch mode up to 20,000 rows and on minibatches
+    of 2,000 beyond, EP and ADF always in batch mode); damping: EP's site damping, SEP's step of the global
+    factor, ADF's step of its factor (None: the method's, 0.5 for EP and ADF, 1 for SEP; SEP on minibatches
+    ``|B|/min(n, 20,000)``, :func:`daskgp.gpc.methods.minibatch_damping`; EP and ADF refuse to learn on
+    minibatches);
     learning_rate: Adam's step on (Z, log σ², log l) (0: keep the initial hyperparameters); learn_inducing:
     also move Z; scheduler: a dask-scheduler address (default: this process's client, else a local cluster);
     random_state: k-means and minibatch seed; kernel: 'rbf', 'matern32', 'matern52'
     (:data:`daskgp.model.kernels.KERNELS`) or a kernel object of those classes, one lengthscale per feature.
 
-    Fitted: ``classes_``, ``params_`` (GPCParams, standardised inputs), ``factor_`` (the k-space factor of
-    q(u)), ``evidence_`` (nats; the log evidence approximation of the last iteration), ``records_`` (per
-    iteration: evidence, training error, gradient norm), ``n_iter_``, ``n_features_in_``,
+    Fitted: ``batch_size_`` (the rows per iteration used; None: every row), ``classes_``, ``params_``
+    (GPCParams, standardised inputs), ``factor_`` (the k-space factor of q(u)), ``evidence_`` (nats; the log
+    evidence approximation of the last iteration), ``records_`` (per iteration: evidence, training error,
+    gradient norm), ``n_iter_``, ``n_features_in_``,
     ``best_iteration_`` (the iteration whose q the model keeps: the last, unless the fit broke down or its
     evidence collapsed — then the best, with a ConvergenceWarning), ``kernel_`` (the fitted kernel object:
     lengthscales in X units, the variance in latent units), ``likelihood_`` (the :class:`Probit`).
@@ -64,7 +68,8 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     """
 
     def __init__(self, n_inducing: int = 100, method: str = "sep", max_iter: int = 250,
-                 chunk_rows: int = 20_000, batch_size: int | None = None, damping: float | None = None,
+                 chunk_rows: int = 20_000, batch_size: int | str | None = "auto",
+                 damping: float | None = None,
                  learning_rate: float = 0.01, learn_inducing: bool = True, scheduler: str | None = None,
                  random_state=0, kernel="rbf"):
         self.n_inducing, self.method, self.max_iter = n_inducing, method, max_iter
@@ -79,7 +84,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
 
     _parameter_constraints = {
         "n_inducing": [at_least(1)], "method": [one_of_registered(method_names)], "max_iter": [at_least(1)],
-        "chunk_rows": [at_least(1)], "batch_size": [at_least(1), None],
+        "chunk_rows": [at_least(1)], "batch_size": [at_least(1), StrOptions({"auto"}), None],
         "damping": [real_in(0, 1, "right"), None],
         "learning_rate": [real_in(0, 1, "left")], "learn_inducing": ["boolean"], "scheduler": [str, None],
         "random_state": ["random_state"],
@@ -89,7 +94,13 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     def _damping(self, n: int) -> float:
         if self.damping is not None:
             return float(self.damping)
-        return get_method(self.method).damping(self.batch_size, n)
+        return get_method(self.method).damping(self.batch_size_, n)
+
+    def _resolve_batch(self, n: int) -> int | None:
+        """``batch_size_``: 'auto' resolved for ``n`` rows by the method, a count at or above n as None
+        (every row is the batch mode)."""
+        b = get_method(self.method).auto_batch(n) if self.batch_size == "auto" else self.batch_size
+        return None if b is None or int(b) >= n else int(b)
 
     def _labels(self, y) -> np.ndarray:
         check_classification_targets(y)
@@ -155,6 +166,8 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         t_start = time.perf_counter()
         method = get_method(self.method)  # a registered one: checked with the other parameters above
         seed = seed_from(self.random_state)
+        # resolved before the checkpoint's key: a checkpoint names the rows per iteration it was made with
+        self.batch_size_ = batch = self._resolve_batch(n)
         ckpt, key = None, None
         if checkpoint is not None:
             ckpt = checkpoint if isinstance(checkpoint, GPCCheckpoint) else GPCCheckpoint(checkpoint)
@@ -170,7 +183,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         self.x_mean_, self.x_scale_ = mx, sx
         Xs = (X - mx) / sx
         m = int(self.n_inducing)
-        minibatch = self.batch_size is not None and self.batch_size < n
+        minibatch = batch is not None
         if minibatch and self.learning_rate > 0 and not method.learns_on_minibatches:
             able = [nm for nm in method_names() if get_method(nm).learns_on_minibatches]
             raise ValueError(f"{self.method.upper()} cannot learn hyperparameters on minibatches "
@@ -204,7 +217,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                 try:
                     run_ep(chunks, state, method, max(0, int(self.max_iter) - len(state.records)),
                            damping=self._damping(n), learn=self.learning_rate > 0,
-                           learn_inducing=bool(self.learn_inducing), batch_size=self.batch_size, seed=seed,
+                           learn_inducing=bool(self.learn_inducing), batch_size=batch, seed=seed,
                            callback=after, time_budget=time_budget)
                     broke = None
                 except FloatingPointError as e:
@@ -217,7 +230,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         self.evidence_ = state.records[-1].evidence
         self.n_iter_ = len(state.records)
         self.best_iteration_ = self.n_iter_
-        self._keep_best(state, broke, batch=self.batch_size is None or self.batch_size >= n)
+        self._keep_best(state, broke, batch=batch is None)
         self._set_units()
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
@@ -237,7 +250,8 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                   "record_train_error": np.array([r.train_error for r in rec], dtype=float),
                   "record_grad_norm": np.array([r.grad_norm for r in rec], dtype=float)}
         values = {"variance": p.variance, "kernel": p.kernel, "evidence": self.evidence_,
-                  "n_iter": self.n_iter_, "best_iteration": self.best_iteration_}
+                  "n_iter": self.n_iter_, "best_iteration": self.best_iteration_,
+                  "batch_size": self.batch_size_}
         return Saved({}, arrays, values)
 
     def _restore_fitted(self, saved: Saved) -> None:
@@ -249,6 +263,8 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                          zip(a["record_iteration"], a["record_evidence"], a["record_train_error"],
                              a["record_grad_norm"], strict=True)]
         self.evidence_, self.n_iter_, self.best_iteration_ = v["evidence"], v["n_iter"], v["best_iteration"]
+        # a model saved before batch_size could be 'auto' used its batch_size as given
+        self.batch_size_ = v.get("batch_size", self.batch_size)
         self._set_units()
 
     def _checkpoint_key(self, X, ypm, seed: int) -> str:
@@ -257,7 +273,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         from ..core.fingerprint import data_token
 
         return (f"{data_token(X, ypm)}|m={int(self.n_inducing)}|{self.method}|"
-                f"chunk_rows={int(self.chunk_rows)}|batch={self.batch_size}|damping={self.damping}|"
+                f"chunk_rows={int(self.chunk_rows)}|batch={self.batch_size_}|damping={self.damping}|"
                 f"lr={self.learning_rate}|"
                 f"learn_inducing={bool(self.learn_inducing)}|seed={seed}"
                 + ("" if kernel_name(self.kernel) == "rbf" else f"|kernel={kernel_name(self.kernel)}"))
@@ -305,7 +321,9 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                     "class": np.asarray(self.classes_).astype(str)},
             attrs={"model": "daskgp.SparseGPClassifier", "method": self.method,
                    "best_iteration": int(getattr(self, "best_iteration_", len(rec))),
-                   "n_inducing": int(self.n_inducing), "positive_class": str(self.classes_[1])})
+                   "n_inducing": int(self.n_inducing), "positive_class": str(self.classes_[1]),
+                   **({} if getattr(self, "batch_size_", None) is None
+                      else {"batch_size": int(self.batch_size_)})})
 
     def _proba_block(self, X) -> np.ndarray:
         Xs = (np.asarray(X, float) - self.x_mean_) / self.x_scale_

@@ -131,6 +131,30 @@ def test_float32_cache_products_and_cg_solutions_match_float64(concrete, rng):
         _op(X, "rbf", False, cache_dtype="float16")
 
 
+def test_a_float32_cache_product_is_padded_to_sixteen_columns_without_changing_a_bit(rng):
+    """Issue 55, item 1: float32 cached rows times 9-15 columns are multiplied as 16 (OpenBLAS's kernel is
+    faster so), with the extra columns zero and dropped. Every column's dot products are the same, in the
+    same order, so the result must equal the unpadded float32 product bit for bit, for every width 1-40
+    (float64 or float32 V, C- or F-ordered) — the chains' bit-identity across workers and revisions rests on
+    it. The known-different product (float64 arithmetic on the same rows) is not equal, so the comparison
+    can fail."""
+    from daskgp.compute.cached import PAD_F32, cached_product
+
+    rows = rng.standard_normal((700, 2_300)).astype(np.float32)
+    assert set(PAD_F32) == set(range(9, 16))
+    for k in range(1, 41):
+        V = rng.standard_normal((2_300, k))
+        plain = (rows @ V.astype(np.float32)).astype(np.float64)
+        for v in (V, np.asfortranarray(V)):
+            got = cached_product(rows, v)
+            assert got.dtype == np.float64 and got.shape == (700, k)
+            assert np.array_equal(got, plain), k
+        got32 = cached_product(rows, V.astype(np.float32))
+        assert got32.dtype == np.float32 and np.array_equal(got32, plain.astype(np.float32)), k
+    V = rng.standard_normal((2_300, 14))
+    assert not np.array_equal(cached_product(rows, V), rows.astype(np.float64) @ V)
+
+
 def test_auto_mode_is_local_for_small_n(concrete):
     assert _op(concrete.X_std, "rbf", False).mode == "local"
 

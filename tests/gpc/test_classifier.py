@@ -242,6 +242,34 @@ def test_ep_and_adf_on_minibatches_with_learning_are_refused(cancer, client):
                                   learning_rate=0).fit(Xtr, ytr, client=client)
 
 
+def test_auto_batch_is_every_row_up_to_seps_memory_and_minibatches_beyond(cancer, client, tmp_path):
+    """Issue 58, item 5: ``batch_size='auto'`` (the default) fits SEP in batch mode on 398 rows and on
+    minibatches of 2,000 of 25,000 flights rows — the very fit an explicit ``batch_size=2000`` makes, bit for
+    bit, and kept in a saved model; EP and ADF, which cannot learn on minibatches, fit every row an
+    iteration instead of being refused."""
+    from daskgp.datasets import load_classification
+    from daskgp.gpc.methods import AUTO_BATCH_ROWS, SEP_MEMORY_ROWS
+
+    Xtr, _, ytr, _ = cancer
+    small = dg.SparseGPClassifier(n_inducing=5, max_iter=2).fit(Xtr, ytr, client=client)
+    assert small.batch_size == "auto" and small.batch_size_ is None
+    d = load_classification("flights_delayed")
+    n = SEP_MEMORY_ROWS + 5_000
+    X, y = d.X[:n], d.y[:n]
+    auto = dg.SparseGPClassifier(n_inducing=5, max_iter=3).fit(X, y, client=client)
+    given = dg.SparseGPClassifier(n_inducing=5, max_iter=3, batch_size=AUTO_BATCH_ROWS)
+    given.fit(X, y, client=client)
+    assert auto.batch_size_ == given.batch_size_ == AUTO_BATCH_ROWS == 2_000
+    assert [r.evidence for r in auto.records_] == [r.evidence for r in given.records_]
+    np.testing.assert_array_equal(auto.params_.Z, given.params_.Z)
+    auto.save(tmp_path / "auto.nc")
+    assert dg.SparseGPClassifier.load(tmp_path / "auto.nc").batch_size_ == 2_000
+    assert auto.to_dataset().attrs["batch_size"] == 2_000 and "batch_size" not in small.to_dataset().attrs
+    for method in ("ep", "adf"):
+        whole = dg.SparseGPClassifier(n_inducing=5, method=method, max_iter=1).fit(X, y, client=client)
+        assert whole.batch_size_ is None and whole.records_[0].train_error < 0.5
+
+
 def test_seps_minibatch_step_has_a_memory_of_twenty_thousand_rows():
     """The paper's |B|/n where n is at most R rows; |B|/R above (the factor then forgets sites made at
     hyperparameters more than R/|B| minibatches old); never above 1."""

@@ -21,6 +21,7 @@ def test_results_file_and_progress(tmp_path):
                        capture_output=True, text=True, timeout=300, env=os.environ.copy())
     assert r.returncode == 0, r.stderr
     assert "EP |" in r.stderr and "30/30 [" in r.stderr and "held-out error" in r.stderr
+    assert "EP on every row an iteration" in r.stdout  # --batch 'auto' (the default) for EP: batch mode
     assert "test error" in r.stdout
     with xr.open_dataset(out) as res:
         assert res.attrs["test_nll"] < res.attrs["prior_nll"] / 2 and res.attrs["test_error"] < 0.15
@@ -49,13 +50,16 @@ def _csv(tmp_path, name, labels, nan_label=False):
     ("unknown", "unknown classification data set"),
     ("out", "ending in .nc"),
     ("too_many", "more than the"),
+    ("batch_zero", "--batch must be >= 1"),
+    ("batch_word", "--batch must be a positive integer or 'auto' or 'all'"),
 ])
 def test_bad_input_one_line(case, msg, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = {"three": ["--csv", _csv(tmp_path, "three", ["x", "y", "z"] * 10)],
             "nan_label": ["--csv", _csv(tmp_path, "nan", ["x", "y"] * 10, nan_label=True)],
             "inducing": ["--inducing", "0"], "unknown": ["--data", "iris"], "out": ["--out", "g.zarr"],
-            "too_many": ["--csv", _csv(tmp_path, "two", ["x", "y"] * 10), "--inducing", "50"]}[case]
+            "too_many": ["--csv", _csv(tmp_path, "two", ["x", "y"] * 10), "--inducing", "50"],
+            "batch_zero": ["--batch", "0"], "batch_word": ["--batch", "lots"]}[case]
     assert main(["gpc", *argv]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("daskgp: error:") and msg in err[0], err

@@ -10,7 +10,10 @@ the client on a fourth talk over the bridge only, and every fault is a real one:
 - :meth:`Hosts.kill_host` SIGKILLs every process in a namespace (a host lost: worker, nanny and all);
 - :meth:`Hosts.link` takes a host's link down and up (a partition);
 - :meth:`Hosts.slow` puts a token-bucket filter (``tc qdisc … tbf``) on both directions of a host's link
-  (``netem`` is not available on these machines).
+  (``netem`` is not available on these machines);
+- ``start_worker(..., cpu=f)`` starts a host's worker in a CPU cgroup of its own capped at ``f`` of one core
+  (the CFS quota: cgroup v1's ``cpu.cfs_quota_us`` or v2's ``cpu.max``), a slow machine: every process the
+  worker starts (its nanny's child included) inherits the cap.
 
 Creating namespaces needs root (CI runs as root). :func:`check_namespaces` raises with the reason when they
 cannot be made; the tests do not skip.
@@ -56,6 +59,14 @@ def _remove_stale() -> None:
             if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
                 _kill_all(name)
                 _ip("netns", "del", name, check=False)
+    for base in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup"):  # their CPU caps (Hosts.cpu_cap), now empty
+        for name in os.listdir(base) if os.path.isdir(base) else ():
+            pid = name[3:name.index("-")] if name.startswith("dgt") and "-" in name else ""
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                try:
+                    os.rmdir(f"{base}/{name}")
+                except OSError:
+                    pass
 
 
 def _kill_all(ns: str) -> list[int]:
@@ -80,6 +91,7 @@ class Hosts:
         self.names = list(names)
         self.addr = {h: f"{SUBNET}.{i + 1}" for i, h in enumerate(self.names)}
         self.procs: dict[str, list[subprocess.Popen]] = {h: [] for h in self.names}
+        self.cgroups: list[str] = []
         made = []
         try:
             _ip("netns", "add", self.switch)
@@ -114,9 +126,15 @@ class Hosts:
     def scheduler_address(self) -> str:
         return f"tcp://{self.addr[self.names[0]]}:{PORT}"
 
-    def popen(self, host: str, args: list[str], env: dict | None = None, **kw) -> subprocess.Popen:
-        """Start ``args`` inside ``host``'s namespace; the process is SIGKILLed with its host."""
-        p = subprocess.Popen(["ip", "netns", "exec", self.ns(host), *args], env=env, **kw)
+    def popen(self, host: str, args: list[str], env: dict | None = None, cgroup: str | None = None,
+              **kw) -> subprocess.Popen:
+        """Start ``args`` inside ``host``'s namespace; the process is SIGKILLed with its host. ``cgroup``: a
+        ``cgroup.procs`` file the process joins first — outside the namespace, whose ``ip netns exec`` mounts
+        a /sys of its own without the host's cgroup folders — so it and everything it starts run in it."""
+        cmd = ["ip", "netns", "exec", self.ns(host), *args]
+        if cgroup is not None:
+            cmd = ["sh", "-c", f'echo $$ > {cgroup} && exec "$@"', "sh", *cmd]
+        p = subprocess.Popen(cmd, env=env, **kw)
         self.procs[host].append(p)
         return p
 
@@ -134,11 +152,42 @@ class Hosts:
         self.popen(h, [sys.executable, "-m", "dask", "scheduler", "--host", self.addr[h], "--port", str(PORT),
                        "--no-dashboard"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def start_worker(self, host: str, env: dict, nworkers: int = 1, memory: str = "3GiB") -> None:
-        self.popen(host, [sys.executable, "-m", "dask", "worker", self.scheduler_address, "--host",
-                          self.addr[host], "--nworkers", str(nworkers), "--nthreads", "1", "--memory-limit",
-                          memory, "--no-dashboard", "--name", host],
-                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def start_worker(self, host: str, env: dict, nworkers: int = 1, memory: str = "3GiB",
+                     cpu: float | None = None) -> None:
+        """``nworkers`` single-threaded workers on ``host``; ``cpu``: the host's CPU capped at that fraction
+        of one core (a cgroup of its own, which the worker's processes join before they start)."""
+        args = [sys.executable, "-m", "dask", "worker", self.scheduler_address, "--host", self.addr[host],
+                "--nworkers", str(nworkers), "--nthreads", "1", "--memory-limit", memory, "--no-dashboard",
+                "--name", host]
+        self.popen(host, args, env=env, cgroup=None if cpu is None else self.cpu_cap(host, cpu),
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def cpu_cap(self, host: str, fraction: float) -> str:
+        """Make ``host``'s CPU cgroup, capped at ``fraction`` of one core (quota per 100 ms period); returns
+        its ``cgroup.procs`` file (a process written there, and its children, run under the cap)."""
+        if not 0 < fraction:
+            raise ValueError(f"a CPU cap must be > 0, got {fraction}")
+        quota = max(1000, int(round(fraction * 100_000)))
+        v1 = "/sys/fs/cgroup/cpu"
+        if os.path.isfile(f"{v1}/cpu.cfs_quota_us"):
+            path = f"{v1}/{self.ns(host)}"
+            os.makedirs(path, exist_ok=True)
+            with open(f"{path}/cpu.cfs_period_us", "w") as f:
+                f.write("100000")
+            with open(f"{path}/cpu.cfs_quota_us", "w") as f:
+                f.write(str(quota))
+        else:  # cgroup v2: the cpu controller enabled for the root's children, then cpu.max
+            root = "/sys/fs/cgroup"
+            if not os.path.isfile(f"{root}/cgroup.controllers"):
+                raise RuntimeError("no cgroup CPU controller here (neither /sys/fs/cgroup/cpu nor cgroup v2)")
+            with open(f"{root}/cgroup.subtree_control", "w") as f:
+                f.write("+cpu")
+            path = f"{root}/{self.ns(host)}"
+            os.makedirs(path, exist_ok=True)
+            with open(f"{path}/cpu.max", "w") as f:
+                f.write(f"{quota} 100000")
+        self.cgroups.append(path)
+        return f"{path}/cgroup.procs"
 
     def kill_host(self, host: str) -> list[int]:
         """SIGKILL every process in ``host``'s namespace (no clean-up, as a host losing power); returns the
@@ -172,6 +221,16 @@ class Hosts:
         for h in self.names:
             _ip("netns", "del", self.ns(h), check=False)
         _ip("netns", "del", self.switch, check=False)
+        for path in self.cgroups:  # empty once its processes are gone (a kernel moment after the kill)
+            for _ in range(50):
+                try:
+                    os.rmdir(path)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
+        self.cgroups = []
 
     def __enter__(self):
         return self

@@ -2,12 +2,14 @@
 tests/multihost/test_hosts.py on the client host while one worker host's link is slow).
 
     python tests/multihost/slow_link.py OUT.json --parquet FOLDER --scheduler ADDRESS [--budget 30]
+                                         [--taus 0,8] [--train-files 5] [--inducing 40]
 
-Trains on the folder's files part.0 … part.4 (read by the workers: one partition per file), tests on part.5
-(read here). A two-update fit runs first (see below). Writes per τ the RMSE curve [wall seconds since the
-fit started, version, test RMSE] from parameter snapshots every 0.5 s (predictions made after the fit: the
-clock does not pay for them), the updates made, the largest staleness and the gradients each partition
-contributed.
+Trains on the folder's files part.0 … part.{k-1} for k = ``--train-files`` (read by the workers: one partition
+per file), tests on part.k (read here); m = ``--inducing`` (benchmarks/multihost_straggler.py runs it on
+flights with m = 100). A two-update fit runs first (see below). Writes per τ the RMSE curve [wall seconds
+since the fit started, version, test RMSE] from parameter snapshots every 0.5 s (predictions made after the
+fit: the clock does not pay for them), the updates made, the largest staleness and the gradients each
+partition contributed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ def main() -> None:
     ap.add_argument("--taus", default="0,8")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--optimizer", default="adam")
+    ap.add_argument("--train-files", type=int, default=5)
+    ap.add_argument("--inducing", type=int, default=40)
     a = ap.parse_args()
 
     import numpy as np
@@ -36,19 +40,23 @@ def main() -> None:
     from daskgp.compute.cluster import cluster_workers
     from daskgp.datasets import read_table
 
-    t = read_table(f"{a.parquet}/part.[0-4].parquet").check_finite()
-    test = pd.read_parquet(f"{a.parquet}/part.5.parquet")
+    k = a.train_files
+    if not 1 <= k <= 9:
+        raise SystemExit(f"--train-files must be 1-9 (a one-digit glob), got {k}")
+    t = read_table(f"{a.parquet}/part.[0-{k - 1}].parquet").check_finite()
+    test = pd.read_parquet(f"{a.parquet}/part.{k}.parquet")
     Xte, yte = test.drop(columns=[t.target_name]).to_numpy(), test[t.target_name].to_numpy()
     client = Client(a.scheduler, timeout=60)
     res = {"n_test": len(yte)}
     try:
         # one short fit first: shipping the functions to the workers and their imports are paid once per
         # worker, and would otherwise fall on whichever τ runs first
-        warm = dg.ADVGPRegressor(n_inducing=40, max_iter=2, tol=None, init="kmeans", random_state=a.seed)
+        warm = dg.ADVGPRegressor(n_inducing=a.inducing, max_iter=2, tol=None, init="kmeans",
+                                 random_state=a.seed)
         warm.fit(t.X, t.y, client=client)
         for tau in (int(x) for x in a.taus.split(",")):
             # the paper's start: the straggler experiment is about its asynchronous steps from there
-            est = dg.ADVGPRegressor(n_inducing=40, max_iter=10**9, tau=tau, tol=None, init="kmeans",
+            est = dg.ADVGPRegressor(n_inducing=a.inducing, max_iter=10**9, tau=tau, tol=None, init="kmeans",
                                     random_state=a.seed, optimizer=a.optimizer)
             snaps, last, t0 = [], [-np.inf], time.perf_counter()
 

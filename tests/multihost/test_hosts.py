@@ -305,3 +305,45 @@ def test_a_stale_fit_on_a_slow_link_is_as_accurate_as_the_synchronous_one(slow_l
     gap, se = paired_mse_gap(slow_link, "8")
     print(f"tau 8 - tau 0: {gap:.4f} ± {se:.4f} (squared error, standardised units)")
     assert gap <= Z_PAIRED * se, (gap, se)
+
+
+_BUSY = '''
+import json, sys, time
+from distributed import Client
+
+def busy(seconds):
+    """A pure-Python loop for ``seconds`` of this process's CPU: (CPU seconds, wall seconds)."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    x = 0
+    while time.process_time() - c0 < seconds:
+        x += 1
+    return time.process_time() - c0, time.perf_counter() - w0
+
+c = Client(sys.argv[1], timeout=60)
+out = {w: c.submit(busy, 0.5, workers=[w], pure=False).result() for w in ("fast", "slow")}
+c.close()
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.slow
+def test_a_cpu_capped_host_is_a_slow_machine():
+    """The straggler of issue 58, item 6, made of a CPU cap instead of a slow link: a worker host whose cgroup
+    allows it a fifth of one core (CFS quota 20 ms per 100 ms) needs at least 0.8 / 0.2 = 4 wall seconds per
+    CPU second on a busy loop of 0.5 CPU seconds (5 in theory; the margin is one quota period either end),
+    where the same loop on the uncapped host beside it needs less than 2.5 — half a core or more, which two
+    test processes on 2 cores leave it. A cap that did not reach the worker's own process (the nanny's
+    child) fails the first."""
+    h = Hosts(["sched", "fast", "slow", "client"])
+    try:
+        env = _env()
+        h.start_scheduler(env)
+        h.start_worker("fast", env)
+        h.start_worker("slow", env, cpu=0.2)
+        wait_for_workers(h, "client", 2, env)
+        r = h.python("client", ["-c", _BUSY, h.scheduler_address], env=env, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        ratio = {w: wall / cpu for w, (cpu, wall) in json.loads(r.stdout.strip().splitlines()[-1]).items()}
+    finally:
+        h.close()
+    assert ratio["slow"] >= 4.0 and ratio["fast"] < 2.5, ratio

@@ -8,10 +8,11 @@ entry point in the ``daskgp.gpc_methods`` group naming the subclass (the family'
 from .adf import ADF
 from .base import ENTRY_POINT_GROUP, GPC_METHODS, GPCMethod, get_method, method_names, register, unregister
 from .ep import EP
-from .sep import SEP, SEP_MEMORY_ROWS, minibatch_damping, sep_cavity
+from .sep import AUTO_BATCH_ROWS, SEP, SEP_MEMORY_ROWS, minibatch_damping, sep_cavity
 
 __all__ = ["GPCMethod", "GPC_METHODS", "ENTRY_POINT_GROUP", "register", "unregister", "get_method",
-           "method_names", "EP", "SEP", "ADF", "SEP_MEMORY_ROWS", "minibatch_damping", "sep_cavity"]
+           "method_names", "EP", "SEP", "ADF", "SEP_MEMORY_ROWS", "AUTO_BATCH_ROWS", "minibatch_damping",
+           "sep_cavity"]
 
 # the built-in methods, one line each (the order of menus and --help)
 register(EP())

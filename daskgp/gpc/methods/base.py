@@ -46,6 +46,11 @@ class GPCMethod(Method):
         leaves it unset."""
         return self.default_damping
 
+    def auto_batch(self, n: int) -> int | None:
+        """Rows per iteration that ``batch_size='auto'`` chooses for ``n`` training rows: None, every row
+        (the batch fit; a method that cannot learn on minibatches always gets it)."""
+        return None
+
     def source(self, q, n: int):
         """The distribution the chunks' cavities are taken from, given q (a
         :class:`daskgp.gpc.ep.Posterior`) and n rows: q itself (EP's sites divide their own site out of it;

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..ep import Posterior
 from .base import GPCMethod
 
-__all__ = ["SEP", "SEP_MEMORY_ROWS", "minibatch_damping", "sep_cavity"]
+__all__ = ["SEP", "SEP_MEMORY_ROWS", "AUTO_BATCH_ROWS", "minibatch_damping", "sep_cavity"]
 
 # SEP on minibatches: the paper's step |B|/n gives the global factor a memory of a whole epoch, n/|B|
 # minibatches, while Adam moves the hyperparameters at every one, so most of the factor was made at older
@@ -23,6 +23,16 @@ __all__ = ["SEP", "SEP_MEMORY_ROWS", "minibatch_damping", "sep_cavity"]
 # 20 / 60 / 120 / 220 s, no spike. Averaging the iterates was worse (0.50: an average of factors made at
 # different Z is not the factor of the averaged Z).
 SEP_MEMORY_ROWS = 20_000
+
+# batch_size='auto' (issue 58, item 5): every row while the factor's memory covers the data (n ≤
+# SEP_MEMORY_ROWS: the batch fit, whose evidence is exact, so its collapse rule applies, and whose pass over
+# 20,000 rows at m = 100 takes well under a second); beyond, minibatches of AUTO_BATCH_ROWS. A batch fit
+# does not scale: each iteration is two passes over every row, and on many rows its steps, made from the
+# whole data's gradient at Adam's constant rate, overshoot (flights, arrival delay > 15 min, 246,468 rows,
+# m = 100: the evidence collapsed and recovered repeatedly over 300 s, the test NLL up to 7.7 mid-fit, the
+# best iterate 0.467), where 2,000-row minibatches with the decaying steps held 0.46-0.47 from the first
+# minute (benchmarks/results/ngd_peers.json, 3 seeds).
+AUTO_BATCH_ROWS = 2_000
 
 
 def minibatch_damping(batch_size: int, n: int) -> float:
@@ -47,6 +57,9 @@ class SEP(GPCMethod):
     # quarter: −598 nats at iteration 25, −545 at 250, above EP's −560)
     default_damping = 1.0
     decays_on_minibatches = True
+
+    def auto_batch(self, n: int) -> int | None:
+        return None if n <= SEP_MEMORY_ROWS else AUTO_BATCH_ROWS
 
     def damping(self, batch_size: int | None, n: int) -> float:
         if batch_size is not None and batch_size < n:

