@@ -291,6 +291,28 @@ def paired_by_seed(runs: dict, a: str, b: str, field: str = "wall_seconds") -> d
             "below_every_seed": bool(all(r < 1 for r in ratios)), "mean_gap_in_pooled_sd": gaps}
 
 
+def median_seconds(fn, repeats: int, warmup: int = 0) -> float:
+    """The median wall seconds of ``repeats`` calls of ``fn()``, after ``warmup`` untimed calls (a first
+    call that pays for imports, caches or a cluster's function shipping)."""
+    import statistics
+    import time
+
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(statistics.median(times))
+
+
+def time_to(curve, target: float, col: int = 1):
+    """The first second of a (seconds, ...) curve at which its column ``col`` is at or below ``target``
+    (None: never)."""
+    return next((p[0] for p in curve if p[col] <= target), None)
+
+
 def value_at(curve, t: float, col: int = 1):
     """A (seconds, ...) curve's column ``col`` at second t: its last point at or before t (its first when
     none is; the final one when the run ended sooner)."""

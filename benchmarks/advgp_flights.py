@@ -37,6 +37,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _common import median_seconds  # noqa: E402
 from exact_gradient import _gpytorch_python, _run_json  # noqa: E402  (shared venv + subprocess helpers)
 
 PAPER_SECONDS_PER_UPDATE = 0.18  # flights 700K, one 16-core node, tau = 32 (Peng et al. 2017, section 6)
@@ -122,13 +123,7 @@ def _round_trips(client, size: int, reps: int = 300) -> dict:
     out = {}
     for name, call in (("task", lambda: client.submit(_echo, theta, pure=False).result()),
                        ("actor", lambda: actor.call(theta).result())):
-        call()
-        secs = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            call()
-            secs.append(time.perf_counter() - t0)
-        out[f"{name}_seconds_median"] = float(np.median(secs))
+        out[f"{name}_seconds_median"] = median_seconds(call, reps, warmup=1)
     out["theta_floats"] = size
     return out
 

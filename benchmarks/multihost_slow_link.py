@@ -24,14 +24,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from _common import close_segment, load_results, write_results  # noqa: E402
+from _common import close_segment, load_results, time_to, write_results  # noqa: E402
 
 OUT = HERE / "results" / "multihost_slow_link.json"
 TARGETS = (4.20, 4.15, 4.13)  # MW; the mean predictor's RMSE on these rows is ≈ 17
-
-
-def _time_to(curve, target):
-    return next((s for s, _, r in curve if r <= target), None)
 
 
 def main() -> int:
@@ -86,7 +82,7 @@ def main() -> int:
                     case = json.loads(out.read_text())
                     for tau in ("0", "8"):
                         c = case[tau]
-                        c["seconds_to_rmse"] = {str(t): _time_to(c["curve"], t) for t in TARGETS}
+                        c["seconds_to_rmse"] = {str(t): time_to(c["curve"], t, 2) for t in TARGETS}
                         c["final_rmse"] = c["curve"][-1][2]
                     spu = [case[tau]["seconds_per_update"] for tau in ("0", "8")]
                     case["ratio_seconds_per_update"] = spu[0] / spu[1]

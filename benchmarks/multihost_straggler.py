@@ -42,21 +42,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from _common import close_segment, load_results, write_results  # noqa: E402
+from _common import close_segment, load_results, time_to, value_at, write_results  # noqa: E402
 
 OUT = HERE / "results" / "multihost_straggler.json"
 FRACTIONS = (0.25, 0.5, 1.0)  # of the budget: where τ = 0's own curve sets the targets
 M, FILES = 100, 7
-
-
-def _rmse_at(curve, seconds: float) -> float:
-    """A [seconds, version, rmse] curve's RMSE at ``seconds`` (its last point at or before)."""
-    pts = [r for s, _, r in curve if s <= seconds]
-    return pts[-1] if pts else curve[0][2]
-
-
-def _time_to(curve, target: float):
-    return next((s for s, _, r in curve if r <= target), None)
 
 
 def _write_flights(folder: Path) -> int:
@@ -75,15 +65,18 @@ def _write_flights(folder: Path) -> int:
     return len(df)
 
 
+def _judge(case: dict, t: int) -> None:
+    """Whether τ = ``t`` reached every target before τ = 0 first did, kept with its result."""
+    c, sync = case[str(t)], case["0"]
+    c["sooner_to_every_target"] = all(s is not None and s < s0 for s, s0 in
+                                      zip(c["seconds_to_target"], sync["seconds_to_target"], strict=True))
+
+
 def summarise(res: dict, taus: list[int]) -> dict:
     out = {}
     for group in sorted({k.rsplit("/", 1)[0] for k in res["cases"]}):  # straggler/optimizer
         cases = [c for k, c in res["cases"].items() if k.rsplit("/", 1)[0] == group]
-        def sooner(c, t):  # τ's seconds to every target below τ = 0's
-            return all(s is not None and s < s0 for s, s0 in
-                       zip(c[str(t)]["seconds_to_target"], c["0"]["seconds_to_target"], strict=True))
-
-        faster = {str(t): all(sooner(c, t) for c in cases)
+        faster = {str(t): all(c[str(t)]["sooner_to_every_target"] for c in cases)
                   for t in taus if t > 0 and all(str(t) in c for c in cases)}
         out[group] = {"seeds": len(cases), "faster_to_every_target_in_every_seed": faster,
                      "pays": any(faster.values()),
@@ -150,14 +143,16 @@ def main() -> int:
                         if r.returncode:
                             raise SystemExit(f"{key}: {r.stderr[-2000:]}")
                         case = json.loads(out.read_text())
-                        targets = [_rmse_at(case["0"]["curve"], f * a.budget) for f in FRACTIONS]
+                        targets = [value_at(case["0"]["curve"], f * a.budget, 2) for f in FRACTIONS]
                         case["targets"] = targets
                         for t in taus:
                             c = case[str(t)]
-                            c["seconds_to_target"] = [_time_to(c["curve"], x) for x in targets]
+                            c["seconds_to_target"] = [time_to(c["curve"], x, 2) for x in targets]
                             c["final_rmse"] = c["curve"][-1][2]
                             for k in ("squared_errors", "first_squared_errors"):
                                 c.pop(k, None)  # per test row: 39,000 numbers each, not needed here
+                        for t in taus[1:]:
+                            _judge(case, t)
                         res["cases"][key] = case
                         res["summary"] = summarise(res, taus)
                         write_results(OUT, res)

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import load_results, write_results  # noqa: E402
+from _common import load_results, median_seconds, write_results  # noqa: E402
 
 OUT = HERE / "results" / "product_width.json"
 BLOCK_ROWS = 2048
@@ -37,16 +37,6 @@ BLOCK_ROWS = 2048
 def _widths(text: str) -> list[int]:
     lo, _, hi = text.partition("-")
     return list(range(int(lo), int(hi or lo) + 1))
-
-
-def _seconds(f, repeats: int) -> float:
-    f()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
 
 
 def main() -> int:
@@ -66,9 +56,10 @@ def main() -> int:
         rows = {}
         for k in _widths(a.widths):
             V = rng.standard_normal((n, k))
-            plain = _seconds(lambda V=V, blocks=blocks: [(b @ V.astype(np.float32)).astype(np.float64)
-                                                         for b in blocks], a.repeats)
-            lib = _seconds(lambda V=V, blocks=blocks: [cached_product(b, V) for b in blocks], a.repeats)
+            plain = median_seconds(lambda V=V, blocks=blocks: [(b @ V.astype(np.float32)).astype(np.float64)
+                                                               for b in blocks], a.repeats, warmup=1)
+            lib = median_seconds(lambda V=V, blocks=blocks: [cached_product(b, V) for b in blocks], a.repeats,
+                                 warmup=1)
             same = all(np.array_equal(cached_product(b, V), (b @ V.astype(np.float32)).astype(np.float64))
                        for b in blocks[:2])
             rows[str(k)] = {"plain_s": plain, "daskgp_s": lib, "bit_identical": bool(same)}

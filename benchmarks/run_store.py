@@ -26,6 +26,7 @@ import json
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +34,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import median_seconds  # noqa: E402
+
 C, B, P, N_PROBES = 4, 100, 3, 4
 NAMES = ["variance", "lengthscale", "noise"]
 
@@ -114,15 +118,6 @@ def _open_v1(path):
     return xr.open_datatree(path, engine="zarr", consolidated=False).load()
 
 
-def _median_time(fn, repeat=5):
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
-
-
 def _case(name, n, blocks):
     from daskgp.mcmc.diagnostics import open_run
     from daskgp.runs.draws import CHECKPOINT
@@ -131,7 +126,7 @@ def _case(name, n, blocks):
     try:
         p2, t2 = _format2(folder, n, blocks, np.random.default_rng(0))
         p1, t1 = _format1(folder, n, blocks, np.random.default_rng(0))
-        open2, open1 = _median_time(lambda: open_run(p2)), _median_time(lambda: _open_v1(p1))
+        open2, open1 = median_seconds(lambda: open_run(p2), 5), median_seconds(lambda: _open_v1(p1), 5)
         row = {"case": name, "n": n, "chains": C, "draws_per_block": B, "blocks": blocks,
                "draws_per_chain": blocks * B,
                "format2_s_per_block_median": float(np.median(t2[1:])),
