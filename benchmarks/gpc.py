@@ -64,33 +64,57 @@ def _split(name: str, quick: bool, seed: int = 0):
 
 
 def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=None, every: float = 0.0,
-            seed: int = 0):
+            seed: int = 0, **settings):
+    """One SparseGPClassifier fit; with ``every``, its test NLL every ``every`` seconds of training (the clock
+    stops meanwhile). A fit on minibatches of a tied factor (SEP) ends by re-making the factor from every row
+    (``refine_passes``): each curve point is then the model such a fit stopped there returns — its factor
+    re-made from a copy of the training rows on the same workers — at the training time plus that
+    refinement's seconds. ``settings``: further SparseGPClassifier parameters."""
     import daskgp as dg
+    from daskgp.compute.rows import RowChunks
     from daskgp.gpc.ep import Posterior
+    from daskgp.gpc.fit import EPState, refine_factor
+    from daskgp.gpc.methods import get_method
     from daskgp.model.likelihoods import Probit
 
     Xtr, Xte, ytr, yte = data
+    chunk_rows = max(100, -(-len(ytr) // 4))
     est = dg.SparseGPClassifier(n_inducing=m, method=method, max_iter=iters, batch_size=batch,
-                                chunk_rows=max(100, -(-len(ytr) // 4)), random_state=seed)
+                                chunk_rows=chunk_rows, random_state=seed, **settings)
     curve, clock = [], {"t0": time.perf_counter(), "paused": 0.0, "next": 0.0}
+    copy: list = []  # the training rows as the fit holds them, for the refinement at each curve point
 
-    def record(event):  # the test NLL every ``every`` seconds of training; the clock stops meanwhile
+    def record(event):
         state = event.model
         t = time.perf_counter() - clock["t0"] - clock["paused"]
         if every and t >= clock["next"]:
             s = time.perf_counter()
+            params, factor, extra = state.params, state.factor, 0.0
+            if (est.batch_size_ is not None and not get_method(method).keeps_sites
+                    and est.refine_passes > 0):
+                if not copy:
+                    ypm = np.where(ytr == est.classes_[1], 1.0, -1.0)
+                    copy.append(RowChunks.from_arrays(client, ypm, chunk_rows,
+                                                      X=(Xtr - est.x_mean_) / est.x_scale_))
+                refined = EPState(params, factor, state.adam)
+                _, extra = refine_factor(copy[0], refined, method, est.refine_passes)
+                factor = refined.factor
             Xs = (Xte - est.x_mean_) / est.x_scale_
-            p1 = Probit.predict_proba(*Posterior(state.params, state.factor).predict_latent(Xs))
-            curve.append((t, float(np.mean((p1 > 0.5) != yte)), _nll(p1, yte)))
+            p1 = Probit.predict_proba(*Posterior(params, factor).predict_latent(Xs))
+            curve.append((t + extra, float(np.mean((p1 > 0.5) != yte)), _nll(p1, yte)))
             clock["paused"] += time.perf_counter() - s
             clock["next"] += every
 
-    est.fit(Xtr, ytr, client=client, callback=record, time_budget=budget)
+    try:
+        est.fit(Xtr, ytr, client=client, callback=record, time_budget=budget)
+    finally:
+        for c in copy:
+            c.release()
     seconds = time.perf_counter() - clock["t0"] - clock["paused"]
     p1 = est.predict_proba(Xte)[:, 1]
     out = {"method": method, "m": m, "iterations": est.n_iter_, "seconds": seconds,
            "test_error": float(np.mean((p1 > 0.5) != yte)), "test_nll": _nll(p1, yte),
-           "evidence": est.evidence_, "batch": batch}
+           "evidence": est.evidence_, "batch": batch, "refine_seconds": est.refine_seconds_, **settings}
     if curve:
         out["curve"] = curve + [(seconds, out["test_error"], out["test_nll"])]
     return out

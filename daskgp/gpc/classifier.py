@@ -11,6 +11,7 @@ p(y = classes_[1] | x) = Φ(μ(x) / √(1 + d(x) + σ²(x))) chunk-wise (dask ar
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import time
 import warnings
@@ -33,8 +34,19 @@ from ..model.kernels import ard_kernel, kernel_name
 from ..model.likelihoods import Probit
 from ..runs.models import Saved, SavedModel
 from .ep import Factor, GPCParams, Posterior
-from .fit import Adam, EPState, GPCCheckpoint, IterationRecord, collapsed, run_ep
+from .fit import (
+    REFINE_PASSES,
+    Adam,
+    EPState,
+    GPCCheckpoint,
+    IterationRecord,
+    collapsed,
+    refine_factor,
+    run_ep,
+)
 from .methods import get_method, method_names
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SparseGPClassifier"]
 
@@ -55,11 +67,15 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     learning_rate: Adam's step on (Z, log σ², log l) (0: keep the initial hyperparameters); learn_inducing:
     also move Z; scheduler: a dask-scheduler address (default: this process's client, else a local cluster);
     random_state: k-means and minibatch seed; kernel: 'rbf', 'matern32', 'matern52'
-    (:data:`daskgp.model.kernels.KERNELS`) or a kernel object of those classes, one lengthscale per feature.
+    (:data:`daskgp.model.kernels.KERNELS`) or a kernel object of those classes, one lengthscale per feature;
+    refine_passes: after a fit on minibatches of a method with a tied factor (SEP), site-only passes over
+    every row at the final hyperparameters that re-make the factor (:func:`daskgp.gpc.fit.refine_factor`;
+    0: keep the minibatch factor).
 
     Fitted: ``batch_size_`` (the rows per iteration used; None: every row), ``classes_``, ``params_``
     (GPCParams, standardised inputs), ``factor_`` (the k-space factor of q(u)), ``evidence_`` (nats; the log
-    evidence approximation of the last iteration), ``records_`` (per iteration: evidence, training error,
+    evidence approximation of the last iteration, or of the re-made factor), ``refine_seconds_`` (the
+    re-making's seconds; None when there was none), ``records_`` (per iteration: evidence, training error,
     gradient norm), ``n_iter_``, ``n_features_in_``,
     ``best_iteration_`` (the iteration whose q the model keeps: the last, unless the fit broke down or its
     evidence collapsed — then the best, with a ConvergenceWarning), ``kernel_`` (the fitted kernel object:
@@ -71,11 +87,12 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                  chunk_rows: int = 20_000, batch_size: int | str | None = "auto",
                  damping: float | None = None,
                  learning_rate: float = 0.01, learn_inducing: bool = True, scheduler: str | None = None,
-                 random_state=0, kernel="rbf"):
+                 random_state=0, kernel="rbf", refine_passes: int = REFINE_PASSES):
         self.n_inducing, self.method, self.max_iter = n_inducing, method, max_iter
         self.chunk_rows, self.kernel = chunk_rows, kernel
         self.batch_size, self.damping, self.learning_rate = batch_size, damping, learning_rate
         self.learn_inducing, self.scheduler, self.random_state = learn_inducing, scheduler, random_state
+        self.refine_passes = refine_passes
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -87,7 +104,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         "chunk_rows": [at_least(1)], "batch_size": [at_least(1), StrOptions({"auto"}), None],
         "damping": [real_in(0, 1, "right"), None],
         "learning_rate": [real_in(0, 1, "left")], "learn_inducing": ["boolean"], "scheduler": [str, None],
-        "random_state": ["random_state"],
+        "random_state": ["random_state"], "refine_passes": [at_least(0)],
         "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
     }
 
@@ -191,6 +208,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                              f"method={self.method!r} with batch_size=None")
         from ..compute.cluster import borrowed_client
 
+        refined = self.refine_seconds_ = None
         with ckpt.writing() if ckpt is not None else contextlib.nullcontext(), \
                 borrowed_client(client, self.scheduler) as c:
             chunks = RowChunks.from_arrays(c, ypm, int(self.chunk_rows), X=Xs)
@@ -224,10 +242,12 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                     if not state.records:
                         raise
                     broke = e
+                if broke is None and minibatch and not method.keeps_sites and self.refine_passes > 0:
+                    refined = self._refine(chunks, state, method)
             finally:
                 chunks.release()
         self.params_, self.factor_, self.records_ = state.params, state.factor, state.records
-        self.evidence_ = state.records[-1].evidence
+        self.evidence_ = state.records[-1].evidence if refined is None else refined
         self.n_iter_ = len(state.records)
         self.best_iteration_ = self.n_iter_
         self._keep_best(state, broke, batch=batch is None)
@@ -235,6 +255,16 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
         return self
+
+    def _refine(self, chunks, state, method) -> float:
+        """After a fit on minibatches: the tied factor re-made from every row at the final hyperparameters
+        (:func:`daskgp.gpc.fit.refine_factor`), said in one line; the refined q's evidence (nats)."""
+        ev, seconds = refine_factor(chunks, state, method, int(self.refine_passes))
+        self.refine_seconds_ = seconds
+        log.info("daskgp: %s's factor re-made from all %s rows at the final hyperparameters (%d pass%s, "
+                 "%.1f s): evidence %.1f nats", method.name.upper(), f"{chunks.n:,}", self.refine_passes,
+                 "" if self.refine_passes == 1 else "es", seconds, ev)
+        return ev
 
     def _set_units(self) -> None:
         p = self.params_

@@ -270,6 +270,48 @@ def test_auto_batch_is_every_row_up_to_seps_memory_and_minibatches_beyond(cancer
         assert whole.batch_size_ is None and whole.records_[0].train_error < 0.5
 
 
+def test_a_minibatch_fit_ends_with_its_factor_re_made_from_every_row(client, caplog):
+    """Issue 58, item 2: after SEP's minibatches, ``refine_passes`` passes over every row at the final
+    hyperparameters re-make the tied factor. Reference: SEP's batch fixed point at those hyperparameters,
+    iterated to convergence in this process from the rows themselves. The refined q predicts as the fixed
+    point does (latent means within 1 % of their spread); the minibatch factor it replaces does not (negative
+    control: at least ten times further), and neither the hyperparameters nor the records change."""
+    import logging
+
+    from daskgp.datasets import load_classification
+    from daskgp.gpc.methods import get_method
+
+    d = load_classification("flights_delayed")
+    n = 24_000
+    X, y, Xte = d.X[:n], d.y[:n], d.X[n:n + 2_000]
+    kw = dict(n_inducing=10, max_iter=30, batch_size=2_000)
+    raw = dg.SparseGPClassifier(refine_passes=0, **kw).fit(X, y, client=client)
+    with caplog.at_level(logging.INFO, logger="daskgp.gpc.classifier"):
+        refined = dg.SparseGPClassifier(**kw).fit(X, y, client=client)
+    assert raw.refine_seconds_ is None and refined.refine_seconds_ > 0
+    assert [f"re-made from all {n:,} rows" in r.getMessage() for r in caplog.records].count(True) == 1
+    assert [r.evidence for r in raw.records_] == [r.evidence for r in refined.records_]
+    np.testing.assert_array_equal(raw.params_.to_vector(), refined.params_.to_vector())
+
+    sep, p = get_method("sep"), refined.params_
+    Xs, ypm = (X - refined.x_mean_) / refined.x_scale_, np.where(y == refined.classes_[1], 1.0, -1.0)
+    factor = raw.factor_
+    for _ in range(40):  # SEP's undamped fixed-point iteration over every row
+        res, _ = chunk_pass(Xs, ypm, sep.source(Posterior(p, factor), n), None, 1.0, grad=False)
+        factor = res.factor
+    Xt = (Xte - refined.x_mean_) / refined.x_scale_
+    ref = Posterior(p, factor).predict_latent(Xt)[0]
+    got = Posterior(p, refined.factor_).predict_latent(Xt)[0]
+    before = Posterior(p, raw.factor_).predict_latent(Xt)[0]
+    assert np.max(np.abs(got - ref)) <= 0.01 * np.std(ref)
+    assert np.max(np.abs(before - ref)) >= 10 * np.max(np.abs(got - ref))
+    q = Posterior(p, factor)
+    res, _ = chunk_pass(Xs, ypm, sep.source(q, n), None, 1.0, grad=False)
+    assert refined.evidence_ == pytest.approx(sep.evidence(q, sep.source(q, n), res, n), abs=1.0)
+    with pytest.raises(ValueError, match="refine_passes"):
+        dg.SparseGPClassifier(refine_passes=-1).fit(X[:100], y[:100], client=client)
+
+
 def test_seps_minibatch_step_has_a_memory_of_twenty_thousand_rows():
     """The paper's |B|/n where n is at most R rows; |B|/R above (the factor then forgets sites made at
     hyperparameters more than R/|B| minibatches old); never above 1."""

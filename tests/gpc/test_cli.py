@@ -32,6 +32,19 @@ def test_results_file_and_progress(tmp_path):
         assert np.all((0 < p) & (p < 1))
 
 
+@pytest.mark.cluster
+def test_a_minibatch_fit_says_its_factor_was_re_made(tmp_path):
+    """SEP on minibatches ends by re-making its factor from every training row: the command says so, once."""
+    out = tmp_path / "g.nc"
+    r = subprocess.run([sys.executable, "-m", "daskgp", "gpc", "--data", "breast_cancer", "--inducing", "10",
+                        "--max-iter", "10", "--method", "sep", "--batch", "100", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    assert r.returncode == 0, r.stderr
+    assert "SEP on minibatches of 100 rows" in r.stdout
+    said = "SEP's factor re-made from every training row at the final hyperparameters (2 passes"
+    assert r.stdout.count(said) == 1
+
+
 def _csv(tmp_path, name, labels, nan_label=False):
     rng = np.random.default_rng(0)
     df = pd.DataFrame(rng.normal(size=(len(labels), 3)), columns=["a", "b", "c"])

@@ -192,6 +192,10 @@ def gpc_command(args) -> int:
 def _report(est, caught, m: dict, out: str) -> None:
     for w in caught:  # the fit's own warnings, one line each, after the progress line
         print(f"daskgp: warning: {w.message}", file=sys.stderr)
+    if est.refine_seconds_ is not None:  # a fit on minibatches whose tied factor was re-made from every row
+        print(f"daskgp: {est.method.upper()}'s factor re-made from every training row at the final "
+              f"hyperparameters ({est.refine_passes} pass{'' if est.refine_passes == 1 else 'es'}, "
+              f"{est.refine_seconds_:.1f} s)")
     kept = f" (the model is iteration {est.best_iteration_}'s)" if est.best_iteration_ != est.n_iter_ else ""
     print(f"log Z {est.evidence_:.2f} nats after {est.n_iter_} iterations{kept}; test error "
           f"{m['test_error']:.4f}, test NLL {m['test_nll']:.4f} (class prior {m['prior_nll']:.4f}); results "
