@@ -28,6 +28,7 @@ SEP's measured state flat in n while EP's grows.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -68,8 +69,8 @@ def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=No
     """One SparseGPClassifier fit; with ``every``, its test NLL every ``every`` seconds of training (the clock
     stops meanwhile). A fit on minibatches of a tied factor (SEP) ends by re-making the factor from every row
     (``refine_passes``): each curve point is then the model such a fit stopped there returns — its factor
-    re-made from a copy of the training rows on the same workers — at the training time plus that
-    refinement's seconds. ``settings``: further SparseGPClassifier parameters."""
+    re-made from a copy of the training rows on the same workers, after the fit — at the training time plus
+    that refinement's seconds. ``settings``: further SparseGPClassifier parameters."""
     import daskgp as dg
     from daskgp.compute.rows import RowChunks
     from daskgp.gpc.ep import Posterior
@@ -82,35 +83,38 @@ def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=No
     est = dg.SparseGPClassifier(n_inducing=m, method=method, max_iter=iters, batch_size=batch,
                                 chunk_rows=chunk_rows, random_state=seed, **settings)
     curve, clock = [], {"t0": time.perf_counter(), "paused": 0.0, "next": 0.0}
-    copy: list = []  # the training rows as the fit holds them, for the refinement at each curve point
+    held: list = []  # (training seconds, params, factor) every ``every`` seconds, evaluated after the fit
 
     def record(event):
-        state = event.model
+        # only a copy of q's small arrays here (m x m), so that the fit's own time_budget, which counts the
+        # callback, is spent training: the refinement and prediction for each point run after the fit
         t = time.perf_counter() - clock["t0"] - clock["paused"]
         if every and t >= clock["next"]:
             s = time.perf_counter()
-            params, factor, extra = state.params, state.factor, 0.0
-            if (est.batch_size_ is not None and not get_method(method).keeps_sites
-                    and est.refine_passes > 0):
-                if not copy:
+            held.append((t, copy.deepcopy(event.model.params), copy.deepcopy(event.model.factor)))
+            clock["paused"] += time.perf_counter() - s
+            clock["next"] += every
+
+    est.fit(Xtr, ytr, client=client, callback=record, time_budget=budget)
+    seconds = time.perf_counter() - clock["t0"] - clock["paused"]
+    rows: list = []
+    try:
+        for t, params, factor in held:
+            extra = 0.0
+            if est.batch_size_ is not None and not get_method(method).keeps_sites and est.refine_passes > 0:
+                if not rows:
                     ypm = np.where(ytr == est.classes_[1], 1.0, -1.0)
-                    copy.append(RowChunks.from_arrays(client, ypm, chunk_rows,
+                    rows.append(RowChunks.from_arrays(client, ypm, chunk_rows,
                                                       X=(Xtr - est.x_mean_) / est.x_scale_))
-                refined = EPState(params, factor, state.adam)
-                _, extra = refine_factor(copy[0], refined, method, est.refine_passes)
+                refined = EPState(params, factor, None)
+                _, extra = refine_factor(rows[0], refined, method, est.refine_passes)
                 factor = refined.factor
             Xs = (Xte - est.x_mean_) / est.x_scale_
             p1 = Probit.predict_proba(*Posterior(params, factor).predict_latent(Xs))
             curve.append((t + extra, float(np.mean((p1 > 0.5) != yte)), _nll(p1, yte)))
-            clock["paused"] += time.perf_counter() - s
-            clock["next"] += every
-
-    try:
-        est.fit(Xtr, ytr, client=client, callback=record, time_budget=budget)
     finally:
-        for c in copy:
+        for c in rows:
             c.release()
-    seconds = time.perf_counter() - clock["t0"] - clock["paused"]
     p1 = est.predict_proba(Xte)[:, 1]
     out = {"method": method, "m": m, "iterations": est.n_iter_, "seconds": seconds,
            "test_error": float(np.mean((p1 > 0.5) != yte)), "test_nll": _nll(p1, yte),

@@ -74,7 +74,7 @@ class SparseGPRegressor(InducingEstimator, RegressorMixin, BaseEstimator):
     and, for DataFrames, ``feature_names_in_``.
     """
 
-    def __init__(self, n_inducing: int = 100, max_iter: int = 200, chunk_rows: int = 20_000,
+    def __init__(self, n_inducing: int = 100, max_iter: int = 1000, chunk_rows: int = 20_000,
                  learn_inducing: bool = True, scheduler: str | None = None, noise_init: float = 0.5,
                  random_state=0, tol: float = 1e-9, device: str = "cpu", kernel="rbf", init: str = "kmeans"):
         self.n_inducing, self.max_iter, self.chunk_rows = n_inducing, max_iter, chunk_rows

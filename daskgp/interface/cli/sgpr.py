@@ -109,7 +109,7 @@ def add_parser(sub) -> None:
     data_arguments(sg, "flights")
     inducing_arguments(sg)
     split_arguments(sg)
-    sg.add_argument("--max-iter", type=int, default=200, help="L-BFGS-B iterations")
+    sg.add_argument("--max-iter", type=int, default=1000, help="L-BFGS-B iterations")
     sg.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (one task each)")
     sg.add_argument("--init", choices=("kmeans", "subset"), default="kmeans",
                     help="where the fit starts: kmeans (Z at k-means centres of a 20,000-row sample) or "
