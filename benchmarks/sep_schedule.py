@@ -14,7 +14,14 @@ and Adam's step η, both divided by √(1 + t/(c·E)) with E = n/|B| minibatches
 - ``big``: |B| = 10,000, c = 1;
 - ``big_slow``: |B| = 10,000, c = 10;
 - ``no_site_pass``: |B| = 2,000, c = 1, no site-only pass before the gradient pass (half the passes);
-- ``lr3``: |B| = 2,000, η = 0.03; ``big_lr3``: |B| = 10,000, η = 0.03.
+- ``lr3``: |B| = 2,000, η = 0.03; ``big_lr3``: |B| = 10,000, η = 0.03;
+- ``refresh`` / ``refresh_half``: ``base`` with the tied factor re-made from every row (one site-only pass,
+  about 1 s on flights) every epoch / half epoch during the fit, on its clock.
+
+``--rerun base,...`` measures those variants again (for the seeds and tasks named). Each result records how
+its curve points were evaluated (``evaluation``; before revision 84fa159 inside the fit, whose time budget
+counted them — about 50 s of 300 with the refinement); a variant is paired only with a ``base`` evaluated
+the same way.
 
 Every fit ends as the library's does, its factor re-made from every row (``refine_passes``); each curve point
 is the model a fit stopped there would return, at its training time plus that refinement's seconds
@@ -49,10 +56,15 @@ sys.path.insert(0, str(HERE))
 from _common import load_results, value_at, write_results  # noqa: E402
 
 OUT = HERE / "results" / "sep_schedule.json"
-# (|B|, c, site-only passes, Adam's step)
-VARIANTS = {"base": (2000, 1.0, 1, 0.01), "slow_decay": (2000, 10.0, 1, 0.01), "big": (10000, 1.0, 1, 0.01),
-            "big_slow": (10000, 10.0, 1, 0.01), "no_site_pass": (2000, 1.0, 0, 0.01),
-            "lr3": (2000, 1.0, 1, 0.03), "big_lr3": (10000, 1.0, 1, 0.03)}
+# (|B|, c, site-only passes, Adam's step, refresh: the factor re-made from every row each this many epochs)
+VARIANTS = {"base": (2000, 1.0, 1, 0.01, None), "slow_decay": (2000, 10.0, 1, 0.01, None),
+            "big": (10000, 1.0, 1, 0.01, None), "big_slow": (10000, 10.0, 1, 0.01, None),
+            "no_site_pass": (2000, 1.0, 0, 0.01, None), "lr3": (2000, 1.0, 1, 0.03, None),
+            "big_lr3": (10000, 1.0, 1, 0.03, None), "refresh": (2000, 1.0, 1, 0.01, 1.0),
+            "refresh_half": (2000, 1.0, 1, 0.01, 0.5)}
+# how the curve points were evaluated: inside the fit (its time budget counting them; before 84fa159) or
+# after it, from copies of q taken at each point (the budget spent training)
+EVALUATION = "after_fit"
 TIMES = (60.0, 150.0)
 M, EVERY = 100, 10.0
 
@@ -87,10 +99,21 @@ def run(task: str, seed: int, variant: str, budget: float) -> dict:
     from daskgp.compute.cluster import close_client
     from daskgp.gpc.methods import get_method
 
-    batch, c, passes, lr = VARIANTS[variant]
-    decay, sep = fit.minibatch_decay, get_method("sep")
+    batch, c, passes, lr, refresh = VARIANTS[variant]
+    decay, sep, iteration = fit.minibatch_decay, get_method("sep"), fit._iteration
     fit.minibatch_decay = lambda it, epoch: decay(it, c * epoch)
     sep.site_passes = passes  # an instance attribute over the class's, undone below
+    if refresh is not None:
+        def refreshing(chunks, state, method, *args):
+            # every refresh x E minibatches, one site-only pass over every row replaces the tied factor (the
+            # library's end-of-fit refinement, here during the fit): the next gradients start from the
+            # factor of all the data at the current hyperparameters rather than from recent minibatches'
+            every = max(1, round(refresh * chunks.n / batch))
+            if state.records and len(state.records) % every == 0:
+                fit.refine_factor(chunks, state, method, 1)
+            return iteration(chunks, state, method, *args)
+
+        fit._iteration = refreshing
     client = _cluster()
     try:
         r = _daskgp(client, _task(task, seed), "sep", M, 10**9, batch=batch, budget=budget, every=EVERY,
@@ -98,8 +121,10 @@ def run(task: str, seed: int, variant: str, budget: float) -> dict:
     finally:
         close_client(client)
         fit.minibatch_decay = decay
+        fit._iteration = iteration
         del sep.site_passes
     r["seconds_per_iteration"] = r["seconds"] / r["iterations"]
+    r["evaluation"] = EVALUATION
     return r
 
 
@@ -109,7 +134,9 @@ def summarise(results: dict) -> dict:
         for t in TIMES:
             base = {s: value_at(v["base"]["curve"], t, 2) for s, v in part.items() if "base" in v}
             for variant in VARIANTS:
-                seeds = [s for s in base if variant in part[s]]
+                # paired only with a base evaluated the same way
+                seeds = [s for s in base if variant in part[s] and part[s][variant].get("evaluation")
+                         == part[s]["base"].get("evaluation")]
                 if not seeds:
                     continue
                 v = np.array([value_at(part[s][variant]["curve"], t, 2) for s in seeds])
@@ -127,9 +154,14 @@ def main() -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--budget", type=float, default=150.0)
     ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--rerun", default="", help="variants measured again for the seeds and tasks named")
     a = ap.parse_args()
     os.environ.setdefault("DASKGP_DATA", str(HERE.parent.parent / "shared" / "data"))
     results = load_results(OUT, "sep_schedule", a.fresh)
+    for task in a.tasks.split(","):
+        for seed in a.seeds.split(","):
+            for variant in filter(None, a.rerun.split(",")):
+                results["cases"].get(task, {}).get(seed, {}).pop(variant, None)
     t0 = time.time()
     try:
         for seed in [int(s) for s in a.seeds.split(",")]:

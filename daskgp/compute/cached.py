@@ -17,9 +17,12 @@ __all__ = ["PAD_F32", "PAD_TO", "cached_product"]
 # poorly, so a product with 9-15 right-hand sides — the CG's [y, probes] block (1 + 13 columns on house_8L)
 # and its narrower blocks as columns converge — costs more than one with 16 (measured on 22,784 cached
 # float32 rows, one thread: 14 columns 0.419 s, padded to 16 0.334 s; over widths 9-15 0.87x the time;
-# ``benchmarks/product_width.py``). Those products are computed with zero columns added up to 16 and the
-# extra columns dropped: each column's dot products are the same, in the same order, so the product's bits
-# do not change (tests/compute/test_operator.py checks every width).
+# ``benchmarks/product_width.py``; numpy 2.5.5's OpenBLAS 0.3.34: 14 columns 0.032 s, 16 0.026 s on a
+# 2,048-row block). Those products are computed with zero columns added up to 16 and the extra columns
+# dropped. With the OpenBLAS first measured the bits were those of the unpadded product; with 0.3.34 the
+# remainder kernel sums in another order, so they differ in the last float32 bits (within a float32 dot
+# product's rounding bound, tests/compute/test_operator.py). Every worker pads the same widths, so a chain's
+# draws stay the same bits on every worker of one build.
 PAD_F32 = range(9, 16)
 PAD_TO = 16
 
@@ -27,7 +30,7 @@ PAD_TO = 16
 def cached_product(rows, V):
     """rows @ V in the cached rows' precision, returned in V's (numpy would otherwise upcast a float32
     cache to a float64 copy of itself on every product); float32 rows with 9-15 columns of V are multiplied
-    as 16 (:data:`PAD_F32`: the same bits, sooner)."""
+    as 16 (:data:`PAD_F32`: sooner; a float32 product either way)."""
     if rows.dtype == V.dtype and not (rows.dtype == np.float32 and V.shape[1] in PAD_F32):
         return rows @ V
     if is_numpy(rows, V):
