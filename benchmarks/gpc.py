@@ -98,10 +98,12 @@ def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=No
     est.fit(Xtr, ytr, client=client, callback=record, time_budget=budget)
     seconds = time.perf_counter() - clock["t0"] - clock["paused"]
     rows: list = []
+    refines = est.batch_size_ is not None and not get_method(method).keeps_sites and est.refine_passes > 0
+    Xs = (Xte - est.x_mean_) / est.x_scale_
     try:
         for t, params, factor in held:
             extra = 0.0
-            if est.batch_size_ is not None and not get_method(method).keeps_sites and est.refine_passes > 0:
+            if refines:
                 if not rows:
                     ypm = np.where(ytr == est.classes_[1], 1.0, -1.0)
                     rows.append(RowChunks.from_arrays(client, ypm, chunk_rows,
@@ -109,7 +111,6 @@ def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=No
                 refined = EPState(params, factor, None)
                 _, extra = refine_factor(rows[0], refined, method, est.refine_passes)
                 factor = refined.factor
-            Xs = (Xte - est.x_mean_) / est.x_scale_
             p1 = Probit.predict_proba(*Posterior(params, factor).predict_latent(Xs))
             curve.append((t + extra, float(np.mean((p1 > 0.5) != yte)), _nll(p1, yte)))
     finally:
