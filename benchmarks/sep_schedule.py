@@ -39,6 +39,12 @@ against ``base`` at 150 s, mean ± sd over seeds): ``big_lr3`` −0.0040 ± 0.00
 +0.0005 ± 0.0029 on flights_departed; ``big`` +0.0012 / −0.0012 and ``lr3`` +0.0013 / +0.0062 (seed 0). No
 schedule is better on both labels by more than the spread between seeds, so the defaults stay (|B| = 2,000,
 c = 1, η = 0.01): choosing ``big_lr3`` would be choosing on the benchmark's label.
+
+Measured 12-01/12-02 (revision 4b907a9; seeds 0 and 1, each paired with a ``base`` re-measured the same
+way): ``refresh`` −0.0012 ± 0.0036 nats on flights_delayed and −0.0006 ± 0.0015 on flights_departed at 150 s
+(−0.0037 and +0.0014 on delayed by seed), +0.0002 / −0.0002 at 60 s: within the spread between seeds on both
+labels, at the cost of about 8 % of the minibatches (1,582–1,600 against 1,725–1,792 in 150 s on seed 1). Not
+made a library option: re-making the factor during the fit does not beat re-making it once at the end.
 """
 
 from __future__ import annotations
