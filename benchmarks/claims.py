@@ -38,7 +38,8 @@ CODE: dict[str, tuple[str, ...]] = {
     "sgpr_flights": ("daskgp/sparse", "daskgp/compute", "daskgp/core"),
     "peers_converged": ("daskgp/advgp", "daskgp/gpc", "daskgp/sparse", "daskgp/compute", "daskgp/core"),
     "gpc": ("daskgp/gpc", "daskgp/compute", "daskgp/core"),
-    "scale": ("daskgp/advgp", "daskgp/sparse", "daskgp/datasets", "daskgp/compute", "daskgp/core"),
+    "scale": ("daskgp/advgp", "daskgp/sparse", "daskgp/gpc", "daskgp/datasets", "daskgp/compute",
+              "daskgp/core"),
     "gpu_gradient_flights_rows150000": ("daskgp/exact", "daskgp/compute", "daskgp/core"),
     "exact_roofline": ("daskgp/exact", "daskgp/compute", "daskgp/core", "daskgp/mcmc"),
     "nuts_fair": ("daskgp/exact", "daskgp/compute", "daskgp/core", "daskgp/mcmc"),
@@ -209,6 +210,28 @@ def _scale(d: dict) -> dict:
             "sgpr_spe": f"{sgpr['seconds_per_epoch']:.0f}", "sgpr_wall": f"{sgpr['wall_seconds']:,.0f}",
             "sgpr_rmse": f"{sgpr['test_rmse']:.3f}", "sgpr_vs": vs(sgpr),
             "sgpr_client": f"{sgpr['client_peak_mb']:.0f}"}
+
+
+def _scale_sep(d: dict) -> dict:
+    """SEP from the 10⁷-row Parquet table: its fit, score and memory peaks."""
+    c = d["cases"]["10000000/sep"]
+    return {"iters": f"{c['iterations']:,}", "batch": f"{c['batch_size']:,}",
+            "fit": f"{c['fit_seconds']:.0f}", "refine": f"{c['refine_seconds']:.0f}",
+            "nll": f"{c['test_nll']:.4f}",
+            "const": f"{c['constant_nll']:.4f}", "err": f"{100 * c['test_error']:.1f} %",
+            "pos": f"{100 * c['positive_fraction']:.0f} %", "client": f"{c['client_peak_mb']:.0f} MB",
+            "workers": " and ".join(f"{w:,.0f}" for w in c["worker_peak_mb"]),
+            "wall": f"{c['wall_seconds']:.0f}"}
+
+
+def _capacity(d: dict) -> dict:
+    """What an m-point sparse GP reaches on the synthetic taxi table: a row per (rows, method, m, seed) and
+    the test rows' own Bayes RMSE."""
+    rows = [f"| {c['rows']:,} | {c['method'].upper()} | {c['m']} | {c['test_rmse']:.3f} | "
+            f"{c['ratio_to_floor']:.3f} | {c['iterations']:,} | {'yes' if c['converged'] else 'no'} | "
+            f"{c['fit_seconds']:.0f} |" for c in d["cases"].values()]
+    return {"rows": "\n".join(rows), "bayes": f"{d['test']['bayes_rmse']:.3f}",
+            "linear": f"{d['test']['linear_rmse']:.3f}"}
 
 
 def _under(value: float, bound: float, unit: str) -> str:
@@ -651,6 +674,14 @@ CLAIMS = [
           "padded\n    products take {ratio}× the time, with {same}", _product_width),
     Claim("ADVGP with a straggler host: the table", "multihost_straggler", "docs/guide/advgp.md", "{rows}",
           _straggler),
+    Claim("SEP from Parquet at 10⁷ rows", "scale", "docs/benchmarks.md",
+          "{iters} minibatches of {batch} rows in {fit} s (the refinement's passes over every row {refine} s "
+          "of it): test NLL {nll} nats against the constant predictor's {const} (test error {err}, {pos} of "
+          "the trips long), the client's peak {client}, the workers' {workers} MB, {wall} s end to end.",
+          _scale_sep),
+    Claim("what an m-point sparse GP reaches on the taxi table", "taxi_capacity", "docs/benchmarks.md",
+          "{rows}\n\nThe test rows' own Bayes RMSE (the generator's mean function) is {bayes} and least "
+          "squares' {linear}.", _capacity),
     Claim("ADVGP with a straggler host against the default fit: the table", "multihost_straggler",
           "docs/guide/advgp.md", "{rows}", _straggler_default),
     Claim("SEP's minibatch iteration, a task per worker", "sep_tasks", "docs/guide/gpc.md",

@@ -1,7 +1,7 @@
-"""ADVGP and SGPR on 10⁶ / 10⁷ / 10⁸ rows of a Parquet table read on the workers (issue 34, item 4), on this
-machine's 2 cores: the synthetic taxi-like table of ``benchmarks/synthetic_taxi.py`` (**synthetic**, said
-wherever it is reported), at least 8 files of at most 10⁶ rows, 1 % of the rows held out by the row-index hash
-(``daskgp.datasets.split_table``).
+"""ADVGP and SGPR (and SEP, the GPLVM) on 10⁶–10⁸ rows of a Parquet table read on the workers (issues 34, 58),
+on this machine's 2 cores: the synthetic taxi-like table of ``benchmarks/synthetic_taxi.py`` (**synthetic**,
+said wherever it is reported), at least 8 files of at most 10⁶ rows, 1 % of the rows held out by the row-index
+hash (``daskgp.datasets.split_table``).
 
 Per size and method, in a process of its own (its peak resident memory is the client's), against one local
 cluster of 2 single-threaded worker processes restarted before each case (their peak memory, VmHWM, is then
@@ -19,6 +19,17 @@ that case's):
   maximised in the client first) and only ``SUBSET_ITER`` (5) iterations over all rows — what a fixed budget
   of a few passes buys. The budget was set from a 10⁶-row trajectory (test RMSE 4.80–4.81 from iteration 1
   to 50 from this start, where the k-means start needs ~45 iterations to reach 4.81) before any larger run;
+- ``advgp-rule``: ``ADVGPRegressor(n_inducing=100)`` at every default (τ = 0, rows per task 'auto', its
+  stopping rule) until that rule stops it, resumable from its checkpoint beside the table — issue 58, item
+  3's converged ADVGP (``benchmarks/taxi_capacity.py``: on 10⁵ rows its rule stopped it after 4,480
+  updates at SGPR's RMSE);
+- ``sep``: ``SparseGPClassifier(n_inducing=100, method='sep')`` on the label "the trip took more than 20
+  minutes" (43 % of the rows) for ``--budget`` seconds at its defaults (minibatches of 2,000, then its
+  factor re-made from every row): test NLL and error against the constant predictor's — issue 58, item 4's
+  SEP from Parquet with the client flat;
+- ``gplvm``: ``BayesianGPLVM(n_components=2)`` on the 9 inputs, 2 rounds of 5 global and 5 local
+  iterations, one chunk per file, q(X) kept on the workers: the bound per row, seconds and the memory
+  peaks — issue 58, item 4's 10⁷-row GPLVM with the client ≤ 1 GB (a bounded fit, not a converged one);
 - ``linear``: the peer — ordinary least squares on the same training rows, exactly, by dask's tall-skinny
   QR on the workers (``da.linalg.lstsq``: the best any linear model, Vowpal Wabbit's included, can do on
   squared error), and the training mean;
@@ -63,6 +74,8 @@ def _passes(gradients: int, partitions: int, n_train: int, batch: int | None) ->
     rows = gradients * (n_train / partitions if batch is None else batch)
     return rows / n_train
 SUBSET_ITER = 5  # sgpr-subset's L-BFGS-B iterations over all the rows
+LONG_TRIP = 20.0  # minutes: the classifier's label (a trip longer than this; 43 % of the rows)
+GPLVM_M, GPLVM_ROUNDS = 30, 2  # the GPLVM's inducing points (its default) and global/local rounds
 
 
 def _hwm_mb() -> float:
@@ -181,6 +194,69 @@ def run_case(address: str, folder: str, method: str, budget: float, sgpr_iter: i
                    seconds_per_epoch=(info["seconds_evaluating"] / info["n_evaluations"]
                                       if info["n_evaluations"] else None))
         out["test_rmse"] = float(da.sqrt(da.mean((est.predict(Xte) - yte) ** 2)).compute())
+    elif method == "advgp-rule":
+        # issue 58, item 3: ADVGP at the library's defaults (τ = 0, rows per task 'auto', its stopping rule
+        # tol = 1e-4, at most 5,000 updates), run until its own rule stops it — not a wall budget. A stopped
+        # segment resumes from the checkpoint beside the table (every 10 updates); seconds add up over them
+        # ... and carried across sessions in git every 100 updates (benchmarks/carried/), as SGPR's is
+        ckpt = Path(folder).with_name(Path(folder).name + ".advgp-rule-checkpoint")
+        spent_file = ckpt.with_name(ckpt.name + ".seconds.json")
+        carried_spent = CARRIED / spent_file.name
+        if restore_run(ckpt) and carried_spent.exists():
+            shutil.copyfile(carried_spent, spent_file)
+        resume = ckpt.exists()
+        earlier = json.loads(spent_file.read_text())["seconds"] if resume and spent_file.exists() else 0.0
+        t_fit = time.perf_counter()
+
+        def record(event):
+            if event.step % 10 == 0:  # the checkpoint's own period: the seconds match what it holds
+                spent_file.write_text(json.dumps({"seconds": earlier + time.perf_counter() - t_fit,
+                                                  "updates": event.step}))
+            if event.step % 100 == 0 and carry_run(ckpt) is not None:
+                shutil.copyfile(spent_file, carried_spent)
+
+        est = dg.ADVGPRegressor(n_inducing=M, random_state=0)
+        est.fit(Xtr, ytr, client=client, checkpoint=str(ckpt), resume=resume, callback=record)
+        for done in (spent_file, carried_spent, CARRIED / f"{ckpt.name}.tar.gz"):
+            done.unlink(missing_ok=True)
+        grads = sum(est.gradients_per_partition_)
+        fit_seconds = earlier + time.perf_counter() - t_fit
+        out.update(init=est.init, fit_seconds=fit_seconds, resumed=resume, updates=est.n_iter_,
+                   converged=bool(est.converged_), batch_size=est.batch_size_,
+                   seconds_per_update=fit_seconds / max(1, est.n_iter_),  # set-up included
+                   gradients_per_partition=grads / len(est.gradients_per_partition_),
+                   passes=_passes(grads, len(est.gradients_per_partition_), len(ytr), est.batch_size_))
+        out["test_rmse"] = float(da.sqrt(da.mean((est.predict(Xte) - yte) ** 2)).compute())
+    elif method == "sep":
+        # the classifier on the same rows (issue 58, item 4): is the trip longer than LONG_TRIP minutes (43 %
+        # of the rows); SEP at its defaults (minibatches of 2,000 beyond 20,000 rows, then its factor
+        # re-made from every row), ``--budget`` seconds of minibatches; every pass where the rows are
+        est = dg.SparseGPClassifier(n_inducing=M, method="sep", max_iter=10**9, random_state=0)
+        t_fit = time.perf_counter()
+        est.fit(Xtr, (ytr > LONG_TRIP).astype(int), client=client, time_budget=budget)
+        out.update(label=f"duration_min > {LONG_TRIP:g}", fit_seconds=time.perf_counter() - t_fit,
+                   iterations=est.n_iter_, batch_size=est.batch_size_, refine_seconds=est.refine_seconds_)
+        p1 = da.clip(est.predict_proba(Xte)[:, 1], 1e-12, 1 - 1e-12)
+        label = yte > LONG_TRIP
+        nll, err, base = dask.compute(-da.mean(da.where(label, da.log(p1), da.log(1 - p1))),
+                                      da.mean((p1 > 0.5) != label), da.mean(label))
+        base = float(base)
+        out.update(test_nll=float(nll), test_error=float(err), positive_fraction=base,
+                   constant_nll=float(-(base * np.log(base) + (1 - base) * np.log(1 - base))))
+    elif method == "gplvm":
+        # the Bayesian GPLVM on the table's 9 inputs (issue 58, item 4): q(X) kept on the workers, one chunk
+        # per file; a bounded fit (GPLVM_ROUNDS rounds) — what is measured is that it runs at this n with
+        # the client flat, not a converged embedding
+        Y = Xtr.rechunk({1: -1})
+        est = dg.BayesianGPLVM(n_components=2, n_inducing=GPLVM_M, n_outer=GPLVM_ROUNDS, global_iter=5,
+                               local_iter=5, chunk_rows=int(max(Y.chunks[0])), random_state=0)
+        t_fit = time.perf_counter()
+        est.fit(Y, client=client)
+        out.update(fit_seconds=time.perf_counter() - t_fit, rounds=GPLVM_ROUNDS, m=GPLVM_M,
+                   bound_per_row=float(est.bound_) / int(Y.shape[0]),
+                   bound_trace=list(map(float, est.bound_trace_)),
+                   embedding_on_workers=isinstance(est.embedding_, da.Array),
+                   lengthscales=list(map(float, est.lengthscales_)))
     else:
         raise SystemExit(f"unknown method {method!r}")
     out["wall_seconds"] = time.perf_counter() - t0
@@ -239,7 +315,9 @@ def main() -> int:
                 res["cases"][key] = json.loads(lines[-1][7:])
                 write_results(OUT, res)
                 c = res["cases"][key]
-                print(key, f"test RMSE {c['test_rmse']:.3f}, client {c['client_peak_mb']:.0f} MB, workers "
+                score = next((f"{k} {c[k]:.4g}" for k in ("test_rmse", "test_nll", "bound_per_row")
+                              if k in c), "")
+                print(key, f"{score}, client {c['client_peak_mb']:.0f} MB, workers "
                       f"{c['worker_peak_mb']} MB, {c['wall_seconds']:.0f} s", flush=True)
     finally:
         client.close()
