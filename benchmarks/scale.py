@@ -93,6 +93,21 @@ def _normal_sums(A, y):
     return AtA, Aty
 
 
+def _resumable(folder: str, method: str):
+    """A resumable case's checkpoint beside the table (``taxi_<rows>.<method>-checkpoint``), its sidecar of
+    fit seconds spent so far and that sidecar's carried copy; the checkpoint restored from
+    benchmarks/carried/ when only the archive is here. Returns (checkpoint, seconds file, carried seconds
+    file, whether to resume, seconds of earlier segments)."""
+    ckpt = Path(folder).with_name(Path(folder).name + f".{method}-checkpoint")
+    spent_file = ckpt.with_name(ckpt.name + ".seconds.json")
+    carried_spent = CARRIED / spent_file.name
+    if restore_run(ckpt) and carried_spent.exists():
+        shutil.copyfile(carried_spent, spent_file)
+    resume = ckpt.exists()
+    earlier = json.loads(spent_file.read_text())["seconds"] if resume and spent_file.exists() else 0.0
+    return ckpt, spent_file, carried_spent, resume, earlier
+
+
 def run_case(address: str, folder: str, method: str, budget: float, sgpr_iter: int) -> dict:
     """One case as a client of ``address``; returns its measurements."""
     import dask
@@ -129,7 +144,7 @@ def run_case(address: str, folder: str, method: str, budget: float, sgpr_iter: i
         rmse, rmse_mean = dask.compute(da.sqrt(da.mean((pred - yte) ** 2)),
                                        da.sqrt(da.mean((ytr.mean() - yte) ** 2)))
         out.update(test_rmse=float(rmse), mean_predictor_rmse=float(rmse_mean))
-    elif method.startswith("advgp"):
+    elif method.startswith("advgp") and method != "advgp-rule":  # (advgp-rule below: no budget)
         # advgp-batch: each gradient task on BATCH rows drawn afresh from its partition (scaled to the
         # partition), not on the whole partition: many more, noisier updates in the same wall time.
         # *-paper-start: from the paper's start (init='kmeans'), as daskgp <= 0.5 did, not from the
@@ -154,13 +169,7 @@ def run_case(address: str, folder: str, method: str, budget: float, sgpr_iter: i
         # checkpointed after every L-BFGS-B iteration (at 10⁷ rows one evaluation is a minute or more): a
         # segment stopped mid-fit resumes bit for bit; the fit seconds of earlier segments are kept beside it
         # ... and carried across sessions in git (benchmarks/carried/, _common.carry_run) with its seconds
-        ckpt = Path(folder).with_name(Path(folder).name + f".{method}-checkpoint")
-        spent_file = ckpt.with_name(ckpt.name + ".seconds.json")
-        carried_spent = CARRIED / spent_file.name
-        if restore_run(ckpt) and carried_spent.exists():
-            shutil.copyfile(carried_spent, spent_file)
-        resume = ckpt.exists()
-        earlier = json.loads(spent_file.read_text())["seconds"] if resume and spent_file.exists() else 0.0
+        ckpt, spent_file, carried_spent, resume, earlier = _resumable(folder, method)
         t_fit = time.perf_counter()
 
         def record(event):
@@ -199,13 +208,7 @@ def run_case(address: str, folder: str, method: str, budget: float, sgpr_iter: i
         # tol = 1e-4, at most 5,000 updates), run until its own rule stops it — not a wall budget. A stopped
         # segment resumes from the checkpoint beside the table (every 10 updates); seconds add up over them
         # ... and carried across sessions in git every 100 updates (benchmarks/carried/), as SGPR's is
-        ckpt = Path(folder).with_name(Path(folder).name + ".advgp-rule-checkpoint")
-        spent_file = ckpt.with_name(ckpt.name + ".seconds.json")
-        carried_spent = CARRIED / spent_file.name
-        if restore_run(ckpt) and carried_spent.exists():
-            shutil.copyfile(carried_spent, spent_file)
-        resume = ckpt.exists()
-        earlier = json.loads(spent_file.read_text())["seconds"] if resume and spent_file.exists() else 0.0
+        ckpt, spent_file, carried_spent, resume, earlier = _resumable(folder, method)
         t_fit = time.perf_counter()
 
         def record(event):
