@@ -39,20 +39,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import close_segment, load_results, write_results  # noqa: E402
-from synthetic_taxi import draw  # noqa: E402
+from synthetic_taxi import draw, mean_duration  # noqa: E402
 
 OUT = HERE / "results" / "taxi_capacity.json"
 TEST_ROWS, FLOOR, SGPR_TARGET = 100_000, 4.58, 4.67
 SEED_BASE = 1_000_000  # above every table file's seed (seed·100,003 + file index), so no row is a file's
-
-
-def _mean(X: np.ndarray) -> np.ndarray:
-    """The generator's mean duration at the table's rows (``synthetic_taxi.draw`` without its noise)."""
-    hour, day, pick, distance = X[:, 0], X[:, 1], X[:, 2:4], X[:, 6]
-    pace = (1.6 + 0.9 * np.exp(-(hour - 8.5) ** 2 / 2) + 1.1 * np.exp(-(hour - 17.5) ** 2 / 3)
-            - 0.4 * (day >= 5))
-    congestion = 4.0 * np.exp(-np.sum((pick - 0.15) ** 2, axis=1) / 0.004)
-    return distance * pace + congestion + 2.0
 
 
 def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,7 +65,7 @@ def main() -> int:
     rmse = lambda p: float(np.sqrt(np.mean((p - yte) ** 2)))  # noqa: E731
     A = np.column_stack([Xte, np.ones(len(yte))])
     results["test"] = {"rows": TEST_ROWS, "floor_nominal": FLOOR, "sgpr_target": SGPR_TARGET,
-                       "bayes_rmse": rmse(_mean(Xte))}
+                       "bayes_rmse": rmse(mean_duration(Xte))}
     from advgp_flights import _cluster
     from sklearn.exceptions import ConvergenceWarning
 
