@@ -40,6 +40,7 @@ from .fit import (
     EPState,
     GPCCheckpoint,
     IterationRecord,
+    auto_chunk_rows,
     collapsed,
     refine_factor,
     run_ep,
@@ -57,7 +58,8 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     n_inducing: m; method: a registered update (:func:`daskgp.gpc.methods.method_names`): 'ep' (a site per
     point, memory O(n) on the workers), 'sep' (one global factor, memory O(m²)) or 'adf' (the cheap baseline
     that underestimates the variance); max_iter: iterations (passes over the data, or minibatches);
-    chunk_rows: rows per chunk (task); batch_size: rows per iteration in all (None: every row, the batch
+    chunk_rows: rows per chunk (task; 'auto', the default: 20,000, in at most 16 chunks,
+    :func:`daskgp.gpc.fit.auto_chunk_rows`); batch_size: rows per iteration in all (None: every row, the batch
     mode; 'auto', the default: the method's choice for the training rows,
     :meth:`daskgp.gpc.methods.GPCMethod.auto_batch` — SEP in batch mode up to 20,000 rows and on minibatches
     of 2,000 beyond, EP and ADF always in batch mode); damping: EP's site damping, SEP's step of the global
@@ -72,19 +74,19 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     every row at the final hyperparameters that re-make the factor (:func:`daskgp.gpc.fit.refine_factor`;
     0: keep the minibatch factor).
 
-    Fitted: ``batch_size_`` (the rows per iteration used; None: every row), ``classes_``, ``params_``
-    (GPCParams, standardised inputs), ``factor_`` (the k-space factor of q(u)), ``evidence_`` (nats; the log
-    evidence approximation of the last iteration, or of the re-made factor), ``refine_seconds_`` (the
-    re-making's seconds; None when there was none), ``records_`` (per iteration: evidence, training error,
-    gradient norm), ``n_iter_``, ``n_features_in_``,
-    ``best_iteration_`` (the iteration whose q the model keeps: the last, unless the fit broke down or its
-    evidence collapsed — then the best, with a ConvergenceWarning), ``kernel_`` (the fitted kernel object:
-    lengthscales in X units, the variance in latent units), ``likelihood_`` (the :class:`Probit`).
+    Fitted: ``batch_size_`` (rows per iteration; None: every row), ``chunk_rows_`` (rows per chunk),
+    ``classes_``, ``params_`` (GPCParams, standardised inputs), ``factor_`` (the k-space factor of q(u)),
+    ``evidence_`` (nats; the log evidence approximation of the last iteration, or of the re-made factor),
+    ``refine_seconds_`` (the re-making's seconds; None when there was none), ``records_`` (per iteration:
+    evidence, training error, gradient norm), ``n_iter_``, ``n_features_in_``, ``best_iteration_`` (the
+    iteration whose q the model keeps: the last, unless the fit broke down or its evidence collapsed — then
+    the best, with a ConvergenceWarning), ``kernel_`` (the fitted kernel object: lengthscales in X units, the
+    variance in latent units), ``likelihood_`` (the :class:`Probit`).
     ``save(path)`` and ``SparseGPClassifier.load(path)`` keep a fitted model (:mod:`daskgp.runs.models`).
     """
 
     def __init__(self, n_inducing: int = 100, method: str = "sep", max_iter: int = 250,
-                 chunk_rows: int = 20_000, batch_size: int | str | None = "auto",
+                 chunk_rows: int | str = "auto", batch_size: int | str | None = "auto",
                  damping: float | None = None,
                  learning_rate: float = 0.01, learn_inducing: bool = True, scheduler: str | None = None,
                  random_state=0, kernel="rbf", refine_passes: int = REFINE_PASSES):
@@ -101,7 +103,8 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
 
     _parameter_constraints = {
         "n_inducing": [at_least(1)], "method": [one_of_registered(method_names)], "max_iter": [at_least(1)],
-        "chunk_rows": [at_least(1)], "batch_size": [at_least(1), StrOptions({"auto"}), None],
+        "chunk_rows": [at_least(1), StrOptions({"auto"})],
+        "batch_size": [at_least(1), StrOptions({"auto"}), None],
         "damping": [real_in(0, 1, "right"), None],
         "learning_rate": [real_in(0, 1, "left")], "learn_inducing": ["boolean"], "scheduler": [str, None],
         "random_state": ["random_state"], "refine_passes": [at_least(0)],
@@ -185,6 +188,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         seed = seed_from(self.random_state)
         # resolved before the checkpoint's key: a checkpoint names the rows per iteration it was made with
         self.batch_size_ = batch = self._resolve_batch(n)
+        self.chunk_rows_ = auto_chunk_rows(n) if self.chunk_rows == "auto" else int(self.chunk_rows)
         ckpt, key = None, None
         if checkpoint is not None:
             ckpt = checkpoint if isinstance(checkpoint, GPCCheckpoint) else GPCCheckpoint(checkpoint)
@@ -211,7 +215,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         refined = self.refine_seconds_ = None
         with ckpt.writing() if ckpt is not None else contextlib.nullcontext(), \
                 borrowed_client(client, self.scheduler) as c:
-            chunks = RowChunks.from_arrays(c, ypm, int(self.chunk_rows), X=Xs)
+            chunks = RowChunks.from_arrays(c, ypm, self.chunk_rows_, X=Xs)
             try:
                 if resumed is None:
                     params = GPCParams(kmeans_inducing(Xs, m, seed), 1.0, np.full(d, math.sqrt(d)),
@@ -303,7 +307,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         from ..core.fingerprint import data_token
 
         return (f"{data_token(X, ypm)}|m={int(self.n_inducing)}|{self.method}|"
-                f"chunk_rows={int(self.chunk_rows)}|batch={self.batch_size_}|damping={self.damping}|"
+                f"chunk_rows={self.chunk_rows_}|batch={self.batch_size_}|damping={self.damping}|"
                 f"lr={self.learning_rate}|"
                 f"learn_inducing={bool(self.learn_inducing)}|seed={seed}"
                 + ("" if kernel_name(self.kernel) == "rbf" else f"|kernel={kernel_name(self.kernel)}"))

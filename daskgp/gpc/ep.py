@@ -223,7 +223,7 @@ def chunk_pass(X, y, source: Posterior, sites=None, damping: float = 1.0, grad: 
     A chunk of more than :data:`daskgp.inducing.stats.ROW_BLOCK` rows (a Parquet file of 10⁶ rows read as
     one partition) is passed block by block, as SGPR's statistics are: K_mn and its (m, b) companions exist
     for one block at a time (every sum is additive, every site its own row's), so a task's memory is bounded
-    whatever its rows; a chunk of up to ROW_BLOCK rows (the default ``chunk_rows``) is one block."""
+    whatever its rows; a chunk of up to ROW_BLOCK rows (the classifier's 20,000-row chunks) is one block."""
     if Kmn is None and len(y) > ROW_BLOCK:
         total, new_sites = None, []
         for a in range(0, len(y), ROW_BLOCK):

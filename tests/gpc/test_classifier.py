@@ -331,6 +331,21 @@ def test_seps_minibatch_steps_decay_with_the_epochs():
     assert minibatch_decay(10, 4.0) < minibatch_decay(9, 4.0)
 
 
+def test_auto_chunks_are_twenty_thousand_rows_in_at_most_sixteen(client):
+    """Issue 58, item 5: chunk_rows='auto' (the default) keeps 20,000-row chunks up to 320,000 rows (every
+    earlier fit's bits) and beyond makes 16 chunks, whose count does not grow with n (SEP's minibatch is drawn
+    from every chunk, and each chunk's share has a fixed cost): 10⁷ rows in 16 chunks, not 500."""
+    from daskgp.gpc.fit import auto_chunk_rows
+
+    assert auto_chunk_rows(398) == auto_chunk_rows(320_000) == 20_000
+    assert auto_chunk_rows(320_001) == 20_001 and auto_chunk_rows(10**7) == 625_000
+    assert all(-(-n // auto_chunk_rows(n)) == 16 for n in (320_016, 10**6, 10**7 + 3, 10**8))
+    X = da.random.RandomState(1).normal(size=(400_000, 3), chunks=(100_000, 3))
+    est = dg.SparseGPClassifier(n_inducing=5, max_iter=2, refine_passes=0)
+    est.fit(X, (X[:, 0] > 0).astype(int), client=client)
+    assert est.chunk_rows_ == 25_000 and est.batch_size_ == 2_000 and est.n_iter_ == 2
+
+
 @pytest.mark.parametrize("y_kind,msg", [("three", "binary classifier: y has 3 classes"),
                                          ("one", "binary classifier: y has one class"),
                                          ("nan_x", "NaN"), ("many_m", "more than the"),

@@ -65,6 +65,7 @@ def _csv(tmp_path, name, labels, nan_label=False):
     ("too_many", "more than the"),
     ("batch_zero", "--batch must be >= 1"),
     ("batch_word", "--batch must be a positive integer or 'auto' or 'all'"),
+    ("chunk_rows", "--chunk-rows must be a positive integer or 'auto'"),
 ])
 def test_bad_input_one_line(case, msg, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -72,7 +73,8 @@ def test_bad_input_one_line(case, msg, tmp_path, capsys, monkeypatch):
             "nan_label": ["--csv", _csv(tmp_path, "nan", ["x", "y"] * 10, nan_label=True)],
             "inducing": ["--inducing", "0"], "unknown": ["--data", "iris"], "out": ["--out", "g.zarr"],
             "too_many": ["--csv", _csv(tmp_path, "two", ["x", "y"] * 10), "--inducing", "50"],
-            "batch_zero": ["--batch", "0"], "batch_word": ["--batch", "lots"]}[case]
+            "batch_zero": ["--batch", "0"], "batch_word": ["--batch", "lots"],
+            "chunk_rows": ["--chunk-rows", "many"]}[case]
     assert main(["gpc", *argv]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("daskgp: error:") and msg in err[0], err

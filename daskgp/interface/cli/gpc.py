@@ -75,6 +75,8 @@ def gpc_command(args) -> int:
 
     check_counts(args, ("inducing", "max_iter", "workers"))
     batch = batch_rows(args.batch)
+    chunk_rows = ("auto" if args.chunk_rows == "auto"
+                  else positive_int(args.chunk_rows, "--chunk-rows", ("auto",)))
     ckpt = GPCCheckpoint(f"{args.out}.checkpoint")
     check_fit_outputs(args, ckpt, KIND)  # settled before a cluster starts: refusing costs nothing
     if args.overwrite and not args.resume:
@@ -102,7 +104,7 @@ def gpc_command(args) -> int:
         if args.inducing > len(Xtr):
             raise ValueError(f"--inducing {args.inducing} is more than the {len(Xtr)} training rows")
     est = SparseGPClassifier(n_inducing=args.inducing, method=args.method, max_iter=args.max_iter,
-                             chunk_rows=args.chunk_rows, batch_size=batch, damping=args.damping,
+                             chunk_rows=chunk_rows, batch_size=batch, damping=args.damping,
                              learning_rate=args.learning_rate, random_state=args.seed,
                              kernel=args.kernel)
 
@@ -238,7 +240,8 @@ def add_parser(sub) -> None:
                     help="rows per iteration: a count, 'auto' (default: the method's choice — SEP: every row "
                          "up to 20,000 training rows, minibatches of 2,000 beyond; EP and ADF: every row) or "
                          "'all' (batch mode)")
-    gc.add_argument("--chunk-rows", type=int, default=20_000, help="rows per chunk (task)")
+    gc.add_argument("--chunk-rows", default="auto",
+                    help="rows per chunk (task): a count, or 'auto' (default: 20,000, in at most 16 chunks)")
     gc.add_argument("--damping", type=float, default=None,
                     help="EP damping, SEP step, ADF weight, in (0, 1] (default: 0.5 EP, 1 SEP and ADF)")
     gc.add_argument("--learning-rate", type=float, default=0.01, help="Adam step on the hyperparameters")
