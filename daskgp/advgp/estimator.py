@@ -66,8 +66,9 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
     dask-scheduler address (default: this process's client, else a local cluster); noise_init: initial noise
     variance relative to var y; batch_size: rows per gradient task, drawn afresh from the task's partition
     at every version and scaled to an unbiased estimate of the partition's sum ('auto', the default: from
-    m and the partitions' size, :func:`daskgp.advgp.server.auto_batch_size` — 16,384 rows at m = 100, the
-    whole partition when it is smaller; None: the whole partition, exact gradients, however large);
+    m, the partitions and the workers, :func:`daskgp.advgp.server.auto_batch_size` — 16,384 rows at
+    m = 100, divided among the partitions beyond two a worker, the whole partition when it is smaller;
+    None: the whole partition, exact gradients, however large);
     random_state: the k-means and minibatch seed; kernel: 'rbf', 'matern32', 'matern52'
     (:data:`daskgp.model.kernels.KERNELS`) or a kernel object of those classes, with one lengthscale per
     feature; init: where the kernel starts — 'subset' (its collapsed bound on a sample of 2·10⁴ rows
@@ -175,7 +176,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
             # 'auto' resolved from the partitions' size and m before the key: a checkpoint names the rows
             # per task it was made with, so a later rule for 'auto' cannot resume it with others
             self.batch_size_ = (auto_batch_size(max(rows) if isinstance(rows, tuple) else rows,
-                                                int(self.n_inducing))
+                                                int(self.n_inducing), r, len(cluster_workers(c)))
                                 if self.batch_size == "auto" else self.batch_size)
             key = f"{data_token(X, y)}|{self._settings_key(seed, r)}"
             state = ckpt.read(key) if resume else None

@@ -38,8 +38,8 @@ from ..runs.fits import FitStore
 from .model import ADVGPParams, partition_objective, regulariser
 from .updates import get_update, update_names
 
-__all__ = ["AUTO_BATCH_MIN", "AUTO_BATCH_ROWS_M100", "OPTIMIZERS", "Adadelta", "ArrivalOrder",
-           "ParameterServer", "ServerCheckpoint", "UpdateRecord", "auto_batch_size"]
+__all__ = ["AUTO_BATCH_MIN", "AUTO_BATCH_ROWS_M100", "AUTO_PARTITIONS_PER_WORKER", "OPTIMIZERS", "Adadelta",
+           "ArrivalOrder", "ParameterServer", "ServerCheckpoint", "UpdateRecord", "auto_batch_size"]
 
 # the built-in updates (daskgp.advgp.updates): 'adam', Adam with one step size per group on the kernel part
 # and natural-gradient steps on q(w), the default; 'adadelta', the paper's Algorithm 1 (ADADELTA on
@@ -68,14 +68,24 @@ class UpdateRecord:
 # ADVGP guide's "Rows per gradient".
 AUTO_BATCH_ROWS_M100 = 16384
 AUTO_BATCH_MIN = 1024
+# An update at τ = 0 sums a gradient from every partition, so its rows are the task's rows times the
+# partitions. The balance above was measured with two partitions per worker (the default for in-memory
+# rows); a Parquet folder's partitions are its files (100 at 10⁸ rows), and 16,384 rows from each made an
+# update of 1.6·10⁶ rows — ten times the cost of one at 10⁷ rows for the same step. Beyond
+# AUTO_PARTITIONS_PER_WORKER partitions a worker, the rows a task are divided so that an update keeps the
+# balance's rows (AUTO_BATCH_MIN still bounds a task from below).
+AUTO_PARTITIONS_PER_WORKER = 2
 
 
-def auto_batch_size(partition_rows: int, m: int) -> int | None:
-    """Rows per gradient task for ``batch_size='auto'``: ``AUTO_BATCH_ROWS_M100`` · (100 / m)², at least
+def auto_batch_size(partition_rows: int, m: int, partitions: int = 1, workers: int = 1) -> int | None:
+    """Rows per gradient task for ``batch_size='auto'``: ``AUTO_BATCH_ROWS_M100`` · (100 / m)², times
+    2·``workers`` / ``partitions`` when the partitions are more than two a worker, at least
     ``AUTO_BATCH_MIN``; None (the whole partition, exact gradients) when that covers ``partition_rows``. A
-    task's cost then stays near the server's round trip whatever n: a 5·10⁶-row partition no longer costs
-    seconds per update."""
-    rows = max(AUTO_BATCH_MIN, round(AUTO_BATCH_ROWS_M100 * (100 / max(int(m), 1)) ** 2))
+    task's cost then stays near the server's round trip whatever n (a 5·10⁶-row partition no longer costs
+    seconds per update), and an update's rows stay the same however many files the data came in."""
+    rows = AUTO_BATCH_ROWS_M100 * (100 / max(int(m), 1)) ** 2
+    share = AUTO_PARTITIONS_PER_WORKER * max(int(workers), 1) / max(int(partitions), 1)
+    rows = max(AUTO_BATCH_MIN, round(rows * min(1.0, share)))
     return None if rows >= partition_rows else int(rows)
 
 

@@ -144,8 +144,9 @@ def test_a_matern_fit_carries_its_kernel_to_the_workers_and_predictions(split, c
 
 
 def test_auto_batch_rows_follow_m_and_the_partition():
-    """batch_size='auto': 16,384 rows per task at m = 100, scaled as (100 / m)², at least 1,024; the whole
-    partition (None) when that covers it — so a 5·10⁶-row partition costs what a 61,617-row one does."""
+    """batch_size='auto': 16,384 rows per task at m = 100, scaled as (100 / m)², divided among partitions
+    beyond two a worker, at least 1,024; the whole partition (None) when that covers it — so a 5·10⁶-row
+    partition costs what a 61,617-row one does, and an update of 100 files what one of 4 does."""
     from daskgp.advgp.server import auto_batch_size
 
     assert auto_batch_size(61_617, 100) == 16_384
@@ -154,6 +155,12 @@ def test_auto_batch_rows_follow_m_and_the_partition():
     assert auto_batch_size(5_000_000, 200) == 4096
     assert auto_batch_size(5_000_000, 500) == 1024
     assert auto_batch_size(16_384, 100) is None and auto_batch_size(5_000, 100) is None
+    # beyond two partitions a worker (a Parquet folder's files) an update keeps its 4 · 16,384 rows on two
+    # workers: 10 files give 6,554 rows a task, 100 files 1,024 (the floor), not 16,384 each
+    assert auto_batch_size(10**6, 100, partitions=4, workers=2) == 16_384
+    assert auto_batch_size(10**6, 100, partitions=10, workers=2) == 6_554
+    assert auto_batch_size(10**6, 100, partitions=100, workers=2) == 1_024
+    assert auto_batch_size(10**6, 100, partitions=100, workers=50) == 16_384
 
 
 def test_the_default_batch_is_the_auto_rule_end_to_end(split, client, monkeypatch):
@@ -170,6 +177,9 @@ def test_the_default_batch_is_the_auto_rule_end_to_end(split, client, monkeypatc
     given = ADVGPRegressor(**kw, batch_size=100).fit(Xtr, ytr, client=client)
     whole = ADVGPRegressor(**kw, batch_size=None).fit(Xtr, ytr, client=client)
     assert auto.batch_size == "auto" and auto.batch_size_ == 100 and whole.batch_size_ is None
+    # 8 partitions on the 2 workers: the update's 4 · 100 rows, 50 a task
+    eight = ADVGPRegressor(**{**kw, "n_partitions": 8, "max_iter": 1}).fit(Xtr, ytr, client=client)
+    assert eight.batch_size_ == 50
     np.testing.assert_array_equal(auto.params_.to_vector(), given.params_.to_vector())
     assert not np.array_equal(auto.params_.to_vector(), whole.params_.to_vector())
 
