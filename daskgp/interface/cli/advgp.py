@@ -126,10 +126,12 @@ def add_parser(sub) -> None:
                     help="where the kernel starts: subset (the collapsed bound of a 20,000-row sample, "
                          "maximised first) or kmeans (the paper's start); a --resume continues from its "
                          "checkpoint, which was made with the same --init")
-    ad.add_argument("--partitions", type=int, default=None, help="row partitions (default: 2 per worker)")
+    ad.add_argument("--partitions", type=int, default=None,
+                    help="row partitions (default: 2 per worker; a table's own files)")
     ad.add_argument("--batch", default="auto",
                     help="rows per gradient task, a minibatch of its partition: a count, 'auto' (default: "
-                         "16,384 rows at 100 inducing inputs, scaled as 1/m², all of a smaller partition) "
+                         "16,384 rows at 100 inducing inputs, scaled as 1/m², divided among the partitions "
+                         "beyond 2 a worker, all of a smaller partition) "
                          "or 'all' (the whole partition: exact gradients, however large)")
     method_setting_arguments(ad, ADVGP_UPDATES, "the update's own settings (each applies to the updates it "
                                                 "names)")
