@@ -49,6 +49,7 @@ CODE: dict[str, tuple[str, ...]] = {
     "hmc_adaptation_steponly": ("daskgp/exact", "daskgp/compute", "daskgp/core", "daskgp/mcmc"),
     "hmc_single": ("daskgp/exact", "daskgp/compute", "daskgp/core", "daskgp/mcmc"),
     "sep_tasks": ("daskgp/gpc", "daskgp/compute", "daskgp/core"),
+    "sep_chunks": ("daskgp/gpc", "daskgp/compute", "daskgp/core"),
     "advgp_batch": ("daskgp/advgp", "daskgp/compute", "daskgp/core", "daskgp/inducing"),
     "ngd_peers": ("daskgp/advgp", "daskgp/sparse", "daskgp/gpc", "daskgp/inducing", "daskgp/compute",
                   "daskgp/core"),
@@ -239,13 +240,27 @@ def _scale_sep_chunks(d: dict) -> dict:
             "old_workers": " and ".join(f"{w:,.0f}" for w in old["worker_peak_mb"])}
 
 
-def _scale_rule(d: dict) -> dict:
-    """ADVGP at every default until its own rule stopped it, on the 10⁷-row table."""
-    c = d["cases"]["10000000/advgp-rule"]
+def _sep_chunks(d: dict) -> dict:
+    """SEP's milliseconds a minibatch against the number of chunks (benchmarks/sep_chunks.py)."""
+    cases = sorted(d["cases"].values(), key=lambda c: c["chunks"])
+    return {"rows": f"{d['rows']:,}", "ms": " / ".join(
+        f"{c['ms_per_iteration']:.0f}" for c in cases), "chunks": " / ".join(str(c["chunks"]) for c in cases)}
+
+
+def _scale_rule(d: dict, rows: int = 10**7) -> dict:
+    """ADVGP at every default until its own rule stopped it (or its max_iter did), on the ``rows``-row
+    table."""
+    c = d["cases"][f"{rows}/advgp-rule"]
     return {"updates": f"{c['updates']:,}", "fit": f"{c['fit_seconds']:.0f}",
             "spu": f"{c['seconds_per_update']:.2f}", "rmse": f"{c['test_rmse']:.3f}",
             "ratio": f"{c['test_rmse'] / 4.58:.3f}", "rule": "its rule" if c["converged"] else "max_iter",
-            "client": f"{c['client_peak_mb']:.0f}"}
+            "client": f"{c['client_peak_mb']:.0f}", "batch": f"{c['batch_size']:,}",
+            "workers": " and ".join(f"{w / 1024:.2f}" for w in c["worker_peak_mb"]),
+            "met": "met" if c["test_rmse"] <= 1.05 * 4.58 else "not met"}
+
+
+def _scale_rule_1e8(d: dict) -> dict:
+    return _scale_rule(d, 10**8)
 
 
 def _scale_rule_rows(d: dict) -> dict:
@@ -723,6 +738,12 @@ CLAIMS = [
     Claim("ADVGP to its own rule at 10⁷ rows", "scale", "docs/benchmarks.md",
           "{updates} updates in {fit} s ({spu} s an update, set-up included), stopped by {rule}: test RMSE "
           "{rmse} ({ratio} × 4.58), the client's peak {client} MB.", _scale_rule),
+    Claim("SEP's iteration against its chunks", "sep_chunks", "docs/guide/gpc.md",
+          "On {rows} rows: {ms} ms an iteration in {chunks} chunks", _sep_chunks),
+    Claim("ADVGP to its rule at 10⁸ rows", "scale", "docs/benchmarks.md",
+          "{updates} updates of {batch} rows from each of the 100 partitions in {fit} s ({spu} s an update, "
+          "set-up included), stopped by {rule}: test RMSE {rmse} ({ratio} × 4.58; the 5 % target {met}), the "
+          "client's peak {client} MB, the workers' {workers} GB", _scale_rule_1e8),
     Claim("ADVGP to its rule at 10⁷ rows: an update's rows", "scale", "docs/benchmarks.md",
           "with {old_rows} rows from each partition it had made {old_updates} updates in {old_fit} s "
           "(test RMSE {old_rmse}); with {new_rows} a partition, {new_updates} updates in {new_fit} s "

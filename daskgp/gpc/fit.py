@@ -97,10 +97,11 @@ REFINE_PASSES = 2
 # SEP's minibatch is drawn from every chunk, and each chunk's share costs a fixed ~0.8 ms a pass on its
 # worker plus its m × m sums (240 kB at m = 100) gathered to the client: on 10⁷ rows in 500 chunks of 20,000,
 # a 2,000-row minibatch took about 1 s an iteration and the client peaked at 616 MB. Measured on 2·10⁶ taxi
-# rows (m = 100, 2,000-row minibatches, 2 workers): 85 / 91 / 95 / 121 / 178 / 245 ms an iteration in 4 /
-# 8 / 16 / 32 / 64 / 100 chunks. Sixteen chunks keep that overhead near a tenth and still give 16 workers a
-# chunk each on a full pass; the count depends on n only, so a fit has the same bits (and resumes its
-# checkpoint) on any cluster. Up to 320,000 rows nothing changes: chunks of CHUNK_ROWS.
+# rows (m = 100, 2,000-row minibatches, 2 workers; benchmarks/sep_chunks.py): 82 / 88 / 96 / 121 / 178 /
+# 245 ms an iteration in 4 / 8 / 16 / 32 / 64 / 100 chunks. Sixteen chunks keep that overhead near a
+# tenth and still give 16 workers a chunk each on a full pass; the count depends on n only, so a fit has
+# the same bits (and resumes its checkpoint) on any cluster. Up to 320,000 rows nothing changes: chunks of
+# CHUNK_ROWS.
 CHUNK_ROWS, AUTO_CHUNKS = 20_000, 16
 
 
