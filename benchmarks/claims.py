@@ -240,6 +240,14 @@ def _scale_sep_chunks(d: dict) -> dict:
             "old_workers": " and ".join(f"{w:,.0f}" for w in old["worker_peak_mb"])}
 
 
+def _scale_gplvm1(d: dict) -> dict:
+    """The GPLVM's memory case (one round of 1 global + 1 local iteration) at 10⁶ rows."""
+    c = d["cases"]["1000000/gplvm-1"]
+    return {"fit": f"{c['fit_seconds']:.0f}", "client": f"{c['client_peak_mb']:.0f}",
+            "workers": " and ".join(f"{w:.0f}" for w in c["worker_peak_mb"]),
+            "bound": f"{c['bound_per_row']:.3f}"}
+
+
 def _sep_chunks(d: dict) -> dict:
     """SEP's milliseconds a minibatch against the number of chunks (benchmarks/sep_chunks.py)."""
     cases = sorted(d["cases"].values(), key=lambda c: c["chunks"])
@@ -738,6 +746,9 @@ CLAIMS = [
     Claim("ADVGP to its own rule at 10⁷ rows", "scale", "docs/benchmarks.md",
           "{updates} updates in {fit} s ({spu} s an update, set-up included), stopped by {rule}: test RMSE "
           "{rmse} ({ratio} × 4.58), the client's peak {client} MB.", _scale_rule),
+    Claim("the GPLVM's memory case at 10⁶ rows", "scale", "docs/benchmarks.md",
+          "took {fit} s (bound {bound} nats a row), the client's peak {client} MB, the workers' {workers} MB",
+          _scale_gplvm1),
     Claim("SEP's iteration against its chunks", "sep_chunks", "docs/guide/gpc.md",
           "On {rows} rows: {ms} ms an iteration in {chunks} chunks", _sep_chunks),
     Claim("ADVGP to its rule at 10⁸ rows", "scale", "docs/benchmarks.md",
