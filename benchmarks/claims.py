@@ -213,6 +213,11 @@ def _scale(d: dict) -> dict:
             "sgpr_client": f"{sgpr['client_peak_mb']:.0f}"}
 
 
+def _worker_peaks(c: dict, gib: bool = False) -> str:
+    """A scale case's worker peaks joined with 'and': MB with thousands commas, or GiB to 2 decimals."""
+    return " and ".join(f"{w / 1024:.2f}" if gib else f"{w:,.0f}" for w in c["worker_peak_mb"])
+
+
 def _scale_sep(d: dict) -> dict:
     """SEP from the 10⁷-row Parquet table: its fit, score and memory peaks."""
     c = d["cases"]["10000000/sep"]
@@ -221,7 +226,7 @@ def _scale_sep(d: dict) -> dict:
             "nll": f"{c['test_nll']:.4f}",
             "const": f"{c['constant_nll']:.4f}", "err": f"{100 * c['test_error']:.1f} %",
             "pos": f"{100 * c['positive_fraction']:.0f} %", "client": f"{c['client_peak_mb']:.0f} MB",
-            "workers": " and ".join(f"{w:,.0f}" for w in c["worker_peak_mb"]),
+            "workers": _worker_peaks(c),
             "wall": f"{c['wall_seconds']:.0f}"}
 
 
@@ -237,14 +242,14 @@ def _scale_sep_chunks(d: dict) -> dict:
             "old_iters": f"{old['iterations']:,}", "new_iters": f"{new['iterations']:,}",
             "old_nll": f"{old['test_nll']:.4f}", "new_nll": f"{new['test_nll']:.4f}",
             "old_client": f"{old['client_peak_mb']:.0f}", "new_client": f"{new['client_peak_mb']:.0f}",
-            "old_workers": " and ".join(f"{w:,.0f}" for w in old["worker_peak_mb"])}
+            "old_workers": _worker_peaks(old)}
 
 
 def _scale_gplvm1(d: dict) -> dict:
     """The GPLVM's memory case (one round of 1 global + 1 local iteration) at 10⁶ rows."""
     c = d["cases"]["1000000/gplvm-1"]
     return {"fit": f"{c['fit_seconds']:.0f}", "client": f"{c['client_peak_mb']:.0f}",
-            "workers": " and ".join(f"{w:.0f}" for w in c["worker_peak_mb"]),
+            "workers": _worker_peaks(c),
             "bound": f"{c['bound_per_row']:.3f}"}
 
 
@@ -263,7 +268,7 @@ def _scale_rule(d: dict, rows: int = 10**7) -> dict:
             "spu": f"{c['seconds_per_update']:.2f}", "rmse": f"{c['test_rmse']:.3f}",
             "ratio": f"{c['test_rmse'] / 4.58:.3f}", "rule": "its rule" if c["converged"] else "max_iter",
             "client": f"{c['client_peak_mb']:.0f}", "batch": f"{c['batch_size']:,}",
-            "workers": " and ".join(f"{w / 1024:.2f}" for w in c["worker_peak_mb"]),
+            "workers": _worker_peaks(c, gib=True),
             "met": "met" if c["test_rmse"] <= 1.05 * 4.58 else "not met"}
 
 

@@ -170,13 +170,13 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                 borrowed_client(client, self.scheduler) as c:
             # dask input: the data's own row chunks are the partitions (read where they are), unless
             # n_partitions asks for others
-            r = self.n_partitions or (Xs.numblocks[0] if lazy
-                                      else 2 * max(1, len(cluster_workers(c))))
+            workers = len(cluster_workers(c))  # one scheduler query: the partitions and 'auto' both ask
+            r = self.n_partitions or (Xs.numblocks[0] if lazy else 2 * max(1, workers))
             rows = Xs.chunks[0] if lazy and not self.n_partitions else max(1, -(-n // r))
             # 'auto' resolved from the partitions' size and m before the key: a checkpoint names the rows
             # per task it was made with, so a later rule for 'auto' cannot resume it with others
             self.batch_size_ = (auto_batch_size(max(rows) if isinstance(rows, tuple) else rows,
-                                                int(self.n_inducing), r, len(cluster_workers(c)))
+                                                int(self.n_inducing), r, workers)
                                 if self.batch_size == "auto" else self.batch_size)
             key = f"{data_token(X, y)}|{self._settings_key(seed, r)}"
             state = ckpt.read(key) if resume else None
