@@ -21,7 +21,7 @@ its own rows (:func:`chunk_local_grad`). The distributed driver is :mod:`daskgp.
 
 Units: everything here is in the units the caller passes (the estimators standardise first). The observed-
 input path is written against the arrays' own namespace (``array_api_compat``), so cupy chunks work (untested
-here: no GPU); the psi-statistics of latent inputs are numpy.
+here: no GPU); the psi-statistics of latent inputs (:mod:`daskgp.sparse.psi`) are numpy.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from ..core.validation import check_X
 from ..inducing.features import JITTER, GlobalParams, kmm, kmm_backprop
 from ..inducing.stats import SuffStats, observed_grad, observed_stats
 from ..model.kernels import RBF
+from .psi import latent_grads, psi1_terms, psi_blocks
 
 __all__ = ["SuffStats", "BoundGrads", "GlobalParams", "rbf_ard", "kmm", "psi1_stat", "chunk_stats",
            "chunk_stats_cached", "bound_and_grads", "collapsed_bound", "chunk_global_grad",
@@ -69,35 +70,7 @@ def _as_2d(Y):
 def psi1_stat(mu, S, theta: GlobalParams) -> np.ndarray:
     """ψ1 (b, m) = ⟨k(x_i, z_j)⟩ under q(x_i) = N(μ_i (b, q), diag S_i (b, q)): the expected kernel between
     latent inputs and the inducing inputs."""
-    return _psi1(mu, S, theta.Z, theta.variance, theta.lengthscales)[0]
-
-
-def _psi1(mu, S, Z, variance, ls):
-    """ψ1 (b, m) = ⟨k(x_i, z_j)⟩ under q(x_i), and the pieces its gradient needs."""
-    t = ls**2
-    d1 = t[None, :] + S  # (b, q)
-    diff = mu[:, None, :] - Z[None, :, :]  # (b, m, q)
-    psi1 = variance * np.exp(-0.5 * np.sum(diff**2 / d1[:, None, :], axis=2)
-                             - 0.5 * np.sum(np.log1p(S / t[None, :]), axis=1)[:, None])
-    return psi1, diff, d1
-
-
-def _psi2_blocks(mu, S, Z, variance, ls):
-    """Yield (rows, ψ2 (r, m, m), μ − z̄ (r, m, m, q), d2 (r, q)) over blocks of rows, so the temporaries
-    stay near 2·10⁶ numbers whatever the chunk size."""
-    m, q = Z.shape
-    t = ls**2
-    zdiff = Z[:, None, :] - Z[None, :, :]
-    zbar = 0.5 * (Z[:, None, :] + Z[None, :, :])  # (m, m, q)
-    base = -np.sum(zdiff**2 / (4 * t), axis=2)  # (m, m)
-    step = max(1, int(2e6 // max(1, m * m * q)))
-    for a in range(0, mu.shape[0], step):
-        mu_b, S_b = mu[a:a + step], S[a:a + step]
-        d2 = t[None, :] + 2 * S_b  # (r, q)
-        dd = mu_b[:, None, None, :] - zbar[None]  # (r, m, m, q)
-        expo = (base[None] - np.sum(dd**2 / d2[:, None, None, :], axis=3)
-                - 0.5 * np.sum(np.log1p(2 * S_b / t), axis=1)[:, None, None])
-        yield slice(a, a + step), variance**2 * np.exp(expo), dd, d2
+    return psi1_terms(mu, S, theta.Z, theta.variance, theta.lengthscales)[0]
 
 
 def chunk_stats(Y, theta: GlobalParams, mu=None, S=None) -> SuffStats:
@@ -119,12 +92,12 @@ def chunk_stats_cached(Y, theta: GlobalParams, mu, S=None):
     if mu.shape[0] == 0:
         return SuffStats(0, 0.0, 0.0, np.zeros((m, Y.shape[1])), np.zeros((m, m))), None
     mu, S, Y = np.asarray(mu, float), np.asarray(S, float), np.asarray(Y, float)
-    psi1, _, _ = _psi1(mu, S, Z, variance, ls)
-    Dsum = np.zeros((m, m))
-    for _, psi2, _, _ in _psi2_blocks(mu, S, Z, variance, ls):
-        Dsum += psi2.sum(axis=0)
-    # nothing cached: the gradient needs ψ1's intermediate terms too and recomputes it with them
-    return (SuffStats(mu.shape[0], float(np.sum(Y * Y)), float(mu.shape[0] * variance), psi1.T @ Y, Dsum,
+    C, D = np.zeros((m, Y.shape[1])), np.zeros((m, m))
+    for rows, psi1, _, _, psi2, _ in psi_blocks(mu, S, Z, variance, ls):
+        C += psi1.T @ Y[rows]
+        D += psi2.sum(axis=0)
+    # nothing cached: the gradient needs ψ1's intermediate terms too and recomputes them block by block
+    return (SuffStats(mu.shape[0], float(np.sum(Y * Y)), float(mu.shape[0] * variance), C, D,
                       kl_gauss(mu, S)), None)
 
 
@@ -205,44 +178,15 @@ def chunk_global_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S=None, psi1=No
     Z, variance, ls = theta.Z, theta.variance, theta.lengthscales
     if mu.shape[0] == 0:
         return np.zeros(Z.size + 1 + Z.shape[1])
-    dZ, dvar, dls, _, _ = _latent_grads(np.asarray(Y, float), Z, variance, ls, g, np.asarray(mu, float),
-                                         np.asarray(S, float))
+    dZ, dvar, dls, _, _ = latent_grads(np.asarray(Y, float), Z, variance, ls, g.GC, g.GD,
+                                        np.asarray(mu, float), np.asarray(S, float))
     return np.concatenate([dZ.ravel(), [dvar], dls])
-
-
-def _latent_grads(Y, Z, variance, ls, g: BoundGrads, mu, S):
-    """∂(Σ GC⊙C + Σ GD⊙D)/∂(Z, σ², l, μ, S) for latent inputs, the psi-statistic derivatives by hand."""
-    t = ls**2
-    psi1, diff, d1 = _psi1(mu, S, Z, variance, ls)
-    W1 = (Y @ g.GC.T) * psi1  # (b, m)
-    r1 = diff / d1[:, None, :]  # (μ − z)/d1 (b, m, q)
-    dmu = -np.einsum("bm,bmq->bq", W1, r1)
-    dZ = np.einsum("bm,bmq->mq", W1, r1)
-    sq1 = diff**2 / d1[:, None, :] ** 2
-    dS = np.einsum("bm,bmq->bq", W1, 0.5 * sq1) - 0.5 * W1.sum(axis=1)[:, None] / d1
-    dt = (np.einsum("bm,bmq->q", W1, 0.5 * sq1) - 0.5 * np.sum(W1.sum(axis=1)[:, None] / d1, axis=0)
-          + 0.5 * W1.sum() / t)
-    dvar = W1.sum() / variance
-    zdiff = Z[:, None, :] - Z[None, :, :]  # (m, m, q)
-    for rows, psi2, dd, d2 in _psi2_blocks(mu, S, Z, variance, ls):
-        W2 = g.GD[None] * psi2  # (r, m, m)
-        w = W2.sum(axis=(1, 2))  # (r,)
-        r2 = dd / d2[:, None, None, :]  # (μ − z̄)/d2
-        dmu[rows] += -2 * np.einsum("rjk,rjkq->rq", W2, r2)
-        sq2 = dd**2 / d2[:, None, None, :] ** 2
-        dS[rows] += 2 * np.einsum("rjk,rjkq->rq", W2, sq2) - w[:, None] / d2
-        Wjk = W2.sum(axis=0)  # (m, m)
-        dt += (np.einsum("jk,jkq->q", Wjk, zdiff**2) / (4 * t**2) + np.einsum("rjk,rjkq->q", W2, sq2)
-               - 0.5 * np.sum(w[:, None] / d2, axis=0) + 0.5 * w.sum() / t)
-        dZ += 2 * (-np.einsum("jk,jkq->jq", Wjk, zdiff) / (2 * t) + np.einsum("rjk,rjkq->jq", W2, r2))
-        dvar += 2 * w.sum() / variance
-    return dZ, float(dvar), dt * 2 * ls, dmu, dS
 
 
 def chunk_local_grad(Y, theta: GlobalParams, g: BoundGrads, mu, S):
     """∂F/∂(μ, S) (b, q) each, for one chunk's latent rows: through its C and D, minus its KL."""
     _require_rbf(theta)
-    _, _, _, dmu, dS = _latent_grads(_as_2d(np.asarray(Y, float)), theta.Z, theta.variance,
-                                     theta.lengthscales, g, mu, S)
+    _, _, _, dmu, dS = latent_grads(_as_2d(np.asarray(Y, float)), theta.Z, theta.variance,
+                                    theta.lengthscales, g.GC, g.GD, mu, S)
     return dmu - mu, dS - 0.5 * (1.0 - 1.0 / S)
 

@@ -61,7 +61,9 @@ class BayesianGPLVM(SavedModel, ValidatedParams, TransformerMixin, BaseEstimator
     cluster with the local parameters kept on the workers.
 
     n_inducing: m; n_outer: global/local rounds; global_iter, local_iter: L-BFGS-B iterations per step;
-    chunk_rows: rows per chunk; noise_init: initial noise variance relative to the (scalar) variance of Y;
+    chunk_rows: rows per chunk, which are also the blocks of the local step (at 10⁶ rows 1,000 reached the
+    best bound for the iterations, for at most an eighth more time than larger chunks:
+    benchmarks/gplvm_chunks.py); noise_init: initial noise variance relative to the (scalar) variance of Y;
     scheduler: a dask-scheduler address (default: this process's client, else a local cluster);
     random_state: seeds the initial inducing inputs; kernel: 'rbf' or an RBF kernel object, the one kernel
     whose psi-statistics are closed-form (any other is refused in one line).

@@ -243,3 +243,37 @@ def test_a_large_chunk_is_taken_block_by_block_with_the_same_sums(small, monkeyp
     np.testing.assert_allclose(np.asarray(chunk_global_grad(ya, theta, g, Xa)), ref, rtol=1e-10, atol=1e-12)
     skipped, _ = chunk_stats_cached(y[:256, None], theta, X[:256])
     assert not np.allclose(skipped.D, whole.D, rtol=1e-6)
+
+
+def test_latent_rows_are_taken_block_by_block_with_the_same_sums(latent, monkeypatch):
+    """The ψ pass of latent rows goes over blocks of PSI2_BLOCK_NUMBERS / m² rows (here 7 rows of 40: a
+    partial last block): the statistics and both gradients equal the one-block pass's to 1e-12 relative
+    (only the summation order differs). Power: a variant whose blocks skip the partial last one changes C,
+    D and the last rows' local gradients."""
+    import daskgp.sparse.bound as bound
+    import daskgp.sparse.psi as psi
+
+    Y, mu, S, Z, s2, ls, beta = latent
+    theta = GlobalParams(Z, s2, ls, noise=1 / beta)
+    whole = chunk_stats(Y, theta, mu=mu, S=S)
+    g = bound_and_grads(whole, theta)
+    ref_local, ref_global = chunk_local_grad(Y, theta, g, mu, S), chunk_global_grad(Y, theta, g, mu, S)
+    monkeypatch.setattr(psi, "PSI2_BLOCK_NUMBERS", 7 * len(Z) ** 2)
+    blocked = chunk_stats(Y, theta, mu=mu, S=S)
+    np.testing.assert_allclose(blocked.D, whole.D, rtol=1e-12)
+    np.testing.assert_allclose(blocked.C, whole.C, rtol=1e-12)
+    for a, b in zip(chunk_local_grad(Y, theta, g, mu, S), ref_local, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(chunk_global_grad(Y, theta, g, mu, S), ref_global, rtol=1e-12, atol=1e-14)
+
+    full = psi.psi_blocks
+
+    def skipping(mu_, S_, *args):
+        for rows, *rest in full(mu_, S_, *args):
+            if rows.stop <= len(mu_):
+                yield rows, *rest
+    monkeypatch.setattr(psi, "psi_blocks", skipping)  # the gradients' pass
+    monkeypatch.setattr(bound, "psi_blocks", skipping)  # the statistics' pass
+    skipped = chunk_stats(Y, theta, mu=mu, S=S)
+    assert not np.allclose(skipped.D, whole.D, rtol=1e-6) and not np.allclose(skipped.C, whole.C, rtol=1e-6)
+    assert not np.allclose(chunk_local_grad(Y, theta, g, mu, S)[0][35:], ref_local[0][35:], rtol=1e-6)
