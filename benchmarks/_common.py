@@ -97,6 +97,16 @@ def base_worktree(revision: str):
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
 
 
+def missing_rounds(runs: dict, base: Path, rounds: int):
+    """Yield (side, round, tree) for each run of a before/after benchmark not yet in ``runs`` ({"before":
+    {round: result}, "after": {...}}), the sides alternating round by round: "before" in ``base`` (a
+    :func:`base_worktree`), "after" in this checkout."""
+    for r in range(rounds):
+        for side, tree in (("before", base), ("after", ROOT)):
+            if str(r) not in runs[side]:
+                yield side, r, tree
+
+
 def run_child(tree: Path, script: str, args: list[str], timeout: int = 1800,
               single_threaded: bool = True) -> dict:
     """Run ``script`` (Python source) in its own single-threaded process whose daskgp is imported from

@@ -30,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import ROOT, base_worktree, load_results, run_child, write_results  # noqa: E402
+from _common import base_worktree, load_results, missing_rounds, run_child, write_results  # noqa: E402
 
 OUT = HERE / "results" / "psi_cost.json"
 BEFORE = "b6f25c0"  # main before daskgp.sparse.psi
@@ -99,17 +99,13 @@ def main() -> int:
     runs = res.setdefault("runs", {"before": {}, "after": {}})
     t0 = time.time()
     with base_worktree(a.before) as base:
-        for r in range(a.rounds):
-            for side, tree in (("before", base), ("after", ROOT)):
-                if str(r) in runs[side]:
-                    continue
-                out = runs[side][str(r)] = run_child(tree, CHILD, [], single_threaded=True)
-                if r:  # only round 0's numbers are compared
-                    for k in ("D", "dmu", "dS", "global_grad"):
-                        out.pop(k)
-                print(side, r, {k: v for k, v in out.items() if "seconds" in k or k == "fit_bound"},
-                      flush=True)
-                write_results(OUT, res)
+        for side, r, tree in missing_rounds(runs, base, a.rounds):
+            out = runs[side][str(r)] = run_child(tree, CHILD, [], single_threaded=True)
+            if r:  # only round 0's numbers are compared
+                for k in ("D", "dmu", "dS", "global_grad"):
+                    out.pop(k)
+            print(side, r, {k: v for k, v in out.items() if "seconds" in k or k == "fit_bound"}, flush=True)
+            write_results(OUT, res)
     b0, a0 = runs["before"]["0"], runs["after"]["0"]
     if "D" in b0 and "D" in a0:  # round 0 keeps the compared numbers until they are compared, then drops them
         res["agreement"] = {k: _rel(b0[k], a0[k]) for k in ("D", "dmu", "dS", "global_grad")}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import ROOT, base_worktree, load_results, run_child, write_results  # noqa: E402
+from _common import base_worktree, load_results, missing_rounds, run_child, write_results  # noqa: E402
 
 OUT = HERE / "results" / "sep_tasks.json"
 BEFORE = "986c3da"  # main before the task per worker
@@ -67,13 +67,10 @@ def main() -> int:
     runs = res.setdefault("runs", {"before": {}, "after": {}})
     t0 = time.time()
     with base_worktree(a.before) as base:
-        for r in range(a.rounds):
-            for side, tree in (("before", base), ("after", ROOT)):
-                if str(r) in runs[side]:
-                    continue
-                runs[side][str(r)] = run_child(tree, CHILD, [str(a.iterations)])
-                print(side, r, runs[side][str(r)], flush=True)
-                write_results(OUT, res)
+        for side, r, tree in missing_rounds(runs, base, a.rounds):
+            runs[side][str(r)] = run_child(tree, CHILD, [str(a.iterations)])
+            print(side, r, runs[side][str(r)], flush=True)
+            write_results(OUT, res)
     med = {s: statistics.median(v["seconds_per_iteration"] for v in runs[s].values()) for s in runs}
     ev = {s: [v["last_evidence"] for v in runs[s].values()] for s in runs}
     res.update(median_seconds_per_iteration=med, ratio=med["after"] / med["before"],
