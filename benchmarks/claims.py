@@ -215,9 +215,9 @@ def _scale(d: dict) -> dict:
             "sgpr_client": f"{sgpr['client_peak_mb']:.0f}"}
 
 
-def _worker_peaks(c: dict, gib: bool = False) -> str:
-    """A scale case's worker peaks joined with 'and': MB with thousands commas, or GiB to 2 decimals."""
-    return " and ".join(f"{w / 1024:.2f}" if gib else f"{w:,.0f}" for w in c["worker_peak_mb"])
+def _worker_peaks(c: dict, gib: bool = False, sep: str = " and ") -> str:
+    """A scale case's worker peaks joined with ``sep``: MB with thousands commas, or GiB to 2 decimals."""
+    return sep.join(f"{w / 1024:.2f}" if gib else f"{w:,.0f}" for w in c["worker_peak_mb"])
 
 
 def _scale_sep(d: dict) -> dict:
@@ -261,7 +261,7 @@ def _scale_gplvm(d: dict) -> dict:
     rows += [(label, it, "1,000 rows", "products in blocks", cases[k]) for label, it, k in runs if k in cases]
     return {"table": "\n".join(
         f"| {n} | {it} | {chunk} | {form} | {c['fit_seconds']:.0f} | {c['bound_per_row']:.3f} | "
-        f"{c['client_peak_mb']:.0f} MB | {' / '.join(f'{w:,.0f}' for w in c['worker_peak_mb'])} MB |"
+        f"{c['client_peak_mb']:.0f} MB | {_worker_peaks(c, sep=' / ')} MB |"
         for n, it, chunk, form, c in rows)}
 
 

@@ -1,5 +1,5 @@
 """The Bayesian GPLVM's seconds and bound against its rows a chunk (issue 58, item 5: defaults that scale; the
-measurement behind ``BayesianGPLVM(chunk_rows='auto')``, :func:`daskgp.sparse.gplvm.auto_chunk_rows`).
+measurement behind keeping ``BayesianGPLVM``'s default ``chunk_rows`` of 1,000 at every n).
 
     python benchmarks/gplvm_chunks.py [--rows 1e6] [--chunk-rows 1000,8000,31250,62500,125000] [--fresh]
 
