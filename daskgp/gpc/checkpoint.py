@@ -37,7 +37,9 @@ class GPCCheckpoint(FitStore):
                       adam_m=state.adam.m, adam_v=state.adam.v, adam_t=int(state.adam.t),
                       evidence=np.array([r.evidence for r in rec], float),
                       train_error=np.array([r.train_error for r in rec], float),
-                      grad_norm=np.array([r.grad_norm for r in rec], float), best_iteration=int(best_it),
+                      grad_norm=np.array([r.grad_norm for r in rec], float),
+                      site_passes=np.array([r.site_passes for r in rec], int),
+                      site_change=np.array([r.site_change for r in rec], float), best_iteration=int(best_it),
                       best_Z=bp.Z, best_variance=float(bp.variance), best_lengthscales=bp.lengthscales,
                       best_T=bf.T, best_c=bf.c)
         if state.sites is not None:
@@ -63,8 +65,12 @@ class GPCCheckpoint(FitStore):
             T, c, bT, bc = (np.asarray(a[k], float) for k in ("T", "c", "best_T", "best_c"))
             if T.shape != (m, m) or bT.shape != (m, m) or c.shape != (m,) or bc.shape != (m,):
                 raise ValueError("a factor of the wrong shape")
-            recs = [IterationRecord(i + 1, float(e), float(t), float(g)) for i, (e, t, g) in
-                    enumerate(zip(a["evidence"], a["train_error"], a["grad_norm"], strict=True))]
+            k = len(a["evidence"])  # checkpoints before the site-pass records (0.4.x) hold none
+            passes = a["site_passes"] if "site_passes" in a else np.zeros(k, int)
+            change = a["site_change"] if "site_change" in a else np.full(k, np.nan)
+            recs = [IterationRecord(i + 1, float(e), float(t), float(g), int(p), float(ch))
+                    for i, (e, t, g, p, ch) in enumerate(zip(a["evidence"], a["train_error"], a["grad_norm"],
+                                                             passes, change, strict=True))]
             best_it = int(a["best_iteration"])
             if not recs or not 0 <= best_it <= len(recs) or not all(np.all(np.isfinite(v)) for v in
                                                                    (*vectors.values(), T, c, bT, bc)):

@@ -44,6 +44,7 @@ from .fit import (
     collapsed,
     refine_factor,
     run_ep,
+    settle_factor,
 )
 from .methods import get_method, method_names
 
@@ -76,12 +77,14 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
 
     Fitted: ``batch_size_`` (rows per iteration; None: every row), ``chunk_rows_`` (rows per chunk),
     ``classes_``, ``params_`` (GPCParams, standardised inputs), ``factor_`` (the k-space factor of q(u)),
-    ``evidence_`` (nats; the log evidence approximation of the last iteration, or of the re-made factor),
-    ``refine_seconds_`` (the re-making's seconds; None when there was none), ``records_`` (per iteration:
-    evidence, training error, gradient norm), ``n_iter_``, ``n_features_in_``, ``best_iteration_`` (the
-    iteration whose q the model keeps: the last, unless the fit broke down or its evidence collapsed — then
-    the best, with a ConvergenceWarning), ``kernel_`` (the fitted kernel object: lengthscales in X units, the
-    variance in latent units), ``likelihood_`` (the :class:`Probit`).
+    ``evidence_`` (nats; the log evidence approximation of the re-made or settled factor — after a batch
+    fit that learns, EP's and SEP's factor is settled at the final hyperparameters,
+    :func:`daskgp.gpc.fit.settle_factor` — else of the last iteration), ``refine_seconds_`` (the
+    re-making's seconds after a minibatch fit; None when there was none), ``records_`` (per iteration:
+    evidence, training error, gradient norm, site passes), ``n_iter_``, ``n_features_in_``,
+    ``best_iteration_`` (the iteration whose q the model keeps: the last, unless the fit broke down or its
+    evidence collapsed — then the best, with a ConvergenceWarning), ``kernel_`` (the fitted kernel object:
+    lengthscales in X units, the variance in latent units), ``likelihood_`` (the :class:`Probit`).
     ``save(path)`` and ``SparseGPClassifier.load(path)`` keep a fitted model (:mod:`daskgp.runs.models`).
     """
 
@@ -248,6 +251,9 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                     broke = e
                 if broke is None and minibatch and not method.keeps_sites and self.refine_passes > 0:
                     refined = self._refine(chunks, state, method)
+                elif (broke is None and not minibatch and self.learning_rate > 0 and state.records
+                      and method.passes_to_fixed_point):
+                    refined = self._settle(chunks, state, method, n)
             finally:
                 chunks.release()
         self.params_, self.factor_, self.records_ = state.params, state.factor, state.records
@@ -268,6 +274,15 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         log.info("daskgp: %s's factor re-made from all %s rows at the final hyperparameters (%d pass%s, "
                  "%.1f s): evidence %.1f nats", method.name.upper(), f"{chunks.n:,}", self.refine_passes,
                  "" if self.refine_passes == 1 else "es", seconds, ev)
+        return ev
+
+    def _settle(self, chunks, state, method, n: int) -> float:
+        """After a batch fit that learns: the factor settled at the final hyperparameters
+        (:func:`daskgp.gpc.fit.settle_factor`), said in one line; the settled q's evidence (nats)."""
+        ev, passes, moved, seconds = settle_factor(chunks, state, method, self._damping(n))
+        log.info("daskgp: %s's factor settled at the final hyperparameters (%d pass%s, relative change "
+                 "%.1e, %.1f s): evidence %.1f nats", method.name.upper(), passes,
+                 "" if passes == 1 else "es", moved, seconds, ev)
         return ev
 
     def _set_units(self) -> None:

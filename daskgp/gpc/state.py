@@ -15,12 +15,16 @@ __all__ = ["EPState", "IterationRecord"]
 @dataclass
 class IterationRecord:
     """One iteration: the evidence approximation (nats; an estimate with minibatches), the training error
-    rate under q before the iteration's update, the gradient's norm."""
+    rate under q before the iteration's update, the gradient's norm, the site-only passes made before the
+    gradient pass and the factor's relative change in the last of them (:func:`daskgp.gpc.fit.factor_change`;
+    NaN without one) — above ``SITE_TOL`` the gradient was taken short of EP's fixed point."""
 
     iteration: int
     evidence: float
     train_error: float
     grad_norm: float
+    site_passes: int = 0
+    site_change: float = float("nan")
 
 
 @dataclass

@@ -29,8 +29,10 @@ class GPCMethod(Method):
     beside its chunk on the workers, checkpointed, and restarted at zero for a chunk placed again after a
     lost worker), ``learns_on_minibatches`` (False: the estimator refuses to learn hyperparameters on
     minibatches, and says why: ``minibatch_refusal``), ``decays_on_minibatches`` (δ and Adam's step decay
-    as 1/√(1 + t/E) on minibatches: :func:`daskgp.gpc.fit.minibatch_decay`) and ``degenerate_hint``
-    (appended to the message of a fit that became numerically degenerate)."""
+    as 1/√(1 + t/E) on minibatches: :func:`daskgp.gpc.fit.minibatch_decay`), ``passes_to_fixed_point``
+    (a batch fit that learns repeats the site-only passes until the factor stops moving:
+    :data:`daskgp.gpc.fit.SITE_TOL`) and ``degenerate_hint`` (appended to the message of a fit that became
+    numerically degenerate)."""
 
     family: ClassVar[str] = "gpc"
     default_damping: ClassVar[float] = 1.0
@@ -39,6 +41,7 @@ class GPCMethod(Method):
     learns_on_minibatches: ClassVar[bool] = True
     minibatch_refusal: ClassVar[str] = ""
     decays_on_minibatches: ClassVar[bool] = False
+    passes_to_fixed_point: ClassVar[bool] = True
     degenerate_hint: ClassVar[str] = ""
 
     def damping(self, batch_size: int | None, n: int) -> float:
