@@ -70,13 +70,13 @@ def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=No
     stops meanwhile). A fit on minibatches of a tied factor (SEP) ends by re-making the factor from every row
     (``refine_passes``): each curve point is then the model such a fit stopped there returns — its factor
     re-made from a copy of the training rows on the same workers, after the fit — at the training time plus
-    that refinement's seconds; a batch fit of SEP that learns ends with its factor settled at the final
-    hyperparameters (``settle_factor``), and each of its points is settled the same way. ``settings``:
-    further SparseGPClassifier parameters."""
+    that refinement's seconds. A batch fit's point is the q of its iteration's evidence
+    (``EPState.judged``), which a fit stopped there returns. ``settings``: further SparseGPClassifier
+    parameters."""
     import daskgp as dg
     from daskgp.compute.rows import RowChunks
     from daskgp.gpc.ep import Posterior
-    from daskgp.gpc.fit import EPState, refine_factor, settle_factor
+    from daskgp.gpc.fit import EPState, refine_factor
     from daskgp.gpc.methods import get_method
     from daskgp.model.likelihoods import Probit
 
@@ -93,35 +93,25 @@ def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=No
         t = time.perf_counter() - clock["t0"] - clock["paused"]
         if every and t >= clock["next"]:
             s = time.perf_counter()
-            held.append((t, copy.deepcopy(event.model.params), copy.deepcopy(event.model.factor)))
+            held.append((t, *copy.deepcopy(event.model.judged())))  # the q a fit stopped here returns
             clock["paused"] += time.perf_counter() - s
             clock["next"] += every
 
     est.fit(Xtr, ytr, client=client, callback=record, time_budget=budget)
     seconds = time.perf_counter() - clock["t0"] - clock["paused"]
     rows: list = []
-    how = get_method(method)
-    refines = est.batch_size_ is not None and not how.keeps_sites and est.refine_passes > 0
-    # a batch fit that learns settles its factor at the final hyperparameters (settle_factor); EP's would
-    # need its sites, which the callback does not copy: its points are the stepped parameters with the
-    # factor of the iteration's passes (one Adam step apart)
-    settles = (est.batch_size_ is None and not how.keeps_sites and how.passes_to_fixed_point
-               and est.learning_rate > 0)
+    refines = est.batch_size_ is not None and not get_method(method).keeps_sites and est.refine_passes > 0
     Xs = (Xte - est.x_mean_) / est.x_scale_
     try:
         for t, params, factor in held:
             extra = 0.0
-            if refines or settles:
+            if refines:
                 if not rows:
                     ypm = np.where(ytr == est.classes_[1], 1.0, -1.0)
                     rows.append(RowChunks.from_arrays(client, ypm, chunk_rows,
                                                       X=(Xtr - est.x_mean_) / est.x_scale_))
                 refined = EPState(params, factor, None)
-                if refines:
-                    _, extra = refine_factor(rows[0], refined, method, est.refine_passes)
-                else:
-                    *_, extra = settle_factor(rows[0], refined, method, how.damping(None, len(ytr))
-                                              if est.damping is None else est.damping)
+                _, extra = refine_factor(rows[0], refined, method, est.refine_passes)
                 factor = refined.factor
             p1 = Probit.predict_proba(*Posterior(params, factor).predict_latent(Xs))
             curve.append((t + extra, float(np.mean((p1 > 0.5) != yte)), _nll(p1, yte)))

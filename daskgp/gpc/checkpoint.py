@@ -12,7 +12,7 @@ from ..runs.fits import FitStore
 from .ep import Factor, GPCParams
 from .state import EPState, IterationRecord
 
-__all__ = ["GPCCheckpoint"]
+__all__ = ["GPCCheckpoint", "place_sites"]
 
 
 class GPCCheckpoint(FitStore):
@@ -82,3 +82,13 @@ class GPCCheckpoint(FitStore):
         state = EPState(params[0], Factor(T, c), adam, records=recs,
                         best=(best_it, params[1], Factor(bT, bc)) if best_it else None)
         return state, sites
+
+
+def place_sites(client, chunks, sites, n: int) -> list:
+    """EP's stored sites (n, 2), in chunk order, as futures beside their chunks (one per chunk)."""
+    if sites is None or sites.shape != (n, 2):
+        raise ValueError("the checkpoint holds no EP sites for these rows: start afresh without resuming")
+    bounds = np.cumsum([0, *chunks.sizes])
+    futs = [client.scatter(sites[a:b], workers=list(client.who_has(f)[f.key]) or None, hash=False)
+            for f, a, b in zip(chunks.futures, bounds[:-1], bounds[1:], strict=True)]
+    return futs

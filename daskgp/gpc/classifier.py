@@ -33,6 +33,7 @@ from ..inducing.placement import InducingEstimator, kmeans_inducing
 from ..model.kernels import ard_kernel, kernel_name
 from ..model.likelihoods import Probit
 from ..runs.models import Saved, SavedModel
+from .checkpoint import place_sites
 from .ep import Factor, GPCParams, Posterior
 from .fit import (
     REFINE_PASSES,
@@ -44,7 +45,6 @@ from .fit import (
     collapsed,
     refine_factor,
     run_ep,
-    settle_factor,
 )
 from .methods import get_method, method_names
 
@@ -77,9 +77,9 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
 
     Fitted: ``batch_size_`` (rows per iteration; None: every row), ``chunk_rows_`` (rows per chunk),
     ``classes_``, ``params_`` (GPCParams, standardised inputs), ``factor_`` (the k-space factor of q(u)),
-    ``evidence_`` (nats; the log evidence approximation of the re-made or settled factor — after a batch
-    fit that learns, EP's and SEP's factor is settled at the final hyperparameters,
-    :func:`daskgp.gpc.fit.settle_factor` — else of the last iteration), ``refine_seconds_`` (the
+    ``evidence_`` (nats; the log evidence approximation of the last iteration's q — the model is that q,
+    not the parameters one Adam step past it, :class:`daskgp.gpc.state.EPState` — or of the re-made
+    factor), ``refine_seconds_`` (the
     re-making's seconds after a minibatch fit; None when there was none), ``records_`` (per iteration:
     evidence, training error, gradient norm, site passes), ``n_iter_``, ``n_features_in_``,
     ``best_iteration_`` (the iteration whose q the model keeps: the last, unless the fit broke down or its
@@ -228,7 +228,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                 else:
                     state, sites = resumed
                     if method.keeps_sites:
-                        state.sites = _place_sites(c, chunks, sites, n)
+                        state.sites = place_sites(c, chunks, sites, n)
 
                 def after(rec, st):
                     if ckpt is not None:  # an interruption loses at most the iteration in progress
@@ -249,14 +249,14 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                     if not state.records:
                         raise
                     broke = e
+                # the model: the q of the last record's evidence (EPState.judged); after minibatches, its
+                # factor re-made from every row
+                final = EPState(*state.judged(), state.adam)
                 if broke is None and minibatch and not method.keeps_sites and self.refine_passes > 0:
-                    refined = self._refine(chunks, state, method)
-                elif (broke is None and not minibatch and self.learning_rate > 0 and state.records
-                      and method.passes_to_fixed_point):
-                    refined = self._settle(chunks, state, method, n)
+                    refined = self._refine(chunks, final, method)
             finally:
                 chunks.release()
-        self.params_, self.factor_, self.records_ = state.params, state.factor, state.records
+        self.params_, self.factor_, self.records_ = final.params, final.factor, state.records
         self.evidence_ = state.records[-1].evidence if refined is None else refined
         self.n_iter_ = len(state.records)
         self.best_iteration_ = self.n_iter_
@@ -274,15 +274,6 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         log.info("daskgp: %s's factor re-made from all %s rows at the final hyperparameters (%d pass%s, "
                  "%.1f s): evidence %.1f nats", method.name.upper(), f"{chunks.n:,}", self.refine_passes,
                  "" if self.refine_passes == 1 else "es", seconds, ev)
-        return ev
-
-    def _settle(self, chunks, state, method, n: int) -> float:
-        """After a batch fit that learns: the factor settled at the final hyperparameters
-        (:func:`daskgp.gpc.fit.settle_factor`), said in one line; the settled q's evidence (nats)."""
-        ev, passes, moved, seconds = settle_factor(chunks, state, method, self._damping(n))
-        log.info("daskgp: %s's factor settled at the final hyperparameters (%d pass%s, relative change "
-                 "%.1e, %.1f s): evidence %.1f nats", method.name.upper(), passes,
-                 "" if passes == 1 else "es", moved, seconds, ev)
         return ev
 
     def _set_units(self) -> None:
@@ -351,7 +342,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     def to_dataset(self, feature_names=None) -> xr.Dataset:
         """The fitted model as labelled arrays: inducing points and lengthscales in X units, the latent
         variance, q(u)'s factor (T, c; standardised inputs), and the record per iteration (evidence, training
-        error, gradient norm)."""
+        error, gradient norm, site passes)."""
         check_is_fitted(self, "params_")
         p, d = self.params_, self.n_features_in_
         default = [str(c) for c in getattr(self, "feature_names_in_", [f"x{j}" for j in range(d)])]
@@ -365,7 +356,8 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
              "factor_c": (("inducing",), self.factor_.c),
              "evidence": (("iteration",), np.array([r.evidence for r in rec]), {"units": "nats"}),
              "train_error": (("iteration",), np.array([r.train_error for r in rec])),
-             "grad_norm": (("iteration",), np.array([r.grad_norm for r in rec]))},
+             "grad_norm": (("iteration",), np.array([r.grad_norm for r in rec])),
+             "site_passes": (("iteration",), np.array([r.site_passes for r in rec], int))},
             coords={"feature": list(names), "iteration": np.arange(1, len(rec) + 1),
                     "class": np.asarray(self.classes_).astype(str)},
             attrs={"model": "daskgp.SparseGPClassifier", "method": self.method,
@@ -403,13 +395,3 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     def predict(self, X):
         p = self.predict_proba(X)[:, 1]
         return self.classes_[(np.asarray(p) > 0.5).astype(int)]
-
-
-def _place_sites(client, chunks, sites, n: int) -> list:
-    """EP's stored sites (n, 2), in chunk order, as futures beside their chunks (one per chunk)."""
-    if sites is None or sites.shape != (n, 2):
-        raise ValueError("the checkpoint holds no EP sites for these rows: start afresh without resuming")
-    bounds = np.cumsum([0, *chunks.sizes])
-    futs = [client.scatter(sites[a:b], workers=list(client.who_has(f)[f.key]) or None, hash=False)
-            for f, a, b in zip(chunks.futures, bounds[:-1], bounds[1:], strict=True)]
-    return futs

@@ -47,8 +47,7 @@ from .state import EPState, IterationRecord
 
 __all__ = ["DEFAULT_DAMPING", "DEFAULT_SITE_PASSES", "SEP_MEMORY_ROWS", "Adam", "EPState", "GPCCheckpoint",
            "IterationRecord", "REFINE_PASSES", "SITE_PASSES_MAX", "SITE_TOL", "auto_chunk_rows", "collapsed",
-           "factor_change", "minibatch_damping", "minibatch_decay", "refine_factor", "run_ep",
-           "settle_factor"]
+           "factor_change", "minibatch_damping", "minibatch_decay", "refine_factor", "run_ep"]
 
 # the built-in methods' δ of a batch fit (why: in each method's module, daskgp.gpc.methods)
 DEFAULT_DAMPING = {nm: get_method(nm).default_damping for nm in method_names()}
@@ -249,39 +248,6 @@ def refine_factor(chunks, state: EPState, method: str | GPCMethod,
     return float(ev), time.perf_counter() - t0
 
 
-def settle_factor(chunks, state: EPState, method: str | GPCMethod,
-                  damping: float) -> tuple[float, int, float, float]:
-    """After a batch fit that learns: site-only passes over every row at ``state``'s final hyperparameters
-    until the factor moves by at most :data:`SITE_TOL` (at most :data:`SITE_PASSES_MAX` passes, at least one).
-    The loop's last Adam step moved the hyperparameters after the last pass, and a factor kept in k-space
-    stands for another q at the new ones — with crowded inducing inputs a very different one (breast cancer's
-    two features, m = 30: evidence −51.7 nats at the last iteration, −194.8 for the stepped parameters with
-    that factor, test NLL 0.489 against 0.152 once settled). ``state.factor`` (and EP's sites) are replaced;
-    its records are not touched. Returns (the evidence of the settled q, nats, from the last pass; passes;
-    the last relative change; seconds)."""
-    import time
-
-    t0 = time.perf_counter()
-    method = method if isinstance(method, GPCMethod) else get_method(method)
-    n, batches = chunks.n, [None] * len(chunks.futures)
-    ev, passes, moved = float("nan"), 0, math.inf
-    with blas_threads_for(state.params.m):
-        while passes < 1 or (moved > SITE_TOL and passes < SITE_PASSES_MAX):
-            q = state.posterior()
-            source = method.source(q, n)
-            before = state.factor
-            total, sites = _map_pass(chunks, state, source, method, damping, batches, False)
-            ev = method.evidence(q, source, total, n)  # of q, the factor the pass started from
-            state.factor = method.factor_after(state.factor, total, damping, 1.0, False)
-            if method.keeps_sites:
-                state.sites = sites
-            moved, passes = factor_change(before, state.factor), passes + 1
-    if moved > SITE_TOL:
-        log.warning("daskgp: %s's factor still moved by %.1e after %d passes at the final hyperparameters",
-                    method.name.upper(), moved, passes)
-    return float(ev), passes, moved, time.perf_counter() - t0
-
-
 def _iterate(chunks, state: EPState, method: GPCMethod, n_iter: int, damping: float, learn: bool,
              learn_inducing: bool, per_chunk, epoch, seed: int, site_passes: int, callback, time_budget,
              t0: float) -> None:
@@ -301,6 +267,7 @@ def _iterate(chunks, state: EPState, method: GPCMethod, n_iter: int, damping: fl
             raise FloatingPointError(f"{method.name.upper()} became numerically degenerate at iteration "
                                      f"{len(state.records) + 1} ({e}){method.degenerate_hint}") from e
         state.records.append(rec)
+        state.last = (judged.params, judged.factor)
         # the first iterations start from the prior's zero factor and are not judged (as for "best")
         if (rec.iteration > SETTLE_ITERATIONS and rec.site_passes >= SITE_PASSES_MAX
                 and rec.site_change > SITE_TOL):

@@ -115,9 +115,9 @@ def gpc_command(args) -> int:
         from ...gpc.ep import Posterior
         from ...model.likelihoods import Probit
 
-        state = event.model
         Xs = (Xte - est.x_mean_) / est.x_scale_
-        p1 = Probit.predict_proba(*Posterior(state.params, state.factor).predict_latent(Xs))
+        # the q of the iteration's evidence, which a fit stopped here returns (EPState.judged)
+        p1 = Probit.predict_proba(*Posterior(*event.model.judged()).predict_latent(Xs))
         last_p1["p1"] = p1
         return float(np.mean(np.where(p1 > 0.5, classes[1], classes[0]) != yte))
 
