@@ -79,12 +79,12 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     ``classes_``, ``params_`` (GPCParams, standardised inputs), ``factor_`` (the k-space factor of q(u)),
     ``evidence_`` (nats; the log evidence approximation of the last iteration's q — the model is that q,
     not the parameters one Adam step past it, :class:`daskgp.gpc.state.EPState` — or of the re-made
-    factor), ``refine_seconds_`` (the
-    re-making's seconds after a minibatch fit; None when there was none), ``records_`` (per iteration:
-    evidence, training error, gradient norm, site passes), ``n_iter_``, ``n_features_in_``,
-    ``best_iteration_`` (the iteration whose q the model keeps: the last, unless the fit broke down or its
-    evidence collapsed — then the best, with a ConvergenceWarning), ``kernel_`` (the fitted kernel object:
-    lengthscales in X units, the variance in latent units), ``likelihood_`` (the :class:`Probit`).
+    factor), ``refine_seconds_`` (the re-making's seconds after a minibatch fit; None when there was
+    none), ``records_`` (per iteration: evidence, training error, gradient norm, site passes),
+    ``n_iter_``, ``n_features_in_``, ``best_iteration_`` (the iteration whose q the model keeps: the last,
+    unless the fit broke down or its evidence collapsed — then the best, with a ConvergenceWarning),
+    ``kernel_`` (the fitted kernel object: lengthscales in X units, the variance in latent units),
+    ``likelihood_`` (the :class:`Probit`).
     ``save(path)`` and ``SparseGPClassifier.load(path)`` keep a fitted model (:mod:`daskgp.runs.models`).
     """
 

@@ -80,11 +80,11 @@ SETTLE_ITERATIONS = 20
 # variance grew and the sites strengthened, the gradient was taken ever further from the fixed point, and the
 # fit came apart: 10,000 flights rows (arrival delay > 15 min, m = 100, Adam 0.01), SEP and EP alike, evidence
 # rising to iteration ~100 (test NLL 0.465), then falling, test NLL above 1.4 and test error above 0.68 within
-# 240 iterations; breast cancer, m = 20, SEP at Adam 0.1: −29.3 nats at iteration 46, −54.6 at 100. Until the
-# factor settles, both climbed steadily to iteration 240 (flights: NLL 0.458, SEP's evidence −4,377 against a
-# one-pass best of −4,520; breast cancer: −25.8 at 100). SITE_TOL = 10⁻³ gave the same fits to 2·10⁻⁴ nats of
-# test NLL at twice EP's passes (5–6 an iteration against 1–4; SEP, undamped, 3–4 against 3). An iteration
-# that reaches the cap is counted and said (run_ep's log), never silently taken as converged.
+# 240 iterations; breast cancer, m = 20, SEP at Adam 0.1: −29.3 nats at iteration 46, −54.6 at 100. With
+# passes until the factor settles, both climbed steadily to iteration 240 (flights: NLL 0.458, SEP's evidence
+# −4,377 against a one-pass best of −4,520; breast cancer: −25.8 at 100). SITE_TOL = 10⁻³ gave the same fits
+# to 2·10⁻⁴ nats of test NLL at twice EP's passes (5–6 an iteration against 1–4; SEP, undamped, 3–4 against
+# 3). An iteration that reaches the cap is counted and said (run_ep's log), never silently taken as converged.
 SITE_TOL, SITE_PASSES_MAX = 1e-2, 10
 
 
