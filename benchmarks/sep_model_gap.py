@@ -25,7 +25,7 @@ test, ``random_state`` = seed) and scores on that split's whole test set (24,600
 - ``peer``: GPyTorch SVGP, NGD on q(u) at ``ngd_peers``' tuned step and Adam 0.01 on the rest, float64,
   minibatches of 5,000 (``_gpytorch_ngd_peer.py``);
 - ``sep_one_pass``: ``sep`` with one site pass before each gradient (``SITE_PASSES_MAX`` = 1), the loop
-  before revision R (below) — the known-wrong variant: its factor falls behind the hyperparameters.
+  before revision 9a386d8 — the known-wrong variant: its factor falls behind the hyperparameters.
 
 Each side's test NLL is recorded every 10 s of training; a side is called converged when its NLL moved by
 less than ``FLAT_NATS`` over the last third of its budget (reported beside each result, not assumed).
