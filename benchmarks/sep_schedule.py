@@ -16,7 +16,11 @@ and Adam's step η, both divided by √(1 + t/(c·E)) with E = n/|B| minibatches
 - ``no_site_pass``: |B| = 2,000, c = 1, no site-only pass before the gradient pass (half the passes);
 - ``lr3``: |B| = 2,000, η = 0.03; ``big_lr3``: |B| = 10,000, η = 0.03;
 - ``refresh`` / ``refresh_half``: ``base`` with the tied factor re-made from every row (one site-only pass,
-  about 1 s on flights) every epoch / half epoch during the fit, on its clock.
+  about 1 s on flights) every epoch / half epoch during the fit, on its clock;
+- ``const_lr``: ``base`` with Adam's step not decayed (η constant, as the NGD-SVGP peer's Adam; δ decays);
+- ``average``: ``base`` with the hyperparameters the fit returns an exponential moving average of its iterates
+  (window one epoch, bias-corrected as Adam's moments; Polyak–Ruppert averaging), the factor re-made at them
+  by the end-of-fit refinement; ``const_avg``: both.
 
 ``--rerun base,...`` measures those variants again (for the seeds and tasks named). Each result records how
 its curve points were evaluated (``evaluation``; before revision 84fa159 inside the fit, whose time budget
@@ -45,6 +49,15 @@ way): ``refresh`` −0.0012 ± 0.0036 nats on flights_delayed and −0.0006 ± 0
 (−0.0037 and +0.0014 on delayed by seed), +0.0002 / −0.0002 at 60 s: within the spread between seeds on both
 labels, at the cost of about 8 % of the minibatches (1,582–1,600 against 1,725–1,792 in 150 s on seed 1). Not
 made a library option: re-making the factor during the fit does not beat re-making it once at the end.
+
+Measured 12-03 (revision 521717d; seeds 0 and 1, ``base`` re-measured beside them): ``const_lr`` +0.0062 ±
+0.0146 nats on flights_delayed and +0.0052 ± 0.0019 on flights_departed at 150 s (−0.0008 / +0.0026 at
+60 s): an undecayed Adam step, the peer's, makes SEP's hyperparameters wander once the factor's noise
+dominates the gradient. ``average`` +0.0100 ± 0.0047 and −0.0002 ± 0.0003 (+0.0134 and +0.0067 on delayed
+by seed): the iterates' average, with the factor re-made there, is no better a model than the last iterate
+and on delayed clearly worse; ``const_avg`` +0.0078 / +0.0053. None made a library option. ``refresh`` with
+a third seed (both sides re-measured, seed 2): −0.0005 ± 0.0018 on flights_delayed (seed 2 +0.0015) and
+−0.0014 ± 0.0007 on flights_departed at 150 s, seeds 0–2: better on one label only, so it stays out.
 """
 
 from __future__ import annotations
@@ -62,12 +75,20 @@ sys.path.insert(0, str(HERE))
 from _common import load_results, value_at, write_results  # noqa: E402
 
 OUT = HERE / "results" / "sep_schedule.json"
-# (|B|, c, site-only passes, Adam's step, refresh: the factor re-made from every row each this many epochs)
-VARIANTS = {"base": (2000, 1.0, 1, 0.01, None), "slow_decay": (2000, 10.0, 1, 0.01, None),
-            "big": (10000, 1.0, 1, 0.01, None), "big_slow": (10000, 10.0, 1, 0.01, None),
-            "no_site_pass": (2000, 1.0, 0, 0.01, None), "lr3": (2000, 1.0, 1, 0.03, None),
-            "big_lr3": (10000, 1.0, 1, 0.03, None), "refresh": (2000, 1.0, 1, 0.01, 1.0),
-            "refresh_half": (2000, 1.0, 1, 0.01, 0.5)}
+# (|B|, c, site-only passes, Adam's step, refresh: the factor re-made from every row each this many epochs,
+#  Adam's step constant, the returned hyperparameters averaged over this many epochs' iterates)
+VARIANTS = {"base": (2000, 1.0, 1, 0.01, None, False, None),
+            "slow_decay": (2000, 10.0, 1, 0.01, None, False, None),
+            "big": (10000, 1.0, 1, 0.01, None, False, None),
+            "big_slow": (10000, 10.0, 1, 0.01, None, False, None),
+            "no_site_pass": (2000, 1.0, 0, 0.01, None, False, None),
+            "lr3": (2000, 1.0, 1, 0.03, None, False, None),
+            "big_lr3": (10000, 1.0, 1, 0.03, None, False, None),
+            "refresh": (2000, 1.0, 1, 0.01, 1.0, False, None),
+            "refresh_half": (2000, 1.0, 1, 0.01, 0.5, False, None),
+            "const_lr": (2000, 1.0, 1, 0.01, None, True, None),
+            "average": (2000, 1.0, 1, 0.01, None, False, 1.0),
+            "const_avg": (2000, 1.0, 1, 0.01, None, True, 1.0)}
 # how the curve points were evaluated: inside the fit (its time budget counting them; before 84fa159) or
 # after it, from copies of q taken at each point (the budget spent training)
 EVALUATION = "after_fit"
@@ -104,22 +125,45 @@ def run(task: str, seed: int, variant: str, budget: float) -> dict:
     import daskgp.gpc.fit as fit
     from daskgp.compute.cluster import close_client
     from daskgp.gpc.methods import get_method
+    from daskgp.gpc.state import EPState
 
-    batch, c, passes, lr, refresh = VARIANTS[variant]
-    decay, sep, iteration = fit.minibatch_decay, get_method("sep"), fit._iteration
+    batch, c, passes, lr, refresh, const, average = VARIANTS[variant]
+    decay, sep, iteration, judged = fit.minibatch_decay, get_method("sep"), fit._iteration, EPState.judged
     fit.minibatch_decay = lambda it, epoch: decay(it, c * epoch)
     sep.site_passes = passes  # an instance attribute over the class's, undone below
-    if refresh is not None:
-        def refreshing(chunks, state, method, *args):
+    ema = {}  # the running average of the judged hyperparameters (``average``): sum, weight, template
+
+    def varied(chunks, state, method, damping, dec, *args):
+        if refresh is not None:
             # every refresh x E minibatches, one site-only pass over every row replaces the tied factor (the
             # library's end-of-fit refinement, here during the fit): the next gradients start from the
             # factor of all the data at the current hyperparameters rather than from recent minibatches'
             every = max(1, round(refresh * chunks.n / batch))
             if state.records and len(state.records) % every == 0:
                 fit.refine_factor(chunks, state, method, 1)
-            return iteration(chunks, state, method, *args)
+        if const:
+            state.adam.lr = lr / dec  # the loop multiplies Adam's step by the decay: η stays constant
+        rec, q = iteration(chunks, state, method, damping, dec, *args)
+        if average is not None:
+            # exponential moving average over `average` epochs of minibatches, bias-corrected (Adam's moments)
+            beta = 1.0 - 1.0 / max(1.0, average * chunks.n / batch)
+            x = q.params.to_vector()
+            ema["sum"] = x * (1 - beta) + beta * ema.get("sum", 0.0 * x)
+            ema["weight"] = (1 - beta) + beta * ema.get("weight", 0.0)
+            ema["template"] = q.params
+        return rec, q
 
-        fit._iteration = refreshing
+    def averaged(self):
+        params, factor = judged(self)
+        if not ema:
+            return params, factor
+        # the factor is re-made at the averaged hyperparameters by the end-of-fit refinement (and by the
+        # curve points' own refinement, benchmarks/gpc.py)
+        return ema["template"].with_vector(ema["sum"] / ema["weight"]), factor
+
+    fit._iteration = varied
+    if average is not None:
+        EPState.judged = averaged
     client = _cluster()
     try:
         r = _daskgp(client, _task(task, seed), "sep", M, 10**9, batch=batch, budget=budget, every=EVERY,
@@ -128,6 +172,7 @@ def run(task: str, seed: int, variant: str, budget: float) -> dict:
         close_client(client)
         fit.minibatch_decay = decay
         fit._iteration = iteration
+        EPState.judged = judged
         del sep.site_passes
     r["seconds_per_iteration"] = r["seconds"] / r["iterations"]
     r["evaluation"] = EVALUATION
