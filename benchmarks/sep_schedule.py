@@ -59,11 +59,11 @@ by seed): the iterates' average, with the factor re-made there, is no better a m
 and on delayed clearly worse; ``const_avg`` +0.0078 / +0.0053. None made a library option. ``refresh`` with
 a third seed (both sides re-measured, seed 2): −0.0005 ± 0.0018 on flights_delayed (seed 2 +0.0015) and
 −0.0014 ± 0.0007 on flights_departed at 150 s, seeds 0–2: better on one label only, so it stays out.
-``batch_finish`` (seeds 0–2, 8–11 batch iterations after the switch): −0.0020 ± 0.0017 on flights_delayed and
+``batch_finish`` (seeds 0–2, 5–11 batch iterations after the switch): −0.0020 ± 0.0017 on flights_delayed and
 −0.0021 ± 0.0009 on flights_departed at 150 s, better in all six (task, seed) pairs (by 0.0005–0.0040); at
 60 s, before the switch and so the same configuration as ``base``, +0.0011 ± 0.0015 and −0.0009 ± 0.0008 —
 the run-to-run spread of one configuration. The one lever here better on both labels in every seed; it closes
-about a quarter of SEP's 150-s gap to NGD-SVGP, not all of it. Measured at 150 s only and with the switch at a
+about a fifth of SEP's 150-s gap to NGD-SVGP, not all of it. Measured at 150 s only and with the switch at a
 fixed iteration: not yet a library default (a switch chosen from n and the time left, and 300 s, first).
 """
 
