@@ -17,7 +17,7 @@ and Adam's step η, both divided by √(1 + t/(c·E)) with E = n/|B| minibatches
 - ``lr3``: |B| = 2,000, η = 0.03; ``big_lr3``: |B| = 10,000, η = 0.03;
 - ``refresh`` / ``refresh_half``: ``base`` with the tied factor re-made from every row (one site-only pass,
   about 1 s on flights) every epoch / half epoch during the fit, on its clock;
-- ``batch_finish``: ``base``, then batch iterations over every row after 1,300 minibatches (``BATCH_AFTER``);
+- ``batch_finish``: ``base``, then batch iterations over every row after 1,300 minibatches (``batch_after``);
 - ``const_lr``: ``base`` with Adam's step not decayed (η constant, as the NGD-SVGP peer's Adam; δ decays);
 - ``average``: ``base`` with the hyperparameters the fit returns an exponential moving average of its iterates
   (window one epoch, bias-corrected as Adam's moments; Polyak–Ruppert averaging), the factor re-made at them
@@ -74,6 +74,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -82,25 +83,30 @@ sys.path.insert(0, str(HERE))
 from _common import load_results, value_at, write_results  # noqa: E402
 
 OUT = HERE / "results" / "sep_schedule.json"
-# (|B|, c, site-only passes, Adam's step, refresh: the factor re-made from every row each this many epochs,
-#  Adam's step constant, the returned hyperparameters averaged over this many epochs' iterates)
-VARIANTS = {"base": (2000, 1.0, 1, 0.01, None, False, None),
-            "slow_decay": (2000, 10.0, 1, 0.01, None, False, None),
-            "big": (10000, 1.0, 1, 0.01, None, False, None),
-            "big_slow": (10000, 10.0, 1, 0.01, None, False, None),
-            "no_site_pass": (2000, 1.0, 0, 0.01, None, False, None),
-            "lr3": (2000, 1.0, 1, 0.03, None, False, None),
-            "big_lr3": (10000, 1.0, 1, 0.03, None, False, None),
-            "refresh": (2000, 1.0, 1, 0.01, 1.0, False, None),
-            "refresh_half": (2000, 1.0, 1, 0.01, 0.5, False, None),
-            "const_lr": (2000, 1.0, 1, 0.01, None, True, None),
-            "average": (2000, 1.0, 1, 0.01, None, False, 1.0),
-            "const_avg": (2000, 1.0, 1, 0.01, None, True, 1.0),
-            "batch_finish": (2000, 1.0, 1, 0.01, None, False, None)}
-# variants that end on batch iterations: after this many minibatch iterations (about 95 s of the 150 at the
-# ~14 a second measured for ``base``), every iteration is a batch one (δ = 1, the undecayed Adam step, site
-# passes to the fixed point: the batch fit that is level with NGD-SVGP on 10,000 rows, sep_model_gap.py)
-BATCH_AFTER = {"batch_finish": 1300}
+
+
+class Variant(NamedTuple):
+    """A minibatch schedule: the library's (``base``) where a field is left at its default."""
+
+    batch: int = 2000  # |B|, rows per minibatch
+    c: float = 1.0  # the decay's epochs: steps divided by √(1 + t/(c·E))
+    passes: int = 1  # site-only passes before each gradient pass
+    lr: float = 0.01  # Adam's step η
+    refresh: float | None = None  # the factor re-made from every row each this many epochs
+    const: bool = False  # Adam's step not decayed
+    average: float | None = None  # the returned hyperparameters averaged over this many epochs' iterates
+    # after this many minibatch iterations (about 95 s of the 150 at the ~14 a second measured for ``base``),
+    # every iteration a batch one (δ = 1, the undecayed Adam step, site passes to the fixed point: the batch
+    # fit that is level with NGD-SVGP on 10,000 rows, sep_model_gap.py)
+    batch_after: int | None = None
+
+
+VARIANTS = {"base": Variant(), "slow_decay": Variant(c=10.0), "big": Variant(batch=10000),
+            "big_slow": Variant(batch=10000, c=10.0), "no_site_pass": Variant(passes=0),
+            "lr3": Variant(lr=0.03), "big_lr3": Variant(batch=10000, lr=0.03),
+            "refresh": Variant(refresh=1.0), "refresh_half": Variant(refresh=0.5),
+            "const_lr": Variant(const=True), "average": Variant(average=1.0),
+            "const_avg": Variant(const=True, average=1.0), "batch_finish": Variant(batch_after=1300)}
 # how the curve points were evaluated: inside the fit (its time budget counting them; before 84fa159) or
 # after it, from copies of q taken at each point (the budget spent training)
 EVALUATION = "after_fit"
@@ -139,7 +145,7 @@ def run(task: str, seed: int, variant: str, budget: float) -> dict:
     from daskgp.gpc.methods import get_method
     from daskgp.gpc.state import EPState
 
-    batch, c, passes, lr, refresh, const, average = VARIANTS[variant]
+    batch, c, passes, lr, refresh, const, average, batch_after = VARIANTS[variant]
     decay, sep, iteration, judged = fit.minibatch_decay, get_method("sep"), fit._iteration, EPState.judged
     fit.minibatch_decay = lambda it, epoch: decay(it, c * epoch)
     sep.site_passes = passes  # an instance attribute over the class's, undone below
@@ -153,7 +159,7 @@ def run(task: str, seed: int, variant: str, budget: float) -> dict:
             every = max(1, round(refresh * chunks.n / batch))
             if state.records and len(state.records) % every == 0:
                 fit.refine_factor(chunks, state, method, 1)
-        if variant in BATCH_AFTER and len(state.records) >= BATCH_AFTER[variant]:
+        if batch_after is not None and len(state.records) >= batch_after:
             # learn, learn_inducing, per_chunk (None: every row), seed, site passes
             damping, dec, args = sep.default_damping, 1.0, (args[0], args[1], None, *args[3:])
         if const:
