@@ -82,6 +82,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import load_results, value_at, write_results  # noqa: E402
 
+from daskgp.gpc.finish import FINISH_SHARE  # noqa: E402
+
 OUT = HERE / "results" / "sep_schedule.json"
 
 
@@ -99,6 +101,12 @@ class Variant(NamedTuple):
     # every iteration a batch one (δ = 1, the undecayed Adam step, site passes to the fixed point: the batch
     # fit that is level with NGD-SVGP on 10,000 rows, sep_model_gap.py)
     batch_after: int | None = None
+    # the library's finish (daskgp.gpc.finish: the last share of the time budget in batch iterations); 0 in
+    # every other variant, so that ``base`` stays the schedule it was measured as (before the finish existed)
+    finish: float = 0.0
+    # this variant's own training budget (seconds; None: --budget). Compared at that time by its final model,
+    # the one such a fit returns, against ``base``'s curve at the same seconds
+    budget: float | None = None
 
 
 VARIANTS = {"base": Variant(), "slow_decay": Variant(c=10.0), "big": Variant(batch=10000),
@@ -106,7 +114,9 @@ VARIANTS = {"base": Variant(), "slow_decay": Variant(c=10.0), "big": Variant(bat
             "lr3": Variant(lr=0.03), "big_lr3": Variant(batch=10000, lr=0.03),
             "refresh": Variant(refresh=1.0), "refresh_half": Variant(refresh=0.5),
             "const_lr": Variant(const=True), "average": Variant(average=1.0),
-            "const_avg": Variant(const=True, average=1.0), "batch_finish": Variant(batch_after=1300)}
+            "const_avg": Variant(const=True, average=1.0), "batch_finish": Variant(batch_after=1300),
+            "finish": Variant(finish=FINISH_SHARE, budget=150.0),
+            "finish_60": Variant(finish=FINISH_SHARE, budget=60.0)}
 # how the curve points were evaluated: inside the fit (its time budget counting them; before 84fa159) or
 # after it, from copies of q taken at each point (the budget spent training)
 EVALUATION = "after_fit"
@@ -145,7 +155,8 @@ def run(task: str, seed: int, variant: str, budget: float) -> dict:
     from daskgp.gpc.methods import get_method
     from daskgp.gpc.state import EPState
 
-    batch, c, passes, lr, refresh, const, average, batch_after = VARIANTS[variant]
+    batch, c, passes, lr, refresh, const, average, batch_after, finish, own_budget = VARIANTS[variant]
+    budget = own_budget or budget
     decay, sep, iteration, judged = fit.minibatch_decay, get_method("sep"), fit._iteration, EPState.judged
     fit.minibatch_decay = lambda it, epoch: decay(it, c * epoch)
     sep.site_passes = passes  # an instance attribute over the class's, undone below
@@ -188,7 +199,7 @@ def run(task: str, seed: int, variant: str, budget: float) -> dict:
     client = _cluster()
     try:
         r = _daskgp(client, _task(task, seed), "sep", M, 10**9, batch=batch, budget=budget, every=EVERY,
-                    seed=seed, learning_rate=lr)
+                    seed=seed, learning_rate=lr, finish_share=finish)
     finally:
         close_client(client)
         fit.minibatch_decay = decay
@@ -206,13 +217,20 @@ def summarise(results: dict) -> dict:
         for t in TIMES:
             base = {s: value_at(v["base"]["curve"], t, 2) for s, v in part.items() if "base" in v}
             for variant in VARIANTS:
+                own = VARIANTS[variant].budget
+                if own is not None and own != t:
+                    continue
                 # paired only with a base evaluated the same way
                 seeds = [s for s in base if variant in part[s] and part[s][variant].get("evaluation")
                          == part[s]["base"].get("evaluation")]
                 if not seeds:
                     continue
-                v = np.array([value_at(part[s][variant]["curve"], t, 2) for s in seeds])
-                d = v - np.array([base[s] for s in seeds])
+                v = np.array([value_at(part[s][variant]["curve"], t, 2) if own is None else
+                              part[s][variant]["test_nll"] for s in seeds])
+                # a variant with its own budget: its final model against base at the seconds it took
+                d = v - np.array([base[s] if own is None else
+                                  value_at(part[s]["base"]["curve"], part[s][variant]["seconds"], 2)
+                                  for s in seeds])
                 out.setdefault(task, {}).setdefault(f"{t:g}s", {})[variant] = {
                     "seeds": seeds, "test_nll": float(v.mean()), "minus_base": float(d.mean()),
                     "minus_base_sd": float(d.std(ddof=1)) if len(d) > 1 else None}

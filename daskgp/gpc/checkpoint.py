@@ -39,7 +39,8 @@ class GPCCheckpoint(FitStore):
                       train_error=np.array([r.train_error for r in rec], float),
                       grad_norm=np.array([r.grad_norm for r in rec], float),
                       site_passes=np.array([r.site_passes for r in rec], int),
-                      site_change=np.array([r.site_change for r in rec], float), best_iteration=int(best_it),
+                      site_change=np.array([r.site_change for r in rec], float),
+                      rows=np.array([r.rows for r in rec], int), best_iteration=int(best_it),
                       best_Z=bp.Z, best_variance=float(bp.variance), best_lengthscales=bp.lengthscales,
                       best_T=bf.T, best_c=bf.c)
         if state.sites is not None:
@@ -68,9 +69,11 @@ class GPCCheckpoint(FitStore):
             k = len(a["evidence"])  # checkpoints before the site-pass records (0.4.x) hold none
             passes = a["site_passes"] if "site_passes" in a else np.zeros(k, int)
             change = a["site_change"] if "site_change" in a else np.full(k, np.nan)
-            recs = [IterationRecord(i + 1, float(e), float(t), float(g), int(p), float(ch))
-                    for i, (e, t, g, p, ch) in enumerate(zip(a["evidence"], a["train_error"], a["grad_norm"],
-                                                             passes, change, strict=True))]
+            rows = a["rows"] if "rows" in a else np.zeros(k, int)  # (older checkpoints: not recorded)
+            recs = [IterationRecord(i + 1, float(e), float(t), float(g), int(p), float(ch), int(r))
+                    for i, (e, t, g, p, ch, r) in enumerate(zip(a["evidence"], a["train_error"],
+                                                                a["grad_norm"], passes, change, rows,
+                                                                strict=True))]
             best_it = int(a["best_iteration"])
             if not recs or not 0 <= best_it <= len(recs) or not all(np.all(np.isfinite(v)) for v in
                                                                    (*vectors.values(), T, c, bT, bc)):

@@ -17,7 +17,6 @@ import time
 import warnings
 
 import numpy as np
-import xarray as xr
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
@@ -34,7 +33,9 @@ from ..model.kernels import ard_kernel, kernel_name
 from ..model.likelihoods import Probit
 from ..runs.models import Saved, SavedModel
 from .checkpoint import place_sites
+from .dataset import classifier_dataset
 from .ep import Factor, GPCParams, Posterior
+from .finish import FINISH_SHARE, in_finish, run_fit
 from .fit import (
     REFINE_PASSES,
     Adam,
@@ -44,7 +45,6 @@ from .fit import (
     auto_chunk_rows,
     collapsed,
     refine_factor,
-    run_ep,
 )
 from .methods import get_method, method_names
 
@@ -73,14 +73,17 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
     (:data:`daskgp.model.kernels.KERNELS`) or a kernel object of those classes, one lengthscale per feature;
     refine_passes: after a fit on minibatches of a method with a tied factor (SEP), site-only passes over
     every row at the final hyperparameters that re-make the factor (:func:`daskgp.gpc.fit.refine_factor`;
-    0: keep the minibatch factor).
+    0: keep the minibatch factor); finish_share: the share of a learning SEP fit on minibatches (of its
+    time budget, else of its row passes) spent on batch iterations over every row at its end
+    (:mod:`daskgp.gpc.finish`; 0: none).
 
     Fitted: ``batch_size_`` (rows per iteration; None: every row), ``chunk_rows_`` (rows per chunk),
     ``classes_``, ``params_`` (GPCParams, standardised inputs), ``factor_`` (the k-space factor of q(u)),
     ``evidence_`` (nats; the log evidence approximation of the last iteration's q — the model is that q,
     not the parameters one Adam step past it, :class:`daskgp.gpc.state.EPState` — or of the re-made
     factor), ``refine_seconds_`` (the re-making's seconds after a minibatch fit; None when there was
-    none), ``records_`` (per iteration: evidence, training error, gradient norm, site passes),
+    none), ``finish_iter_`` (the finish's batch iterations, the last of ``n_iter_``), ``records_`` (per
+    iteration: evidence, training error, gradient norm, site passes, rows),
     ``n_iter_``, ``n_features_in_``, ``best_iteration_`` (the iteration whose q the model keeps: the last,
     unless the fit broke down or its evidence collapsed — then the best, with a ConvergenceWarning),
     ``kernel_`` (the fitted kernel object: lengthscales in X units, the variance in latent units),
@@ -92,12 +95,13 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                  chunk_rows: int | str = "auto", batch_size: int | str | None = "auto",
                  damping: float | None = None,
                  learning_rate: float = 0.01, learn_inducing: bool = True, scheduler: str | None = None,
-                 random_state=0, kernel="rbf", refine_passes: int = REFINE_PASSES):
+                 random_state=0, kernel="rbf", refine_passes: int = REFINE_PASSES,
+                 finish_share: float = FINISH_SHARE):
         self.n_inducing, self.method, self.max_iter = n_inducing, method, max_iter
         self.chunk_rows, self.kernel = chunk_rows, kernel
         self.batch_size, self.damping, self.learning_rate = batch_size, damping, learning_rate
         self.learn_inducing, self.scheduler, self.random_state = learn_inducing, scheduler, random_state
-        self.refine_passes = refine_passes
+        self.refine_passes, self.finish_share = refine_passes, finish_share
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -111,6 +115,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         "damping": [real_in(0, 1, "right"), None],
         "learning_rate": [real_in(0, 1, "left")], "learn_inducing": ["boolean"], "scheduler": [str, None],
         "random_state": ["random_state"], "refine_passes": [at_least(0)],
+        "finish_share": [real_in(0, 1, "left")],
         "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
     }
 
@@ -240,10 +245,10 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                                           record=rec, model=st))
 
                 try:
-                    run_ep(chunks, state, method, max(0, int(self.max_iter) - len(state.records)),
-                           damping=self._damping(n), learn=self.learning_rate > 0,
-                           learn_inducing=bool(self.learn_inducing), batch_size=batch, seed=seed,
-                           callback=after, time_budget=time_budget)
+                    run_fit(chunks, state, method, int(self.max_iter), share=float(self.finish_share),
+                            damping=self._damping(n), learn=self.learning_rate > 0,
+                            learn_inducing=bool(self.learn_inducing), batch_size=batch, seed=seed,
+                            callback=after, time_budget=time_budget)
                     broke = None
                 except FloatingPointError as e:
                     if not state.records:
@@ -251,6 +256,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                     broke = e
                 # the model: the q of the last record's evidence (EPState.judged); after minibatches, its
                 # factor re-made from every row
+                self.finish_iter_ = 0 if batch is None else len(in_finish(state.records, n))
                 final = EPState(*state.judged(), state.adam)
                 if broke is None and minibatch and not method.keeps_sites and self.refine_passes > 0:
                     refined = self._refine(chunks, final, method)
@@ -260,7 +266,8 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         self.evidence_ = state.records[-1].evidence if refined is None else refined
         self.n_iter_ = len(state.records)
         self.best_iteration_ = self.n_iter_
-        self._keep_best(state, broke, batch=batch is None)
+        # a finish's evidences are exact, as a batch fit's: its collapse is judged (state.best is its own)
+        self._keep_best(state, broke, batch=batch is None or self.finish_iter_ > 0)
         self._set_units()
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
@@ -288,10 +295,11 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                   "record_iteration": np.array([r.iteration for r in rec], dtype=np.int64),
                   "record_evidence": np.array([r.evidence for r in rec], dtype=float),
                   "record_train_error": np.array([r.train_error for r in rec], dtype=float),
-                  "record_grad_norm": np.array([r.grad_norm for r in rec], dtype=float)}
+                  "record_grad_norm": np.array([r.grad_norm for r in rec], dtype=float),
+                  "record_rows": np.array([r.rows for r in rec], dtype=np.int64)}
         values = {"variance": p.variance, "kernel": p.kernel, "evidence": self.evidence_,
                   "n_iter": self.n_iter_, "best_iteration": self.best_iteration_,
-                  "batch_size": self.batch_size_}
+                  "batch_size": self.batch_size_, "finish_iter": self.finish_iter_}
         return Saved({}, arrays, values)
 
     def _restore_fitted(self, saved: Saved) -> None:
@@ -299,12 +307,15 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         self.params_ = GPCParams(a["Z"], v["variance"], a["lengthscales"], v["kernel"])
         self.factor_ = Factor(a["factor_T"], a["factor_c"])
         self.x_mean_, self.x_scale_ = a["x_mean"], a["x_scale"]
-        self.records_ = [IterationRecord(int(i), float(e), float(t), float(g)) for i, e, t, g in
-                         zip(a["record_iteration"], a["record_evidence"], a["record_train_error"],
-                             a["record_grad_norm"], strict=True)]
+        rows = a.get("record_rows", np.zeros(len(a["record_iteration"]), int))  # (older models: none)
+        self.records_ = [IterationRecord(int(i), float(e), float(t), float(g), rows=int(r))
+                         for i, e, t, g, r in zip(a["record_iteration"], a["record_evidence"],
+                                                  a["record_train_error"], a["record_grad_norm"], rows,
+                                                  strict=True)]
         self.evidence_, self.n_iter_, self.best_iteration_ = v["evidence"], v["n_iter"], v["best_iteration"]
         # a model saved before batch_size could be 'auto' used its batch_size as given
         self.batch_size_ = v.get("batch_size", self.batch_size)
+        self.finish_iter_ = int(v.get("finish_iter", 0))
         self._set_units()
 
     def _checkpoint_key(self, X, ypm, seed: int) -> str:
@@ -316,6 +327,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
                 f"chunk_rows={self.chunk_rows_}|batch={self.batch_size_}|damping={self.damping}|"
                 f"lr={self.learning_rate}|"
                 f"learn_inducing={bool(self.learn_inducing)}|seed={seed}"
+                + ("" if self.batch_size_ is None else f"|finish={float(self.finish_share)}")
                 + ("" if kernel_name(self.kernel) == "rbf" else f"|kernel={kernel_name(self.kernel)}"))
 
     def _keep_best(self, state, broke, batch: bool) -> None:
@@ -339,32 +351,9 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         warnings.warn(f"{why}; the model keeps iteration {best_it}, its best (evidence {best:.1f} nats)",
                       ConvergenceWarning, stacklevel=3)
 
-    def to_dataset(self, feature_names=None) -> xr.Dataset:
-        """The fitted model as labelled arrays: inducing points and lengthscales in X units, the latent
-        variance, q(u)'s factor (T, c; standardised inputs), and the record per iteration (evidence, training
-        error, gradient norm, site passes)."""
-        check_is_fitted(self, "params_")
-        p, d = self.params_, self.n_features_in_
-        default = [str(c) for c in getattr(self, "feature_names_in_", [f"x{j}" for j in range(d)])]
-        names = feature_names or default
-        rec, x_units = self.records_, {"units": "X units"}
-        return xr.Dataset(
-            {"inducing_points": (("inducing", "feature"), p.Z * self.x_scale_ + self.x_mean_, x_units),
-             "lengthscales": (("feature",), p.lengthscales * self.x_scale_, x_units),
-             "kernel_variance": ((), p.variance, {"units": "latent units squared (probit scale)"}),
-             "factor_T": (("inducing", "inducing_"), self.factor_.T),
-             "factor_c": (("inducing",), self.factor_.c),
-             "evidence": (("iteration",), np.array([r.evidence for r in rec]), {"units": "nats"}),
-             "train_error": (("iteration",), np.array([r.train_error for r in rec])),
-             "grad_norm": (("iteration",), np.array([r.grad_norm for r in rec])),
-             "site_passes": (("iteration",), np.array([r.site_passes for r in rec], int))},
-            coords={"feature": list(names), "iteration": np.arange(1, len(rec) + 1),
-                    "class": np.asarray(self.classes_).astype(str)},
-            attrs={"model": "daskgp.SparseGPClassifier", "method": self.method,
-                   "best_iteration": int(getattr(self, "best_iteration_", len(rec))),
-                   "n_inducing": int(self.n_inducing), "positive_class": str(self.classes_[1]),
-                   **({} if getattr(self, "batch_size_", None) is None
-                      else {"batch_size": int(self.batch_size_)})})
+    def to_dataset(self, feature_names=None):
+        """The fitted model as labelled arrays (:func:`daskgp.gpc.dataset.classifier_dataset`)."""
+        return classifier_dataset(self, feature_names)
 
     def _proba_block(self, X) -> np.ndarray:
         Xs = (np.asarray(X, float) - self.x_mean_) / self.x_scale_

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import time
 from concurrent.futures import CancelledError
 
 import numpy as np
@@ -193,18 +194,18 @@ def _batch_sizes(sizes, batch_size: int | None) -> list[int] | None:
 
 def run_ep(chunks, state: EPState, method: str | GPCMethod, n_iter: int, *, damping: float = 0.5,
            learn: bool = True, learn_inducing: bool = True, batch_size: int | None = None, seed: int = 0,
-           site_passes: int | None = None, callback=None, time_budget: float | None = None) -> EPState:
+           site_passes: int | None = None, callback=None, time_budget: float | None = None,
+           until=None) -> EPState:
     """``n_iter`` iterations of ``method`` (a registered :class:`daskgp.gpc.methods.GPCMethod` or its name) on
     ``chunks`` (:class:`~daskgp.compute.rows.RowChunks` with "X" and "Y" = labels ±1), from ``state``, or
     fewer when ``time_budget`` seconds have passed; returns the state updated. ``site_passes``: site updates
     without the gradient before each iteration's pass (None: the method's ``site_passes``; same minibatch).
-    ``callback(record, state)`` after each iteration.
+    ``callback(record, state)`` after each iteration; ``until(state)``: stop after an iteration where it is
+    true.
 
     Raises FloatingPointError when an iteration's evidence, gradient or step is not finite (ADF's factor,
     which counts the data again on every pass, can get there); ``state`` then holds the last finite
     iteration."""
-    import time
-
     t0 = time.perf_counter()
     method = method if isinstance(method, GPCMethod) else get_method(method)
     if site_passes is None:
@@ -218,7 +219,7 @@ def run_ep(chunks, state: EPState, method: str | GPCMethod, n_iter: int, *, damp
     # assembly at m = 100 where one thread takes 1 ms, and its threads compete with local workers
     with blas_threads_for(state.params.m):
         _iterate(chunks, state, method, n_iter, damping, learn, learn_inducing, per_chunk, epoch, seed,
-                 site_passes, callback, time_budget, t0)
+                 site_passes, callback, time_budget, t0, until)
     return state
 
 
@@ -230,8 +231,6 @@ def refine_factor(chunks, state: EPState, method: str | GPCMethod,
     earlier hyperparameters (:data:`REFINE_PASSES`); this is the factor of the whole data. ``state.factor``
     is replaced; its records are not touched. Returns (the evidence of the refined q, nats, from the last
     pass; seconds)."""
-    import time
-
     t0 = time.perf_counter()
     method = method if isinstance(method, GPCMethod) else get_method(method)
     if method.keeps_sites:
@@ -250,10 +249,8 @@ def refine_factor(chunks, state: EPState, method: str | GPCMethod,
 
 def _iterate(chunks, state: EPState, method: GPCMethod, n_iter: int, damping: float, learn: bool,
              learn_inducing: bool, per_chunk, epoch, seed: int, site_passes: int, callback, time_budget,
-             t0: float) -> None:
+             t0: float, until=None) -> None:
     """:func:`run_ep`'s loop: up to ``n_iter`` iterations on ``state`` (in place)."""
-    import time
-
     short = 0  # iterations whose gradient was taken with the factor still moving after SITE_PASSES_MAX passes
     for _ in range(n_iter):
         last = (state.params, state.factor, state.sites, state.adam.m, state.adam.v, state.adam.t)
@@ -282,7 +279,8 @@ def _iterate(chunks, state: EPState, method: GPCMethod, n_iter: int, damping: fl
             state.best = (rec.iteration, judged.params, judged.factor)
         if callback is not None:
             callback(rec, state)
-        if time_budget is not None and time.perf_counter() - t0 >= time_budget:
+        if (time_budget is not None and time.perf_counter() - t0 >= time_budget) or (
+                until is not None and until(state)):
             break
     if short > 1:
         log.warning("daskgp: %s took %d gradients short of the sites' fixed point (after %d site passes)",
@@ -341,7 +339,7 @@ def _iteration(chunks, state: EPState, method: GPCMethod, damping: float, decay:
     if learn:
         state.params = state.params.with_vector(state.params.to_vector() + step)
     return IterationRecord(it + 1, float(ev), float(total.errors) / rows, float(np.linalg.norm(g)), passes,
-                           moved if passes else math.nan), q
+                           moved if passes else math.nan, int(rows)), q
 
 
 def _map_pass(chunks, state: EPState, source: Posterior, method: GPCMethod, damping: float, batches,

@@ -17,7 +17,8 @@ class IterationRecord:
     """One iteration: the evidence approximation (nats; an estimate with minibatches), the training error
     rate under q before the iteration's update, the gradient's norm, the site-only passes made before the
     gradient pass and the factor's relative change in the last of them (:func:`daskgp.gpc.fit.factor_change`;
-    NaN without one) — above ``SITE_TOL`` the gradient was taken short of EP's fixed point."""
+    NaN without one) — above ``SITE_TOL`` the gradient was taken short of EP's fixed point — and the rows of
+    its gradient pass (the minibatch's, or n; 0: not recorded, in older checkpoints)."""
 
     iteration: int
     evidence: float
@@ -25,6 +26,7 @@ class IterationRecord:
     grad_norm: float
     site_passes: int = 0
     site_change: float = float("nan")
+    rows: int = 0
 
 
 @dataclass

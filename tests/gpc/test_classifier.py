@@ -335,7 +335,7 @@ def test_a_minibatch_fit_ends_with_its_factor_re_made_from_every_row(client, cap
     d = load_classification("flights_delayed")
     n = 24_000
     X, y, Xte = d.X[:n], d.y[:n], d.X[n:n + 2_000]
-    kw = dict(n_inducing=10, max_iter=30, batch_size=2_000)
+    kw = dict(n_inducing=10, max_iter=30, batch_size=2_000, finish_share=0)  # (the finish: test_finish.py)
     raw = dg.SparseGPClassifier(refine_passes=0, **kw).fit(X, y, client=client)
     with caplog.at_level(logging.INFO, logger="daskgp.gpc.classifier"):
         refined = dg.SparseGPClassifier(**kw).fit(X, y, client=client)

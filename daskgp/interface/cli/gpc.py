@@ -198,6 +198,10 @@ def _report(est, caught, m: dict, out: str) -> None:
         print(f"daskgp: {est.method.upper()}'s factor re-made from every training row at the final "
               f"hyperparameters ({est.refine_passes} pass{'' if est.refine_passes == 1 else 'es'}, "
               f"{est.refine_seconds_:.1f} s)")
+    if getattr(est, "finish_iter_", 0):  # a minibatch fit that ended on batch iterations (daskgp.gpc.finish)
+        print(f"daskgp: {est.method.upper()}'s last {est.finish_iter_} iteration"
+              f"{'' if est.finish_iter_ == 1 else 's'} went over every training row (batch iterations after "
+              f"{est.n_iter_ - est.finish_iter_} minibatches)")
     kept = f" (the model is iteration {est.best_iteration_}'s)" if est.best_iteration_ != est.n_iter_ else ""
     print(f"log Z {est.evidence_:.2f} nats after {est.n_iter_} iterations{kept}; test error "
           f"{m['test_error']:.4f}, test NLL {m['test_nll']:.4f} (class prior {m['prior_nll']:.4f}); results "
