@@ -122,7 +122,8 @@ def _daskgp(client, data, method: str, m: int, iters: int, batch=None, budget=No
     out = {"method": method, "m": m, "iterations": est.n_iter_, "seconds": seconds,
            "test_error": float(np.mean((p1 > 0.5) != yte)), "test_nll": _nll(p1, yte),
            "evidence": est.evidence_, "batch": batch, "batch_size_used": est.batch_size_,
-           "refine_seconds": est.refine_seconds_, **settings}
+           "refine_seconds": est.refine_seconds_, "finish_iterations": getattr(est, "finish_iter_", 0),
+           **settings}
     if curve:
         out["curve"] = curve + [(seconds, out["test_error"], out["test_nll"])]
     return out
