@@ -266,8 +266,7 @@ class SparseGPClassifier(SavedModel, InducingEstimator, ClassifierMixin, BaseEst
         self.evidence_ = state.records[-1].evidence if refined is None else refined
         self.n_iter_ = len(state.records)
         self.best_iteration_ = self.n_iter_
-        # a finish's evidences are exact, as a batch fit's: its collapse is judged (state.best is its own)
-        self._keep_best(state, broke, batch=batch is None or self.finish_iter_ > 0)
+        self._keep_best(state, broke, batch=batch is None)
         self._set_units()
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()

@@ -99,7 +99,7 @@ def test_the_finish_climbs_the_exact_evidence_where_a_finish_without_steps_does_
 
     done = dg.SparseGPClassifier(**kw).fit(X, y, client=client)
     assert done.finish_iter_ >= 2 and done.n_iter_ == AFTER + done.finish_iter_
-    assert done.best_iteration_ == done.n_iter_  # judged by the collapse rule, kept its last
+    assert done.best_iteration_ == done.n_iter_  # the last iterate (the finish is not judged by collapse)
     assert gain(done) > COLLAPSE_NATS, gain(done)
     monkeypatch.setattr(finish, "run_ep", _no_step_finish)
     idle = dg.SparseGPClassifier(**kw).fit(X, y, client=client)
