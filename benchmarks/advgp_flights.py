@@ -85,6 +85,8 @@ def _advgp(client, data, m: int, tau: int, budget: float, batch: int, partitions
     t0 = time.perf_counter()
     est.fit(Xtr, ytr, client=client, callback=snap, delays=delays, time_budget=budget)
     total = time.perf_counter() - t0
+    if est.refine:  # each snapshot as a fit stopped there returns it: q(w) from every row (off the clock)
+        snaps = [(t, v, _refined(est, p, Xtr, ytr)) for t, v, p in snaps]
     snaps.append((total, est.n_iter_, est.params_))
     curve = [(t, v, _rmse(est._predict_block(Xte, params=p)[:, 0], yte)) for t, v, p in snaps]
     rec = est.records_
@@ -101,6 +103,22 @@ def _advgp(client, data, m: int, tau: int, budget: float, batch: int, partitions
             "gradients_per_partition": est.gradients_per_partition_,
             "noise_sd_minutes": float(np.sqrt(est.params_.noise) * est.y_scale_),
             "objective": est.objective_, "delays": delays, "converged": bool(est.converged_)}
+
+
+def _refined(est, p, Xtr, ytr):
+    """The parameters ``p`` of ``est``'s fit with q(w) at its optimum for their kernel over the training rows
+    (what ``refine`` does after a fit's last update: :func:`daskgp.advgp.model.optimal_q` of every row's
+    statistics, here summed in this process)."""
+    import dataclasses
+
+    from daskgp.advgp.model import optimal_q
+    from daskgp.inducing.stats import observed_stats
+
+    Xs = (np.asarray(Xtr, float) - est.x_mean_) / est.x_scale_
+    ys = (np.asarray(ytr, float) - est.y_mean_) / est.y_scale_
+    stats, _ = observed_stats(ys.reshape(-1, 1), p.inducing, Xs)
+    mu, U = optimal_q(stats, p)
+    return dataclasses.replace(p, mu=mu, U=U)
 
 
 class _EchoActor:

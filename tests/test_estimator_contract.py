@@ -99,7 +99,9 @@ def test_every_fit_reports_one_event_type(fitted, name):
     assert {e.method for e in events} == {method} and {e.objective_name for e in events} == {objective}
     assert all(np.isfinite(e.objective) for e in events)
     assert all(b.seconds >= a.seconds for a, b in zip(events, events[1:], strict=False))
-    if attr is not None and name != "SparseGPRegressor":  # (SGPR's bound_ is at the returned point)
+    # SGPR's bound_ is at the returned point, and so is ADVGP's objective_ after its refine (q(w) re-made
+    # from every row: tests/advgp/test_estimator.py checks it against −L of the rows)
+    if attr is not None and name not in ("SparseGPRegressor", "ADVGPRegressor"):
         assert events[-1].objective == getattr(est, attr)
     if name == "BayesianGPLVM":
         assert [e.objective for e in events] == est.bound_trace_

@@ -12,8 +12,10 @@ the mean φ(x*)ᵀμ and the variance φᵀΣφ + k** − φᵀφ (+ 1/β for y)
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
+import time
 import warnings
 
 import numpy as np
@@ -38,12 +40,14 @@ from ..model.kernels import ard_kernel, kernel_name
 from ..model.likelihoods import Gaussian
 from ..runs.commit import RunDamaged
 from ..runs.models import Saved, SavedModel
-from .model import FEATURE_MAPS, ADVGPParams, optimal_q, weight_map
+from .model import FEATURE_MAPS, ADVGPParams, optimal_q, stats_objective, weight_map
 from .server import ParameterServer, ServerCheckpoint, UpdateRecord, auto_batch_size
 from .start import INITS, subset_start
 from .updates import get_update, update_names
 
 __all__ = ["ADVGPRegressor"]
+
+log = logging.getLogger(__name__)
 
 
 class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimator):
@@ -73,13 +77,18 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
     (:data:`daskgp.model.kernels.KERNELS`) or a kernel object of those classes, with one lengthscale per
     feature; init: where the kernel starts — 'subset' (its collapsed bound on a sample of 2·10⁴ rows
     maximised by L-BFGS-B first, :mod:`daskgp.advgp.start`) or 'kmeans' (the paper's: Z at k-means centres,
-    σ² = 1, lengthscales √d, the noise at ``noise_init``, in standardised units).
+    σ² = 1, lengthscales √d, the noise at ``noise_init``, in standardised units); refine: after the last
+    update, q(w) re-made at its closed-form optimum for the final kernel from every row (one map-reduce of
+    the statistics, as at the start; outside ``time_budget``, as the set-up is). The server's q(w) is a
+    natural-gradient average of minibatch estimates; the optimum's −L is the collapsed bound, never above
+    the last q(w)'s (measured: the ADVGP guide's "q(w) re-made at the end").
 
     Fitted: ``params_`` (ADVGPParams, standardised units), ``n_iter_`` (updates), ``converged_`` (stopped by
     ``tol``; a fit with ``tol`` cut at ``max_iter`` or ``time_budget`` says so in a ConvergenceWarning),
     ``records_`` (per update: version, staleness, objective, seconds), ``objective_`` (nats,
-    standardised y; with minibatches an estimate), ``gradients_per_partition_``, ``batch_size_`` (rows per
-    gradient task used; None: whole partitions), ``lost_partitions_``,
+    standardised y: −L over every row after ``refine``; else the last update's, with minibatches an
+    estimate), ``refine_seconds_`` (None without ``refine``), ``gradients_per_partition_``, ``batch_size_``
+    (rows per gradient task used; None: whole partitions), ``lost_partitions_``,
     ``start_info_`` (the subset start's bound per row before and after, its iterations), ``kernel_`` (the
     fitted kernel object, X and y units), ``noise_variance_`` (y units²) and ``likelihood_`` (its
     :class:`~daskgp.model.likelihoods.Gaussian`), ``n_features_in_``. ``save(path)``
@@ -91,7 +100,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                  optimizer: str = "adam", learning_rate: float = 0.02, inducing_rate: float = 0.02,
                  q_step: float = 0.5, scheduler: str | None = None, noise_init: float = 0.5,
                  adadelta_eps: float = 1e-6, batch_size: int | str | None = "auto", random_state=0,
-                 kernel="rbf", init: str = "subset", update_options: dict | None = None):
+                 kernel="rbf", init: str = "subset", update_options: dict | None = None, refine: bool = True):
         self.n_inducing, self.max_iter, self.tau, self.n_partitions = n_inducing, max_iter, tau, n_partitions
         self.tol = tol
         self.feature_map, self.groups, self.scheduler = feature_map, groups, scheduler
@@ -99,7 +108,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         self.q_step = q_step
         self.noise_init, self.adadelta_eps, self.random_state = noise_init, adadelta_eps, random_state
         self.batch_size, self.kernel, self.init = batch_size, kernel, init
-        self.update_options = update_options
+        self.update_options, self.refine = update_options, refine
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -117,7 +126,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         "adadelta_eps": [real_in(0, None)], "batch_size": [at_least(1), StrOptions({"auto"}), None],
         "random_state": ["random_state"],
         "kernel": "no_validation",  # a name in any case or a kernel object: kernel_name() checks it
-        "init": [StrOptions(set(INITS))], "update_options": [dict, None],
+        "init": [StrOptions(set(INITS))], "update_options": [dict, None], "refine": ["boolean"],
     }
 
     def _check_params(self, n: int) -> None:
@@ -212,12 +221,13 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                     model=server.current)))
                 server.run(int(self.max_iter), callback=step, checkpoint=ckpt, key=key,
                            time_budget=time_budget, tol=None if self.tol is None else float(self.tol))
+                self.params_, self.records_ = server.current, server.records
+                self.objective_ = self.records_[-1].objective if self.records_ else math.nan
+                self.refine_seconds_ = self._refine(chunks) if self.refine else None
             finally:
                 chunks.release()
-        self.params_, self.records_ = server.current, server.records
         self.n_iter_ = server.version
         self.converged_ = server.converged
-        self.objective_ = self.records_[-1].objective if self.records_ else math.nan
         self.lost_partitions_ = server.lost
         self.gradients_per_partition_ = list(server.gradients)
         self.n_train_ = n
@@ -232,6 +242,20 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         if ckpt is not None and not keep_checkpoint:
             ckpt.remove()
         return self
+
+    def _refine(self, chunks) -> float:
+        """q(w) of ``params_`` re-made at its optimum for the kernel of ``params_`` from the summed statistics
+        of every row in ``chunks``, and ``objective_`` set to the exact −L there; said in one line. Returns
+        the seconds it took."""
+        t0 = time.perf_counter()
+        p = self.params_
+        stats = summed_stats(chunks, p.inducing)
+        p.mu, p.U = optimal_q(stats, p)
+        self.objective_ = stats_objective(stats, p)
+        seconds = time.perf_counter() - t0
+        log.info("daskgp: ADVGP's q(w) re-made at its optimum for the final kernel from all %s rows "
+                 "(%.1f s): -ELBO %.1f nats", f"{chunks.n:,}", seconds, self.objective_)
+        return seconds
 
     def _set_units(self) -> None:
         """``kernel_`` and ``noise_variance_`` in the data's units, from ``params_`` (standardised)."""
@@ -257,7 +281,8 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                   "converged": bool(self.converged_), "objective": self.objective_,
                   "lost_partitions": int(self.lost_partitions_), "n_train": self.n_train_,
                   "start_info": getattr(self, "start_info_", {}),
-                  "batch_size": getattr(self, "batch_size_", self.batch_size)}
+                  "batch_size": getattr(self, "batch_size_", self.batch_size),
+                  "refine_seconds": getattr(self, "refine_seconds_", None)}
         return Saved({}, arrays, values)
 
     def _restore_fitted(self, saved: Saved) -> None:
@@ -278,6 +303,7 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
         self.start_info_ = v["start_info"]
         # a model saved before batch_size could be 'auto' used its batch_size as given
         self.batch_size_ = v.get("batch_size", self.batch_size)
+        self.refine_seconds_ = v.get("refine_seconds")  # None: refine=False, or saved before there was one
         self._set_units()
 
     def _settings_key(self, seed: int, r: int) -> str:
@@ -320,7 +346,9 @@ class ADVGPRegressor(SavedModel, InducingEstimator, RegressorMixin, BaseEstimato
                    "feature_map": self.feature_map, "n_train": int(self.n_train_), "init": self.init,
                    "lost_partitions": int(self.lost_partitions_),
                    "gradients_per_partition": np.asarray(self.gradients_per_partition_, dtype=int),
-                   **({} if self.batch_size_ is None else {"batch_size": int(self.batch_size_)})})
+                   **({} if self.batch_size_ is None else {"batch_size": int(self.batch_size_)}),
+                   **({} if self.refine_seconds_ is None
+                      else {"refine_seconds": float(self.refine_seconds_)})})
 
     def predict(self, X, return_std: bool = False, noise: bool = True):
         """Predictive mean (n,) in y units; with ``return_std`` also the sd (n,) (of y with ``noise``, else of

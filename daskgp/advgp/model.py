@@ -43,7 +43,8 @@ from ..inducing.stats import SuffStats, observed_grad, observed_stats
 from ..model.params import Block, Parameters, Structure
 
 __all__ = ["FEATURE_MAPS", "ADVGPParams", "weight_map", "partition_objective", "collapsed_objective",
-           "regulariser", "prox_h", "appended_statistics", "natural_step", "optimal_q", "negative_elbo"]
+           "regulariser", "prox_h", "appended_statistics", "natural_step", "optimal_q", "negative_elbo",
+           "stats_objective"]
 
 FEATURE_MAPS = ("cholesky", "nystrom", "ensemble")
 
@@ -280,6 +281,13 @@ def natural_step(p: ADVGPParams, C, D, rho: float) -> tuple[np.ndarray, np.ndarr
 def negative_elbo(X, y, p: ADVGPParams) -> float:
     """−L = Σ_i g_i + h over all rows (nats): the objective ADVGP minimises."""
     return partition_objective(X, y, p, grad=False) + regulariser(p.mu, p.U)
+
+
+def stats_objective(stats: SuffStats, p: ADVGPParams) -> float:
+    """−L = Σ_i g_i + h (nats) from the rows' summed statistics (:func:`daskgp.inducing.stats.summed_stats`)
+    instead of the rows: at :func:`optimal_q`'s q(w) it is minus Titsias' collapsed bound."""
+    W, _, _, _ = weight_map(p)
+    return float(_data_terms(stats, p, W)[0]) + regulariser(p.mu, p.U)
 
 
 def optimal_q(stats: SuffStats, p: ADVGPParams) -> tuple[np.ndarray, np.ndarray]:

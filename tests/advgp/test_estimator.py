@@ -221,3 +221,42 @@ def test_a_checkpoint_names_the_rows_per_task_that_auto_chose(split, client, tmp
     with pytest.raises(RunError, match="other data or settings"):
         ADVGPRegressor(max_iter=40, batch_size=64, **kw).fit(Xtr, ytr, client=client, checkpoint=ck,
                                                              resume=True)
+
+
+def test_refine_leaves_q_at_its_optimum_for_the_final_kernel(split, client, tmp_path):
+    """``refine`` (the default): after the last update q(w) is the closed-form optimum for the final kernel
+    over every training row, and ``objective_`` the exact −L there. Against a dense reference: the same
+    statistics summed here over all rows at once (:func:`optimal_q`) and −L from the rows
+    (:func:`negative_elbo`), to 1e-8. The server's run is the same with and without it (τ = 0: the kernel
+    parts agree bit for bit), so the refit can only lower −L: it lies below the unrefined fit's −L on the same
+    rows, by more than 1e-3 nats (64-row minibatches leave q(w) noisy). Power: the unrefined q(w) fails the
+    optimum check. A saved model keeps the refine's seconds."""
+    from daskgp.advgp.model import negative_elbo, optimal_q, weight_map
+    from daskgp.inducing.stats import observed_stats
+
+    Xtr, ytr, _, _ = split
+    kw = dict(n_inducing=10, max_iter=30, tol=None, batch_size=64, random_state=0)
+    refined = ADVGPRegressor(**kw).fit(Xtr, ytr, client=client)
+    raw = ADVGPRegressor(refine=False, **kw).fit(Xtr, ytr, client=client)
+    assert raw.refine_seconds_ is None and refined.refine_seconds_ >= 0
+    p, q = refined.params_, raw.params_
+    np.testing.assert_array_equal(p.to_vector()[:p.n_kernel], q.to_vector()[:q.n_kernel])
+    Xs = (np.asarray(Xtr, float) - refined.x_mean_) / refined.x_scale_
+    ys = (np.asarray(ytr, float) - refined.y_mean_) / refined.y_scale_
+    stats, _ = observed_stats(ys.reshape(-1, 1), p.inducing, Xs)
+    mu, U = optimal_q(stats, p)
+    # the two sums of the statistics differ only in their order (per partition there, at once here): a
+    # relative rounding of an ulp in C and D, carried into WᵀDW by W = R⁻ᵀ (K_mm's condition number) and
+    # into μ by Σ⁻¹ = I + β WᵀDW's (measured here: 1.9e-8 against this bound's 2.4e-6)
+    W, _, Kmm, _ = weight_map(p)
+    cond = np.linalg.cond(np.eye(p.k) + p.beta * W.T @ stats.D @ W) * np.linalg.cond(Kmm)
+    tol = 10 * cond * np.finfo(float).eps
+    assert tol < 1e-4  # well below what the power check below needs to see
+    assert np.linalg.norm(p.mu - mu) <= tol * np.linalg.norm(mu)
+    assert np.linalg.norm(p.U.T @ p.U - U.T @ U) <= tol * np.linalg.norm(U.T @ U)
+    assert np.linalg.norm(q.mu - mu) > 1e-3 * np.linalg.norm(mu)  # the unrefined q(w) is not the optimum
+    exact = negative_elbo(Xs, ys, p)
+    assert refined.objective_ == pytest.approx(exact, rel=1e-8)
+    assert negative_elbo(Xs, ys, q) - exact > 1e-3
+    refined.save(tmp_path / "m.nc")
+    assert ADVGPRegressor.load(tmp_path / "m.nc").refine_seconds_ == refined.refine_seconds_

@@ -102,8 +102,10 @@ def advgp_command(args) -> int:
     ckpt.remove()
     lost = (f"; {est.lost_partitions_} partition(s) placed again after lost workers" if est.lost_partitions_
             else "")
+    refined = ("" if est.refine_seconds_ is None else
+               f"; q(w) then re-made from every row at the final kernel ({est.refine_seconds_:.1f} s)")
     print(f"-ELBO {est.objective_:.1f} nats after {est.n_iter_} updates ({est.records_[-1].seconds:.1f} s, "
-          f"largest staleness {max(max(r.staleness) for r in est.records_)}){lost}")
+          f"largest staleness {max(max(r.staleness) for r in est.records_)}){lost}{refined}")
     print(f"test RMSE {rmse:.3f} {ds.target_name} (mean predictor {rmse_mean:.3f}); results in {args.out}")
     return 0
 
