@@ -46,7 +46,8 @@ model at 10⁹ taxi rows; the issue's target is 10 % at 10⁸.
 
     python benchmarks/scale.py [--rows 1e6,1e7,1e8] [--methods linear,advgp,sgpr] [--budget 600]
 
-Resumable: results go to benchmarks/results/scale.json after every case, done cases are skipped, and
+Resumable: results go to benchmarks/results/scale.json after every case, done cases are skipped (``--rerun
+WHY`` measures them again, the earlier result kept under ``earlier_runs``), and
 every invocation's wall time is appended to 'segments'; an SGPR case stopped mid-fit resumes from its
 checkpoint (``taxi_<rows>.sgpr-checkpoint``, after every iteration; carried in git under
 benchmarks/carried/ for the next session's fresh clone) to the same parameters. The tables
@@ -237,6 +238,7 @@ def run_case(address: str, folder: str, method: str, budget: float, sgpr_iter: i
         fit_seconds = earlier + time.perf_counter() - t_fit
         out.update(init=est.init, fit_seconds=fit_seconds, resumed=resume, updates=est.n_iter_,
                    converged=bool(est.converged_), batch_size=est.batch_size_,
+                   refine_seconds=est.refine_seconds_,  # q(w) re-made from every row after the last update
                    seconds_per_update=fit_seconds / max(1, est.n_iter_),  # set-up included
                    gradients_per_partition=grads / len(est.gradients_per_partition_),
                    passes=_passes(grads, len(est.gradients_per_partition_), len(ytr), est.batch_size_))
@@ -291,6 +293,9 @@ def main() -> int:
     ap.add_argument("--sgpr-iter", type=int, default=50)
     ap.add_argument("--worker-memory", default="8GiB")
     ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--rerun", default=None, metavar="WHY",
+                    help="measure the named methods' cases at these rows again; each case measured before is "
+                         "kept under earlier_runs as 'ROWS/METHOD (WHY)'")
     ap.add_argument("--case", nargs=3, metavar=("ADDRESS", "FOLDER", "METHOD"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.case:  # the child: one case, its JSON on stdout
@@ -303,6 +308,12 @@ def main() -> int:
     from daskgp.compute.cluster import worker_environ
 
     res = load_results(OUT, "scale", a.fresh)
+    if a.rerun:
+        for rows in (int(float(r)) for r in a.rows.split(",")):
+            for method in a.methods.split(","):
+                old = res.get("cases", {}).pop(f"{rows}/{method}", None)
+                if old is not None:
+                    res.setdefault("earlier_runs", {})[f"{rows}/{method} ({a.rerun})"] = old
     res.update(data="synthetic taxi-like table (benchmarks/synthetic_taxi.py), NOT real trips", m=M,
                test_fraction=TEST_FRACTION, advgp_tau=4, advgp_budget=a.budget, sgpr_iter=a.sgpr_iter,
                workers=2, threads_per_worker=1, worker_memory=a.worker_memory)
