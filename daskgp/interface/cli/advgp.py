@@ -89,6 +89,13 @@ def advgp_command(args) -> int:
                 est.fit(Xtr, ytr, client=client, callback=printer, checkpoint=ckpt.path, resume=args.resume,
                         keep_checkpoint=True)
             printer.done()
+            if test_rmse is not None and est.refine_seconds_ is not None:
+                # the refined model at the last update supersedes its held-out point (attach_heldout)
+                pred = est._predict_block(X_test)
+                ckpt.log_heldout({"step": int(est.n_iter_),
+                                  "seconds": float(est.records_[-1].seconds + est.refine_seconds_),
+                                  "test_rmse": float(np.sqrt(np.mean((pred[:, 0] - yte) ** 2))),
+                                  "test_nlpd": gaussian_nlpd(yte, pred[:, 0], pred[:, 1])})
             mean, sd = est.predict(Xte, return_std=True)
             reduced = table_rmse(ytr, yte, mean) if table else None  # on the workers; no row comes here
             if table:

@@ -24,8 +24,10 @@ def attach_heldout(res, ckpt):
     """The fitted model's Dataset ``res`` with the held-out log the command wrote beside its checkpoint
     ``ckpt`` (:meth:`daskgp.runs.fits.FitStore.log_heldout`): each record's step, wall seconds and numeric
     metrics as variables ``heldout_<name>`` along ``heldout``, so the results file keeps the curve once the
-    checkpoint is removed (lists, such as calibration bins, stay in the log)."""
-    recs = [r for r in ckpt.read_heldout() if isinstance(r.get("step"), int)]
+    checkpoint is removed (lists, such as calibration bins, stay in the log). A later record of a step
+    supersedes an earlier one in its place: ADVGP's refined model at its last update (q(w) re-made from every
+    row after the updates), so the curve ends at the model the file holds."""
+    recs = list({r["step"]: r for r in ckpt.read_heldout() if isinstance(r.get("step"), int)}.values())
     if not recs:
         return res
     names = [k for k, v in recs[0].items() if isinstance(v, int | float) and not isinstance(v, bool)]
