@@ -226,11 +226,11 @@ def test_a_checkpoint_names_the_rows_per_task_that_auto_chose(split, client, tmp
 def test_refine_leaves_q_at_its_optimum_for_the_final_kernel(split, client, tmp_path):
     """``refine`` (the default): after the last update q(w) is the closed-form optimum for the final kernel
     over every training row, and ``objective_`` the exact −L there. Against a dense reference: the same
-    statistics summed here over all rows at once (:func:`optimal_q`) and −L from the rows
-    (:func:`negative_elbo`), to 1e-8. The server's run is the same with and without it (τ = 0: the kernel
-    parts agree bit for bit), so the refit can only lower −L: it lies below the unrefined fit's −L on the same
-    rows, by more than 1e-3 nats (64-row minibatches leave q(w) noisy). Power: the unrefined q(w) fails the
-    optimum check. A saved model keeps the refine's seconds."""
+    statistics summed here over all rows at once (:func:`optimal_q`; to the rounding of summing in another
+    order, bounded below) and −L from the rows (:func:`negative_elbo`, to 1e-8). The server's run is the same
+    with and without it (τ = 0: the kernel parts agree bit for bit), so the refit can only lower −L: it lies
+    below the unrefined fit's −L on the same rows, by more than 1e-3 nats (64-row minibatches leave q(w)
+    noisy). Power: the unrefined q(w) fails the optimum check. A saved model keeps the refine's seconds."""
     from daskgp.advgp.model import negative_elbo, optimal_q, weight_map
     from daskgp.inducing.stats import observed_stats
 
