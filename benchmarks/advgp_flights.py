@@ -86,7 +86,8 @@ def _advgp(client, data, m: int, tau: int, budget: float, batch: int, partitions
     est.fit(Xtr, ytr, client=client, callback=snap, delays=delays, time_budget=budget)
     total = time.perf_counter() - t0
     if est.refine:  # each snapshot as a fit stopped there returns it: q(w) from every row (off the clock)
-        snaps = [(t, v, _refined(est, p, Xtr, ytr)) for t, v, p in snaps]
+        Xs, ys = _standardised(est, Xtr, ytr)
+        snaps = [(t, v, _refined(p, Xs, ys)) for t, v, p in snaps]
     snaps.append((total, est.n_iter_, est.params_))
     curve = [(t, v, _rmse(est._predict_block(Xte, params=p)[:, 0], yte)) for t, v, p in snaps]
     rec = est.records_
@@ -105,17 +106,21 @@ def _advgp(client, data, m: int, tau: int, budget: float, batch: int, partitions
             "objective": est.objective_, "delays": delays, "converged": bool(est.converged_)}
 
 
-def _refined(est, p, Xtr, ytr):
-    """The parameters ``p`` of ``est``'s fit with q(w) at its optimum for their kernel over the training rows
-    (what ``refine`` does after a fit's last update: :func:`daskgp.advgp.model.optimal_q` of every row's
-    statistics, here summed in this process)."""
+def _standardised(est, Xtr, ytr):
+    """The training rows (Xs (n, d), ys (n,)) in the standardised units of ``est``'s fit."""
+    return ((np.asarray(Xtr, float) - est.x_mean_) / est.x_scale_,
+            (np.asarray(ytr, float) - est.y_mean_) / est.y_scale_)
+
+
+def _refined(p, Xs, ys):
+    """The parameters ``p`` with q(w) at its optimum for their kernel over the standardised training rows
+    ``Xs``, ``ys`` (what ``refine`` does after a fit's last update: :func:`daskgp.advgp.model.optimal_q` of
+    every row's statistics, here summed in this process)."""
     import dataclasses
 
     from daskgp.advgp.model import optimal_q
     from daskgp.inducing.stats import observed_stats
 
-    Xs = (np.asarray(Xtr, float) - est.x_mean_) / est.x_scale_
-    ys = (np.asarray(ytr, float) - est.y_mean_) / est.y_scale_
     stats, _ = observed_stats(ys.reshape(-1, 1), p.inducing, Xs)
     mu, U = optimal_q(stats, p)
     return dataclasses.replace(p, mu=mu, U=U)

@@ -18,7 +18,6 @@ the first update. Resumable by seed; writes ``benchmarks/results/advgp_refine.js
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -29,7 +28,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import close_segment, load_results, write_results  # noqa: E402
-from advgp_flights import _cluster, _rmse  # noqa: E402
+from advgp_flights import _cluster, _refined, _rmse, _standardised  # noqa: E402
 from ngd_peers import split  # noqa: E402
 
 OUT = HERE / "results" / "advgp_refine.json"
@@ -38,9 +37,8 @@ EVERY = 30.0
 
 def one(seed: int, budget: float) -> dict:
     import daskgp as dg
-    from daskgp.advgp.model import negative_elbo, optimal_q
+    from daskgp.advgp.model import negative_elbo
     from daskgp.compute.cluster import close_client
-    from daskgp.inducing.stats import observed_stats
 
     Xtr, ytr, Xte, yte = split("flights", seed)
     client = _cluster()
@@ -59,15 +57,12 @@ def one(seed: int, budget: float) -> dict:
     finally:
         close_client(client)
     snaps.append((time.perf_counter() - t0, est.n_iter_, est.params_))
-    Xs = (np.asarray(Xtr, float) - est.x_mean_) / est.x_scale_
-    ys = (np.asarray(ytr, float) - est.y_mean_) / est.y_scale_
+    Xs, ys = _standardised(est, Xtr, ytr)
     points = []
     for t, version, p in snaps:
         t1 = time.perf_counter()
-        stats, _ = observed_stats(ys.reshape(-1, 1), p.inducing, Xs)
-        mu, U = optimal_q(stats, p)
+        q = _refined(p, Xs, ys)
         refine_seconds = time.perf_counter() - t1
-        q = dataclasses.replace(p, mu=mu, U=U)
         before, after = (_rmse(est._predict_block(Xte, params=x)[:, 0], yte) for x in (p, q))
         points.append({"seconds": t, "update": int(version), "rmse": before, "rmse_refined": after,
                        "diff": after - before, "neg_elbo_per_row": negative_elbo(Xs, ys, p) / len(ys),

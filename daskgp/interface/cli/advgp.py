@@ -66,17 +66,23 @@ def advgp_command(args) -> int:
         X_test = Xte.to_numpy(np.float64)
         last = {}
 
-        def test_rmse(event):
+        def rmse_of(params):
             # (mean, sd): the NLPD is logged too
-            last["pred"] = est._predict_block(X_test, params=event.model)
+            last["pred"] = est._predict_block(X_test, params=params)
             return float(np.sqrt(np.mean((last["pred"][:, 0] - yte) ** 2)))
+
+        def test_rmse(event):
+            return rmse_of(event.model)
     else:  # a table's test rows stay on the workers: the RMSE once, at the end
         test_rmse = None
     if args.overwrite and not args.resume:
         ckpt.remove()
-    def log_rmse(event, rmse):  # beside the checkpoint, for the dashboard
-        ckpt.log_heldout({"step": int(event.step), "seconds": float(event.seconds), "test_rmse": float(rmse),
+    def log_heldout(step, seconds, rmse):  # beside the checkpoint, for the dashboard
+        ckpt.log_heldout({"step": int(step), "seconds": float(seconds), "test_rmse": float(rmse),
                           "test_nlpd": gaussian_nlpd(yte, last["pred"][:, 0], last["pred"][:, 1])})
+
+    def log_rmse(event, rmse):
+        log_heldout(event.step, event.seconds, rmse)
 
     printer = fit_progress(args.max_iter, "ADVGP", test_rmse, "test RMSE", "{:.3f}", on_metric=log_rmse)
     try:
@@ -91,11 +97,7 @@ def advgp_command(args) -> int:
             printer.done()
             if test_rmse is not None and est.refine_seconds_ is not None:
                 # the refined model at the last update supersedes its held-out point (attach_heldout)
-                pred = est._predict_block(X_test)
-                ckpt.log_heldout({"step": int(est.n_iter_),
-                                  "seconds": float(est.records_[-1].seconds + est.refine_seconds_),
-                                  "test_rmse": float(np.sqrt(np.mean((pred[:, 0] - yte) ** 2))),
-                                  "test_nlpd": gaussian_nlpd(yte, pred[:, 0], pred[:, 1])})
+                log_heldout(est.n_iter_, est.records_[-1].seconds + est.refine_seconds_, rmse_of(est.params_))
             mean, sd = est.predict(Xte, return_std=True)
             reduced = table_rmse(ytr, yte, mean) if table else None  # on the workers; no row comes here
             if table:
