@@ -31,6 +31,27 @@ def test_every_quoted_number_is_its_json(claims):
                                  f"benchmarks/results/{c.result}.json:\n{text}" for c, text in lost)
 
 
+def test_every_benchmark_table_row_is_read_from_its_json(claims):
+    """Every table row with a number on the pages that quote benchmarks is a claim's, or its table is marked,
+    in the source, as not read from a results JSON (why, on the line before it)."""
+    rows = claims.uncited_table_rows()
+    assert not rows, "\n".join(f"{where}:{line}: {row}" for where, line, row in rows)
+
+
+def test_a_table_row_typed_by_hand_is_found(claims):
+    """Power: a row with a number added to a claimed table is reported, and so is one added under a table that
+    is marked but whose marker is taken away; a marked table's rows are not."""
+    where = "docs/benchmarks.md"
+    text = (ROOT / where).read_text()
+    row = "| SGPR bound + gradient, typed by hand | 0.100 | 0.100 | 1.00 / 1.00 / 1.00 | 1.00 | 0.1 s |"
+    anchor = text.index("| SEP pass with gradient (20,000 rows, m = 100) | 0.238")  # shared_vocabulary's
+    forged = text[:anchor] + row + "\n" + text[anchor:]
+    assert [r for _, _, r in claims.uncited_table_rows({where: forged})] == [row]
+    marker = text.index(claims.NOT_FROM_JSON)
+    unmarked = text[:marker] + "<!-- a comment -->" + text[text.index("-->", marker) + 3:]
+    assert claims.uncited_table_rows({where: unmarked})
+
+
 def test_a_number_changed_by_hand_fails(claims):
     """Power: each claim's line with one digit of a number read from its JSON changed is reported missing."""
     import string
