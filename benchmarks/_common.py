@@ -79,6 +79,11 @@ def write_summary(name: str, result: dict) -> Path:
     return path
 
 
+def read_result(name: str) -> dict:
+    """The results JSON ``name`` (its stem) under benchmarks/results/."""
+    return json.loads((HERE / "results" / f"{name}.json").read_text())
+
+
 def head_revision() -> str:
     """This checkout's HEAD, abbreviated."""
     return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,

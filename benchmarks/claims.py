@@ -5,7 +5,9 @@ A claim is a line of text with blanks, the file it appears in, and the JSON its 
 ``tests/test_claims.py`` renders every claim from its JSON and asserts the rendered line is in the file, so a
 number changed by hand (or a JSON re-measured without its text) fails the test. ``python
 benchmarks/claims.py`` prints each claim's rendered line and its provenance (run it after a benchmark and
-paste the lines it reports as missing).
+paste the lines it reports as missing). The docs' tables have their value functions in ``claim_tables.py``;
+every table row with a number on ``BENCHMARK_PAGES`` must be covered by a claim, or its table marked
+``NOT_FROM_JSON`` (:func:`uncited_table_rows`).
 
 Provenance: every results JSON written through ``_common.write_results`` records the revision it measured and
 a content hash of the code it measured (``CODE``: the modules its numbers depend on). The documentation's
@@ -23,7 +25,30 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import head_revision  # benchmarks/ is on the path: scripts run from it, tests and docs add it
+from _common import (  # benchmarks/ is on the path: scripts run from it, tests and docs add it
+    head_revision,
+    read_result,
+)
+from claim_tables import (
+    bimodal,
+    exact_gradient_table,
+    exact_scaling,
+    first_contact,
+    gplvm_scoring,
+    gpu_gradient,
+    gpu_page,
+    nuts_peer,
+    run_store,
+    sgld_concrete,
+    sgld_house8l,
+    sgpr_flights_rows,
+    sgpr_start,
+    slow_link,
+    ulisse_bias,
+    vocabulary_row,
+    warmup_exact,
+    warmup_resume,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -129,7 +154,7 @@ def measured_revision(doc: dict) -> str:
 
 def load(name: str) -> dict:
     """The results JSON ``name`` (its stem) under benchmarks/results/."""
-    return json.loads((RESULTS / f"{name}.json").read_text())
+    return read_result(name)
 
 
 def _at(curve, seconds: float, column: int) -> float:
@@ -509,411 +534,6 @@ def _advgp_batch(d: dict) -> dict:
     return {"rows": "\n".join(rows)}
 
 
-def _error(v: float) -> str:
-    """A relative error as the tables print it: two decimals above 1, three above 0.01, else four."""
-    return f"{v:.2f}" if v >= 1 else f"{v:.3f}" if v >= 0.01 else f"{v:.4f}"
-
-
-def _exact_gradient_table(d: dict) -> dict:
-    """The exact-gradient table's rows (mean s / gradient over seeds, mean relative error, peak RSS) and the
-    two ratios under it."""
-    labels = [("daskgp", "ulisse", "(a) daskgp ULISSE, N_r = 4, rank-1000 pivoted-Cholesky preconditioner, "
-               "float64"),
-              ("daskgp", "ulisse_reused_pivots", "(a′) same, pivots kept from an earlier θ (a sampler's "
-               "steady state)"),
-              ("daskgp", "cg", "(b) daskgp CG to 1e-8, N_r = 4, same preconditioner"),
-              ("daskgp", "accurate", "(e) daskgp N_r = 128 ULISSE (≤ 1 % error)"),
-              ("peers", "gpytorch_default", "(d) GPyTorch defaults, float32"),
-              ("peers", "gpytorch_cg_tol_0.01", "(f) GPyTorch, cg_tolerance 0.01, float32")]
-    rows = []
-    for side, key, label in labels:
-        c = d[side][key]
-        m = c["summary"]
-        rows.append(f"| {label} | {m['seconds_mean']:.2f} | {_error(m['rel_error_mean'])} "
-                    f"| {c['peak_rss_gb']:.1f} GB |")
-    ex = d["exact"]
-    rows.append(f"| (c) exact Cholesky (single-threaded LAPACK, see below; from the previous run) | "
-                f"{ex['seconds']:.1f} | 0 | {ex['peak_rss_gb']:.1f} GB |")
-    return {"rows": "\n".join(rows), "accurate": f"{d['ratio_accurate']:.2f}", "ratio": f"{d['ratio']:.2f}"}
-
-
-def _sgld_concrete(d: dict) -> dict:
-    """concrete's default sampler against exact MH: each side's row values and the posterior comparison."""
-    out = {}
-    for side in ("mh", "sghmc"):
-        r = d[side]
-        out[side] = (f"{r['seconds']:.0f}", f"{r['min_ess_bulk']:,.0f} / {r['min_ess_tail']:,.0f}",
-                     f"{r['sec_per_ess_bulk']:.2f}", f"{r['sec_per_ess_tail']:.2f}",
-                     f"{r['iterations_per_ess']:.2g}" if r["iterations_per_ess"] >= 10 else
-                     f"{r['iterations_per_ess']:.1f}", f"{max(t['r_hat'] for t in r['table'].values()):.3f}")
-    mh, sg = out["mh"], out["sghmc"]
-    rows = []
-    for name, label, fmt in (("variance", "s2 (variance)", ".3f"), ("lengthscale", "l (lengthscale)", ".3f"),
-                             ("noise", "noise", ".4f")):
-        a, b = d["mh"]["table"][name], d["sghmc"]["table"][name]
-        c = d["comparison"]["sghmc"][name]
-        rows.append(f"| {label} | {a['mean']:{fmt}} ({a['sd']:{fmt}}) | "
-                    f"{b['mean']:{fmt}} ({b['sd']:{fmt}}) | "
-                    f"{c['mean_diff_over_sd_mh']:.3f} | {c['sd_ratio']:.3f} |")
-    return {"mh": f"| MH (exact Cholesky) | {mh[0]} | {mh[1]} | {mh[2]} / {mh[3]} | {mh[4]} | {mh[5]} |",
-            "sghmc": f"| {sg[0]} (warmup {d['sghmc']['warmup_seconds']:.0f}) | {sg[1]} | "
-                     f"**{sg[2]}** / {sg[3]} | "
-                     f"{sg[4]} | {sg[5]} |",
-            "rows": "\n".join(rows), "best": f"{d['sghmc']['sec_per_ess_bulk']:.3f}",
-            "ratio": f"{d['ratio']:.2f}", "vs_mh": f"{d['sec_per_ess_vs_mh']['sghmc']:.2f}"}
-
-
-def _bimodal(d: dict) -> dict:
-    """The 3,000-row power_plant posterior's table: each mode, the importance-sampled moments, the draws."""
-    def three(v, fmt=".3f"):
-        return ", ".join(format(x, fmt).replace("-", "−") for x in v)
-
-    rows = []
-    for i, (m, mass) in enumerate(zip(d["modes"], d["importance"]["laplace_mode_mass"], strict=True), 1):
-        head = f"| mode {i} (log p {m['log_p']:.2f}, Laplace mass {100 * mass:.0f} %) | "
-        rows.append(head.replace("-", "−")
-                    + f"{three(m['phi'])} | {three(m['sd'])} |")
-    imp = d["importance"]
-    w = imp["mode_mass"]
-    rows.append(f"| exact posterior (importance sampling; {100 * w[0]:.0f} / {100 * w[1]:.0f} % mass) | "
-                f"{three(imp['mean'])} | {three(imp['sd'][:2])}, {imp['sd'][2]:.4f} |")
-    run = next(iter(d["runs"].values()))
-    ess = run["ess_bulk"]
-    rows.append(f"| daskgp's draws (ESS {min(ess):.0f}–{max(ess):.0f}) | {three(run['mean'])} | "
-                f"{three(run['sd'][:2])}, {run['sd'][2]:.4f} |")
-    se = f"{max(ess) ** -0.5:.2f}–{min(ess) ** -0.5:.2f}"
-    rows.append(f"| gap, in exact sd (se of the draws' means {se}) | "
-                f"{three(run['gap_vs_importance_in_sd'], '.2f')} | ratio "
-                f"{three(run['sd_ratio_vs_importance'], '.2f')} |")
-    return {"rows": "\n".join(rows), "kish": f"{imp['kish_ess']:.0f}"}
-
-
-def _gpu_gradient(d: dict) -> dict:
-    """The GPU page's first table: a row per data set and size, each from its results JSON (house_8L's is
-    ``d``, flights' sizes are read beside it), medians over seeds."""
-    def secs(side: dict, key: str, error_unit: str = "") -> str:
-        c = side.get(key) if side else None
-        if c is None:
-            return "not run"
-        if "error" in c:
-            return "out of memory" if "memory" in c["error"].lower() else "failed"
-        m = c["summary"]
-        out = f"{m['seconds_median']:#.3g} s"
-        if error_unit and "rel_error_mean" in m:
-            e = m["rel_error_mean"]
-            out += " (exact)" if e < 1e-5 else f" ({100 * e:.2f} % error)" if error_unit == "long" else \
-                f" ({100 * e:.1f} %)"
-        return out
-
-    rows = []
-    for label, doc in [("house_8L, 22,784", d)] + [
-            (f"flights, {n:,}", load(f"gpu_gradient_flights_rows{n}")) for n in (50000, 100000, 150000)]:
-        ours, peers = doc["daskgp"], doc.get("peers") or {}
-        rows.append(f"| {label} | {secs(ours, 'sampler_gpu', 'long')} | {secs(ours, 'sampler_cpu')} | "
-                    f"{secs(peers, 'gpytorch_cg_tol_0.01_float32', 'short')} | "
-                    f"{secs(peers, 'gpytorch_cholesky_float64', 'short')} |")
-    return {"rows": "\n".join(rows), "gpu_vs_cpu": f"{d['gpu_vs_cpu']['sampler']:.1f}"}
-
-
-def _sgpr_flights_rows(d: dict) -> dict:
-    """The flights test-RMSE table: the baselines and SGPR (fit seconds) per training size."""
-    rows = []
-    for key, label in (("7K", "7,000"), ("70K", "70,000"), ("full", "246,468 (all)")):
-        r = d["rmse"][key]
-        rows.append(f"| {label} | {r['mean']:.2f} | {r['linear']:.2f} | {r['ridge']:.2f} | "
-                    f"{r['random_forest']:.2f} | **{r['daskgp']:.2f}** ({r['daskgp_seconds']:.0f}) |")
-    return {"rows": "\n".join(rows)}
-
-
-def _run_store(d: dict) -> dict:
-    """The run store's table: write, checkpoint size and opening, today's format against the previous."""
-    rows = []
-    for r in d["rows"]:
-        size = "concrete-sized" if r["n"] == 1030 else "house_8L-sized"
-        rows.append(f"| {size} (n = {r['n']:,}), {r['draws_per_chain']:,} draws | "
-                    f"{r['format2_s_per_block_median']:.3f} vs {r['format1_s_per_block_median']:.3f} | "
-                    f"{r['ratio_write']:.2f} | "
-                    f"{r['format2_checkpoint_mb']:.2g} vs {r['format1_checkpoint_mb']:.2g} | "
-                    f"{r['format2_open_s']:.2f} vs {r['format1_open_s']:.2f} | {r['ratio_open']:.2f} |")
-    return {"rows": "\n".join(rows)}
-
-
-def _nuts_peer(d: dict) -> dict:
-    """The withdrawn NUTS comparison's table (diagonal mass, chains in sequence), kept as its run's record."""
-    c = d["cases"]["concrete"]
-    nuts, ours = c["nuts"], c["daskgp"]
-    steps = nuts["sampling_gradients"] + nuts["warmup_gradients"]
-    sampling_only = c["ratio"] / c["ratio_vs_nuts_sampling_only"] * nuts["seconds_per_ess"]
-    per_step = nuts["wall_seconds"] / steps  # the wall, warmup and compilation included, per step
-    iters = ours["kept_draws"] + ours["warmup_draws"]
-    return {"rows": f"| NUTS (NumPyro), 4 × ({nuts['warmup_iterations']} + {nuts['sampling_iterations']}) | "
-                    f"{nuts['wall_seconds']:,.0f} | {nuts['min_ess']:.0f} | {nuts['max_rhat']:.3f} | "
-                    f"{nuts['seconds_per_ess']:.2f} ({sampling_only:.2f} with the warmup left out) | "
-                    f"{steps:,} leapfrog steps ({per_step:.3f} s each) |\n"
-                    f"| **daskgp SGHMC** (defaults) | {ours['wall_seconds']:.0f} | {ours['min_ess']:.0f} | "
-                    f"{ours['max_rhat']:.3f} | **{ours['seconds_per_ess']:.2f}** | "
-                    f"{ours['chains']} × {iters:,} iterations |"}
-
-
-def _sgld_house8l(d: dict) -> dict:
-    """The SGLD throughput table on house_8L (daskgp 0.2.0's code, 2 × 100 iterations)."""
-    t = d["time_split_per_iteration"]
-    f = t["fractions"]
-    e = d["sec_per_ess"]
-    return {"per_hour": f"{d['iterations_per_hour']:.0f}",
-            "per_chain": f"{d['seconds_per_iteration_per_chain']:.1f}",
-            "cg": f"{d['cg_iterations_per_iteration']:.1f} / {d['operator_passes_per_iteration']:.1f}",
-            "kernel": f"{t['kernel_evaluation_s']:.1f} s ({100 * f['kernel_evaluation']:.0f} %)",
-            "cmvp": f"≤ {t['cmvp_upper_bound_s']:.1f} s from pass counts) | {t['cmvp_s']:.1f} s "
-                    f"({100 * f['cmvp']:.0f} %)",
-            "overhead": f"{t['scheduler_and_driver_overhead_s']:.1f} s".replace("-", "−"),
-            "ess": f"{e['iterations_per_ess_from_concrete']:,.0f} iterations per ESS × "
-                   f"{e['estimated_sec_per_ess'] / e['iterations_per_ess_from_concrete']:.1f} s) | ≈ "
-                   f"{round(e['estimated_sec_per_ess'], -2):,.0f}"}
-
-
-def _slow_link(d: dict) -> dict:
-    """The slow-link table: per rate and seed, τ = 0 against τ = 8 (s / update, seconds to RMSE 4.15 with
-    the sooner in bold, final RMSE), and τ = 8's mean factor in updates per second over the slow link."""
-    rows, factors = [], []
-    for key, case in d["cases"].items():
-        rate, seed = key.split("/")
-        a, b = case["0"], case["8"]
-        ta, tb = (c["seconds_to_rmse"]["4.15"] for c in (a, b))
-        fa, fb = (f"{t:.1f}" if t is not None else "not reached" for t in (ta, tb))
-        if ta is not None and (tb is None or ta < tb):
-            fa = f"**{fa}**"
-        elif tb is not None:
-            fb = f"**{fb}**"
-        rows.append(f"| {rate.replace('kbit', ' kbit/s')} | {seed.removeprefix('seed')} | "
-                    f"{a['seconds_per_update']:.3f} / {b['seconds_per_update']:.3f} | {fa} / {fb} | "
-                    f"{a['final_rmse']:.3f} / {b['final_rmse']:.3f} |")
-        if rate != "none":
-            factors.append(case["ratio_seconds_per_update"])
-    return {"rows": "\n".join(rows), "factor": f"{sum(factors) / len(factors):.1f}"}
-
-
-_VOCABULARY_ROWS = (("sgpr_eval_s", "SGPR bound + gradient, flights (246,468 rows, m = 100, 2 workers)", 3),
-                    ("advgp_partition_s", "ADVGP partition objective + gradient (20,000 rows", 3),
-                    ("gpc_sep_pass_s", "SEP pass with gradient (20,000 rows", 3),
-                    ("exact_gradient_s", "exact stochastic gradient, house_8L (22,784 rows", 1),
-                    ("concrete_s_per_ess", "concrete, seconds per effective sample (ESS 400)", 3))
-
-
-def _vocabulary(d: dict) -> dict:
-    """A before/after timing table of ``shared_vocabulary.py``: medians, the per-round ratios, the Matérn 3/2
-    figure. One claim per row (its label's start, then every number of the row)."""
-    out = {}
-    two_rounds = len(d["rounds"]) == 2
-    for key, label, dec in _VOCABULARY_ROWS:
-        m = d["summary"].get(key)
-        if m is None:
-            continue
-        fmt = f".{dec}f" if m["before_median_s"] < 1 or dec == 1 else ".3f"
-        if two_rounds:  # each round's own medians, side by side
-            med = [[statistics.median(r[side][key]) for r in d["rounds"]] for side in ("before", "after")]
-            cells = " | ".join(" / ".join(format(v, fmt) for v in side) for side in med)
-            ratios = " / ".join(f"{r:.2f}" for r in m["ratio_per_round"])
-            cells += f" | {ratios}"
-        else:
-            fmt = ".4f" if m["before_median_s"] < 0.1 else ".3f" if m["before_median_s"] < 10 else ".2f"
-            cells = (f"{m['before_median_s']:{fmt}} | {m['after_median_s']:{fmt}} | "
-                     + " / ".join(f"{r:.2f}" for r in m["ratio_per_round"]) + f" | {m['ratio_median']:.2f}")
-        mat = m["matern32_after_median_s"]
-        last = "—" if mat is None else f"{mat:.2f} s" if mat > 1 else f"{mat:.3f} s"
-        out[key] = f"{label}" + "{rest}" + f" | {cells} | {last} |"
-    return out
-
-
-def _vocabulary_row(key: str) -> Callable[[dict], dict]:
-    def values(d: dict) -> dict:
-        template = _vocabulary(d)[key]
-        head, tail = template.split("{rest}")
-        return {"head": head, "tail": tail}
-    return values
-
-
-def _first_contact(d: dict) -> dict:
-    """Start-up and a small prediction, before against after (medians of 5 fresh processes)."""
-    b, a, p = d["before"], d["after"], d["predict_5_rows_concrete"]
-
-    def row(before, after, digits=2):
-        return f"{before:.2f} s | {after:.{digits}f} s | {after / before:#.2g}"
-    return {"rows": "\n".join([
-        f"| `import daskgp` | {row(b['import']['median'], a['import']['median'])} |",
-        f"| `daskgp --help` | {row(b['help']['median'], a['help']['median'])} |",
-        "| predict at 5 rows of concrete (50 draws, run loaded), quiet machine | "
-        f"{row(p['default_blas_threads']['median'], p['chosen_threads']['median'])} |",
-        "| the same with one spinning process per core | "
-        f"{row(p['default_blas_threads_with_2_busy_processes']['median'],
-               p['chosen_threads_with_2_busy_processes']['median'])} |"])}
-
-
-def _sgpr_start(d: dict) -> dict:
-    """Where SGPR starts: test RMSE at iterations 1, 5, 10, 20, 50, 100 for each start and seed, the bound at
-    100 and the bound evaluations."""
-    def at(init, it):
-        vals = []
-        for seed in (0, 1, 2):
-            tr = d["cases"][f"{init}/{seed}"]["trajectory"]
-            vals.append(next(t["test_rmse"] for t in tr if t["iteration"] == it))
-        return ", ".join(f"{v:.3f}" for v in vals)
-
-    def total(init, what):
-        return ", ".join(f"{what(d['cases'][f'{init}/{seed}']):,.0f}" for seed in (0, 1, 2))
-
-    rows = []
-    for it in (1, 5, 10, 20, 50, 100):
-        k, sub = at("kmeans", it), at("subset", it)
-        if it == 1:
-            sub = f"**{sub}**"
-        if it == 100:
-            k = f"**{k}**"
-        rows.append(f"| {it} | {k} | {sub} |")
-    last = {init: (lambda c: c["trajectory"][-1]["bound"]) for init in ("kmeans", "subset")}
-    rows.append(f"| bound at 100 (nats) | {total('kmeans', last['kmeans'])} | "
-                f"{total('subset', last['subset'])} |")
-    rows.append(f"| bound evaluations | {total('kmeans', lambda c: c['evaluations'])} | "
-                f"{total('subset', lambda c: c['evaluations'])} |")
-    return {"rows": "\n".join(rows)}
-
-
-def _signed(v: float, fmt: str = ".1f") -> str:
-    """A number with a true minus sign, as the docs print them."""
-    return format(v, fmt).replace("-", "−")
-
-
-def _ulisse_bias(d: dict) -> dict:
-    """The roulettes' bias against CG, in standard errors, per case; and seconds × λ where it was measured."""
-    labels = {"concrete": "concrete, 1,030 rows, mode", "house4k": "house_8L, 4,096 rows, mode",
-              "house_8L": "house_8L, 22,784 rows, θ = (1, 2, 0.3), 4 probes, es_tol 3e-2, rank 1,000"}
-    rows = []
-    for key, label in labels.items():
-        c = d["cases"][key]
-        sm = c["summary"]
-        z = []
-        for r in ("ulisse_exponential", "ulisse_increment", "ulisse_residual"):
-            cells = [_signed(v) for v in sm[r]["bias_z"]]
-            cells = [f"**{x}**" if abs(v) > 10 else x for x, v in zip(cells, sm[r]["bias_z"], strict=True)]
-            z.append(" / ".join(cells))
-        lam = [sm[r].get("seconds_times_lambda") for r in ("cg", "ulisse_exponential", "ulisse_increment",
-                                                          "ulisse_residual")]
-        tail = " / ".join(f"{v:.2f}" for v in lam) if None not in lam else "–"
-        rows.append(f"| {label} | {sm['seeds']} | {sm['cg']['max_cg_iterations_mean']:.0f} | "
-                    f"{' | '.join(z)} | {tail} |")
-    return {"rows": "\n".join(rows)}
-
-
-def _warmup_exact(d: dict) -> dict:
-    """The exact warmup against the stochastic ascent, per case and seed."""
-    label = {"concrete": "concrete, 1,030", "power_plant:2000": "power_plant, 2,000 random"}
-    rows = []
-    for c in d["cases"]:
-        gap = ", ".join(_signed(v, ".1f" if abs(v) >= 1 else ".2f") for v in c["ascent_gap_sd"])
-        rat = ", ".join(f"{v:.2f}" for v in c["ascent_sd_ratio"])
-        bold = [i for i, v in enumerate(c["ascent_gap_sd"]) if abs(v) > 5]
-        if bold:  # the docs mark a gap beyond 5 sd and the sds off by more than half
-            gap = ", ".join(f"**{x}**" if i in bold else x for i, x in enumerate(gap.split(", ")))
-            big = [f"{v:.2f}" for v in c["ascent_sd_ratio"] if abs(v - 1) > 0.5]
-            rat = f"**{', '.join(big)}**" + rat[len(", ".join(big)):] if big and rat.startswith(
-                ", ".join(big)) else rat
-        rows.append(f"| {label[c['case']]} | {c['seed']} | {c['map']['seconds']:.1f} | "
-                    f"{c['ascent']['seconds']:.1f} ({c['ascent']['gradients']}) | {c['speedup']:.1f} | "
-                    f"{gap} | {rat} |")
-    return {f"row{i}": r for i, r in enumerate(rows)}
-
-
-def _warmup_resume(d: dict) -> dict:
-    """What committing the warmup costs: per seed, one segment against committed every 10."""
-    out = {"ratio": f"{d['ratio']:.2f}"}
-    for i, s in enumerate(d["seeds"]):
-        w, c = s["whole"], s["committed"]
-        out[f"row{i}"] = (f"| {s['seed']} | {w['warmup_seconds']:.1f} | {c['warmup_seconds']:.1f} | "
-                          f"{c['warmup_seconds'] / w['warmup_seconds']:.2f} |")
-    return out
-
-
-def _exact_scaling(d: dict) -> dict:
-    """Products on 1 and 2 workers per n, the communication model's table, the gradient on 1 and 2."""
-    k1, k2 = d["results"]["K1"], d["results"]["K2"]
-    rows = []
-    for n, sp in d["speedup_per_product"].items():
-        rows.append(f"| {int(n):,} | {1000 * k1['products'][n]['median']:.0f} | "
-                    f"{1000 * k2['products'][n]['median']:.0f} | {sp:.2f}× |")
-    model = []
-    for r in d["model"]["table"]:
-        model.append(f"| {r['n']:.0e} | {r['workers']} | {r['compute']:.2f} | "
-                     f"{r['communication'] + r['latency']:.2f} | {100 * r['communication_share']:.0f}% | "
-                     f"{r['cache_gb_per_worker']:.1f} |")
-    return {"rows": "\n".join(rows), "model": "\n".join(model),
-            "one": f"{k1['gradients']['median']:.1f}", "two": f"{k2['gradients']['median']:.1f}",
-            "ratio": f"{d['ratio']:.2f}", "eff": f"{d['efficiency']:.2f}"}
-
-
-def _gplvm_scoring(d: dict) -> dict:
-    """The GPLVM classifier's scoring before (bound at every inducing input) and now (predictive start)."""
-    rows = []
-    for c in d["cases"]:
-        g = c["gain_difference_nats"]
-        rows.append(f"| {c['inducing']} | {c['seed']} | {c['bound']['seconds']:.1f} | "
-                    f"{c['predictive']['seconds']:.1f} | {c['speedup']:.2f} | {c['bound']['accuracy']:.3f} / "
-                    f"{c['predictive']['accuracy']:.3f} | {100 * g['share_worse_by_1_nat']:.2f} % / "
-                    f"{100 * g['share_better_by_1_nat']:.2f} % |")
-    return {"rows": "\n".join(rows)}
-
-
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
-def _gpu_page(d: dict) -> dict:
-    """The GPU page's two gradient tables: house_8L per configuration (seconds, relative error mean / max,
-    GPU memory), and flights' first N rows per n (daskgp's seconds, CG iterations, memory; GPyTorch's)."""
-    def gib(c):
-        return f"{c['gpu_peak_bytes'] / 2**30:.1f} GiB" if c.get("gpu_peak_bytes") else "—"
-
-    def err(m, fmt):
-        if m["rel_error_mean"] < 1e-5:  # the exact side: one significant digit, as 2·10⁻⁷
-            mantissa, exponent = f"{m['rel_error_mean']:.0e}".split("e")
-            return f"{mantissa}·10{str(int(exponent)).translate(_SUPERSCRIPT)}"
-        return f"{100 * m['rel_error_mean']:{fmt}} % / {100 * m['rel_error_max']:{fmt}} %"
-
-    ours, peers = d["daskgp"], d["peers"]
-    spec = [("| daskgp, the default sampler's gradient (32 probes, CG 1e-6, rank 2,000) | H200 | ",
-             ours["sampler_gpu"], ".3f", ".2f", True),
-            ("| same | 16 CPU cores, same machine | ", ours["sampler_cpu"], ".2f", ".2f", False),
-            ("| daskgp, 4 probes, CG 1e-8, rank 1,000 | H200 | ", ours["cg_gpu"], ".3f", ".1f", False),
-            ("| same | 16 CPU cores | ", ours["cg_cpu"], ".2f", ".1f", False),
-            ("| GPyTorch, its defaults (float32, CG tolerance 1) | H200 | ",
-             peers["gpytorch_default_float32"], ".3f", ".0f", False),
-            ("| GPyTorch, CG tolerance 0.01, float32 | H200 | ", peers["gpytorch_cg_tol_0.01_float32"], ".3f",
-             ".1f", False),
-            ("| GPyTorch, float64 Cholesky (exact) | H200 | ", peers["gpytorch_cholesky_float64"], ".3f", "",
-             False)]
-    rows = []
-    for head, c, sfmt, efmt, bold in spec:
-        sec = format(c["summary"]["seconds_median"], sfmt)
-        rows.append(f"{head}{'**' + sec + '**' if bold else sec} | {err(c['summary'], efmt)} | {gib(c)} |")
-
-    flights = []
-    for n in (50000, 100000, 150000):
-        doc = load(f"gpu_gradient_flights_rows{n}")
-        g = doc["daskgp"]["sampler_gpu"]
-        sec = f"{g['summary']['seconds_median']:#.3g}"
-        sec = sec if n == 50000 else f"**{sec}**"
-        cells = []
-        for key in ("gpytorch_default_float32", "gpytorch_cg_tol_0.01_float32", "gpytorch_cholesky_float64"):
-            c = (doc.get("peers") or {}).get(key)
-            cells.append("not run" if c is None else "out of memory" if "error" in c else
-                         f"{c['summary']['seconds_median']:.2f} s, {c['gpu_peak_bytes'] / 2**30:.0f} GiB")
-        flights.append(f"| {n:,} | {sec} | {max(g['first']['cg_iterations'])} | {gib(g)} | "
-                       f"{' | '.join(cells)} |")
-    every = load("gpu_gradient_flights_rows273853")["daskgp"]["sampler_gpu"]
-    if "TimeoutExpired" in every.get("error", ""):  # the run's one try at every row, stopped by its limit
-        flights.append(f"| 273,853 (every row; kernel rows not cached) | not finished in "
-                       f"{every['wall_seconds']:.0f} s | — | — | — | — | — |")
-    return {"rows": "\n".join(rows), "flights": "\n".join(flights)}
-
-
 def _ngd_readme(d: dict) -> dict:
     """The README's summary of the NGD-SVGP comparison: each side's paired difference from the peer at 60 /
     150 / 300 s (mean over seeds), and ADVGP's ratio at 300 s."""
@@ -1171,48 +791,48 @@ CLAIMS = [
           "| {ours} (ULISSE, N_r = 4) | GPyTorch {peer} ({peer_settings}) | {ratio} | {revision} |",
           _exact_gradient),
     Claim("exact gradient at θ = (1, 2, 0.3), the table", "exact_gradient", "docs/benchmarks.md", "{rows}",
-          _exact_gradient_table),
+          exact_gradient_table),
     Claim("exact gradient at θ = (1, 2, 0.3), the ratios", "exact_gradient", "docs/benchmarks.md",
           "Ratios: (e)/(f) = **{accurate}** is the only like-for-like pair: both errors are about 1–2 %. "
-          "(a)/(d) = {ratio}", _exact_gradient_table),
+          "(a)/(d) = {ratio}", exact_gradient_table),
     Claim("concrete's default sampler against exact MH: MH's row", "sgld_concrete", "docs/benchmarks.md",
-          "{mh}", _sgld_concrete),
+          "{mh}", sgld_concrete),
     Claim("concrete's default sampler against exact MH: SGHMC's row", "sgld_concrete", "docs/benchmarks.md",
-          "{sghmc}", _sgld_concrete),
+          "{sghmc}", sgld_concrete),
     Claim("concrete's default sampler against exact MH: the posteriors", "sgld_concrete",
           "docs/benchmarks.md",
-          "{rows}", _sgld_concrete),
+          "{rows}", sgld_concrete),
     Claim("concrete's default sampler against exact MH: the ratios", "sgld_concrete", "docs/benchmarks.md",
-          "ratio = {best} / 3 = **{ratio}**.\n- SGHMC took {vs_mh}× exact MH's bulk s/ESS", _sgld_concrete),
+          "ratio = {best} / 3 = **{ratio}**.\n- SGHMC took {vs_mh}× exact MH's bulk s/ESS", sgld_concrete),
     Claim("the bimodal 3,000-row posterior: the table", "bimodal_posterior", "docs/benchmarks.md", "{rows}",
-          _bimodal),
+          bimodal),
     Claim("the bimodal 3,000-row posterior: the importance sample", "bimodal_posterior", "docs/benchmarks.md",
-          "Kish ESS {kish}", _bimodal),
+          "Kish ESS {kish}", bimodal),
     Claim("the exact gradient on one GPU: the table", "gpu_gradient", "docs/benchmarks.md", "{rows}",
-          _gpu_gradient),
+          gpu_gradient),
     Claim("the exact gradient on one GPU: against the CPU", "gpu_gradient", "docs/benchmarks.md",
-          "GPU ÷ CPU on the same machine: {gpu_vs_cpu}× for the sampler's gradient", _gpu_gradient),
+          "GPU ÷ CPU on the same machine: {gpu_vs_cpu}× for the sampler's gradient", gpu_gradient),
     Claim("SGPR flights, the test RMSE table", "sgpr_flights", "docs/benchmarks.md", "{rows}",
-          _sgpr_flights_rows),
-    Claim("the run store's costs, the table", "run_store", "docs/benchmarks.md", "{rows}", _run_store),
+          sgpr_flights_rows),
+    Claim("the run store's costs, the table", "run_store", "docs/benchmarks.md", "{rows}", run_store),
     Claim("the withdrawn NUTS comparison, its record", "nuts_peer", "docs/benchmarks.md", "{rows}",
-          _nuts_peer),
+          nuts_peer),
     Claim("SGLD on house_8L, the throughput table", "sgld_house8l", "docs/benchmarks.md",
           "| SGLD iterations per hour (both chains) | {per_hour}, from 2 × 100 iterations on daskgp 0.2.0",
-          _sgld_house8l),
+          sgld_house8l),
     Claim("SGLD on house_8L, an iteration's parts", "sgld_house8l", "docs/benchmarks.md",
           "| seconds per iteration, per chain (one core) | {per_chain} |\n"
           "| CG iterations / operator passes per iteration | {cg} |\n"
           "| kernel evaluation (rows rebuilt for the new θ, gradient pass, preconditioner rows) | "
           "{kernel} |\n"
           "| CMVPs with cached kernel rows (by difference; {cmvp} |\n"
-          "| scheduler and driver overhead | ≈ 0 ({overhead}", _sgld_house8l),
+          "| scheduler and driver overhead | ≈ 0 ({overhead}", sgld_house8l),
     Claim("SGLD on house_8L, the estimate", "sgld_house8l", "docs/benchmarks.md", "concrete's ≈ {ess} |",
-          _sgld_house8l),
+          sgld_house8l),
     Claim("ADVGP over a slow link, the table", "multihost_slow_link", "docs/benchmarks.md", "{rows}",
-          _slow_link),
+          slow_link),
     Claim("ADVGP over a slow link, the updates", "multihost_slow_link", "docs/benchmarks.md",
-          "τ = 8 makes {factor}× as many updates per second over the slow link in every seed", _slow_link),
+          "τ = 8 makes {factor}× as many updates per second over the slow link in every seed", slow_link),
     Claim("the scale table at 1e6 rows", "scale", "docs/benchmarks.md",
           "{1e6_mean}", _scale_rows),
     Claim("the scale table at 1e6 rows: advgp-batch-paper-start", "scale", "docs/benchmarks.md",
@@ -1245,8 +865,8 @@ CLAIMS = [
     Claim("the scale table: least squares at 10⁷ rows", "scale", "docs/benchmarks.md", "{1e7_ls}",
           _scale_rows),
     Claim("first contact: start-up and a small prediction", "first_contact", "docs/benchmarks.md", "{rows}",
-          _first_contact),
-    Claim("where SGPR starts, the table", "sgpr_start", "docs/benchmarks.md", "{rows}", _sgpr_start),
+          first_contact),
+    Claim("where SGPR starts, the table", "sgpr_start", "docs/benchmarks.md", "{rows}", sgpr_start),
     Claim("exact gradient sweep, daskgp's N_r = 4 row", "exact_gradient_sweep", "docs/benchmarks.md",
           "| daskgp, float64 | ULISSE, N_r = 4 | {ours_s} | {ours_err} | {ours_first} |", _sweep_rows),
     Claim("exact gradient sweep, GPyTorch's matched row", "exact_gradient_sweep", "docs/benchmarks.md",
@@ -1457,36 +1077,36 @@ CLAIMS = [
 ]
 
 # The GPU page
-CLAIMS += [Claim("the GPU page: house_8L's table", "gpu_gradient", "docs/gpu.md", "{rows}", _gpu_page),
-           Claim("the GPU page: flights' table", "gpu_gradient", "docs/gpu.md", "{flights}", _gpu_page)]
+CLAIMS += [Claim("the GPU page: house_8L's table", "gpu_gradient", "docs/gpu.md", "{rows}", gpu_page),
+           Claim("the GPU page: flights' table", "gpu_gradient", "docs/gpu.md", "{flights}", gpu_page)]
 
 # The guides' tables
 CLAIMS += [
     Claim("the roulettes' bias against CG, the table", "ulisse_bias", "docs/guide/exact.md", "{rows}",
-          _ulisse_bias),
+          ulisse_bias),
     *(Claim(f"the exact warmup against the ascent, row {i}", "warmup_exact", "docs/guide/exact.md",
-            f"{{row{i}}}", _warmup_exact) for i in range(4)),
+            f"{{row{i}}}", warmup_exact) for i in range(4)),
     *(Claim(f"committing the warmup, seed {i}", "warmup_resume", "docs/guide/exact.md", f"{{row{i}}}",
-            _warmup_resume) for i in range(2)),
+            warmup_resume) for i in range(2)),
     Claim("committing the warmup, the median ratio", "warmup_resume", "docs/guide/exact.md",
-          "The median ratio, {ratio}", _warmup_resume),
+          "The median ratio, {ratio}", warmup_resume),
     Claim("products on one and two workers", "exact_scaling", "docs/guide/exact.md", "{rows}",
-          _exact_scaling),
+          exact_scaling),
     Claim("the communication model's table", "exact_scaling", "docs/guide/exact.md", "{model}",
-          _exact_scaling),
+          exact_scaling),
     Claim("the default gradient on one and two workers", "exact_scaling", "docs/guide/exact.md",
-          "**{one} s with one worker, {two} s with two**\n(ratio {ratio}, efficiency {eff}", _exact_scaling),
+          "**{one} s with one worker, {two} s with two**\n(ratio {ratio}, efficiency {eff}", exact_scaling),
     Claim("the GPLVM classifier's scoring, the table", "gplvm_scoring", "docs/guide/sparse.md", "{rows}",
-          _gplvm_scoring),
+          gplvm_scoring),
 ]
 
 # The two before/after timing tables of shared_vocabulary.py: each row's label, and its numbers
 CLAIMS += [Claim(f"the shared vocabulary's cost: {key}{part}", "shared_vocabulary", "docs/benchmarks.md",
-                 blank, _vocabulary_row(key))
+                 blank, vocabulary_row(key))
            for key in ("sgpr_eval_s", "advgp_partition_s", "gpc_sep_pass_s", "exact_gradient_s")
            for part, blank in (("", "{head}"), (", its numbers", "{tail}"))]
 CLAIMS += [Claim(f"the registry and run store's cost: {key}", "registry_and_run_store", "docs/benchmarks.md",
-                 "{tail}", _vocabulary_row(key))
+                 "{tail}", vocabulary_row(key))
            for key in ("sgpr_eval_s", "advgp_partition_s", "gpc_sep_pass_s", "exact_gradient_s",
                        "concrete_s_per_ess")]
 
