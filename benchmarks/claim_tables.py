@@ -414,3 +414,75 @@ def gpu_page(d: dict) -> dict:
         flights.append(f"| 273,853 (every row; kernel rows not cached) | not finished in "
                        f"{every['wall_seconds']:.0f} s | — | — | — | — | — |")
     return {"rows": "\n".join(rows), "flights": "\n".join(flights)}
+
+
+def ngd_flights_prose(d: dict) -> dict:
+    """The numbers of the sparse-peer section's flights paragraphs: SGPR's and ADVGP's paired differences
+    from the peer and from each other, per seed at 300 s, iterations, updates and the peer's steps."""
+    task = d["tasks"]["flights"]
+    at, seeds = task["at"], task["seeds"]
+
+    def diff(t, key, fmt="+.2f"):
+        m, sd = at[t][key]
+        return f"{m:{fmt}} ± {sd:.2f}".replace("-", "−")
+
+    full = [v for v in seeds.values() if v["advgp"]["seconds"] > 0.9 * task["budget"]]  # not stopped early
+    spu = [v["advgp"]["seconds_per_update"] for v in full]
+    ups = [v["advgp"]["updates"] for v in full]
+    steps = [v["peer"]["steps"] for v in seeds.values()]
+    its = [v["sgpr"]["iterations"] for v in seeds.values()]
+    early = [(k, v["advgp"]) for k, v in seeds.items() if v["advgp"]["seconds"] <= 0.9 * task["budget"]]
+    return {"sgpr": ", ".join(f"{-at[t]['sgpr_minus_peer'][0]:.2f}" for t in ("60s", "150s")) + " and "
+                    + f"{-at['300s']['sgpr_minus_peer'][0]:.2f}",
+            "sa60": diff("60s", "sgpr_minus_advgp"), "sa150": diff("150s", "sgpr_minus_advgp"),
+            "sa300": diff("300s", "sgpr_minus_advgp"), "its": f"{min(its)}–{max(its)}",
+            "adv": ", ".join(f"{-at[t]['advgp_minus_peer'][0]:.2f}" for t in ("60s", "150s")) + " and "
+                   + f"{-at['300s']['advgp_minus_peer'][0]:.2f}",
+            "ratio": f"{d['ratio']['flights']:.3f}",
+            "ours": ", ".join(f"{v['advgp']['test_rmse']:.2f}" for v in seeds.values()),
+            "peer": ", ".join(f"{v['peer']['test_rmse']:.2f}" for v in seeds.values()),
+            "early": "; ".join(f"seed {k} stopped by its own rule at {v['seconds']:.0f} s" for k, v in early),
+            "spu": f"{min(spu):.2f}–{max(spu):.2f}", "ups": f"{min(ups):,}–{max(ups):,}",
+            "steps": f"{min(steps):,}–{max(steps):,}"}
+
+
+def ngd_delayed_prose(d: dict) -> dict:
+    """The flights-delayed paragraph's numbers: SEP's paired difference from the peer at 60 / 150 / 300 s,
+    and both sides' per-seed test NLL ranges at 300 s."""
+    task = d["tasks"]["flights_delayed"]
+    at = task["at"]
+
+    def nll_300(curve):
+        return min(curve, key=lambda row: abs(row[0] - 300))[2]
+
+    sep = [nll_300(v["sep"]["curve"]) for v in task["seeds"].values()]
+    peer = [nll_300(v["peer"]["curve"]) for v in task["seeds"].values()]
+    return {"diff": ", ".join(f"{at[t]['sep_minus_peer'][0]:.3f}" for t in ("60s", "150s")) + " and "
+                    + f"{at['300s']['sep_minus_peer'][0]:.3f}",
+            "sep": f"{min(sep):.3f}–{max(sep):.3f}", "peer": f"{min(peer):.3f}–{max(peer):.3f}"}
+
+
+def sweep_half(d: dict) -> dict:
+    """The float64 sweep on half of house_8L: a row per side and precision, settings grouped as the page
+    prints them (seconds, relative errors, peak RSS)."""
+    def err(v):
+        return f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+
+    def group(side, keys, bold=False):
+        cs = [d[side][k] for k in keys]
+        lo, hi = (f"{f(c['peak_rss_gb'] for c in cs):.1f}" for f in (min, max))
+        errs = " / ".join(err(c["summary"]["rel_error_mean"]) for c in cs)
+        return (" / ".join(f"{c['summary']['seconds_mean']:.2f}" for c in cs) + " | "
+                + (f"**{errs}**" if bold else errs) + f" | {lo if lo == hi else f'{lo}–{hi}'} GB")
+
+    g = "gpytorch"
+    rows = [f"| daskgp, float64 | ULISSE, N_r = 4 / 16 / 64 | "
+            f"{group('daskgp', ['ulisse_4', 'ulisse_16', 'ulisse_64'])} |",
+            f"| daskgp, float64 | CG to 1e-6, N_r = 4 / 16 / 64 | "
+            f"{group('daskgp', ['cg_4', 'cg_16', 'cg_64'])} |"]
+    for prec in ("32", "64"):
+        keys = [f"f{prec}_tol1.0_t10_p15", f"f{prec}_tol0.1_t10_p15", f"f{prec}_tol0.01_t10_p15"]
+        rows.append(f"| GPyTorch, float{prec} | defaults / cg_tolerance 0.1 / 0.01 | {group(g, keys)} |")
+        rows.append(f"| GPyTorch, float{prec} | cg_tolerance 0.01, 64 trace samples, rank 100 | "
+                    f"{group(g, [f'f{prec}_tol0.01_t64_p100'], bold=prec == '32')} |")
+    return {"rows": "\n  ".join(rows)}
