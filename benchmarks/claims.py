@@ -34,6 +34,8 @@ from claim_tables import (
     exact_gradient_table,
     exact_scaling,
     first_contact,
+    gpc_accuracy,
+    gpc_flights,
     gplvm_scoring,
     gpu_gradient,
     gpu_page,
@@ -1093,6 +1095,14 @@ CLAIMS += [Claim(f"the sparse peers' flights paragraphs: {name}", "ngd_peers", "
                ("per seed at 300 s", "  ({ours} against {peer}; {early})."),
                ("ADVGP's updates", "cheaper on this machine ({spu} s against 0.22–0.23 s: {ups} updates"),
                ("the peer's steps", "the peer's steps dearer ({steps} in 300 s"))]
+CLAIMS += [Claim("the classification guide: breast cancer's table", "gpc", "docs/guide/gpc.md",
+                 "  {breast_cancer}", gpc_accuracy),
+           Claim("the classification guide: breast cancer's logistic regression", "gpc", "docs/guide/gpc.md",
+                 "Logistic regression {lr}.", gpc_accuracy),
+           Claim("the classification guide: MNIST odd/even's table", "gpc", "docs/guide/gpc.md",
+                 "  {mnist_parity}", gpc_accuracy)]
+CLAIMS += [Claim("the classification guide: flights delayed against time", "gpc", "docs/guide/gpc.md",
+                 "  {rows}", gpc_flights)]
 CLAIMS += [Claim("the float64 sweep on half of house_8L, the table", "exact_gradient_sweep_rows11392",
                  "docs/benchmarks.md", "  {rows}", sweep_half)]
 CLAIMS += [Claim("the sparse peers' flights-delayed paragraph: the gap", "ngd_peers", "docs/benchmarks.md",
