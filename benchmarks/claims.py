@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import statistics
 import subprocess
 from collections.abc import Callable
@@ -1167,7 +1168,8 @@ def backfill(name: str) -> dict:
     file (its measurement ran on that revision's code or its parent's) and the code's hash at that revision,
     marked as backfilled. Written into the JSON; a JSON that has provenance is left alone."""
     path = RESULTS / f"{name}.json"
-    doc = json.loads(path.read_text())
+    text = path.read_text()
+    doc = json.loads(text)
     if "provenance" in doc:
         return doc["provenance"]
     rev = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", str(path)],
@@ -1175,7 +1177,9 @@ def backfill(name: str) -> dict:
     paths = code_paths(name)
     doc["provenance"] = {"revision": rev, "code": list(paths), "code_sha256": code_hash_at(rev, paths),
                          "backfilled": "from the commit that last wrote this file"}
-    path.write_text(json.dumps(doc, indent=1))
+    indent = re.match(r"\{\n( *)\"", text)  # the file's own indentation, so the diff is the stamp alone
+    path.write_text(json.dumps(doc, indent=len(indent.group(1)) if indent else None, ensure_ascii=False)
+                    + ("\n" if text.endswith("\n") else ""))
     return doc["provenance"]
 
 
