@@ -536,3 +536,26 @@ def gpc_flights(d: dict) -> dict:
         err = f"**{err}**" if k == "svgp" else err
         rows.append(f"| {label} | " + " | ".join(cells) + f" | {its} | {err} |")
     return {"rows": "\n  ".join(rows)}
+
+
+def gpc_memory(d: dict) -> dict:
+    """The classification guide's memory table (decimal MB): EP's and SEP's state, what the workers hold at
+    the peak, one worker's peak RSS, per n; and the crowded-inducing-inputs table: test NLL at m = 10 → 30
+    per split, the better m = 30 in bold."""
+    mem = d["memory"]
+    rows = []
+    for n in sorted({v["n"] for v in mem.values()}):
+        ep, sep = mem[f"ep,n={n}"], mem[f"sep,n={n}"]
+        held = (ep["cluster_managed_peak_bytes"] / 1e6, sep["cluster_managed_peak_bytes"] / 1e6)
+        rows.append(f"| {n:,} | {ep['state_bytes'] / 1e6:.2f} MB | {sep['state_bytes'] / 1e6:.3f} MB | "
+                    f"{held[0]:.0f} MB | {held[1]:.1f} MB | "
+                    f"{ep['worker_peak_rss_bytes'] / 1e6:.0f} MB | "
+                    f"{sep['worker_peak_rss_bytes'] / 1e6:.0f} MB |")
+    crowded = []
+    for seed in sorted({int(k.rsplit("seed=", 1)[1]) for k in d["crowded"] if "seed=" in k}):
+        cells = []
+        for method in ("sep", "ep"):
+            a, b = (d["crowded"][f"{method},m={m},seed={seed}"]["test_nll"] for m in (10, 30))
+            cells.append(f"{a:.3f} → " + (f"**{b:.3f}**" if b < a else f"{b:.3f}"))
+        crowded.append(f"| {seed} | {cells[0]} | {cells[1]} |")
+    return {"rows": "\n  ".join(rows), "crowded": "\n    ".join(crowded)}

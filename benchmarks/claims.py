@@ -37,6 +37,7 @@ from claim_tables import (
     first_contact,
     gpc_accuracy,
     gpc_flights,
+    gpc_memory,
     gplvm_scoring,
     gpu_gradient,
     gpu_page,
@@ -1104,6 +1105,10 @@ CLAIMS += [Claim("the classification guide: breast cancer's table", "gpc", "docs
                  "  {mnist_parity}", gpc_accuracy)]
 CLAIMS += [Claim("the classification guide: flights delayed against time", "gpc", "docs/guide/gpc.md",
                  "  {rows}", gpc_flights)]
+CLAIMS += [Claim("the classification guide: memory against n", "gpc", "docs/guide/gpc.md", "  {rows}",
+                 gpc_memory),
+           Claim("the classification guide: crowded inducing inputs", "gpc", "docs/guide/gpc.md",
+                 "    {crowded}", gpc_memory)]
 CLAIMS += [Claim("the float64 sweep on half of house_8L, the table", "exact_gradient_sweep_rows11392",
                  "docs/benchmarks.md", "  {rows}", sweep_half)]
 CLAIMS += [Claim("the sparse peers' flights-delayed paragraph: the gap", "ngd_peers", "docs/benchmarks.md",
