@@ -559,3 +559,40 @@ def gpc_memory(d: dict) -> dict:
             cells.append(f"{a:.3f} → " + (f"**{b:.3f}**" if b < a else f"{b:.3f}"))
         crowded.append(f"| {seed} | {cells[0]} | {cells[1]} |")
     return {"rows": "\n  ".join(rows), "crowded": "\n    ".join(crowded)}
+
+
+def advgp_converged(d: dict) -> dict:
+    """The ADVGP guide's table against converged SVGP (flights, 3 seeds): ADVGP at its budget (updates),
+    SVGP at the same time and at its own end, and SVGP's seconds to ADVGP's RMSE; a mean ± sd row."""
+    part = d["advgp"]
+    budget = part["budget"]
+    rows, cols = [], {"adv": [], "at": [], "end": [], "secs": []}
+    for seed, c in part["seeds"].items():
+        adv, svgp = c["advgp"], c["svgp"]
+        at = min(svgp["curve"], key=lambda r: abs(r[0] - budget))[1]
+        for k, v in (("adv", adv["rmse"]), ("at", at), ("end", svgp["rmse"]),
+                     ("secs", svgp["seconds_to_advgp_final"])):
+            cols[k].append(v)
+        rows.append(f"| {seed} | **{adv['rmse']:.2f}** ({adv['updates']:,}) | {at:.2f} | "
+                    f"{svgp['rmse']:.2f} | {svgp['seconds_to_advgp_final']:.0f} |")
+
+    def ms(v, fmt=".2f"):
+        return f"{statistics.mean(v):{fmt}} ± {statistics.stdev(v):{fmt}}"
+    rows.append(f"| mean ± sd | **{ms(cols['adv'])}** | {ms(cols['at'])} | **{ms(cols['end'])}** | "
+                f"{ms(cols['secs'], '.0f')} |")
+    return {"rows": "\n  ".join(rows)}
+
+
+def sep_converged(d: dict) -> dict:
+    """The classification guide's SEP-against-EP-and-converged-SVGP table (MNIST odd/even, 3 splits): a row
+    per split up to its seconds (the page may note after them what they shared the machine with)."""
+    out = {}
+    for seed, c in d["gpc"]["seeds"].items():
+        ep, sep, svgp = c["ep"], c["sep"], c.get("svgp")
+        peer = ("not run (session ended)" if svgp is None else
+                f"{svgp['test_nll']:.4f} ({svgp['seconds']:.0f} s; last quarter "
+                f"{svgp['last_quarter_nll_change']:.4f})".replace("-", "−"))
+        out[f"split{seed}"] = (f"| {seed} | {ep['test_nll']:.4f} | {sep['test_nll']:.4f} | "
+                               f"{sep['test_nll'] / ep['test_nll']:.3f} | {peer} | "
+                               f"{ep['seconds']:.0f} / {sep['seconds']:.0f}")
+    return out

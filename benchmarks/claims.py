@@ -31,6 +31,7 @@ from _common import (  # benchmarks/ is on the path: scripts run from it, tests 
     read_result,
 )
 from claim_tables import (
+    advgp_converged,
     bimodal,
     exact_gradient_table,
     exact_scaling,
@@ -45,6 +46,7 @@ from claim_tables import (
     ngd_flights_prose,
     nuts_peer,
     run_store,
+    sep_converged,
     sgld_concrete,
     sgld_house8l,
     sgpr_flights_rows,
@@ -1109,6 +1111,10 @@ CLAIMS += [Claim("the classification guide: memory against n", "gpc", "docs/guid
                  gpc_memory),
            Claim("the classification guide: crowded inducing inputs", "gpc", "docs/guide/gpc.md",
                  "    {crowded}", gpc_memory)]
+CLAIMS += [Claim("the ADVGP guide: against converged SVGP, per seed", "peers_converged",
+                 "docs/guide/advgp.md", "  {rows}", advgp_converged),
+           *(Claim(f"the classification guide: SEP against EP and converged SVGP, split {i}",
+                   "peers_converged", "docs/guide/gpc.md", f"{{split{i}}}", sep_converged) for i in range(3))]
 CLAIMS += [Claim("the float64 sweep on half of house_8L, the table", "exact_gradient_sweep_rows11392",
                  "docs/benchmarks.md", "  {rows}", sweep_half)]
 CLAIMS += [Claim("the sparse peers' flights-delayed paragraph: the gap", "ngd_peers", "docs/benchmarks.md",
