@@ -596,3 +596,59 @@ def sep_converged(d: dict) -> dict:
                                f"{sep['test_nll'] / ep['test_nll']:.3f} | {peer} | "
                                f"{ep['seconds']:.0f} / {sep['seconds']:.0f}")
     return out
+
+
+def _bold_if(text: str, bold: bool) -> str:
+    return f"**{text}**" if bold else text
+
+
+def _per_partition(case: dict) -> str:
+    return " / ".join(str(g) for g in case["gradients_per_partition"])
+
+
+def advgp_flights(d: dict) -> dict:
+    """The ADVGP guide's tables of issue 30's run (ADADELTA): test RMSE and seconds per update per m and τ,
+    the peers on the same split, and the straggler runs."""
+    a = d["advgp"]
+    best = min(c["final_rmse"] for c in a.values())
+    grid = []
+    for m in sorted({c["m"] for c in a.values()}):
+        cells = [a[f"m={m},tau={t}"] for t in (0, 8, 32)]
+        rmse = [_bold_if(f"{c['final_rmse']:.2f}", c["final_rmse"] == best) for c in cells]
+        grid.append(f"| {m} | {' | '.join(rmse)} | "
+                    + " / ".join(f"{c['seconds_per_update']:.3f}" for c in cells) + " |")
+    curve = d["svgp"]["curve"]
+    marks = (60, 120, 240, 600)
+    svgp = " / ".join(f"{min(curve, key=lambda r, t=t: abs(r[0] - t))[1]:.2f}" for t in marks)
+    b, sg = d["baselines"], d["sgpr"]
+    peers = [f"| GPyTorch SVGP, m = 100, minibatch 5,000, Adam 0.01, float32 | {svgp} | "
+             + " / ".join(str(t) for t in marks) + " |",
+             f"| daskgp SGPR, m = {sg['m']}, L-BFGS-B ({sg['evaluations']} evaluations, the limit) | "
+             f"{sg['rmse']:.2f} | {sg['seconds']:.0f} |",
+             f"| random forest (scikit-learn, 100 trees) | {b['random_forest']:.2f} | "
+             f"{b['random_forest_seconds']:.0f} |",
+             f"| linear regression | {b['linear']:.2f} | {b['linear_seconds']:.2f} |"]
+    st = d["stragglers"]
+    low = min(c["final_rmse"] for c in st.values())
+    strag = []
+    for c in st.values():
+        mean = "0" if c["staleness_mean"] == 0 else f"{c['staleness_mean']:.1f}"
+        rmse = _bold_if(f"{c['final_rmse']:.2f}", c["final_rmse"] == low)
+        strag.append(f"| {c['tau']} | {c['updates']:,} | {_per_partition(c)} | "
+                     f"{c['staleness_max']} / {mean} | {rmse} |")
+    return {"grid": "\n  ".join(grid), "peers": "\n  ".join(peers), "stragglers": "\n    ".join(strag)}
+
+
+def advgp_stragglers(d: dict) -> dict:
+    """The ADVGP guide's straggler table at the issue-31 default (Adam): per τ, updates, gradients per
+    partition, the largest staleness, the test RMSE with steps divided by 1 + the mean delay, and with the
+    first version's 1 + τ (``advgp_stragglers_steps_by_tau.json``)."""
+    first = read_result("advgp_stragglers_steps_by_tau")["runs"]
+    runs = d["runs"]
+    low = min(c["final_rmse"] for c in runs.values())
+    rows = []
+    for key, c in runs.items():
+        rmse = _bold_if(f"{c['final_rmse']:.2f}", c["final_rmse"] == low)
+        rows.append(f"| {c['tau']} | {c['updates']:,} | {_per_partition(c)} | {c['staleness_max']} | "
+                    f"{rmse} | {first[key]['final_rmse']:.2f} |")
+    return {"rows": "\n    ".join(rows)}

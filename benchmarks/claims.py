@@ -32,6 +32,8 @@ from _common import (  # benchmarks/ is on the path: scripts run from it, tests 
 )
 from claim_tables import (
     advgp_converged,
+    advgp_flights,
+    advgp_stragglers,
     bimodal,
     exact_gradient_table,
     exact_scaling,
@@ -1115,6 +1117,12 @@ CLAIMS += [Claim("the ADVGP guide: against converged SVGP, per seed", "peers_con
                  "docs/guide/advgp.md", "  {rows}", advgp_converged),
            *(Claim(f"the classification guide: SEP against EP and converged SVGP, split {i}",
                    "peers_converged", "docs/guide/gpc.md", f"{{split{i}}}", sep_converged) for i in range(3))]
+CLAIMS += [Claim(f"the ADVGP guide: issue 30's {part}", "advgp_flights", "docs/guide/advgp.md",
+                 indent + blank, advgp_flights)
+           for part, indent, blank in (("m × τ table", "  ", "{grid}"), ("peers", "  ", "{peers}"),
+                                       ("stragglers", "    ", "{stragglers}"))]
+CLAIMS += [Claim("the ADVGP guide: stragglers at the default", "advgp_stragglers", "docs/guide/advgp.md",
+                 "    {rows}", advgp_stragglers)]
 CLAIMS += [Claim("the float64 sweep on half of house_8L, the table", "exact_gradient_sweep_rows11392",
                  "docs/benchmarks.md", "  {rows}", sweep_half)]
 CLAIMS += [Claim("the sparse peers' flights-delayed paragraph: the gap", "ngd_peers", "docs/benchmarks.md",
