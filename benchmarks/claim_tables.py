@@ -652,3 +652,17 @@ def advgp_stragglers(d: dict) -> dict:
         rows.append(f"| {c['tau']} | {c['updates']:,} | {_per_partition(c)} | {c['staleness_max']} | "
                     f"{rmse} | {first[key]['final_rmse']:.2f} |")
     return {"rows": "\n    ".join(rows)}
+
+
+def trace_estimators(d: dict) -> dict:
+    """The exact guide's Hutchinson-against-Hutch++ table: the sd of ½ tr(K⁻¹∂ⱼK) per estimator and
+    parameter (three significant digits), and the variance's and noise's traces."""
+    labels = (("hutchinson", "Hutchinson, 32 probes (32 solves shared by all parameters)"),
+              ("hutch++ (budget per parameter)", "Hutch++, 32 products per parameter (3 × 32 solves)"),
+              ("hutch++ (same solves)", "Hutch++, 10 products per parameter (the same 32 solves)"))
+    p = d["params"]
+    rows = [f"| {label} | " + " | ".join(f"{p[name]['sd_half_trace'][key]:#.3g}"
+                                         for name in ("variance", "lengthscale", "noise")) + " |"
+            for key, label in labels]
+    traces = f"traces {p['variance']['trace']:.0f} and {p['noise']['trace']:.0f}"
+    return {"rows": "\n  ".join(rows), "traces": traces}

@@ -55,6 +55,7 @@ from claim_tables import (
     sgpr_start,
     slow_link,
     sweep_half,
+    trace_estimators,
     ulisse_bias,
     vocabulary_row,
     warmup_exact,
@@ -1123,6 +1124,10 @@ CLAIMS += [Claim(f"the ADVGP guide: issue 30's {part}", "advgp_flights", "docs/g
                                        ("stragglers", "    ", "{stragglers}"))]
 CLAIMS += [Claim("the ADVGP guide: stragglers at the default", "advgp_stragglers", "docs/guide/advgp.md",
                  "    {rows}", advgp_stragglers)]
+CLAIMS += [Claim("the exact guide: Hutchinson against Hutch++", "trace_estimators", "docs/guide/exact.md",
+                 "  {rows}", trace_estimators),
+           Claim("the exact guide: the traces", "trace_estimators", "docs/guide/exact.md", "({traces} from",
+                 trace_estimators)]
 CLAIMS += [Claim("the float64 sweep on half of house_8L, the table", "exact_gradient_sweep_rows11392",
                  "docs/benchmarks.md", "  {rows}", sweep_half)]
 CLAIMS += [Claim("the sparse peers' flights-delayed paragraph: the gap", "ngd_peers", "docs/benchmarks.md",
