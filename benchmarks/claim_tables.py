@@ -666,3 +666,19 @@ def trace_estimators(d: dict) -> dict:
             for key, label in labels]
     traces = f"traces {p['variance']['trace']:.0f} and {p['noise']['trace']:.0f}"
     return {"rows": "\n  ".join(rows), "traces": traces}
+
+
+def gpc_suite_row(d: dict) -> dict:
+    """One problem's row of the classification guide's suite table (``gpc_suite/{problem}_rows3000.json``):
+    test NLL of the prior, logistic regression, Laplace GPC, and of SEP, EP and ADF with their ratio to
+    Laplace (bold beyond the 2 % the tests hold) and their paired gap to it ± se."""
+    def side(name):
+        c = d[name]
+        gap = c["vs_laplace"]
+        ratio = _bold_if(f"{c['ratio']:.3f}", c["ratio"] > 1.02)
+        return f"{c['nll']:.4f} ({ratio}; {gap['mean']:+.3f} ± {gap['se']:.3f})".replace("-", "−")
+
+    return {"row": f"| {d['problem']} | {d['n_train']} / {d['features']} / {d['positive_rate']:.3f} | "
+                   f"{d['prior']['nll']:.4f} | {d['logistic_regression']['nll']:.4f} | "
+                   f"{d['laplace']['nll']:.4f} | "
+                   + " | ".join(side(k) for k in ("sep", "ep", "adf")) + " |"}

@@ -38,16 +38,6 @@ def test_every_benchmark_table_row_is_read_from_its_json(claims):
     assert not rows, "\n".join(f"{where}:{line}: {row}" for where, line, row in rows)
 
 
-NOT_YET_CEILING = 1  # tables marked as read from their JSON by hand still (2026-12-03); may only fall
-
-
-def test_the_tables_not_yet_read_from_their_json_do_not_grow(claims):
-    """The tables whose JSON exists but whose rows are not claims yet (marked NOT_YET) are a known debt of
-    issue 54, listed by `python benchmarks/claims.py`; a new one fails here."""
-    debt = claims.tables_not_yet_read()
-    assert len(debt) <= NOT_YET_CEILING, debt
-
-
 def test_a_table_row_typed_by_hand_is_found(claims):
     """Power: a row with a number added to a claimed table is reported, and so is one added under a table that
     is marked but whose marker is taken away; a marked table's rows are not."""
