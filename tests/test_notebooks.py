@@ -14,8 +14,11 @@ prints the claim's raw numbers as a JSON line; the checks below judge them:
   over the digits (the digits, not their correlated pixels, are the independent units) above the t quantile
   at 1e-3; and the bound-ratio classifier beats chance (one class of 10) on the MNIST test images, a
   one-sided exact binomial test at 1e-3.
-* 05 — SEP's test log loss equals EP's within 4 standard errors of the paired per-point difference (SEP is
-  the paper's memory-light stand-in for EP: it must not be worse beyond the noise), and every GP classifier
+* 05 — SEP's test log loss is not worse than EP's (SEP is the paper's memory-light stand-in for EP): the
+  paired per-point difference SEP − EP is at most 2 % of EP's log loss plus two of its standard errors, the
+  margin tests/gpc/test_binary_sets.py holds both methods to against an exact Laplace classifier. (An
+  equality test within 4 paired standard errors failed once the two agreed to 1e-4 nats: the paired se of
+  two nearly identical fits, 2e-5 here, is far below any difference a user could see.) Every GP classifier
   beats the 0.693-nat coin by more than 3.1 standard errors.
 """
 
@@ -27,7 +30,7 @@ import numpy as np
 import pytest
 from nbclient import NotebookClient
 
-from .run_checks import Z_AGREE, assert_posteriors_agree
+from .run_checks import assert_posteriors_agree
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 Z_BEATS = 3.1
@@ -89,7 +92,7 @@ def check_claims(name: str, c: dict) -> None:
     elif name.startswith("05"):
         ep, sep = np.array(c["ep"]), np.array(c["sep"])
         d = sep - ep
-        assert abs(d.mean()) < Z_AGREE * d.std(ddof=1) / np.sqrt(len(d)), (sep.mean(), ep.mean())
+        assert d.mean() <= 0.02 * ep.mean() + 2 * d.std(ddof=1) / np.sqrt(len(d)), (sep.mean(), ep.mean())
         for method, nll in c.items():
             nll = np.array(nll)
             assert (np.log(2) - nll.mean()) / (nll.std(ddof=1) / np.sqrt(len(nll))) > Z_BEATS, method
@@ -122,7 +125,7 @@ def test_notebook_executes_with_quick_settings(name, tmp_path, monkeypatch):
 def test_the_claim_checks_have_power():
     """Each check fails on a known-wrong result: an SGLD posterior shifted by 1 sd (ESS 50 each), a model no
     better than the mean, an imputation no better than the pixel means, a classifier that guesses, and SEP's
-    log loss 0.1 nat worse than EP's on every point."""
+    log loss 0.1 nat, or 5 %, worse than EP's on every point."""
     rng = np.random.default_rng(0)
     table = {"mean": [0.0, 1.0, -2.0], "sd": [0.2, 0.1, 0.05], "ess_bulk": [50.0] * 3, "ess_tail": [50.0] * 3}
     shifted = dict(table, mean=list(np.array(table["mean"]) + np.array(table["sd"])))
@@ -145,7 +148,7 @@ def test_the_claim_checks_have_power():
                                 predicted=chance))
     nll = rng.exponential(0.2, 200)
     check_claims("05", {"ep": nll.tolist(), "sep": (nll + 0.01 * rng.standard_normal(200)).tolist()})
-    with pytest.raises(AssertionError):
-        # 0.1 nat worse on every point, per-point noise 0.1: z ≈ 14 against Z_AGREE = 4 (with noise 0.3,
-        # z ≈ 4.7: the check passed or failed by the seed)
+    with pytest.raises(AssertionError):  # 0.1 nat worse on every point, per-point noise 0.1
         check_claims("05", {"ep": nll.tolist(), "sep": (nll + 0.1 + 0.1 * rng.standard_normal(200)).tolist()})
+    with pytest.raises(AssertionError):  # 5 % worse on every point: 0.010 nats against a margin of 0.005
+        check_claims("05", {"ep": nll.tolist(), "sep": (1.05 * nll).tolist()})
