@@ -21,6 +21,7 @@ cannot be made; the tests do not skip.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -47,6 +48,9 @@ def check_namespaces() -> None:
     if r.returncode:
         raise RuntimeError(f"cannot make a network namespace: {r.stderr.strip()}")
     _ip("netns", "del", name, check=False)
+
+
+_INSTANCES = itertools.count()
 
 
 def _remove_stale() -> None:
@@ -86,7 +90,9 @@ class Hosts:
     def __init__(self, names: list[str]):
         check_namespaces()
         _remove_stale()
-        self.prefix = f"dgt{os.getpid()}"
+        # the pid (so _remove_stale knows a dead process's leftovers) and a count: a test may make its own
+        # Hosts while a module fixture's are up in the same process
+        self.prefix = f"dgt{os.getpid()}-{next(_INSTANCES)}"
         self.switch = f"{self.prefix}-sw"
         self.names = list(names)
         self.addr = {h: f"{SUBNET}.{i + 1}" for i, h in enumerate(self.names)}
