@@ -328,6 +328,12 @@ def time_to(curve, target: float, col: int = 1):
     return next((p[0] for p in curve if p[col] <= target), None)
 
 
+def nearest_at(curve, seconds: float, column: int):
+    """The value in ``column`` of the point of ``curve`` (rows [seconds, ...]) nearest in time to ``seconds``
+    (the curves are logged every few seconds, a little after each mark)."""
+    return min(curve, key=lambda row: abs(row[0] - seconds))[column]
+
+
 def value_at(curve, t: float, col: int = 1):
     """A (seconds, ...) curve's column ``col`` at second t: its last point at or before t (its first when
     none is; the final one when the run ended sooner)."""

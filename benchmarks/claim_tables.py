@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
-from _common import read_result  # benchmarks/ is on the path, as for claims.py
+from _common import nearest_at, read_result  # benchmarks/ is on the path, as for claims.py
 
 
 def rel_error(v: float) -> str:
@@ -453,7 +453,7 @@ def ngd_delayed_prose(d: dict) -> dict:
     at = task["at"]
 
     def nll_300(curve):
-        return min(curve, key=lambda row: abs(row[0] - 300))[2]
+        return nearest_at(curve, 300, 2)
 
     sep = [nll_300(v["sep"]["curve"]) for v in task["seeds"].values()]
     peer = [nll_300(v["peer"]["curve"]) for v in task["seeds"].values()]
@@ -521,7 +521,7 @@ def gpc_flights(d: dict) -> dict:
     f = d["flights"]
     sides = [("sep_constant_damping_0.1", "SEP, δ = \\|B\\|/20,000 = 0.1, constant"),
              ("sep", "SEP, δ and Adam's step ÷ √(1 + t/E) (default)"), ("svgp", "GPyTorch SVGP")]
-    at = {k: [min(f[k]["curve"], key=lambda r, t=t: abs(r[0] - t))[2] for t in (30, 60, 120, 300)]
+    at = {k: [nearest_at(f[k]["curve"], t, 2) for t in (30, 60, 120, 300)]
           for k, _ in sides}
     best = [min(at[k][i] for k, _ in sides) for i in range(4)]
     rows = []
@@ -569,7 +569,7 @@ def advgp_converged(d: dict) -> dict:
     rows, cols = [], {"adv": [], "at": [], "end": [], "secs": []}
     for seed, c in part["seeds"].items():
         adv, svgp = c["advgp"], c["svgp"]
-        at = min(svgp["curve"], key=lambda r: abs(r[0] - budget))[1]
+        at = nearest_at(svgp["curve"], budget, 1)
         for k, v in (("adv", adv["rmse"]), ("at", at), ("end", svgp["rmse"]),
                      ("secs", svgp["seconds_to_advgp_final"])):
             cols[k].append(v)
@@ -619,7 +619,7 @@ def advgp_flights(d: dict) -> dict:
                     + " / ".join(f"{c['seconds_per_update']:.3f}" for c in cells) + " |")
     curve = d["svgp"]["curve"]
     marks = (60, 120, 240, 600)
-    svgp = " / ".join(f"{min(curve, key=lambda r, t=t: abs(r[0] - t))[1]:.2f}" for t in marks)
+    svgp = " / ".join(f"{nearest_at(curve, t, 1):.2f}" for t in marks)
     b, sg = d["baselines"], d["sgpr"]
     peers = [f"| GPyTorch SVGP, m = 100, minibatch 5,000, Adam 0.01, float32 | {svgp} | "
              + " / ".join(str(t) for t in marks) + " |",

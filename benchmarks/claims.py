@@ -170,12 +170,6 @@ def load(name: str) -> dict:
     return read_result(name)
 
 
-def _at(curve, seconds: float, column: int) -> float:
-    """The value in ``column`` of the point of ``curve`` (rows [seconds, ...]) nearest in time to ``seconds``
-    (the curves are logged every few seconds, a little after each mark)."""
-    return min(curve, key=lambda row: abs(row[0] - seconds))[column]
-
-
 def _exact_gradient(d: dict) -> dict:
     ours = d["daskgp"]["ulisse_4"]
     peer = d["gpytorch"][ours["matched"]["peer"]]
@@ -247,15 +241,6 @@ def _sgpr_flights(d: dict) -> dict:
             "peer32": f"{gp['float32']['seconds_median']:.2f}", "ratio2": f"{ours / peer:.2f}",
             "gpall": f"{rm['full']['daskgp']:.2f}", "rf": f"{rm['full']['random_forest']:.2f}",
             "secs": f"{rm['full']['daskgp_seconds']:.0f}"}
-
-
-def _peers_sparse(d: dict) -> dict:
-    adv = d["advgp"]["advgp_vs_svgp_rmse"]
-    gpc = load("gpc")["flights"]
-    sep = gpc["sep"]["curve"]
-    return {"adv_gap": f"{100 * (adv['ratio_of_means'] - 1):.0f} %", "adv": f"{adv['advgp'][0]:.2f}",
-            "svgp": f"{adv['svgp'][0]:.2f}", "budget": f"{d['advgp']['budget']:.0f} s",
-            "sep": f"{_at(sep, 120, 2):.3f}", "svgp_nll": f"{_at(gpc['svgp']['curve'], 120, 2):.3f}"}
 
 
 def _advgp_peer_means(d: dict) -> dict:
