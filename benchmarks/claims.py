@@ -539,9 +539,17 @@ def _ngd_readme(d: dict) -> dict:
         at = d["tasks"][task]["at"]
         return " / ".join(format(at[t][f"{side}_minus_peer"][0], fmt) for t in ("60s", "150s", "300s"))
 
+    delayed = d["tasks"]["flights_delayed"]["at"].values()
     return {"advgp": diffs("flights", "advgp", "+.2f"), "sgpr": diffs("flights", "sgpr", "+.2f"),
             "ratio": f"{d['ratio']['flights']:.3f}", "mnist": diffs("mnist_parity", "sep", "+.3f"),
-            "delayed": diffs("flights_delayed", "sep", "+.3f")}
+            "delayed": diffs("flights_delayed", "sep", "+.3f"),
+            "delayed_pct": f"{max(100 * r['sep_minus_peer'][0] / r['peer'][0] for r in delayed):.0f}"}
+
+
+def _nuts_withdrawn(d: dict) -> dict:
+    """The withdrawn NUTS comparison's two s/ESS (daskgp's SGHMC and the diagonal-mass NUTS), as quoted."""
+    c = d["cases"]["concrete"]
+    return {"ours": f"{c['daskgp']['seconds_per_ess']:.2f}", "nuts": f"{c['nuts']['seconds_per_ess']:.2f}"}
 
 
 def _ngd_peers(d: dict) -> dict:
@@ -895,8 +903,10 @@ CLAIMS = [
           "on flights ADVGP's test RMSE is {advgp}\nminutes from the peer's at 60 / 150 / 300 s "
           "(ratio {ratio} at 300 s) and SGPR's {sgpr}; on MNIST odd/even\nSEP's test NLL is {mnist} nats "
           "from it. Where daskgp does not yet win: on flights delayed\n(> 15 min) SEP's test NLL trails it "
-          "by {delayed} nats",
+          "by {delayed} nats (about {delayed_pct} %), and ADVGP's lead at\n300 s",
           _ngd_readme),
+    Claim("the withdrawn NUTS comparison, the README's mention", "nuts_peer", "README.md",
+          "The earlier comparison ({ours} against {nuts} s per effective sample", _nuts_withdrawn),
     Claim("ADVGP against converged SVGP on flights, the means over seeds", "peers_converged",
           "docs/guide/advgp.md", "| mean ± sd | **{adv}** |", _advgp_peer_means),
     Claim("converged SVGP on flights, the mean over seeds", "peers_converged", "docs/guide/advgp.md",
@@ -1024,7 +1034,9 @@ CLAIMS = [
     Claim("the method as the unit costs nothing (issue 57)", "shared_vocabulary_issue57",
           "docs/benchmarks.md", "(revision {base}) against this one ({revision})", _shared_vocabulary),
     Claim("the method as the unit costs nothing (issue 57): the table", "shared_vocabulary_issue57",
-          "docs/benchmarks.md", "{rows}\n\nThe concrete draws are {identical}", _shared_vocabulary),
+          "docs/benchmarks.md", "{rows}", _shared_vocabulary),
+    Claim("the method as the unit costs nothing (issue 57): the draws", "shared_vocabulary_issue57",
+          "docs/benchmarks.md", "The concrete draws are {identical} before and after", _shared_vocabulary),
     Claim("NUTS as its experts run it, concrete: the README row", "nuts_fair", "README.md",
           "| converged exact posterior, concrete (n = 1,030), seconds per effective sample end to end "
           "(1 seed) "
@@ -1249,6 +1261,81 @@ def uncited_table_rows(texts: dict[str, str] | None = None) -> list[tuple[str, i
     return out
 
 
+# A number as a measurement is written: a decimal, or a count with a unit of time, memory, size or ratio.
+# Versions (3.12, 1.15.2) and numbers inside code spans are not measurements.
+MEASURED = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:\s?(?:%|×|s\b|ms\b|min\b|minutes?\b|h\b|hours?\b"
+                      r"|[KMGT]i?B\b|nats?\b|s/ESS\b)|(?<=\d)\.\d+)(?![\w.]*\d)")
+VERSION = re.compile(r"(?:Python|python|PyPI|GPyTorch|torch|NumPyro|JAX|jax|GPflow|dask|numpy|scipy|CUDA|cupy"
+                     r"|daskgp|version|v)\s?[≥≤>=<~]*\s?\d+(?:\.\d+)+|\d+\.\d+\.\d+")
+
+
+def _blocks(lines: list[str]):
+    """(first line index, end index, kind) of each block of a Markdown page: 'table' (lines starting with
+    '|'), 'code' (a fenced block), 'comment' (an HTML comment) or 'prose' (a run of other non-blank lines:
+    a paragraph, or a list without blank lines between its items)."""
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        if not line:
+            i += 1
+            continue
+        if line.startswith(("```", "~~~")):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].lstrip().startswith(line[:3])),
+                       len(lines) - 1) + 1
+            yield i, end, "code"
+        elif line.startswith("|"):
+            end = next((j for j in range(i, len(lines)) if not lines[j].lstrip().startswith("|")), len(lines))
+            yield i, end, "table"
+        elif line.startswith("<!--") and not line.startswith(NOT_FROM_JSON):
+            end = next((j for j in range(i, len(lines)) if "-->" in lines[j]), len(lines) - 1) + 1
+            yield i, end, "comment"
+        else:
+            end = i + 1
+            while end < len(lines) and lines[end].strip() and not lines[end].lstrip().startswith(
+                    ("|", "```", "~~~", "#")) and not lines[i].lstrip().startswith("#"):
+                end += 1
+            yield i, end, "prose"
+        i = end
+
+
+def uncited_prose(texts: dict[str, str] | None = None) -> list[tuple[str, int, str]]:
+    """(file, line number, the number in its line) of every measurement-like number (:data:`MEASURED`) in
+    the prose and code blocks of BENCHMARK_PAGES that no claim's rendered text covers, in a block not
+    marked by a NOT_FROM_JSON line (its first line, or the line before it). The marker's why says where
+    the numbers come from: an earlier run whose JSON was overwritten, a setting, a CI run, a derivation.
+    ``texts`` as for :func:`missing`."""
+    texts = dict(texts or {})
+    out = []
+    for where in BENCHMARK_PAGES:
+        text = texts[where] if where in texts else (ROOT / where).read_text()
+        covered = bytearray(len(text))  # 1 where a claim's rendered text lies
+        for claim in CLAIMS:
+            if claim.where != where:
+                continue
+            rendered = claim.render()
+            start = text.find(rendered)
+            while start >= 0:
+                covered[start:start + len(rendered)] = b"\1" * len(rendered)
+                start = text.find(rendered, start + 1)
+        lines = text.splitlines(keepends=True)
+        offsets = [0]
+        for line in lines:
+            offsets.append(offsets[-1] + len(line))
+        for first, end, kind in _blocks([x.rstrip("\n") for x in lines]):
+            marked = any(lines[k].lstrip().startswith(NOT_FROM_JSON) for k in (first, first - 1) if k >= 0)
+            if kind not in ("prose", "code") or marked:
+                continue
+            for k in range(first, end):
+                line = lines[k]
+                skip = [m.span() for m in VERSION.finditer(line)]
+                skip += [m.span() for m in re.finditer(r"`[^`]*`", line)] if kind == "prose" else []
+                for m in MEASURED.finditer(line):
+                    if any(a <= m.start() < b for a, b in skip) or covered[offsets[k] + m.start()]:
+                        continue
+                    out.append((where, k + 1, f"{m.group(0)!r} in: {line.strip()[:160]}"))
+    return out
+
+
 def main() -> None:
     import sys
 
@@ -1262,6 +1349,8 @@ def main() -> None:
         print(f"[{'ok' if found else 'MISSING'}] {claim.name} ({claim.where}):\n{text}\n")
     for where, line, row in uncited_table_rows():
         print(f"[UNCITED] {where}:{line}: {row}")
+    for where, line, what in uncited_prose():
+        print(f"[UNCITED PROSE] {where}:{line}: {what}")
     print(provenance_table())
 
 

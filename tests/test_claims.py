@@ -47,9 +47,36 @@ def test_a_table_row_typed_by_hand_is_found(claims):
     anchor = text.index("| SEP pass with gradient (20,000 rows, m = 100) | 0.238")  # shared_vocabulary's
     forged = text[:anchor] + row + "\n" + text[anchor:]
     assert [r for _, _, r in claims.uncited_table_rows({where: forged})] == [row]
-    marker = text.index(claims.NOT_FROM_JSON)
+    marker = text.index("\n|", text.index(claims.NOT_FROM_JSON + " earlier runs"))  # a marked table's
+    marker = text.rindex(claims.NOT_FROM_JSON, 0, marker)
     unmarked = text[:marker] + "<!-- a comment -->" + text[text.index("-->", marker) + 3:]
     assert claims.uncited_table_rows({where: unmarked})
+
+
+def test_every_benchmark_prose_number_is_read_from_its_json(claims):
+    """Every measurement-like number (a decimal, or a count with a unit: s, %, ×, GB, nats…) in the prose and
+    code blocks of the pages that quote benchmarks is a claim's, or its block is marked, in the source, as not
+    read from a results JSON, with why (a setting, an earlier run, written by hand and not yet a claim)."""
+    found = claims.uncited_prose()
+    assert not found, "\n".join(f"{where}:{line}: {what}" for where, line, what in found)
+
+
+def test_a_prose_number_typed_by_hand_is_found(claims):
+    """Power: a sentence with a measured number added to a claimed paragraph is reported (the number, not the
+    claim's own numbers beside it); so are a marked block's numbers once its marker is taken away; versions
+    and numbers in code spans are not measurements."""
+    where = "README.md"
+    text = (ROOT / where).read_text()
+    anchor = text.index("Against the strongest sparse peer")
+    sentence = "The fit took 12.5 s on 2 cores. "
+    forged = text[:anchor] + sentence + text[anchor:]
+    assert [w.split(" in:")[0] for _, _, w in claims.uncited_prose({where: forged})] == ["'12.5 s'"]
+    marker = text.index(claims.NOT_FROM_JSON)
+    unmarked = text[:marker] + "<!-- a comment -->" + text[text.index("-->", marker) + 3:]
+    assert claims.uncited_prose({where: unmarked})
+    plain = "Python ≥ 3.12, GPyTorch 1.15.2 and `tol=0.5` are no measurements. "
+    plain = text[:anchor] + plain + text[anchor:]
+    assert not claims.uncited_prose({where: plain})
 
 
 def test_a_number_changed_by_hand_fails(claims):
@@ -61,9 +88,13 @@ def test_a_number_changed_by_hand_fails(claims):
         fields = [name for _, name, _, _ in string.Formatter().parse(claim.template) if name]
         values = claim.values(claims.load(claim.result))
         numbers = [str(values[f]) for f in fields if f in values]
-        value = next(v for v in numbers if any(c.isdigit() for c in v))
-        i = text.index(value) + next(j for j, ch in enumerate(value) if ch.isdigit())
-        forged = text[:i] + str((int(text[i]) + 1) % 10) + text[i + 1:]
+        value = next((v for v in numbers if any(c.isdigit() for c in v)), None)
+        if value is None:  # a claim of words read from the JSON ('identical'): one word changed
+            value = next(v for v in numbers if v)
+            forged = text.replace(value, value.upper() if value != value.upper() else value.lower(), 1)
+        else:
+            i = text.index(value) + next(j for j, ch in enumerate(value) if ch.isdigit())
+            forged = text[:i] + str((int(text[i]) + 1) % 10) + text[i + 1:]
         assert claim in [c for c, _ in claims.missing({claim.where: forged})], claim.name
 
 
