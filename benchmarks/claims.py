@@ -30,6 +30,7 @@ from _common import (  # benchmarks/ is on the path: scripts run from it, tests 
     head_revision,
     read_result,
 )
+from claim_prose import PROSE
 from claim_tables import (
     advgp_converged,
     advgp_flights,
@@ -1170,6 +1171,8 @@ CLAIMS += [Claim(f"the registry and run store's cost: {key}", "registry_and_run_
                  "{tail}", vocabulary_row(key))
            for key in ("sgpr_eval_s", "advgp_partition_s", "gpc_sep_pass_s", "exact_gradient_s",
                        "concrete_s_per_ess")]
+
+CLAIMS += [Claim(*entry) for entry in PROSE]  # the prose's sentences (claim_prose.py)
 
 
 def cited_results() -> list[str]:
