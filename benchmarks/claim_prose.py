@@ -768,3 +768,34 @@ PROSE += [
          "l8": f"{d['cases']['after/8192']['noise_lambda_32']:.2f}",
          "l22": f"{d['cases']['after/22784']['noise_lambda_32']:.2f}"}),
 ]
+PROSE += [
+    ("flights delayed: the baselines", "gpc", "docs/guide/gpc.md",
+     "(class prior {prior}, logistic regression {lr} in\n  {secs} s)", lambda d: {
+         "prior": f"{d['flights']['class_prior']['test_nll']:.3f}",
+         "lr": f"{d['flights']['logistic_regression']['test_nll']:.3f}",
+         "secs": f"{d['flights']['logistic_regression']['seconds']:.1f}"}),
+    ("the bimodal posterior: the noise at the mode", "adapt_from_noise", "docs/benchmarks.md",
+     "(λ = {lam} at the mode)", lambda d: {
+         "lam": f"{d['cases']['rows3000_seed0_fixed']['noise_at_mode']:.2f}"}),
+]
+PROSE += [
+    ("HMC's adaptation: 50 with windows, the slower seeds", "hmc_adaptation", "docs/guide/exact.md",
+     "than 150 in one seed of each ({concrete}× and {power}×", lambda d: {
+         "concrete": f"{max(d['cases']['concrete']['paired']['50']['wall_ratio']):.1f}",
+         "power": f"{max(d['cases']['power1k']['paired']['50']['wall_ratio']):.1f}"}),
+]
+
+
+def advgp_round_trips(d: dict) -> dict:
+    """A round trip carrying θ: as a task through the scheduler and as an actor call, at m = 100 and 500."""
+    r1, r5 = d["round_trips"]["m=100"], d["round_trips"]["m=500"]
+    return {"t1": f"{1e3 * r1['task_seconds_median']:.1f}", "a1": f"{1e3 * r1['actor_seconds_median']:.1f}",
+            "f1": f"{r1['theta_floats']:,}", "f5": f"{r5['theta_floats']:,}",
+            "t5": f"{1e3 * r5['task_seconds_median']:.1f}", "a5": f"{1e3 * r5['actor_seconds_median']:.1f}"}
+
+
+PROSE += [
+    ("ADVGP's server: a task against an actor", "advgp_flights", "docs/guide/advgp.md",
+     "a round trip carrying θ takes **{t1} ms** as a task through the scheduler and **{a1} ms** as\n    an "
+     "actor call (m = 100, {f1} floats; m = 500, {f5} floats: {t5} ms and {a5} ms)", advgp_round_trips),
+]
