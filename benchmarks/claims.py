@@ -1226,6 +1226,21 @@ def missing(texts: dict[str, str] | None = None) -> list[tuple[Claim, str]]:
     return out
 
 
+def claimed_spans(where: str, text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets in ``text`` (the content of ``where``) of every occurrence of a claim's rendered
+    text on that page."""
+    spans = []
+    for claim in CLAIMS:
+        if claim.where != where:
+            continue
+        rendered = claim.render()
+        start = text.find(rendered)
+        while start >= 0:
+            spans.append((start, start + len(rendered)))
+            start = text.find(rendered, start + 1)
+    return spans
+
+
 # The pages whose tables quote benchmarks: every number in a table row there is a claim's, or the table is
 # marked, on the line before it, as not read from a results JSON (the reason is in the source)
 BENCHMARK_PAGES = ("README.md", "docs/benchmarks.md", "docs/gpu.md", "docs/guide/exact.md",
@@ -1240,15 +1255,9 @@ def uncited_table_rows(texts: dict[str, str] | None = None) -> list[tuple[str, i
     for where in BENCHMARK_PAGES:
         text = texts[where] if where in texts else (ROOT / where).read_text()
         covered = set()
-        for claim in CLAIMS:
-            if claim.where != where:
-                continue
-            rendered = claim.render()
-            start = text.find(rendered)
-            while start >= 0:
-                first = text.count("\n", 0, start)
-                covered.update(range(first, first + rendered.count("\n") + 1))
-                start = text.find(rendered, start + 1)
+        for start, end in claimed_spans(where, text):
+            first = text.count("\n", 0, start)
+            covered.update(range(first, first + text.count("\n", start, end) + 1))
         lines = text.splitlines()
         i = 0
         while i < len(lines):  # a table may be indented (inside a list item)
@@ -1312,14 +1321,8 @@ def uncited_prose(texts: dict[str, str] | None = None) -> list[tuple[str, int, s
     for where in BENCHMARK_PAGES:
         text = texts[where] if where in texts else (ROOT / where).read_text()
         covered = bytearray(len(text))  # 1 where a claim's rendered text lies
-        for claim in CLAIMS:
-            if claim.where != where:
-                continue
-            rendered = claim.render()
-            start = text.find(rendered)
-            while start >= 0:
-                covered[start:start + len(rendered)] = b"\1" * len(rendered)
-                start = text.find(rendered, start + 1)
+        for start, end in claimed_spans(where, text):
+            covered[start:end] = b"\1" * (end - start)
         lines = text.splitlines(keepends=True)
         offsets = [0]
         for line in lines:

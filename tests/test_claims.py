@@ -56,7 +56,8 @@ def test_a_table_row_typed_by_hand_is_found(claims):
 def test_every_benchmark_prose_number_is_read_from_its_json(claims):
     """Every measurement-like number (a decimal, or a count with a unit: s, %, ×, GB, nats…) in the prose and
     code blocks of the pages that quote benchmarks is a claim's, or its block is marked, in the source, as not
-    read from a results JSON, with why (a setting, an earlier run, written by hand and not yet a claim)."""
+    read from a results JSON, with why (a setting, an earlier run whose JSON was overwritten, a measurement
+    that wrote no JSON, a projection)."""
     found = claims.uncited_prose()
     assert not found, "\n".join(f"{where}:{line}: {what}" for where, line, what in found)
 

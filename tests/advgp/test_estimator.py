@@ -227,8 +227,9 @@ def test_refine_leaves_q_at_its_optimum_for_the_final_kernel(split, client, tmp_
     """``refine`` (the default): after the last update q(w) is the closed-form optimum for the final kernel
     over every training row, and ``objective_`` the exact −L there. Against a dense reference: the same
     statistics summed here over all rows at once (:func:`optimal_q`; to the rounding of summing in another
-    order, bounded below) and −L from the rows (:func:`negative_elbo`, to 1e-8). The server's run is the same
-    with and without it (τ = 0: the kernel parts agree bit for bit), so the refit can only lower −L: it lies
+    order, bounded below) and −L from the rows (:func:`negative_elbo`, to 1e-4 nats: see below). The server's
+    run is the same with and without it (τ = 0: the kernel parts agree bit for bit), so the refit can only
+    lower −L: it lies
     below the unrefined fit's −L on the same rows, by more than 1e-3 nats (64-row minibatches leave q(w)
     noisy). Power: the unrefined q(w) fails the optimum check. A saved model keeps the refine's seconds."""
     from daskgp.advgp.model import negative_elbo, optimal_q, weight_map
@@ -256,7 +257,11 @@ def test_refine_leaves_q_at_its_optimum_for_the_final_kernel(split, client, tmp_
     assert np.linalg.norm(p.U.T @ p.U - U.T @ U) <= tol * np.linalg.norm(U.T @ U)
     assert np.linalg.norm(q.mu - mu) > 1e-3 * np.linalg.norm(mu)  # the unrefined q(w) is not the optimum
     exact = negative_elbo(Xs, ys, p)
-    assert refined.objective_ == pytest.approx(exact, rel=1e-8)
+    # objective_ sums the partitions' statistics, the reference the rows at once: their rounding differs by
+    # ~1e-8 relative (1.2e-8 measured on one CPU, under 1e-8 on another; −L ≈ 560 nats is a difference of
+    # terms some hundred times larger). A tenth of the smallest gap this test must resolve (the unrefined
+    # q(w)'s, > 1e-3 nats, asserted next) bounds it without losing that power.
+    assert refined.objective_ == pytest.approx(exact, abs=1e-4)
     assert negative_elbo(Xs, ys, q) - exact > 1e-3
     refined.save(tmp_path / "m.nc")
     assert ADVGPRegressor.load(tmp_path / "m.nc").refine_seconds_ == refined.refine_seconds_
