@@ -1212,12 +1212,13 @@ def backfill(name: str) -> dict:
     return doc["provenance"]
 
 
-def missing(texts: dict[str, str] | None = None) -> list[tuple[Claim, str]]:
-    """(claim, its rendered text) of every claim whose text is not in its file; ``texts`` maps a file
-    (relative to the root) to its content, read from disk when absent."""
+def missing(texts: dict[str, str] | None = None,
+            claims: list[Claim] | None = None) -> list[tuple[Claim, str]]:
+    """(claim, its rendered text) of every claim (of ``claims``, all by default) whose text is not in its
+    file; ``texts`` maps a file (relative to the root) to its content, read from disk when absent."""
     texts = dict(texts or {})
     out = []
-    for claim in CLAIMS:
+    for claim in CLAIMS if claims is None else claims:
         if claim.where not in texts:
             texts[claim.where] = (ROOT / claim.where).read_text()
         text = claim.render()
