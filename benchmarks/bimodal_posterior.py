@@ -137,15 +137,6 @@ def importance_reference(log_p, modes: list[dict], n_draws: int, seed: int) -> d
             "laplace_mode_mass": share.tolist(), "draws": n_draws, "seconds_log_density": seconds}
 
 
-def data_sha256(X, y) -> str:
-    """A fingerprint of the rows (float64, C order), so that a reader of the result can check it has them."""
-    import hashlib
-
-    h = hashlib.sha256(np.ascontiguousarray(X, dtype=np.float64).tobytes())
-    h.update(np.ascontiguousarray(y, dtype=np.float64).tobytes())
-    return h.hexdigest()
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=3000)
@@ -153,6 +144,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     X, y = rows(args.rows)
+    from daskgp.core.fingerprint import fingerprint
     from daskgp.core.priors import GammaPrior
     from daskgp.exact.posterior import exact_log_posterior
     from daskgp.model.kernels import make_kernel
@@ -183,7 +175,8 @@ def main(argv=None) -> int:
     ref = (done.get("importance") or {}) if done.get("modes") else {}
     if args.draws and (ref.get("draws") != args.draws or done.get("seed") != args.seed):
         ref = importance_reference(log_density, modes, args.draws, args.seed)
-    result = {"rows": args.rows, "seed": args.seed, "data_sha256": data_sha256(X, y), "modes": modes,
+    # the rows' fingerprint (the one runs and checkpoints carry), so that a reader can check it has them
+    result = {"rows": args.rows, "seed": args.seed, "data_fingerprint": fingerprint(X, y), "modes": modes,
               "seconds_modes": t_modes, "exact_evaluations": len(neg.cache), "importance": ref or None}
     if not args.draws:  # the modes alone (the large-n test's reference): nothing to compare
         result = {"ratio": None, "target_met": len(modes) == 1, **result}

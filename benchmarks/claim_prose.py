@@ -6,6 +6,7 @@ the template's blanks as strings, rounded as the page prints them."""
 from __future__ import annotations
 
 from _common import nearest_at  # benchmarks/ is on the path: scripts run from it, tests and docs add it
+from claim_tables import signed
 
 
 def _range(lo: float, hi: float, fmt: str) -> str:
@@ -232,7 +233,7 @@ def house8l_reference(d: dict) -> dict:
     """house_8L's exact isotropic reference: its cost, the MAP and the Laplace sds (log parameters)."""
     iso = d["iso"]
     return {"evals": str(iso["exact_evaluations"]), "hours": f"{iso['exact_seconds'] / 3600:.1f}",
-            "phi": ", ".join(f"{v:.4f}".replace("-", "−") for v in iso["phi_map"]),
+            "phi": ", ".join(signed(v, ".4f") for v in iso["phi_map"]),
             "sd": ", ".join(f"{v:.4f}" for v in iso["laplace_sd"])}
 
 
@@ -624,22 +625,19 @@ PROSE += [
 def bimodal_guide(d: dict) -> dict:
     """The 3,000-row posterior in the exact guide's prose: both modes (φ, log p, sds), the importance
     sample's mass per mode, mean and sd, and the sampled run against it (mean gaps in sd, sd ratios)."""
-    def minus(v, f):
-        return format(v, f).replace("-", "−")
-
     m1, m2 = d["modes"][:2]
     imp = d["importance"]
     run = d["runs"]["rows3000_seed0_fixed"]
 
     def mode(m):
-        return (f"({', '.join(minus(v, '.3f') for v in m['phi'])}), log p {minus(m['log_p'], '.2f')}, sds "
+        return (f"({', '.join(signed(v, '.3f') for v in m['phi'])}), log p {signed(m['log_p'], '.2f')}, sds "
                 f"{m['sd'][0]:.3f}, {m['sd'][1]:.3f}, {m['sd'][2]:.3f}")
 
     def three(v, f, sep=", "):
         return f"{format(v[0], f)}{sep}{format(v[1], f)} and {format(v[2], f)}"
     return {"m1": mode(m1), "m2": mode(m2), "kish": f"{imp['kish_ess']:.0f}",
             "mass1": f"{100 * imp['mode_mass'][0]:.0f}", "mass2": f"{100 * imp['mode_mass'][1]:.0f}",
-            "mean": ", ".join(minus(v, ".3f") for v in imp["mean"]),
+            "mean": ", ".join(signed(v, ".3f") for v in imp["mean"]),
             "sd": f"{imp['sd'][0]:.3f}, {imp['sd'][1]:.3f}, {imp['sd'][2]:.4f}",
             "gaps": three(run["gap_vs_importance_in_sd"], ".2f"),
             "ratios": three(run["sd_ratio_vs_importance"], ".2f")}

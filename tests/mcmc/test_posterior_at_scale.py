@@ -14,7 +14,6 @@ gradient: a stationary point (the Newton step from it under 0.05 sd) and a stric
 Hessian recomputed here by central differences, agree with the stored ones. The same check at 4,096 to 22,784
 rows, with four chains, is ``benchmarks/fidelity.py``."""
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import arviz as az
 import numpy as np
 import pytest
 
+from daskgp.core.fingerprint import fingerprint
 from daskgp.core.priors import GammaPrior
 from daskgp.exact.posterior import exact_log_posterior
 from daskgp.mcmc.chains import sample
@@ -70,12 +70,6 @@ def _gradient(X, y, phi):
     return exact_log_posterior(X, y, make_kernel("rbf", n_dims=X.shape[1]), PRIOR, phi)[1]
 
 
-def _fingerprint(X, y) -> str:  # as benchmarks/bimodal_posterior.py's data_sha256
-    h = hashlib.sha256(np.ascontiguousarray(X, dtype=np.float64).tobytes())
-    h.update(np.ascontiguousarray(y, dtype=np.float64).tobytes())
-    return h.hexdigest()
-
-
 @pytest.fixture(scope="module")
 def reference(client):
     """(X (N, 4), y (N,), φ̂ (3,), Laplace covariance (3, 3)). φ̂ is the stored mode (module docstring), every
@@ -86,7 +80,7 @@ def reference(client):
     core)."""
     X, y = _power_plant(N)
     doc = json.loads(REFERENCE.read_text())
-    assert (doc["rows"], doc["data_sha256"]) == (N, _fingerprint(X, y)), "the reference is of other rows"
+    assert (doc["rows"], doc["data_fingerprint"]) == (N, fingerprint(X, y)), "the reference is of other rows"
     assert len(doc["modes"]) == 1, [m["phi"] for m in doc["modes"]]
     mode = doc["modes"][0]
     ends = np.array([e["apart_sd"] for e in mode["ends"]])
